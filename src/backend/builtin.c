@@ -1,0 +1,9 @@
+/* The list of built-in backends. */
+#include <stddef.h>
+
+#include "backend/builtin.h"
+
+const struct cordon_backend *const cordon_builtin_backends[] = {
+    &cordon_backend_worktree,
+    NULL,
+};

@@ -1,0 +1,555 @@
+/* The conformance suite: what every backend must do, checked through the public session API
+ * only, so built-ins and plugins are held to the same contract. Each check creates what it
+ * needs, asserts, and cleans up; a failure names what was expected and what came back. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cordon/session.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+
+struct suite {
+  struct cordon_context *ctx;
+  const struct cordon_backend *backend;
+  struct cordon_session *session; /* shared by the checks that do not destroy it */
+  FILE *out;
+  bool json;
+  json_t *results;
+  struct cordon_conformance_summary summary;
+  char *why; /* failure or skip reason of the running check */
+  bool skipped;
+};
+
+/* Record why the running check failed; the first reason wins. Returns -1 for `return fail()`. */
+__attribute__((format(printf, 2, 3))) static int fail(struct suite *t, const char *fmt, ...) {
+  if (t->why)
+    return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  if (vasprintf(&t->why, fmt, ap) < 0)
+    t->why = NULL;
+  va_end(ap);
+  return -1;
+}
+
+static int fail_err(struct suite *t, const char *what, struct cordon_error *err) {
+  int r = fail(t, "%s: %s", what, err && err->message ? err->message : "failed");
+  cordon_error_free(err);
+  return r;
+}
+
+static int skip(struct suite *t, const char *why) {
+  t->skipped = true;
+  t->why = strdup(why);
+  return 0;
+}
+
+static struct cordon_manifest base_manifest(void) {
+  struct cordon_manifest m = {0};
+  m.policy.egress = CORDON_EGRESS_NONE;
+  return m;
+}
+
+static int run(struct suite *t, struct cordon_session *s, const char *const *argv,
+               double timeout, const char *stdin_data, size_t max_output,
+               struct cordon_exec_result *res) {
+  struct cordon_exec_request req = {
+      .argv = argv,
+      .timeout = timeout,
+      .stdin_data = stdin_data,
+      .stdin_length = stdin_data ? strlen(stdin_data) : 0,
+      .max_output = max_output,
+  };
+  struct cordon_error *err = NULL;
+  if (cordon_session_exec(s, &req, res, &err) < 0)
+    return fail_err(t, argv[0], err);
+  return 0;
+}
+
+static int expect_output(struct suite *t, const char *what, const unsigned char *got,
+                         size_t got_len, const char *want) {
+  if (got_len != strlen(want) || memcmp(got, want, got_len) != 0)
+    return fail(t, "%s: expected \"%s\", got \"%.*s\"", what, want, (int)(got_len > 200 ? 200 : got_len),
+                got ? (const char *)got : "");
+  return 0;
+}
+
+static int roundtrip(struct suite *t, const char *path, const void *data, size_t len) {
+  struct cordon_error *err = NULL;
+  if (cordon_session_write(t->session, path, data, len, 0644, &err) < 0)
+    return fail_err(t, "write", err);
+  _cleanup_free_ unsigned char *back = NULL;
+  size_t back_len = 0;
+  if (cordon_session_read(t->session, path, &back, &back_len, &err) < 0)
+    return fail_err(t, "read", err);
+  if (back_len != len || memcmp(back, data, len) != 0)
+    return fail(t, "%s: read back %zu bytes that differ from the %zu written", path, back_len,
+                len);
+  return 0;
+}
+
+/* ---- the checks --------------------------------------------------------------------------- */
+
+static int check_capabilities(struct suite *t) {
+  uint32_t c = t->backend->capabilities;
+  if (!(c & CORDON_CAP_FILE_RW))
+    return fail(t, "file_rw is not declared");
+  if (!(c & CORDON_CAP_EXEC))
+    return fail(t, "exec is not declared");
+  return 0;
+}
+
+static int check_utf8_roundtrip(struct suite *t) {
+  const char *text = "h\xc3\xa9llo w\xc3\xb6rld \xe2\x9c\x93 \xf0\x9f\x90\xa7\n";
+  return roundtrip(t, "unicode-\xc3\xa9t\xc3\xa9.txt", text, strlen(text));
+}
+
+static int check_binary_roundtrip(struct suite *t) {
+  unsigned char all[512];
+  for (int i = 0; i < 512; i++)
+    all[i] = (unsigned char)(i % 256);
+  return roundtrip(t, "binary.bin", all, sizeof(all));
+}
+
+static int check_large_roundtrip(struct suite *t) {
+  size_t n = 1u << 20;
+  _cleanup_free_ unsigned char *big = malloc(n);
+  if (!big)
+    return fail(t, "out of memory");
+  uint32_t x = 2463534242u;
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    big[i] = (unsigned char)x;
+  }
+  return roundtrip(t, "large.bin", big, n);
+}
+
+static int check_exit_zero(struct suite *t) {
+  struct cordon_exec_result r;
+  const char *argv[] = {"sh", "-c", "echo out; echo err >&2", NULL};
+  if (run(t, t->session, argv, 0, NULL, 0, &r) < 0)
+    return -1;
+  int rc = r.exit_code != 0 ? fail(t, "exit code %d, expected 0", r.exit_code) : 0;
+  if (rc == 0)
+    rc = expect_output(t, "stdout", r.stdout_data, r.stdout_length, "out\n");
+  if (rc == 0)
+    rc = expect_output(t, "stderr", r.stderr_data, r.stderr_length, "err\n");
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+static int check_exit_seven(struct suite *t) {
+  struct cordon_exec_result r;
+  const char *argv[] = {"sh", "-c", "echo to-out; echo to-err >&2; exit 7", NULL};
+  if (run(t, t->session, argv, 0, NULL, 0, &r) < 0)
+    return -1;
+  int rc = r.exit_code != 7 ? fail(t, "exit code %d, expected 7", r.exit_code) : 0;
+  if (rc == 0)
+    rc = expect_output(t, "stdout", r.stdout_data, r.stdout_length, "to-out\n");
+  if (rc == 0)
+    rc = expect_output(t, "stderr", r.stderr_data, r.stderr_length, "to-err\n");
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+static int check_signal_exit(struct suite *t) {
+  struct cordon_exec_result r;
+  const char *argv[] = {"sh", "-c", "kill -TERM $$", NULL};
+  if (run(t, t->session, argv, 0, NULL, 0, &r) < 0)
+    return -1;
+  int rc = r.exit_code != 128 + 15 ? fail(t, "exit code %d, expected 143", r.exit_code) : 0;
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+static int check_not_found(struct suite *t) {
+  struct cordon_exec_result r;
+  const char *argv[] = {"cordon-no-such-command-xyz", NULL};
+  if (run(t, t->session, argv, 0, NULL, 0, &r) < 0)
+    return -1;
+  int rc = r.exit_code != 127 ? fail(t, "exit code %d, expected 127", r.exit_code) : 0;
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+static int check_env_override(struct suite *t) {
+  struct cordon_exec_result r;
+  const char *argv[] = {"sh", "-c", "printf '%s|%s' \"$CORDON_CONF_VAR\" \"$LANG\"", NULL};
+  const char *env[] = {"CORDON_CONF_VAR=v1", "LANG=C", NULL};
+  struct cordon_exec_request req = {.argv = argv, .env = env};
+  struct cordon_error *err = NULL;
+  if (cordon_session_exec(t->session, &req, &r, &err) < 0)
+    return fail_err(t, "exec", err);
+  int rc = expect_output(t, "stdout", r.stdout_data, r.stdout_length, "v1|C");
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+static int check_cwd(struct suite *t) {
+  struct cordon_error *err = NULL;
+  if (cordon_session_write(t->session, "sub/dir/marker", "m", 1, 0644, &err) < 0)
+    return fail_err(t, "write", err);
+  const char *argv[] = {"cat", "marker", NULL};
+  struct cordon_exec_request req = {.argv = argv, .cwd = "sub/dir"};
+  struct cordon_exec_result r;
+  if (cordon_session_exec(t->session, &req, &r, &err) < 0)
+    return fail_err(t, "exec", err);
+  int rc = expect_output(t, "stdout", r.stdout_data, r.stdout_length, "m");
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+static int check_stdin(struct suite *t) {
+  struct cordon_exec_result r;
+  const char *argv[] = {"cat", NULL};
+  if (run(t, t->session, argv, 0, "fed through stdin\n", 0, &r) < 0)
+    return -1;
+  int rc = expect_output(t, "stdout", r.stdout_data, r.stdout_length, "fed through stdin\n");
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+static int check_timeout(struct suite *t) {
+  struct cordon_exec_result r;
+  const char *argv[] = {"sleep", "5", NULL};
+  double start = fs_now();
+  if (run(t, t->session, argv, 1.0, NULL, 0, &r) < 0)
+    return -1;
+  double took = fs_now() - start;
+  int rc = 0;
+  if (!r.timed_out)
+    rc = fail(t, "not reported as timed out (exit %d)", r.exit_code);
+  else if (took > 2.0)
+    rc = fail(t, "timeout reported after %.2f s, expected within 2 s", took);
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+/* A process left behind would write the marker after the exec returned. */
+static int expect_no_survivor(struct suite *t, const char *script, const char *marker) {
+  struct cordon_exec_result r;
+  const char *argv[] = {"sh", "-c", script, NULL};
+  if (run(t, t->session, argv, 1.0, NULL, 0, &r) < 0)
+    return -1;
+  bool timed_out = r.timed_out;
+  cordon_exec_result_clear(&r);
+  if (!timed_out)
+    return fail(t, "not reported as timed out");
+  struct timespec wait = {.tv_sec = 2, .tv_nsec = 500 * 1000 * 1000};
+  while (nanosleep(&wait, &wait) < 0 && errno == EINTR) {
+  }
+  unsigned char *data = NULL;
+  size_t len = 0;
+  struct cordon_error *err = NULL;
+  if (cordon_session_read(t->session, marker, &data, &len, &err) == 0) {
+    free(data);
+    return fail(t, "a process outlived the exec's timeout and wrote %s", marker);
+  }
+  bool not_found = err->kind == CORDON_ERR_NOT_FOUND;
+  if (!not_found)
+    return fail_err(t, "read", err);
+  cordon_error_free(err);
+  return 0;
+}
+
+static int check_timeout_background_child(struct suite *t) {
+  return expect_no_survivor(t, "(sleep 2; echo alive > survivor-bg) & sleep 5", "survivor-bg");
+}
+
+static int check_timeout_daemonised_child(struct suite *t) {
+  return expect_no_survivor(
+      t, "setsid sh -c 'sleep 2; echo alive > survivor-daemon' </dev/null >/dev/null 2>&1 & sleep 5",
+      "survivor-daemon");
+}
+
+static int check_output_bound(struct suite *t) {
+  struct cordon_exec_result r;
+  const char *argv[] = {"head", "-c", "3000000", "/dev/zero", NULL};
+  if (run(t, t->session, argv, 0, NULL, 1u << 20, &r) < 0)
+    return -1;
+  int rc = 0;
+  if (!r.stdout_truncated)
+    rc = fail(t, "3 MB of output with a 1 MiB bound was not flagged as truncated");
+  else if (r.stdout_length != (1u << 20))
+    rc = fail(t, "kept %zu bytes, expected the bound of 1048576", r.stdout_length);
+  else if (r.stdout_total != 3000000)
+    rc = fail(t, "counted %llu bytes, expected 3000000", (unsigned long long)r.stdout_total);
+  else if (r.exit_code != 0)
+    rc = fail(t, "exit code %d, expected 0", r.exit_code);
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+static int check_only_stdio_fds(struct suite *t) {
+  struct cordon_exec_result r;
+  /* ls reads the shell's fd table from outside (the trailing `true` keeps the shell from
+   * exec'ing ls in its place), so the listing shows what the command inherited. */
+  const char *argv[] = {"sh", "-c", "ls /proc/$$/fd; true", NULL};
+  if (run(t, t->session, argv, 0, NULL, 0, &r) < 0)
+    return -1;
+  int rc = expect_output(t, "open fds", r.stdout_data, r.stdout_length, "0\n1\n2\n");
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+static int check_ls_sorted(struct suite *t) {
+  struct cordon_error *err = NULL;
+  const char *names[] = {"zeta", "Alpha", "beta", "a-dir/x"};
+  for (size_t i = 0; i < 4; i++)
+    if (cordon_session_write(t->session, names[i] + 0, "x", 1, 0, &err) < 0) {
+      char p[64];
+      snprintf(p, sizeof(p), "write %s", names[i]);
+      return fail_err(t, p, err);
+    }
+  struct cordon_dirent *e = NULL;
+  size_t n = 0;
+  if (cordon_session_ls(t->session, "", &e, &n, &err) < 0)
+    return fail_err(t, "ls", err);
+  int rc = 0;
+  for (size_t i = 1; i < n && rc == 0; i++)
+    if (strcmp(e[i - 1].name, e[i].name) >= 0)
+      rc = fail(t, "entries out of order: %s before %s", e[i - 1].name, e[i].name);
+  bool saw_dir = false;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(e[i].name, "a-dir") == 0 && e[i].kind == CORDON_KIND_DIRECTORY)
+      saw_dir = true;
+  if (rc == 0 && !saw_dir)
+    rc = fail(t, "a-dir missing or not reported as a directory");
+  cordon_dirents_free(e, n);
+  return rc;
+}
+
+static int check_write_creates_parents(struct suite *t) {
+  return roundtrip(t, "deep/er/and/deeper/file.txt", "nested\n", 7);
+}
+
+static int check_read_missing(struct suite *t) {
+  unsigned char *data = NULL;
+  size_t len = 0;
+  struct cordon_error *err = NULL;
+  if (cordon_session_read(t->session, "no/such/file", &data, &len, &err) == 0) {
+    free(data);
+    return fail(t, "reading a missing file succeeded");
+  }
+  int rc = 0;
+  if (err->kind != CORDON_ERR_NOT_FOUND)
+    rc = fail(t, "error kind %d, expected not-found: %s", err->kind, err->message);
+  else if (!strstr(err->message, "no/such/file"))
+    rc = fail(t, "error does not name the path: %s", err->message);
+  cordon_error_free(err);
+  return rc;
+}
+
+static int expect_refused_read(struct suite *t, const char *path) {
+  unsigned char *data = NULL;
+  size_t len = 0;
+  struct cordon_error *err = NULL;
+  if (cordon_session_read(t->session, path, &data, &len, &err) == 0) {
+    free(data);
+    return fail(t, "reading %s succeeded", path);
+  }
+  cordon_error_free(err);
+  return 0;
+}
+
+static int check_path_escapes(struct suite *t) {
+  struct cordon_error *err = NULL;
+  if (expect_refused_read(t, "../../../../etc/passwd") < 0 ||
+      expect_refused_read(t, "/etc/passwd") < 0 || expect_refused_read(t, "a/../../x") < 0)
+    return -1;
+  if (cordon_session_write(t->session, "../escaped", "x", 1, 0, &err) == 0)
+    return fail(t, "writing ../escaped succeeded");
+  cordon_error_free(err);
+  err = NULL;
+  /* Symlinks planted by the command must not lead the host-side operations out. */
+  struct cordon_exec_result r;
+  const char *argv[] = {"sh", "-c", "ln -s /etc out-link && ln -s ../../../../../../etc rel-link",
+                        NULL};
+  if (run(t, t->session, argv, 0, NULL, 0, &r) < 0)
+    return -1;
+  int code = r.exit_code;
+  cordon_exec_result_clear(&r);
+  if (code != 0)
+    return fail(t, "could not plant symlinks (exit %d)", code);
+  if (expect_refused_read(t, "out-link/passwd") < 0 ||
+      expect_refused_read(t, "rel-link/passwd") < 0)
+    return -1;
+  if (cordon_session_write(t->session, "out-link/cordon-escape", "x", 1, 0, &err) == 0)
+    return fail(t, "writing through a symlink to /etc succeeded");
+  cordon_error_free(err);
+  err = NULL;
+  struct cordon_dirent *e = NULL;
+  size_t n = 0;
+  if (cordon_session_ls(t->session, "out-link", &e, &n, &err) == 0) {
+    cordon_dirents_free(e, n);
+    return fail(t, "listing through a symlink to /etc succeeded");
+  }
+  cordon_error_free(err);
+  return 0;
+}
+
+static int check_double_shutdown_destroy(struct suite *t) {
+  struct cordon_manifest m = base_manifest();
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  if (cordon_session_create(t->ctx, t->backend, &m, &s, &err) < 0)
+    return fail_err(t, "create", err);
+  _cleanup_free_ char *id = strdup(s->id);
+  if (cordon_session_shutdown(s, &err) < 0 || cordon_session_shutdown(s, &err) < 0) {
+    cordon_session_destroy(s, NULL);
+    return fail_err(t, "shutdown", err);
+  }
+  if (cordon_session_destroy(s, &err) < 0)
+    return fail_err(t, "destroy", err);
+  struct cordon_registry *reg = NULL;
+  if (cordon_registry_load(&reg, &err) < 0)
+    return fail_err(t, "registry", err);
+  int r = cordon_session_destroy_id(t->ctx, reg, id, &err);
+  cordon_registry_free(reg);
+  if (r < 0)
+    return fail_err(t, "second destroy", err);
+  return 0;
+}
+
+static int check_snapshot_roundtrip(struct suite *t) {
+  if (!(t->backend->capabilities & CORDON_CAP_SNAPSHOT))
+    return skip(t, "the backend does not declare snapshot");
+  struct cordon_error *err = NULL;
+  if (cordon_session_write(t->session, "snap/file.txt", "before", 6, 0600, &err) < 0)
+    return fail_err(t, "write", err);
+  _cleanup_free_ char *id = NULL;
+  if (cordon_session_snapshot(t->session, &id, &err) < 0)
+    return fail_err(t, "snapshot", err);
+  if (cordon_session_write(t->session, "snap/file.txt", "after", 5, 0644, &err) < 0)
+    return fail_err(t, "write", err);
+  struct cordon_manifest m = base_manifest();
+  struct cordon_session *s = NULL;
+  if (cordon_session_resume(t->ctx, t->backend, &m, id, &s, &err) < 0)
+    return fail_err(t, "resume", err);
+  unsigned char *data = NULL;
+  size_t len = 0;
+  int rc = 0;
+  if (cordon_session_read(s, "snap/file.txt", &data, &len, &err) < 0)
+    rc = fail_err(t, "read in resumed session", err);
+  else
+    rc = expect_output(t, "resumed file", data, len, "before");
+  free(data);
+  struct cordon_dirent *e = NULL;
+  size_t n = 0;
+  err = NULL;
+  if (rc == 0 && cordon_session_ls(s, "snap", &e, &n, &err) == 0) {
+    if (n != 1 || e[0].mode != 0600)
+      rc = fail(t, "resumed file mode %o, expected 600", n ? e[0].mode : 0);
+    cordon_dirents_free(e, n);
+  } else if (rc == 0) {
+    rc = fail_err(t, "ls", err);
+  }
+  cordon_session_destroy(s, NULL);
+  return rc;
+}
+
+/* ---- driver ------------------------------------------------------------------------------- */
+
+struct check {
+  const char *name;
+  int (*fn)(struct suite *t);
+};
+
+static const struct check checks[] = {
+    {"declares-file-rw-and-exec", check_capabilities},
+    {"utf8-roundtrip", check_utf8_roundtrip},
+    {"binary-roundtrip", check_binary_roundtrip},
+    {"1mib-roundtrip", check_large_roundtrip},
+    {"write-creates-parents", check_write_creates_parents},
+    {"read-missing-is-not-found", check_read_missing},
+    {"ls-sorted", check_ls_sorted},
+    {"exit-0-stdout-stderr", check_exit_zero},
+    {"exit-7-stdout-stderr", check_exit_seven},
+    {"signal-exit-128-plus-n", check_signal_exit},
+    {"command-not-found-127", check_not_found},
+    {"env-override", check_env_override},
+    {"cwd", check_cwd},
+    {"stdin-delivered", check_stdin},
+    {"timeout-reported", check_timeout},
+    {"timeout-kills-background-child", check_timeout_background_child},
+    {"timeout-kills-daemonised-child", check_timeout_daemonised_child},
+    {"output-bounded-and-flagged", check_output_bound},
+    {"only-stdio-fds", check_only_stdio_fds},
+    {"path-escapes-refused", check_path_escapes},
+    {"double-shutdown-and-destroy", check_double_shutdown_destroy},
+    {"snapshot-resume-roundtrip", check_snapshot_roundtrip},
+};
+
+static void report(struct suite *t, const char *name, bool ok, double took) {
+  const char *status = t->skipped ? "skip" : ok ? "pass" : "fail";
+  if (t->skipped)
+    t->summary.skipped++;
+  else if (ok)
+    t->summary.passed++;
+  else
+    t->summary.failed++;
+  if (t->json) {
+    json_t *o = json_pack("{s:s, s:s, s:f}", "name", name, "status", status, "seconds", took);
+    if (t->why)
+      json_object_set_new(o, "reason", json_string(t->why));
+    json_array_append_new(t->results, o);
+  } else {
+    fprintf(t->out, "%-4s %s", status, name);
+    if (t->why)
+      fprintf(t->out, ": %s", t->why);
+    fputc('\n', t->out);
+    fflush(t->out);
+  }
+}
+
+int cordon_conformance_run(struct cordon_context *ctx, const struct cordon_backend *backend,
+                           FILE *out, bool json, struct cordon_conformance_summary *summary,
+                           struct cordon_error **err) {
+  struct suite t = {.ctx = ctx, .backend = backend, .out = out, .json = json};
+  if (cordon_backend_check(backend, err) < 0)
+    return -1;
+  struct cordon_manifest m = base_manifest();
+  if (cordon_session_create(ctx, backend, &m, &t.session, err) < 0)
+    return cordon_error_prefix(err, "conformance: cannot create a session");
+  t.results = json_array();
+  for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+    t.why = NULL;
+    t.skipped = false;
+    double start = fs_now();
+    int r = checks[i].fn(&t);
+    if (r < 0 && !t.why)
+      t.why = strdup("failed");
+    report(&t, checks[i].name, r == 0, fs_now() - start);
+    free(t.why);
+    t.why = NULL;
+  }
+  struct cordon_error *destroy_err = NULL;
+  t.why = NULL;
+  t.skipped = false;
+  if (cordon_session_destroy(t.session, &destroy_err) < 0)
+    fail_err(&t, "destroy", destroy_err);
+  report(&t, "destroy", t.why == NULL, 0);
+  free(t.why);
+  if (json) {
+    json_t *doc = json_pack("{s:s, s:o, s:i, s:i, s:i}", "backend", backend->name, "results",
+                            t.results, "passed", t.summary.passed, "failed", t.summary.failed,
+                            "skipped", t.summary.skipped);
+    json_dumpf(doc, out, JSON_INDENT(2));
+    fputc('\n', out);
+    json_decref(doc);
+  } else {
+    json_decref(t.results);
+    fprintf(out, "%d passed, %d failed, %d skipped\n", t.summary.passed, t.summary.failed,
+            t.summary.skipped);
+  }
+  if (summary)
+    *summary = t.summary;
+  return 0;
+}

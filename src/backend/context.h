@@ -1,0 +1,16 @@
+/* The project context (internal layout). */
+#ifndef CORDON_BACKEND_CONTEXT_H
+#define CORDON_BACKEND_CONTEXT_H
+
+#include <cordon/session.h>
+
+struct cordon_context {
+  char *project_dir;
+  char *state_dir; /* <project>/.cordon */
+};
+
+/* Create (mode 0700) <state_dir>/<sub> and its parent; *out gets the path when out != NULL. */
+int context_ensure_dir(struct cordon_context *ctx, const char *sub, char **out,
+                       struct cordon_error **err);
+
+#endif

@@ -1,0 +1,515 @@
+/* Sessions: the library side of the protocol.
+ *
+ * Every call goes through here so that backends receive validated, normalised arguments:
+ * workspace-relative paths without "..", a complete environment, a resolved timeout. Session
+ * state is persisted as <project>/.cordon/sessions/<id>/state.json (written atomically) so a
+ * later process can re-attach with cordon_session_open(). */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cordon/session.h>
+
+#include "backend/context.h"
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/strv.h"
+
+#define STATE_FILE "state.json"
+#define STATE_VERSION 1
+#define STATE_MAX_BYTES (1u << 20)
+#define DEFAULT_ROOT "/workspace"
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+void cordon_strv_free(char **strv) {
+  strv_free(strv);
+}
+
+static bool valid_session_id(const char *id) {
+  size_t n = strlen(id);
+  if (n == 0 || n > 64)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9') || id[i] == '-'))
+      return false;
+  return true;
+}
+
+static void session_free(struct cordon_session *s) {
+  if (!s)
+    return;
+  if (s->backend && s->backend->release)
+    s->backend->release(s);
+  free(s->id);
+  free(s->state_dir);
+  free(s->workspace);
+  free(s->root);
+  strv_free(s->env);
+  free(s->backend_state);
+  free(s);
+}
+
+void cordon_session_close(struct cordon_session *s) {
+  session_free(s);
+}
+
+static int save_state(struct cordon_session *s, struct cordon_error **err) {
+  json_t *backend_state = NULL;
+  if (s->backend_state) {
+    json_error_t jerr;
+    backend_state = json_loads(s->backend_state, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(backend_state)) {
+      json_decref(backend_state);
+      return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                              "backend %s produced session state that is not a JSON object",
+                              s->backend->name);
+    }
+  }
+  json_t *env = json_array();
+  for (size_t i = 0; s->env && s->env[i]; i++)
+    json_array_append_new(env, json_string(s->env[i]));
+  json_t *doc = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:f, s:b, s:o}", "version",
+                          STATE_VERSION, "id", s->id, "backend", s->backend->name, "workspace",
+                          s->workspace ? s->workspace : "", "root", s->root, "env", env,
+                          "default_timeout", s->default_timeout, "shut_down", s->shut_down,
+                          "backend_state", backend_state ? backend_state : json_object());
+  if (!doc)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
+  _cleanup_free_ char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+  json_decref(doc);
+  if (!text)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "%s/%s", s->state_dir, STATE_FILE) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
+  size_t len = strlen(text);
+  text[len] = '\n'; /* json_dumps leaves room for the NUL we overwrite; length grows by one */
+  int r = fs_write_atomic(path, text, len + 1, 0600, err);
+  text[len] = 0;
+  return r;
+}
+
+static int session_new(struct cordon_context *ctx, const struct cordon_backend *backend,
+                       const struct cordon_manifest *m, struct cordon_session **out,
+                       struct cordon_error **err) {
+  if (cordon_backend_check(backend, err) < 0)
+    return -1;
+  char *reason = NULL;
+  if (backend->available(backend, &reason) != 1) {
+    int r = cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "backend %s is unavailable: %s",
+                             backend->name, reason ? reason : "no reason given");
+    free(reason);
+    return r;
+  }
+  free(reason);
+  if (m->root && m->root[0] != '/')
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "workspace root %s must be absolute",
+                            m->root);
+  for (size_t i = 0; m->env && m->env[i]; i++)
+    if (!strchr(m->env[i], '=') || m->env[i][0] == '=')
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "environment entry %s is not KEY=VALUE",
+                              m->env[i]);
+  if (m->default_timeout < 0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "default timeout must not be negative");
+
+  _cleanup_free_ char *sessions = NULL;
+  if (context_ensure_dir(ctx, "sessions", &sessions, err) < 0)
+    return -1;
+  struct cordon_session *s = calloc(1, sizeof(*s));
+  if (!s)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+  s->backend = backend;
+  s->ctx = ctx;
+  s->default_timeout = m->default_timeout;
+  s->root = strdup(m->root ? m->root : DEFAULT_ROOT);
+  s->env = strv_copy(m->env);
+  if (!s->root || !s->env || fs_random_hex(8, &s->id, err) < 0 ||
+      asprintf(&s->state_dir, "%s/%s", sessions, s->id) < 0) {
+    session_free(s);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+  }
+  if (mkdir(s->state_dir, 0700) < 0) {
+    int e = errno;
+    session_free(s);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create session directory");
+  }
+  *out = s;
+  return 0;
+}
+
+/* Undo a half-made session: the backend's own destroy, then the state directory. */
+static void session_abandon(struct cordon_session *s) {
+  struct cordon_error *ignored = NULL;
+  s->backend->destroy(s, &ignored);
+  cordon_error_free(ignored);
+  ignored = NULL;
+  fs_remove_tree(s->state_dir, &ignored);
+  cordon_error_free(ignored);
+  session_free(s);
+}
+
+static int session_start(struct cordon_context *ctx, const struct cordon_backend *backend,
+                         const struct cordon_manifest *m, const char *snapshot_id,
+                         struct cordon_session **out, struct cordon_error **err) {
+  if (snapshot_id && (!(backend->capabilities & CORDON_CAP_SNAPSHOT) || !backend->resume))
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                            "backend %s does not support snapshots", backend->name);
+  struct cordon_session *s = NULL;
+  if (session_new(ctx, backend, m, &s, err) < 0)
+    return -1;
+  int r = snapshot_id ? backend->resume(s, m, snapshot_id, err) : backend->create(s, m, err);
+  if (r < 0) {
+    cordon_error_prefix(err, "backend %s", backend->name);
+    session_abandon(s);
+    return -1;
+  }
+  if (!s->workspace) {
+    cordon_error_set(err, CORDON_ERR_INVALID, 0, "backend %s created no workspace",
+                     backend->name);
+    session_abandon(s);
+    return -1;
+  }
+  if (save_state(s, err) < 0) {
+    session_abandon(s);
+    return -1;
+  }
+  *out = s;
+  return 0;
+}
+
+int cordon_session_create(struct cordon_context *ctx, const struct cordon_backend *backend,
+                          const struct cordon_manifest *manifest, struct cordon_session **out,
+                          struct cordon_error **err) {
+  return session_start(ctx, backend, manifest, NULL, out, err);
+}
+
+int cordon_session_resume(struct cordon_context *ctx, const struct cordon_backend *backend,
+                          const struct cordon_manifest *manifest, const char *snapshot_id,
+                          struct cordon_session **out, struct cordon_error **err) {
+  return session_start(ctx, backend, manifest, snapshot_id, out, err);
+}
+
+static char *state_path(struct cordon_context *ctx, const char *id) {
+  char *p = NULL;
+  if (asprintf(&p, "%s/sessions/%s/%s", ctx->state_dir, id, STATE_FILE) < 0)
+    return NULL;
+  return p;
+}
+
+static int corrupt(struct cordon_error **err, const char *path, const char *why) {
+  return cordon_error_set(err, CORDON_ERR_INVALID, 0, "session state %s is corrupt: %s", path,
+                          why);
+}
+
+static int load_state(struct cordon_context *ctx, const struct cordon_registry *reg,
+                      const char *id, struct cordon_session **out, struct cordon_error **err) {
+  _cleanup_free_ char *path = state_path(ctx, id);
+  if (!path)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s", id);
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t len = 0;
+  struct cordon_error *read_err = NULL;
+  if (fs_read_file(path, STATE_MAX_BYTES, &text, &len, &read_err) < 0) {
+    int r;
+    if (read_err->kind == CORDON_ERR_NOT_FOUND)
+      r = cordon_error_set(err, CORDON_ERR_NOT_FOUND, 0, "no session %s", id);
+    else
+      r = cordon_error_set(err, read_err->kind, 0, "session %s: %s", id, read_err->message);
+    cordon_error_free(read_err);
+    return r;
+  }
+  json_error_t jerr;
+  json_t *doc = json_loadb((const char *)text, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!doc)
+    return corrupt(err, path, jerr.text);
+  int version = 0, shut_down = 0;
+  const char *sid = NULL, *backend_name = NULL, *workspace = NULL, *root = NULL;
+  double timeout = 0;
+  json_t *env = NULL, *backend_state = NULL;
+  if (json_unpack_ex(doc, &jerr, JSON_STRICT, "{s:i, s:s, s:s, s:s, s:s, s:o, s:F, s:b, s:o}",
+                     "version", &version, "id", &sid, "backend", &backend_name, "workspace",
+                     &workspace, "root", &root, "env", &env, "default_timeout", &timeout,
+                     "shut_down", &shut_down, "backend_state", &backend_state) < 0) {
+    int r = corrupt(err, path, jerr.text);
+    json_decref(doc);
+    return r;
+  }
+  const char *why = NULL;
+  if (version != STATE_VERSION)
+    why = "unknown version";
+  else if (strcmp(sid, id) != 0)
+    why = "id does not match its directory";
+  else if (!json_is_array(env))
+    why = "env is not an array";
+  else if (!json_is_object(backend_state))
+    why = "backend_state is not an object";
+  else if (root[0] != '/')
+    why = "root is not absolute";
+  else if (!*workspace)
+    why = "workspace is empty";
+  if (why) {
+    int r = corrupt(err, path, why);
+    json_decref(doc);
+    return r;
+  }
+  const struct cordon_backend *backend = NULL;
+  if (cordon_registry_find(reg, backend_name, &backend, err) < 0) {
+    json_decref(doc);
+    return cordon_error_prefix(err, "session %s", id);
+  }
+  struct cordon_session *s = calloc(1, sizeof(*s));
+  if (!s) {
+    json_decref(doc);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+  }
+  s->backend = backend;
+  s->ctx = ctx;
+  s->id = strdup(id);
+  s->workspace = strdup(workspace);
+  s->root = strdup(root);
+  s->default_timeout = timeout;
+  s->shut_down = shut_down;
+  s->env = calloc(json_array_size(env) + 1, sizeof(char *));
+  s->backend_state = json_dumps(backend_state, JSON_COMPACT);
+  int bad = !s->id || !s->workspace || !s->root || !s->env || !s->backend_state ||
+            asprintf(&s->state_dir, "%s/sessions/%s", ctx->state_dir, id) < 0;
+  size_t i;
+  json_t *v;
+  json_array_foreach(env, i, v) {
+    if (bad)
+      break;
+    if (!json_is_string(v) || !strchr(json_string_value(v), '=')) {
+      json_decref(doc);
+      session_free(s);
+      return corrupt(err, path, "env entry is not KEY=VALUE");
+    }
+    s->env[i] = strdup(json_string_value(v));
+    bad = !s->env[i];
+  }
+  json_decref(doc);
+  if (bad) {
+    session_free(s);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s", id);
+  }
+  *out = s;
+  return 0;
+}
+
+int cordon_session_open(struct cordon_context *ctx, const struct cordon_registry *reg,
+                        const char *id, struct cordon_session **out, struct cordon_error **err) {
+  if (!valid_session_id(id))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "invalid session id '%s' (expected lowercase hex)", id);
+  struct cordon_session *s = NULL;
+  if (load_state(ctx, reg, id, &s, err) < 0)
+    return -1;
+  if (s->backend->attach(s, err) < 0) {
+    cordon_error_prefix(err, "session %s (backend %s)", id, s->backend->name);
+    session_free(s);
+    return -1;
+  }
+  *out = s;
+  return 0;
+}
+
+int cordon_session_list(struct cordon_context *ctx, char ***ids, struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL;
+  char **list = calloc(1, sizeof(char *));
+  if (!list || asprintf(&dir, "%s/sessions", ctx->state_dir) < 0) {
+    free(list);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "sessions");
+  }
+  _cleanup_closedir_ DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT) {
+      *ids = list;
+      return 0;
+    }
+    int e = errno;
+    strv_free(list);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "%s", dir);
+  }
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (!valid_session_id(de->d_name))
+      continue;
+    if (strv_push(&list, de->d_name) < 0) {
+      strv_free(list);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "sessions");
+    }
+  }
+  strv_sort(list);
+  *ids = list;
+  return 0;
+}
+
+int cordon_session_path_normalize(const struct cordon_session *s, const char *path, char **out,
+                                  struct cordon_error **err) {
+  if (!path)
+    path = "";
+  if (path[0] == '/') {
+    size_t rl = strlen(s->root);
+    while (rl > 1 && s->root[rl - 1] == '/')
+      rl--;
+    if (strncmp(path, s->root, rl) != 0 || (path[rl] != '/' && path[rl] != 0))
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0, "path %s is outside the workspace %s",
+                              path, s->root);
+    path += rl;
+    while (*path == '/')
+      path++;
+  }
+  return fs_normalize_relative(path, out, err);
+}
+
+static int require(struct cordon_session *s, enum cordon_capability cap,
+                   struct cordon_error **err) {
+  if (!(s->backend->capabilities & cap))
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0, "backend %s does not support %s",
+                            s->backend->name, cordon_capability_name(cap));
+  if (s->shut_down)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "session %s is shut down", s->id);
+  return 0;
+}
+
+int cordon_session_read(struct cordon_session *s, const char *path, unsigned char **data,
+                        size_t *length, struct cordon_error **err) {
+  _cleanup_free_ char *norm = NULL;
+  if (require(s, CORDON_CAP_FILE_RW, err) < 0 ||
+      cordon_session_path_normalize(s, path, &norm, err) < 0)
+    return -1;
+  return s->backend->read(s, norm, data, length, err);
+}
+
+int cordon_session_write(struct cordon_session *s, const char *path, const void *data,
+                         size_t length, unsigned mode, struct cordon_error **err) {
+  _cleanup_free_ char *norm = NULL;
+  if (require(s, CORDON_CAP_FILE_RW, err) < 0 ||
+      cordon_session_path_normalize(s, path, &norm, err) < 0)
+    return -1;
+  if (!*norm)
+    return cordon_error_set(err, CORDON_ERR_INVALID, EISDIR, "cannot write the workspace root");
+  if (mode & ~07777u)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "mode %o has bits beyond 07777", mode);
+  return s->backend->write(s, norm, data, length, mode, err);
+}
+
+int cordon_session_ls(struct cordon_session *s, const char *path, struct cordon_dirent **entries,
+                      size_t *count, struct cordon_error **err) {
+  _cleanup_free_ char *norm = NULL;
+  if (require(s, CORDON_CAP_FILE_RW, err) < 0 ||
+      cordon_session_path_normalize(s, path, &norm, err) < 0)
+    return -1;
+  return s->backend->ls(s, norm, entries, count, err);
+}
+
+/* The base environment every exec starts from (unless clear_env): a fixed minimum, so runs do
+ * not depend on the caller's environment, then the session's own additions. */
+static char **base_environment(const struct cordon_session *s) {
+  _cleanup_free_ char *home = NULL;
+  if (asprintf(&home, "HOME=%s", s->root) < 0)
+    return NULL;
+  const char *const fixed[] = {"PATH=" DEFAULT_PATH, home, "LANG=C.UTF-8", NULL};
+  return strv_env_merge(fixed, (const char *const *)s->env);
+}
+
+int cordon_session_exec(struct cordon_session *s, const struct cordon_exec_request *req,
+                        struct cordon_exec_result *res, struct cordon_error **err) {
+  memset(res, 0, sizeof(*res));
+  if (require(s, CORDON_CAP_EXEC, err) < 0)
+    return -1;
+  if (!req->argv || !req->argv[0] || !req->argv[0][0])
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "exec needs a command");
+  for (size_t i = 0; req->env && req->env[i]; i++)
+    if (!strchr(req->env[i], '=') || req->env[i][0] == '=')
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "environment entry %s is not KEY=VALUE",
+                              req->env[i]);
+  _cleanup_free_ char *cwd = NULL;
+  if (req->cwd && req->cwd[0] == '/' &&
+      (strncmp(req->cwd, s->root, strlen(s->root)) != 0 ||
+       (req->cwd[strlen(s->root)] != 0 && req->cwd[strlen(s->root)] != '/'))) {
+    cwd = strdup(req->cwd); /* absolute, outside the workspace: the backend decides */
+    if (!cwd)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  } else if (cordon_session_path_normalize(s, req->cwd, &cwd, err) < 0) {
+    return -1;
+  }
+  char **env = NULL;
+  if (req->clear_env) {
+    env = strv_copy(req->env);
+  } else {
+    char **base = base_environment(s);
+    env = base ? strv_env_merge((const char *const *)base, req->env) : NULL;
+    strv_free(base);
+  }
+  if (!env)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec environment");
+  struct cordon_exec_request resolved = *req;
+  resolved.cwd = cwd;
+  resolved.env = (const char *const *)env;
+  resolved.clear_env = true;
+  resolved.timeout = req->timeout == 0 ? s->default_timeout : req->timeout;
+  if (resolved.timeout < 0)
+    resolved.timeout = 0;
+  if (resolved.max_output == 0)
+    resolved.max_output = CORDON_EXEC_DEFAULT_MAX_OUTPUT;
+  int r = s->backend->exec(s, &resolved, res, err);
+  strv_free(env);
+  if (r < 0)
+    cordon_exec_result_clear(res);
+  return r;
+}
+
+int cordon_session_snapshot(struct cordon_session *s, char **snapshot_id,
+                            struct cordon_error **err) {
+  if (require(s, CORDON_CAP_SNAPSHOT, err) < 0)
+    return -1;
+  return s->backend->snapshot(s, snapshot_id, err);
+}
+
+int cordon_session_shutdown(struct cordon_session *s, struct cordon_error **err) {
+  if (s->shut_down)
+    return 0;
+  if (s->backend->shutdown(s, err) < 0)
+    return -1;
+  s->shut_down = true;
+  return save_state(s, err);
+}
+
+int cordon_session_destroy(struct cordon_session *s, struct cordon_error **err) {
+  if (!s)
+    return 0;
+  int r = s->backend->destroy(s, err);
+  if (r == 0)
+    r = fs_remove_tree(s->state_dir, err);
+  session_free(s);
+  return r;
+}
+
+int cordon_session_destroy_id(struct cordon_context *ctx, const struct cordon_registry *reg,
+                              const char *id, struct cordon_error **err) {
+  if (!valid_session_id(id))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "invalid session id '%s' (expected lowercase hex)", id);
+  struct cordon_session *s = NULL;
+  struct cordon_error *open_err = NULL;
+  if (load_state(ctx, reg, id, &s, &open_err) < 0) {
+    if (open_err->kind == CORDON_ERR_NOT_FOUND && !strncmp(open_err->message, "no session", 10)) {
+      cordon_error_free(open_err);
+      return 0; /* already gone: destroy is idempotent */
+    }
+    if (err && !*err)
+      *err = open_err;
+    else
+      cordon_error_free(open_err);
+    return -1;
+  }
+  /* attach may fail when the session's processes already died; destroy still cleans up. */
+  struct cordon_error *attach_err = NULL;
+  s->backend->attach(s, &attach_err);
+  cordon_error_free(attach_err);
+  return cordon_session_destroy(s, err);
+}

@@ -1,0 +1,388 @@
+/* Filesystem helpers: atomic writes, bounded reads, anchored opens and safe removal. All fds
+ * are O_CLOEXEC; walks inside a tree are anchored at a directory fd. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+
+double fs_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int fs_random_hex(size_t nbytes, char **out, struct cordon_error **err) {
+  unsigned char raw[64];
+  if (nbytes > sizeof(raw))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EINVAL, "random id too long");
+  size_t got = 0;
+  while (got < nbytes) {
+    ssize_t n = getrandom(raw + got, nbytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "getrandom");
+    }
+    got += (size_t)n;
+  }
+  char *hex = malloc(nbytes * 2 + 1);
+  if (!hex)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "random id");
+  for (size_t i = 0; i < nbytes; i++)
+    snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+  *out = hex;
+  return 0;
+}
+
+static int write_all(int fd, const void *data, size_t length) {
+  const unsigned char *p = data;
+  while (length > 0) {
+    ssize_t n = write(fd, p, length);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    p += n;
+    length -= (size_t)n;
+  }
+  return 0;
+}
+
+int fs_write_atomic_at(int dirfd, const char *name, const void *data, size_t length, mode_t mode,
+                       struct cordon_error **err) {
+  _cleanup_free_ char *suffix = NULL;
+  if (fs_random_hex(6, &suffix, err) < 0)
+    return -1;
+  _cleanup_free_ char *tmp = NULL;
+  if (asprintf(&tmp, ".%s.tmp-%s", name, suffix) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
+  /* A long final name must not make the temp name too long. */
+  if (strlen(tmp) > NAME_MAX) {
+    free(tmp);
+    if (asprintf(&tmp, ".cordon.tmp-%s", suffix) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
+  }
+  _cleanup_close_ int fd =
+      openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", name);
+  int saved;
+  if (fchmod(fd, mode & 07777) < 0 || write_all(fd, data, length) < 0 || fsync(fd) < 0)
+    goto fail;
+  if (close(fd) < 0) {
+    fd = -1;
+    goto fail;
+  }
+  fd = -1;
+  if (renameat(dirfd, tmp, dirfd, name) < 0)
+    goto fail;
+  fsync(dirfd);
+  return 0;
+fail:
+  saved = errno;
+  unlinkat(dirfd, tmp, 0);
+  return cordon_error_set(err, CORDON_ERR_SYSTEM, saved, "cannot write %s", name);
+}
+
+int fs_write_atomic(const char *path, const void *data, size_t length, mode_t mode,
+                    struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL, *base = NULL;
+  fs_split_path(path, &dir, &base);
+  if (!dir || !base)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", path);
+  _cleanup_close_ int dirfd =
+      open(*dir ? dir : (path[0] == '/' ? "/" : "."), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open directory of %s", path);
+  if (fs_write_atomic_at(dirfd, base, data, length, mode, err) < 0)
+    return cordon_error_prefix(err, "%s", dir);
+  return 0;
+}
+
+int fs_read_fd(int fd, size_t max, unsigned char **data, size_t *length,
+               struct cordon_error **err) {
+  size_t cap = 4096, len = 0;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    if ((uint64_t)st.st_size > max)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, E2BIG, "file larger than %zu bytes", max);
+    cap = (size_t)st.st_size + 1;
+  }
+  _cleanup_free_ unsigned char *buf = malloc(cap);
+  if (!buf)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "read");
+  for (;;) {
+    if (len + 1 >= cap) {
+      if (cap > max + 1)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, E2BIG, "file larger than %zu bytes",
+                                max);
+      size_t ncap = cap * 2;
+      unsigned char *grown = realloc(buf, ncap);
+      if (!grown)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "read");
+      buf = grown;
+      cap = ncap;
+    }
+    ssize_t n = read(fd, buf + len, cap - len - 1);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "read");
+    }
+    if (n == 0)
+      break;
+    len += (size_t)n;
+    if (len > max)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, E2BIG, "file larger than %zu bytes", max);
+  }
+  buf[len] = 0;
+  *data = steal_ptr(&buf);
+  *length = len;
+  return 0;
+}
+
+int fs_read_file(const char *path, size_t max, unsigned char **data, size_t *length,
+                 struct cordon_error **err) {
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
+                            errno, "%s", path);
+  if (fs_read_fd(fd, max, data, length, err) < 0)
+    return cordon_error_prefix(err, "%s", path);
+  return 0;
+}
+
+int fs_mkdir_p(const char *path, mode_t mode, struct cordon_error **err) {
+  _cleanup_free_ char *copy = strdup(path);
+  if (!copy)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", path);
+  for (char *p = copy + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = 0;
+    if (mkdir(copy, mode) < 0 && errno != EEXIST)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create directory %s", copy);
+    *p = '/';
+  }
+  if (mkdir(copy, mode) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create directory %s", copy);
+  return 0;
+}
+
+void fs_split_path(const char *path, char **dir, char **base) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    *dir = strdup("");
+    *base = strdup(path);
+  } else if (slash == path) {
+    *dir = strdup("/");
+    *base = strdup(slash + 1);
+  } else {
+    *dir = strndup(path, (size_t)(slash - path));
+    *base = strdup(slash + 1);
+  }
+}
+
+int fs_normalize_relative(const char *path, char **out, struct cordon_error **err) {
+  if (!path)
+    path = "";
+  if (path[0] == '/')
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0, "path %s is absolute", path);
+  size_t len = strlen(path);
+  if (len >= PATH_MAX)
+    return cordon_error_set(err, CORDON_ERR_DENIED, ENAMETOOLONG, "path too long");
+  char *res = malloc(len + 1);
+  if (!res)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", path);
+  size_t o = 0;
+  const char *p = path;
+  while (*p) {
+    const char *end = strchrnul(p, '/');
+    size_t n = (size_t)(end - p);
+    if (n == 2 && p[0] == '.' && p[1] == '.') {
+      free(res);
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0, "path %s leaves the workspace (..)",
+                              path);
+    }
+    if (n > 0 && !(n == 1 && p[0] == '.')) {
+      if (o > 0)
+        res[o++] = '/';
+      memcpy(res + o, p, n);
+      o += n;
+    }
+    p = *end ? end + 1 : end;
+  }
+  res[o] = 0;
+  *out = res;
+  return 0;
+}
+
+static int openat2_beneath(int rootfd, const char *relpath, int flags, mode_t mode) {
+  struct open_how how = {
+      .flags = (uint64_t)(flags | O_CLOEXEC),
+      .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+      .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+  };
+  return (int)syscall(SYS_openat2, rootfd, relpath, &how, sizeof(how));
+}
+
+/* Without openat2: walk one component at a time with O_NOFOLLOW (symlinks refused). */
+static int open_walk_nofollow(int rootfd, const char *relpath, int flags, mode_t mode) {
+  _cleanup_free_ char *copy = strdup(relpath);
+  if (!copy) {
+    errno = ENOMEM;
+    return -1;
+  }
+  int dirfd = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+  if (dirfd < 0)
+    return -1;
+  char *save = NULL;
+  char *comp = strtok_r(copy, "/", &save);
+  while (comp) {
+    char *next = strtok_r(NULL, "/", &save);
+    int fd;
+    if (next)
+      fd = openat(dirfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    else
+      fd = openat(dirfd, comp, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+    int saved = errno;
+    close(dirfd);
+    if (fd < 0) {
+      errno = saved == ELOOP ? EXDEV : saved;
+      return -1;
+    }
+    dirfd = fd;
+    comp = next;
+  }
+  return dirfd;
+}
+
+int fs_open_beneath(int rootfd, const char *relpath, int flags, mode_t mode, const char *label,
+                    struct cordon_error **err) {
+  _cleanup_free_ char *norm = NULL;
+  if (fs_normalize_relative(relpath, &norm, err) < 0)
+    return -1;
+  const char *target = *norm ? norm : ".";
+  static int have_openat2 = -1;
+  int fd = -1;
+  if (have_openat2 != 0) {
+    fd = openat2_beneath(rootfd, target, flags, mode);
+    if (fd < 0 && errno == ENOSYS)
+      have_openat2 = 0;
+    else
+      have_openat2 = 1;
+  }
+  if (have_openat2 == 0)
+    fd = *norm ? open_walk_nofollow(rootfd, norm, flags, mode)
+               : openat(rootfd, ".", flags | O_CLOEXEC, mode);
+  if (fd < 0) {
+    int e = errno;
+    if (e == EXDEV || e == ELOOP)
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                              "path %s resolves outside %s (symlink or ..)", relpath, label);
+    return cordon_error_set(err, e == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, e,
+                            "%s in %s", relpath, label);
+  }
+  return fd;
+}
+
+int fs_mkdirs_beneath(int rootfd, const char *relpath, const char *label,
+                      struct cordon_error **err) {
+  _cleanup_free_ char *norm = NULL;
+  if (fs_normalize_relative(relpath, &norm, err) < 0)
+    return -1;
+  int dirfd = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+  if (dirfd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", label);
+  char *save = NULL;
+  for (char *comp = strtok_r(norm, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
+    if (mkdirat(dirfd, comp, 0755) < 0 && errno != EEXIST) {
+      int e = errno;
+      close(dirfd);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create %s in %s", relpath,
+                              label);
+    }
+    int fd = openat(dirfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(dirfd);
+    if (fd < 0) {
+      if (e == ELOOP || e == ENOTDIR)
+        return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                                "path %s in %s crosses a symlink or a non-directory", relpath,
+                                label);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "%s in %s", relpath, label);
+    }
+    dirfd = fd;
+  }
+  return dirfd;
+}
+
+static int remove_contents(int dirfd, struct cordon_error **err) {
+  int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "dup");
+  _cleanup_closedir_ DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "fdopendir");
+  }
+  struct dirent *de;
+  while ((errno = 0, de = readdir(d))) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    if (fs_remove_tree_at(dirfd, de->d_name, err) < 0)
+      return -1;
+  }
+  if (errno)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "readdir");
+  return 0;
+}
+
+int fs_remove_tree_at(int dirfd, const char *name, struct cordon_error **err) {
+  if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+    return 0;
+  if (errno != EISDIR && errno != EPERM)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot remove %s", name);
+  _cleanup_close_ int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sub < 0) {
+    if (errno == ENOENT)
+      return 0;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", name);
+  }
+  /* A read-only directory must become writable before its entries can go. */
+  struct stat st;
+  if (fstat(sub, &st) == 0 && (st.st_mode & 0700) != 0700)
+    fchmod(sub, st.st_mode | 0700);
+  if (remove_contents(sub, err) < 0)
+    return cordon_error_prefix(err, "%s", name);
+  if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot remove %s", name);
+  return 0;
+}
+
+int fs_remove_tree(const char *path, struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL, *base = NULL;
+  fs_split_path(path, &dir, &base);
+  if (!dir || !base)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", path);
+  _cleanup_close_ int dirfd =
+      open(*dir ? dir : (path[0] == '/' ? "/" : "."), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0)
+    return errno == ENOENT ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", path);
+  if (fs_remove_tree_at(dirfd, base, err) < 0)
+    return cordon_error_prefix(err, "%s", dir);
+  return 0;
+}

@@ -1,0 +1,56 @@
+/* Filesystem helpers: atomic writes, bounded reads, anchored (beneath-a-directory) opens,
+ * recursive removal that never follows symlinks. */
+#ifndef CORDON_BASE_FS_H
+#define CORDON_BASE_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <cordon/error.h>
+
+/* Write data to dirfd/name atomically: temp file in the same directory, fsync, rename,
+ * fsync of the directory. The temp file is removed on failure. */
+int fs_write_atomic_at(int dirfd, const char *name, const void *data, size_t length, mode_t mode,
+                       struct cordon_error **err);
+int fs_write_atomic(const char *path, const void *data, size_t length, mode_t mode,
+                    struct cordon_error **err);
+
+/* Read a whole fd; more than max bytes is an error (E2BIG). *data is NUL-terminated. */
+int fs_read_fd(int fd, size_t max, unsigned char **data, size_t *length,
+               struct cordon_error **err);
+int fs_read_file(const char *path, size_t max, unsigned char **data, size_t *length,
+                 struct cordon_error **err);
+
+/* mkdir -p; existing directories are fine. */
+int fs_mkdir_p(const char *path, mode_t mode, struct cordon_error **err);
+
+/* Open relpath beneath rootfd: ".." and absolute paths are refused, symlinks may be followed
+ * only while they stay beneath rootfd (openat2 RESOLVE_BENEATH; without openat2, symlinks are
+ * refused). flags are openat flags (O_CLOEXEC is added). label names the root in errors. */
+int fs_open_beneath(int rootfd, const char *relpath, int flags, mode_t mode, const char *label,
+                    struct cordon_error **err);
+
+/* Open (creating as needed, mode 0755) the directory relpath beneath rootfd, one component at
+ * a time, never following symlinks. "" opens rootfd itself. */
+int fs_mkdirs_beneath(int rootfd, const char *relpath, const char *label,
+                      struct cordon_error **err);
+
+/* Remove dirfd/name recursively without following symlinks. A missing name is success. */
+int fs_remove_tree_at(int dirfd, const char *name, struct cordon_error **err);
+int fs_remove_tree(const char *path, struct cordon_error **err);
+
+/* Split "a/b/c" into dir "a/b" and base "c" (dir "" when there is no slash). */
+void fs_split_path(const char *path, char **dir, char **base);
+
+/* Normalise a relative path: drop empty and "." components; refuse ".." and absolute paths.
+ * "" and "." give "". */
+int fs_normalize_relative(const char *path, char **out, struct cordon_error **err);
+
+/* Random lowercase hex string of 2*nbytes characters (getrandom). */
+int fs_random_hex(size_t nbytes, char **out, struct cordon_error **err);
+
+/* Monotonic clock in seconds. */
+double fs_now(void);
+
+#endif

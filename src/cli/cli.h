@@ -1,0 +1,42 @@
+/* Shared pieces of the `cordon` command line: exit codes, error reporting, option helpers. */
+#ifndef CORDON_CLI_H
+#define CORDON_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <cordon/cordon.h>
+
+/* Exit codes of every verb but `run` and `session exec` (which return the command's). */
+enum {
+  EXIT_OK = 0,
+  EXIT_FAILURE_ = 1,  /* the operation failed */
+  EXIT_USAGE = 2,     /* bad flags or arguments */
+  EXIT_NOT_FOUND = 3, /* no such session, backend or file */
+  EXIT_UNAVAILABLE = 4, /* backend or mechanism missing on this host; refused by policy */
+  EXIT_TIMED_OUT = 124, /* run / session exec: the command hit its timeout */
+  EXIT_CORDON = 125,  /* run / session exec: cordon itself failed */
+};
+
+extern const char *cli_program;
+
+/* Print "cordon: message" on stderr, one line. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print the error, free it, and return the exit code its kind maps to. */
+int cli_fail(struct cordon_error *err);
+int cli_exit_code_for(const struct cordon_error *err);
+/* Report a usage problem with a hint to --help; returns EXIT_USAGE. */
+int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Strict number parsing: the whole string, in range. */
+int cli_parse_double(const char *s, double min, double *out);
+int cli_parse_u64(const char *s, unsigned long long *out);
+/* Sizes with an optional K, M, G suffix (powers of 1024). */
+int cli_parse_size(const char *s, unsigned long long *out);
+
+int cmd_run(int argc, char **argv);
+int cmd_session(int argc, char **argv);
+int cmd_backends(int argc, char **argv);
+int cmd_conformance(int argc, char **argv);
+
+#endif

@@ -1,0 +1,143 @@
+/* `cordon backends` and `cordon conformance`. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char backends_usage[] =
+    "usage: cordon backends [--json]\n"
+    "\n"
+    "List every backend (built-in and plugins from CORDON_PLUGIN_PATH) with its capabilities,\n"
+    "isolation tier (none < process < container < vm) and whether it is available on this host,\n"
+    "with the reason when it is not. A plugin that failed to load is listed with the reason.\n";
+
+static json_t *capabilities_json(uint32_t caps) {
+  json_t *a = json_array();
+  for (unsigned i = 0; i < CORDON_CAP_COUNT; i++)
+    if (caps & (1u << i))
+      json_array_append_new(a, json_string(cordon_capability_name(1u << i)));
+  return a;
+}
+
+int cmd_backends(int argc, char **argv) {
+  bool json = false;
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
+  int c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'j':
+      json = true;
+      break;
+    case 'h':
+      fputs(backends_usage, stdout);
+      return EXIT_OK;
+    default:
+      return cli_usage_error("backends", "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc)
+    return cli_usage_error("backends", "unexpected argument '%s'", argv[optind]);
+
+  struct cordon_error *err = NULL;
+  struct cordon_registry *reg = NULL;
+  if (cordon_registry_load(&reg, &err) < 0)
+    return cli_fail(err);
+  json_t *list = json_array();
+  const char *default_name = cordon_registry_default_name();
+  if (!json)
+    printf("%-12s %-10s %-5s %-44s %s\n", "BACKEND", "TIER", "AVAIL", "CAPABILITIES", "NOTES");
+  for (size_t i = 0; i < cordon_registry_count(reg); i++) {
+    const struct cordon_registry_entry *e = cordon_registry_entry(reg, i);
+    const struct cordon_backend *b = e->backend;
+    char *reason = NULL;
+    int available = b ? b->available(b, &reason) == 1 : 0;
+    const char *why = b ? (available ? NULL : reason ? reason : "unavailable") : e->load_error;
+    if (json) {
+      json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", e->name, "origin", e->origin,
+                            "available", available, "default",
+                            strcmp(e->name, default_name) == 0);
+      if (b) {
+        json_object_set_new(o, "tier", json_string(cordon_tier_name(b->tier)));
+        json_object_set_new(o, "capabilities", capabilities_json(b->capabilities));
+        json_object_set_new(o, "summary", json_string(b->summary ? b->summary : ""));
+      }
+      if (why)
+        json_object_set_new(o, b ? "unavailable_reason" : "load_error", json_string(why));
+      json_array_append_new(list, o);
+    } else {
+      char caps[128] = "";
+      for (unsigned k = 0; b && k < CORDON_CAP_COUNT; k++)
+        if (b->capabilities & (1u << k)) {
+          if (*caps)
+            strcat(caps, ",");
+          strcat(caps, cordon_capability_name(1u << k));
+        }
+      printf("%-12s %-10s %-5s %-44s %s%s%s%s\n", e->name, b ? cordon_tier_name(b->tier) : "-",
+             available ? "yes" : "no", b ? caps : "-",
+             strcmp(e->name, default_name) == 0 ? "(default) " : "",
+             b && b->summary ? b->summary : "", why ? (b ? "; unavailable: " : "failed to load: ") : "",
+             why ? why : "");
+    }
+    free(reason);
+  }
+  if (json) {
+    json_dumpf(list, stdout, JSON_INDENT(2));
+    putchar('\n');
+  }
+  json_decref(list);
+  cordon_registry_free(reg);
+  return EXIT_OK;
+}
+
+static const char conformance_usage[] =
+    "usage: cordon conformance BACKEND [--json]\n"
+    "\n"
+    "Run the conformance suite against BACKEND in a scratch project (the current project's\n"
+    ".cordon/ unless CORDON_PROJECT says otherwise). Prints one line per check and, last,\n"
+    "\"N passed, N failed, N skipped\"; with --json one JSON document. Exits 0 only when no\n"
+    "check failed.\n";
+
+int cmd_conformance(int argc, char **argv) {
+  bool json = false;
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
+  int c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'j':
+      json = true;
+      break;
+    case 'h':
+      fputs(conformance_usage, stdout);
+      return EXIT_OK;
+    default:
+      return cli_usage_error("conformance", "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind != argc - 1)
+    return cli_usage_error("conformance", "expected exactly one BACKEND");
+  struct cordon_error *err = NULL;
+  struct cordon_registry *reg = NULL;
+  struct cordon_context *ctx = NULL;
+  const struct cordon_backend *b = NULL;
+  if (cordon_registry_load(&reg, &err) < 0)
+    return cli_fail(err);
+  int code = EXIT_OK;
+  struct cordon_conformance_summary sum = {0};
+  if (cordon_registry_find(reg, argv[optind], &b, &err) < 0 ||
+      cordon_context_open(NULL, &ctx, &err) < 0 ||
+      cordon_conformance_run(ctx, b, stdout, json, &sum, &err) < 0)
+    code = cli_fail(err);
+  else if (sum.failed > 0)
+    code = EXIT_FAILURE_;
+  cordon_context_free(ctx);
+  cordon_registry_free(reg);
+  return code;
+}

@@ -1,0 +1,150 @@
+/* `cordon`: the command line. One verb per file group; each verb parses its own options and
+ * talks only to the library API. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+const char *cli_program = "cordon";
+
+static const char main_usage[] =
+    "usage: cordon VERB [options]\n"
+    "\n"
+    "Run untrusted commands in isolated, reproducible sandboxes.\n"
+    "\n"
+    "verbs:\n"
+    "  run [options] -- ARGV...        create a session, run ARGV in it, destroy it\n"
+    "  session create|exec|read|write|ls|list|destroy\n"
+    "                                  sessions that outlive one command\n"
+    "  backends [--json]               list backends, capabilities, tiers, availability\n"
+    "  conformance BACKEND [--json]    run the conformance suite against a backend\n"
+    "\n"
+    "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
+    "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
+    "124 on timeout, 125 when cordon failed, 126 cannot execute, 127 not found.\n"
+    "\n"
+    "environment: CORDON_PROJECT (project directory holding .cordon/), CORDON_BACKEND,\n"
+    "CORDON_SANDBOX=auto|ns|off, CORDON_SANDBOX_ALLOW, CORDON_PLUGIN_PATH\n";
+
+void cli_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", cli_program);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+int cli_exit_code_for(const struct cordon_error *err) {
+  switch (err ? err->kind : CORDON_ERR_SYSTEM) {
+  case CORDON_ERR_USAGE:
+    return EXIT_USAGE;
+  case CORDON_ERR_NOT_FOUND:
+    return EXIT_NOT_FOUND;
+  case CORDON_ERR_UNAVAILABLE:
+  case CORDON_ERR_DENIED:
+  case CORDON_ERR_UNSUPPORTED:
+    return EXIT_UNAVAILABLE;
+  default:
+    return EXIT_FAILURE_;
+  }
+}
+
+int cli_fail(struct cordon_error *err) {
+  int code = cli_exit_code_for(err);
+  /* Keep the promise of one line even if a message carries a newline from a library. */
+  if (err && err->message)
+    for (char *p = err->message; *p; p++)
+      if (*p == '\n')
+        *p = ' ';
+  cli_error("%s", err && err->message ? err->message : "failed");
+  cordon_error_free(err);
+  return code;
+}
+
+int cli_usage_error(const char *verb, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", cli_program);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, " (see 'cordon %s --help')\n", verb);
+  va_end(ap);
+  return EXIT_USAGE;
+}
+
+int cli_parse_double(const char *s, double min, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || !*s || *end || v != v || v < min || v > 1e9)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+int cli_parse_u64(const char *s, unsigned long long *out) {
+  char *end = NULL;
+  if (!*s || *s == '-')
+    return -1;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+int cli_parse_size(const char *s, unsigned long long *out) {
+  char *end = NULL;
+  if (!*s || *s == '-')
+    return -1;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s)
+    return -1;
+  unsigned shift = 0;
+  if (*end) {
+    switch (*end) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    default: return -1;
+    }
+    if (end[1] && !(end[1] == 'i' && end[2] == 'B' && !end[3]) && !(end[1] == 'B' && !end[2]))
+      return -1;
+  }
+  if (shift && v > (ULLONG_MAX >> shift))
+    return -1;
+  *out = v << shift;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(main_usage, stderr);
+    return EXIT_USAGE;
+  }
+  const char *verb = argv[1];
+  if (!strcmp(verb, "--help") || !strcmp(verb, "-h") || !strcmp(verb, "help")) {
+    fputs(main_usage, stdout);
+    return EXIT_OK;
+  }
+  if (!strcmp(verb, "--version")) {
+    printf("cordon %s\n", CORDON_VERSION);
+    return EXIT_OK;
+  }
+  if (!strcmp(verb, "run"))
+    return cmd_run(argc - 1, argv + 1);
+  if (!strcmp(verb, "session"))
+    return cmd_session(argc - 1, argv + 1);
+  if (!strcmp(verb, "backends"))
+    return cmd_backends(argc - 1, argv + 1);
+  if (!strcmp(verb, "conformance"))
+    return cmd_conformance(argc - 1, argv + 1);
+  cli_error("unknown verb '%s' (see 'cordon --help')", verb);
+  return EXIT_USAGE;
+}

@@ -1,0 +1,228 @@
+#!/usr/bin/env bats
+# The command line as a user types it. $CORDON is the binary under test; every test runs in a
+# fresh project directory.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-cli.XXXXXX")
+  export CORDON_PROJECT=$PROJECT
+  cd "$PROJECT"
+}
+
+teardown() {
+  cd /
+  rm -rf "$PROJECT"
+}
+
+wt() { "$CORDON" "$@"; }
+
+@test "--help on every verb exits 0 and prints usage" {
+  for v in "" "run" "session" "session create" "backends" "conformance"; do
+    run $CORDON $v --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == usage:* ]]
+  done
+}
+
+@test "unknown verb: one line, exit 2" {
+  run $CORDON frobnicate
+  [ "$status" -eq 2 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"unknown verb 'frobnicate'"* ]]
+}
+
+@test "run returns the command's exit code and output" {
+  run $CORDON run --backend worktree -- sh -c 'echo hi; exit 7'
+  [ "$status" -eq 7 ]
+  [ "$output" = "hi" ]
+}
+
+@test "run: not found is 127, not executable is 126, killed by signal is 128+N" {
+  run -127 $CORDON run --backend worktree -- no-such-command-cordon
+  printf 'x' > notexec
+  run $CORDON run --backend worktree --file notexec=notexec -- ./notexec
+  [ "$status" -eq 126 ]
+  run $CORDON run --backend worktree -- sh -c 'kill -KILL $$'
+  [ "$status" -eq 137 ]
+}
+
+@test "run: unknown flag and missing command are cordon failures (125) in one line" {
+  run $CORDON run --bogus -- true
+  [ "$status" -eq 125 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"--bogus"* ]]
+  run $CORDON run --backend worktree
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"no command"* ]]
+}
+
+@test "run: a nonexistent backend is named" {
+  run $CORDON run --backend nosuch -- true
+  [ "$status" -eq 125 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"no backend named nosuch"* ]]
+}
+
+@test "run: timeout gives 124 and kills the command" {
+  start=$(date +%s)
+  run $CORDON run --backend worktree --timeout 1 -- sleep 5
+  end=$(date +%s)
+  [ "$status" -eq 124 ]
+  [[ "$output" == *"timed out"* ]]
+  [ $((end - start)) -le 3 ]
+}
+
+@test "run: --file, --env, --stdin and --cwd reach the command" {
+  printf 'payload' > src.txt
+  printf 'from-stdin' > in.txt
+  run $CORDON run --backend worktree --file sub/data.txt=src.txt --env GREETING=hello \
+    --stdin in.txt --cwd sub -- sh -c 'cat data.txt; echo " $GREETING"; cat'
+  [ "$status" -eq 0 ]
+  [ "$output" = "payload hello
+from-stdin" ]
+}
+
+@test "run: bad values are refused before anything runs" {
+  run $CORDON run --backend worktree --timeout abc -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"--timeout expects seconds"* ]]
+  run $CORDON run --backend worktree --net sideways -- true
+  [ "$status" -eq 125 ]
+  run $CORDON run --backend worktree --memory 12Q -- true
+  [ "$status" -eq 125 ]
+  run $CORDON run --backend worktree --file nosuchsrc -- true
+  [ "$status" -eq 125 ]
+  [ ! -d .cordon/sessions ] || [ -z "$(ls .cordon/sessions)" ]
+}
+
+@test "worktree refuses confinement it cannot enforce" {
+  run $CORDON run --backend worktree --ro src -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"cannot enforce read-only paths"* ]]
+}
+
+@test "CORDON_SANDBOX=off is refused unless enforcement is lifted, then warns loudly" {
+  CORDON_SANDBOX=off run $CORDON run -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"enforcement is required"* ]]
+  CORDON_SANDBOX=off run $CORDON run --no-require-enforcement -- sh -c 'echo ran'
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"WARNING"*"UNCONFINED"* ]]
+  [[ "$output" == *"ran"* ]]
+  CORDON_SANDBOX=bogus run $CORDON run -- true
+  [ "$status" -eq 125 ]
+}
+
+@test "session lifecycle across invocations" {
+  id=$($CORDON session create --backend worktree --env A=1)
+  [[ "$id" =~ ^[0-9a-f]{16}$ ]]
+  printf 'hello\n' | $CORDON session write "$id" dir/hello.txt --mode 0600
+  run $CORDON session read "$id" dir/hello.txt
+  [ "$status" -eq 0 ]
+  [ "$output" = "hello" ]
+  run $CORDON session ls "$id"
+  [ "$output" = "dir/" ]
+  run $CORDON session ls "$id" dir --json
+  [[ "$output" == *'"mode": 384'* ]]
+  run $CORDON session exec "$id" --env B=2 -- sh -c 'echo $A$B; cat dir/hello.txt; exit 3'
+  [ "$status" -eq 3 ]
+  [ "$output" = "12
+hello" ]
+  run $CORDON session list
+  [ "$output" = "$id" ]
+  run $CORDON session exec "$id" --json -- sh -c 'printf out; printf err >&2'
+  [[ "$output" == *'"stdout": "out"'* ]]
+  [[ "$output" == *'"stderr": "err"'* ]]
+  run $CORDON session destroy "$id"
+  [ "$status" -eq 0 ]
+  run $CORDON session destroy "$id"
+  [ "$status" -eq 0 ]
+  run $CORDON session list
+  [ "$output" = "" ]
+}
+
+@test "session errors: missing, malformed and corrupt ids give one line" {
+  run $CORDON session read 0123456789abcdef x
+  [ "$status" -eq 3 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"no session 0123456789abcdef"* ]]
+  run $CORDON session exec ../../etc -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"invalid session id"* ]]
+  run $CORDON session exec
+  [ "$status" -eq 125 ]
+  id=$($CORDON session create --backend worktree)
+  printf '{"version": 1, "id": ' > ".cordon/sessions/$id/state.json"
+  run $CORDON session read "$id" x
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"is corrupt"* ]]
+  echo '[1,2,3]' > ".cordon/sessions/$id/state.json"
+  run $CORDON session ls "$id"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"is corrupt"* ]]
+}
+
+@test "session paths cannot leave the workspace" {
+  id=$($CORDON session create --backend worktree)
+  run $CORDON session read "$id" ../../../../etc/passwd
+  [ "$status" -eq 4 ]
+  [[ "$output" == *"leaves the workspace"* ]]
+  $CORDON session exec "$id" -- ln -s /etc out
+  run $CORDON session read "$id" out/passwd
+  [ "$status" -eq 4 ]
+  run sh -c "echo x | $CORDON session write $id out/evil"
+  [ "$status" -eq 4 ]
+  [ ! -e /etc/evil ]
+  $CORDON session destroy "$id"
+}
+
+@test "session create from a git repository makes a worktree on its own branch" {
+  git init -q repo
+  git -C repo -c user.email=t@t -c user.name=t commit -q --allow-empty -m init
+  printf 'tracked\n' > repo/a.txt
+  mkdir repo/keep repo/drop
+  printf 'k\n' > repo/keep/k.txt
+  printf 'd\n' > repo/drop/d.txt
+  git -C repo add -A
+  git -C repo -c user.email=t@t -c user.name=t commit -q -m files
+  id=$($CORDON session create --backend worktree --repo repo)
+  run $CORDON session read "$id" a.txt
+  [ "$output" = "tracked" ]
+  run git -C repo branch --list "cordon/$id"
+  [[ "$output" == *"cordon/$id"* ]]
+  sparse=$($CORDON session create --backend worktree --repo repo --sparse keep)
+  run $CORDON session read "$sparse" keep/k.txt
+  [ "$status" -eq 0 ]
+  run $CORDON session read "$sparse" drop/d.txt
+  [ "$status" -eq 3 ]
+  $CORDON session destroy "$id" "$sparse"
+  run git -C repo branch --list "cordon/*"
+  [ "$output" = "" ]
+  run $CORDON session create --backend worktree --repo repo --branch no-such-branch
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"no-such-branch"* ]]
+}
+
+@test "backends lists built-ins, loaded plugins, and refused plugins with the reason" {
+  run $CORDON backends
+  [ "$status" -eq 0 ]
+  [[ "$output" == *worktree*none*yes*"NO isolation"* ]]
+  [[ "$output" == *example*yes* ]]
+  [[ "$output" == *"cordon-broken.so"*"ABI version 999"* ]]
+  run $CORDON backends --json
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"name": "worktree"'* ]]
+  [[ "$output" == *'"load_error"'* ]]
+  run $CORDON run --backend cordon-broken.so -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"failed to load"* ]]
+}
+
+@test "conformance of an unknown backend and bad usage" {
+  run $CORDON conformance
+  [ "$status" -eq 2 ]
+  run $CORDON conformance nosuch
+  [ "$status" -eq 3 ]
+}

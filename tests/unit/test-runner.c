@@ -1,0 +1,875 @@
+/* Unit tests of the process runner (src/exec/runner.c): capture, bounds, stdin, environment,
+ * cwd, exit codes, timeouts, process-tree kill, fd and signal hygiene, custom launchers. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/fs.h"
+#include "exec/runner.h"
+
+#define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define TEST_PATH "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+
+static const char *const test_env[] = {TEST_PATH, NULL};
+
+static void run_ok(const struct exec_spec *spec, struct cordon_exec_result *res) {
+  struct cordon_error *err = NULL;
+  int r = exec_run(spec, res, &err);
+  if (r < 0) {
+    fail_msg("exec_run(%s): %s", spec->argv[0], err ? err->message : "(no message)");
+  }
+  assert_null(err);
+}
+
+static struct cordon_exec_result run_argv(const char *const *argv) {
+  struct exec_spec spec = {.argv = argv, .envp = test_env};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  return res;
+}
+
+/* Every run must have reaped what it started. */
+static void assert_no_children(void) {
+  errno = 0;
+  assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+  assert_int_equal(errno, ECHILD);
+}
+
+/* A unique argument that lets us find a process in /proc. Passed to sleep as an extra
+ * (tiny) duration, since GNU sleep sums its arguments. */
+static void make_marker(char *buf, size_t size) {
+  static int counter;
+  int n = __atomic_add_fetch(&counter, 1, __ATOMIC_SEQ_CST);
+  snprintf(buf, size, "0.000%d%03d1", (int)getpid(), n); /* a trailing 1: no trailing zeros */
+}
+
+static bool process_with_argument_exists(const char *marker) {
+  DIR *proc = opendir("/proc");
+  assert_non_null(proc);
+  bool found = false;
+  struct dirent *entry;
+  while (!found && (entry = readdir(proc))) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9')
+      continue;
+    char path[300];
+    snprintf(path, sizeof(path), "/proc/%s/cmdline", entry->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      continue;
+    char cmdline[4096];
+    ssize_t n = read(fd, cmdline, sizeof(cmdline) - 1);
+    close(fd);
+    if (n <= 0)
+      continue;
+    cmdline[n] = '\0';
+    for (char *arg = cmdline; arg < cmdline + n; arg += strlen(arg) + 1)
+      if (strcmp(arg, marker) == 0)
+        found = true;
+  }
+  closedir(proc);
+  return found;
+}
+
+/* SIGKILL is delivered asynchronously when only the process group is used: allow a moment. */
+static bool process_gone_soon(const char *marker) {
+  for (int i = 0; i < 100; i++) {
+    if (!process_with_argument_exists(marker))
+      return true;
+    usleep(10000);
+  }
+  return false;
+}
+
+static void kill_processes_with_argument(const char *marker) {
+  /* Best-effort cleanup after a failed assertion so the machine is not littered. */
+  char command[256];
+  snprintf(command, sizeof(command), "pkill -KILL -f -- ' %s$' 2>/dev/null", marker);
+  if (system(command) < 0)
+    return;
+}
+
+/* Whether the runner can use a per-exec cgroup v2 leaf here (same conditions as the
+ * runner: a v2 hierarchy, our own cgroup writable, cgroup.kill present). */
+static bool cgroup_leaf_available(char *reason, size_t size) {
+  const char *mount = NULL;
+  const char *candidates[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+  for (size_t i = 0; i < 2; i++) {
+    struct statfs sfs;
+    if (statfs(candidates[i], &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC)
+      mount = candidates[i];
+  }
+  if (!mount) {
+    snprintf(reason, size, "no cgroup v2 hierarchy mounted");
+    return false;
+  }
+  FILE *f = fopen("/proc/self/cgroup", "re");
+  if (!f) {
+    snprintf(reason, size, "cannot read /proc/self/cgroup");
+    return false;
+  }
+  char line[4096], own[4096] = "";
+  while (fgets(line, sizeof(line), f))
+    if (strncmp(line, "0::/", 4) == 0) {
+      line[strcspn(line, "\n")] = '\0';
+      snprintf(own, sizeof(own), "%s", line + 3);
+    }
+  fclose(f);
+  if (!own[0]) {
+    snprintf(reason, size, "no cgroup v2 entry in /proc/self/cgroup");
+    return false;
+  }
+  char probe[8192], kill_file[8300];
+  snprintf(probe, sizeof(probe), "%s%s/cordon-test-probe-%d", mount,
+           strcmp(own, "/") == 0 ? "" : own, (int)getpid());
+  if (mkdir(probe, 0755) < 0) {
+    snprintf(reason, size, "cannot create a cgroup under %s%s: %s", mount, own, strerror(errno));
+    return false;
+  }
+  snprintf(kill_file, sizeof(kill_file), "%s/cgroup.kill", probe);
+  bool has_kill = access(kill_file, F_OK) == 0;
+  rmdir(probe);
+  if (!has_kill)
+    snprintf(reason, size, "cgroup.kill missing (kernel older than 5.14)");
+  return has_kill;
+}
+
+/* ---- capture ------------------------------------------------------------------------------ */
+
+static void test_echo_stdout(void **state) {
+  struct cordon_exec_result res = run_argv(ARGV("echo", "hello", "world"));
+  assert_int_equal(res.exit_code, 0);
+  assert_int_equal(res.term_signal, 0);
+  assert_false(res.timed_out);
+  assert_string_equal((char *)res.stdout_data, "hello world\n");
+  assert_int_equal(res.stdout_length, 12);
+  assert_int_equal(res.stdout_total, 12);
+  assert_false(res.stdout_truncated);
+  assert_non_null(res.stderr_data);
+  assert_string_equal((char *)res.stderr_data, "");
+  assert_int_equal(res.stderr_length, 0);
+  assert_true(res.duration > 0);
+  cordon_exec_result_clear(&res);
+  assert_null(res.stdout_data);
+  assert_no_children();
+}
+
+static void test_stderr_separate(void **state) {
+  struct cordon_exec_result res = run_argv(ARGV("sh", "-c", "echo out; echo err >&2; echo out2"));
+  assert_int_equal(res.exit_code, 0);
+  assert_string_equal((char *)res.stdout_data, "out\nout2\n");
+  assert_string_equal((char *)res.stderr_data, "err\n");
+  assert_int_equal(res.stderr_total, 4);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+static void test_exit_code(void **state) {
+  struct cordon_exec_result res = run_argv(ARGV("sh", "-c", "exit 7"));
+  assert_int_equal(res.exit_code, 7);
+  assert_int_equal(res.term_signal, 0);
+  assert_false(res.timed_out);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+static void test_killed_by_signal(void **state) {
+  struct cordon_exec_result res = run_argv(ARGV("sh", "-c", "kill -9 $$"));
+  assert_int_equal(res.exit_code, 137);
+  assert_int_equal(res.term_signal, 9);
+  assert_false(res.timed_out);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+static void test_env_is_final(void **state) {
+  const char *const env[] = {TEST_PATH, "FOO=bar baz", "EMPTY=", NULL};
+  struct exec_spec spec = {.argv = ARGV("env"), .envp = env};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_int_equal(res.exit_code, 0);
+  assert_string_equal((char *)res.stdout_data, TEST_PATH "\nFOO=bar baz\nEMPTY=\n");
+  cordon_exec_result_clear(&res);
+
+  /* NULL is an empty environment; the program is still found on the default PATH. */
+  struct exec_spec empty = {.argv = ARGV("env")};
+  run_ok(&empty, &res);
+  assert_int_equal(res.exit_code, 0);
+  assert_string_equal((char *)res.stdout_data, "");
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+static void test_path_from_env(void **state) {
+  char dir[] = "/tmp/cordon-test-path-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char tool[512];
+  snprintf(tool, sizeof(tool), "%s/cordon-test-tool", dir);
+  FILE *f = fopen(tool, "we");
+  assert_non_null(f);
+  fputs("#!/bin/sh\necho from-tool \"$@\"\n", f);
+  fclose(f);
+  assert_int_equal(chmod(tool, 0755), 0);
+
+  char path_var[600];
+  snprintf(path_var, sizeof(path_var), "PATH=/nonexistent:relative:%s:/usr/bin:/bin", dir);
+  const char *const env[] = {path_var, NULL};
+  struct exec_spec spec = {.argv = ARGV("cordon-test-tool", "x"), .envp = env};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_int_equal(res.exit_code, 0);
+  assert_string_equal((char *)res.stdout_data, "from-tool x\n");
+  cordon_exec_result_clear(&res);
+
+  unlink(tool);
+  rmdir(dir);
+  assert_no_children();
+}
+
+static void test_stdin_small(void **state) {
+  struct exec_spec spec = {
+      .argv = ARGV("cat"), .envp = test_env, .stdin_data = "abc\0def", .stdin_length = 7};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_int_equal(res.exit_code, 0);
+  assert_int_equal(res.stdout_length, 7);
+  assert_memory_equal(res.stdout_data, "abc\0def", 7);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+static void test_stdin_null_and_empty(void **state) {
+  /* NULL stdin is /dev/null: cat ends at once. */
+  struct exec_spec spec = {
+      .argv = ARGV("sh", "-c", "cat; readlink /proc/self/fd/0"), .envp = test_env, .timeout = 10};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_false(res.timed_out);
+  assert_string_equal((char *)res.stdout_data, "/dev/null\n");
+  cordon_exec_result_clear(&res);
+
+  /* Non-NULL but empty: an empty pipe. */
+  struct exec_spec empty = {
+      .argv = ARGV("cat"), .envp = test_env, .stdin_data = "", .stdin_length = 0, .timeout = 10};
+  run_ok(&empty, &res);
+  assert_false(res.timed_out);
+  assert_int_equal(res.exit_code, 0);
+  assert_string_equal((char *)res.stdout_data, "");
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+static void test_stdin_large_no_deadlock(void **state) {
+  size_t size = 1 << 20;
+  unsigned char *input = malloc(size);
+  assert_non_null(input);
+  for (size_t i = 0; i < size; i++)
+    input[i] = (unsigned char)(i * 131 + (i >> 9));
+  struct exec_spec spec = {.argv = ARGV("cat"),
+                           .envp = test_env,
+                           .stdin_data = input,
+                           .stdin_length = size,
+                           .timeout = 30};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_false(res.timed_out);
+  assert_int_equal(res.exit_code, 0);
+  assert_int_equal(res.stdout_length, size);
+  assert_memory_equal(res.stdout_data, input, size);
+  cordon_exec_result_clear(&res);
+
+  /* Both directions and both streams at once. */
+  spec.argv = ARGV("sh", "-c", "tee /dev/stderr");
+  run_ok(&spec, &res);
+  assert_int_equal(res.exit_code, 0);
+  assert_int_equal(res.stdout_length, size);
+  assert_int_equal(res.stderr_length, size);
+  assert_memory_equal(res.stdout_data, input, size);
+  assert_memory_equal(res.stderr_data, input, size);
+  cordon_exec_result_clear(&res);
+  free(input);
+  assert_no_children();
+}
+
+static void test_stdin_not_read_epipe(void **state) {
+  /* The command ignores or stops reading its stdin: EPIPE ends the input, SIGPIPE must not
+   * kill us (this test process would die of it). */
+  size_t size = 8 << 20;
+  unsigned char *input = calloc(1, size);
+  assert_non_null(input);
+  struct exec_spec spec = {.argv = ARGV("head", "-c", "10"),
+                           .envp = test_env,
+                           .stdin_data = input,
+                           .stdin_length = size,
+                           .timeout = 30};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_int_equal(res.exit_code, 0);
+  assert_int_equal(res.stdout_length, 10);
+  cordon_exec_result_clear(&res);
+
+  spec.argv = ARGV("true");
+  run_ok(&spec, &res);
+  assert_int_equal(res.exit_code, 0);
+  assert_false(res.timed_out);
+  cordon_exec_result_clear(&res);
+
+  /* No SIGPIPE left pending in this thread either. */
+  sigset_t pending;
+  assert_int_equal(sigpending(&pending), 0);
+  assert_int_equal(sigismember(&pending, SIGPIPE), 0);
+  free(input);
+  assert_no_children();
+}
+
+static void test_output_bounded(void **state) {
+  struct exec_spec spec = {.argv = ARGV("head", "-c", "20000000", "/dev/zero"),
+                           .envp = test_env,
+                           .max_output = 1 << 20,
+                           .timeout = 60};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_int_equal(res.exit_code, 0);
+  assert_int_equal(res.stdout_length, 1 << 20);
+  assert_true(res.stdout_truncated);
+  assert_int_equal(res.stdout_total, 20000000);
+  assert_int_equal(res.stdout_data[res.stdout_length], 0);
+  assert_false(res.stderr_truncated);
+  cordon_exec_result_clear(&res);
+
+  /* Exactly at the bound is not truncated; one byte more is. Each stream has its own. */
+  spec.argv = ARGV("sh", "-c", "head -c 1024 /dev/zero; head -c 1025 /dev/zero >&2");
+  spec.max_output = 1024;
+  run_ok(&spec, &res);
+  assert_int_equal(res.stdout_length, 1024);
+  assert_false(res.stdout_truncated);
+  assert_int_equal(res.stdout_total, 1024);
+  assert_int_equal(res.stderr_length, 1024);
+  assert_true(res.stderr_truncated);
+  assert_int_equal(res.stderr_total, 1025);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+/* ---- exec failures ------------------------------------------------------------------------ */
+
+static void test_not_found(void **state) {
+  struct cordon_exec_result res = run_argv(ARGV("cordon-no-such-program-xyz", "arg"));
+  assert_int_equal(res.exit_code, 127);
+  assert_int_equal(res.term_signal, 0);
+  assert_string_equal((char *)res.stderr_data,
+                      "cordon: cordon-no-such-program-xyz: No such file or directory\n");
+  assert_string_equal((char *)res.stdout_data, "");
+  cordon_exec_result_clear(&res);
+
+  res = run_argv(ARGV("/nonexistent/cordon-prog"));
+  assert_int_equal(res.exit_code, 127);
+  assert_non_null(strstr((char *)res.stderr_data, "cordon: /nonexistent/cordon-prog: "));
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+static void test_not_executable(void **state) {
+  char dir[] = "/tmp/cordon-test-noexec-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char script[512];
+  snprintf(script, sizeof(script), "%s/script", dir);
+  FILE *f = fopen(script, "we");
+  assert_non_null(f);
+  fputs("#!/bin/sh\necho should-not-run\n", f);
+  fclose(f);
+  assert_int_equal(chmod(script, 0644), 0);
+
+  struct cordon_exec_result res = run_argv(ARGV(script));
+  assert_int_equal(res.exit_code, 126);
+  assert_non_null(strstr((char *)res.stderr_data, "Permission denied"));
+  assert_string_equal((char *)res.stdout_data, "");
+  cordon_exec_result_clear(&res);
+
+  /* Found on PATH but not executable. */
+  char path_var[600];
+  snprintf(path_var, sizeof(path_var), "PATH=%s", dir);
+  const char *const env[] = {path_var, NULL};
+  struct exec_spec spec = {.argv = ARGV("script"), .envp = env};
+  run_ok(&spec, &res);
+  assert_int_equal(res.exit_code, 126);
+  assert_string_equal((char *)res.stderr_data, "cordon: script: Permission denied\n");
+  cordon_exec_result_clear(&res);
+
+  /* A directory cannot be executed either; a file without a known format neither. */
+  res = run_argv(ARGV(dir));
+  assert_int_equal(res.exit_code, 126);
+  cordon_exec_result_clear(&res);
+  f = fopen(script, "we");
+  assert_non_null(f);
+  fputs("\177ELF not really", f);
+  fclose(f);
+  assert_int_equal(chmod(script, 0755), 0);
+  res = run_argv(ARGV(script));
+  assert_int_equal(res.exit_code, 126);
+  assert_non_null(strstr((char *)res.stderr_data, "Exec format error"));
+  cordon_exec_result_clear(&res);
+
+  unlink(script);
+  rmdir(dir);
+  assert_no_children();
+}
+
+static void test_find_program(void **state) {
+  const char *const env[] = {"PATH=/nonexistent::/bin", NULL};
+  char *p = exec_find_program("sh", env);
+  assert_non_null(p);
+  assert_string_equal(p, "/bin/sh");
+  free(p);
+  p = exec_find_program("./relative/thing", env);
+  assert_string_equal(p, "./relative/thing");
+  free(p);
+  errno = 0;
+  assert_null(exec_find_program("cordon-no-such-program-xyz", env));
+  assert_int_equal(errno, ENOENT);
+  errno = 0;
+  assert_null(exec_find_program("", env));
+  assert_int_equal(errno, ENOENT);
+  /* /etc/passwd exists but is not executable. */
+  const char *const etc[] = {"PATH=/etc", NULL};
+  errno = 0;
+  assert_null(exec_find_program("passwd", etc));
+  assert_int_equal(errno, EACCES);
+  /* Without PATH: the default one. */
+  p = exec_find_program("sh", NULL);
+  assert_non_null(p);
+  assert_true(p[0] == '/');
+  free(p);
+}
+
+/* ---- cwd, fds, signals -------------------------------------------------------------------- */
+
+static void test_cwd(void **state) {
+  char dir[] = "/tmp/cordon-test-cwd-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char *real = realpath(dir, NULL);
+  assert_non_null(real);
+  struct exec_spec spec = {.argv = ARGV("pwd"), .envp = test_env, .cwd = dir};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  char expected[4200];
+  snprintf(expected, sizeof(expected), "%s\n", real);
+  assert_string_equal((char *)res.stdout_data, expected);
+  cordon_exec_result_clear(&res);
+
+  /* A relative program name with a slash resolves in the command's cwd. */
+  char script[512];
+  snprintf(script, sizeof(script), "%s/here.sh", dir);
+  FILE *f = fopen(script, "we");
+  assert_non_null(f);
+  fputs("#!/bin/sh\necho here\n", f);
+  fclose(f);
+  assert_int_equal(chmod(script, 0755), 0);
+  spec.argv = ARGV("./here.sh");
+  run_ok(&spec, &res);
+  assert_int_equal(res.exit_code, 0);
+  assert_string_equal((char *)res.stdout_data, "here\n");
+  cordon_exec_result_clear(&res);
+  unlink(script);
+
+  /* A missing cwd is a failure of the run, named in the error, and leaves no zombie. */
+  rmdir(dir);
+  struct cordon_error *err = NULL;
+  spec.argv = ARGV("pwd");
+  assert_true(exec_run(&spec, &res, &err) < 0);
+  assert_non_null(err);
+  assert_non_null(strstr(err->message, dir));
+  assert_int_equal(err->errnum, ENOENT);
+  assert_null(res.stdout_data);
+  cordon_error_free(err);
+  free(real);
+  assert_no_children();
+}
+
+static void test_only_stdio_fds(void **state) {
+  /* A leaked, inheritable fd in the caller must not reach the command. */
+  int leak = open("/dev/null", O_RDONLY);
+  assert_true(leak >= 0);
+  assert_int_equal(dup2(leak, 47), 47);
+  struct cordon_exec_result res = run_argv(ARGV("sh", "-c", "ls /proc/$$/fd"));
+  assert_int_equal(res.exit_code, 0);
+  assert_string_equal((char *)res.stdout_data, "0\n1\n2\n");
+  cordon_exec_result_clear(&res);
+  close(47);
+  close(leak);
+  assert_no_children();
+}
+
+static void test_signals_reset(void **state) {
+  /* The caller ignores and blocks signals; the command starts with defaults. */
+  struct sigaction ignore = {.sa_handler = SIG_IGN}, old_term, old_int;
+  sigaction(SIGTERM, &ignore, &old_term);
+  sigaction(SIGINT, &ignore, &old_int);
+  sigset_t block, old_mask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGUSR1);
+  sigaddset(&block, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &block, &old_mask);
+
+  struct cordon_exec_result res =
+      run_argv(ARGV("grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status"));
+
+  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGINT, &old_int, NULL);
+  assert_int_equal(res.exit_code, 0);
+  assert_string_equal((char *)res.stdout_data,
+                      "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  cordon_exec_result_clear(&res);
+
+  /* And the caller's own state is untouched. */
+  struct sigaction now;
+  sigaction(SIGCHLD, NULL, &now);
+  assert_true(now.sa_handler == SIG_DFL);
+  assert_no_children();
+}
+
+static void test_own_process_group(void **state) {
+  struct cordon_exec_result res =
+      run_argv(ARGV("sh", "-c", "cut -d' ' -f5 /proc/$$/stat; echo $$"));
+  assert_int_equal(res.exit_code, 0);
+  int pgid = 0, pid = 0;
+  assert_int_equal(sscanf((char *)res.stdout_data, "%d %d", &pgid, &pid), 2);
+  assert_int_equal(pgid, pid);
+  assert_int_not_equal(pgid, getpgrp());
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+/* ---- timeouts and the process tree -------------------------------------------------------- */
+
+static void test_timeout(void **state) {
+  struct exec_spec spec = {.argv = ARGV("sleep", "5"), .envp = test_env, .timeout = 1};
+  struct cordon_exec_result res;
+  double start = fs_now();
+  run_ok(&spec, &res);
+  double elapsed = fs_now() - start;
+  assert_true(res.timed_out);
+  assert_int_equal(res.exit_code, 137);
+  assert_int_equal(res.term_signal, 9);
+  assert_true(elapsed >= 0.9);
+  assert_true(elapsed < 2.0);
+  assert_true(res.duration >= 0.9 && res.duration < 2.0);
+  cordon_exec_result_clear(&res);
+
+  /* A command that ends in time is not reported as timed out. */
+  spec.argv = ARGV("true");
+  spec.timeout = 5;
+  run_ok(&spec, &res);
+  assert_false(res.timed_out);
+  assert_int_equal(res.exit_code, 0);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+static void test_timeout_kills_tree(void **state) {
+  /* The background sleep holds stdout open: the report must still come in time, and the
+   * sleep must be gone afterwards. */
+  char marker[64], script[256];
+  make_marker(marker, sizeof(marker));
+  snprintf(script, sizeof(script), "sleep 30 %s & echo started; sleep 5", marker);
+  struct exec_spec spec = {.argv = ARGV("sh", "-c", script), .envp = test_env, .timeout = 1};
+  struct cordon_exec_result res;
+  double start = fs_now();
+  run_ok(&spec, &res);
+  double elapsed = fs_now() - start;
+  assert_true(res.timed_out);
+  assert_int_equal(res.exit_code, 137);
+  assert_string_equal((char *)res.stdout_data, "started\n");
+  bool gone = process_gone_soon(marker);
+  if (!gone)
+    kill_processes_with_argument(marker);
+  assert_true(gone);
+  assert_true(elapsed < 2.0);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+static void test_background_killed_after_exit(void **state) {
+  /* Documented: nothing an exec started survives it, even when the command itself exited. */
+  char marker[64], script[256];
+  make_marker(marker, sizeof(marker));
+  snprintf(script, sizeof(script), "sleep 32 %s & echo done", marker);
+  struct exec_spec spec = {.argv = ARGV("sh", "-c", script), .envp = test_env, .timeout = 20};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_false(res.timed_out);
+  assert_int_equal(res.exit_code, 0);
+  assert_string_equal((char *)res.stdout_data, "done\n");
+  assert_true(res.duration < 1.5);
+  bool gone = process_gone_soon(marker);
+  if (!gone)
+    kill_processes_with_argument(marker);
+  assert_true(gone);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+static void test_daemon_killed_with_cgroup(void **state) {
+  char reason[512];
+  if (!cgroup_leaf_available(reason, sizeof(reason))) {
+    print_message("SKIP: daemonised grandchildren need a cgroup v2 leaf: %s\n", reason);
+    skip();
+  }
+  /* setsid leaves the process group; only the cgroup holds it. The daemon keeps stdout. */
+  char marker[64], script[256];
+  make_marker(marker, sizeof(marker));
+  snprintf(script, sizeof(script), "(setsid sleep 31 %s &); sleep 0.3; exit 0", marker);
+  struct exec_spec spec = {.argv = ARGV("sh", "-c", script), .envp = test_env, .timeout = 20};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_false(res.timed_out);
+  assert_int_equal(res.exit_code, 0);
+  assert_true(res.duration < 1.5);
+  /* With the cgroup, kill_tree waits until the leaf is empty: gone at once, no grace. */
+  bool gone = !process_with_argument_exists(marker);
+  if (!gone)
+    kill_processes_with_argument(marker);
+  assert_true(gone);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+/* ---- threads ------------------------------------------------------------------------------ */
+
+struct thread_job {
+  int index;
+  int failures;
+};
+
+static void *thread_main(void *arg) {
+  struct thread_job *job = arg;
+  for (int round = 0; round < 5; round++) {
+    char expect[64], input[64];
+    snprintf(input, sizeof(input), "thread-%d-round-%d\n", job->index, round);
+    snprintf(expect, sizeof(expect), "%s", input);
+    struct exec_spec spec = {.argv = ARGV("sh", "-c", "cat; echo err >&2"),
+                             .envp = test_env,
+                             .stdin_data = input,
+                             .stdin_length = strlen(input),
+                             .timeout = 30};
+    struct cordon_exec_result res;
+    struct cordon_error *err = NULL;
+    if (exec_run(&spec, &res, &err) < 0) {
+      cordon_error_free(err);
+      job->failures++;
+      continue;
+    }
+    if (res.exit_code != 0 || strcmp((char *)res.stdout_data, expect) != 0 ||
+        strcmp((char *)res.stderr_data, "err\n") != 0)
+      job->failures++;
+    cordon_exec_result_clear(&res);
+  }
+  return NULL;
+}
+
+static void test_concurrent_threads(void **state) {
+  pthread_t threads[4];
+  struct thread_job jobs[4];
+  for (int i = 0; i < 4; i++) {
+    jobs[i] = (struct thread_job){.index = i};
+    assert_int_equal(pthread_create(&threads[i], NULL, thread_main, &jobs[i]), 0);
+  }
+  /* A timeout in this thread meanwhile. */
+  struct exec_spec spec = {.argv = ARGV("sleep", "10"), .envp = test_env, .timeout = 0.5};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_true(res.timed_out);
+  cordon_exec_result_clear(&res);
+  for (int i = 0; i < 4; i++) {
+    pthread_join(threads[i], NULL);
+    assert_int_equal(jobs[i].failures, 0);
+  }
+  assert_no_children();
+}
+
+/* ---- custom launchers --------------------------------------------------------------------- */
+
+struct fake_launcher {
+  bool fail_start;
+  bool leave_holder; /* leave a process that holds stdout and escapes kill_tree */
+  pid_t holder;
+  int starts, reaps, kills, cleanups;
+};
+
+static int fake_start(void *data, const struct exec_spec *spec, const int stdio_fds[3],
+                      int *exit_fd, struct cordon_error **err) {
+  struct fake_launcher *f = data;
+  f->starts++;
+  if (f->fail_start)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "fake launcher refuses");
+  if (write(stdio_fds[1], "fake out", 8) != 8 || write(stdio_fds[2], "fake err", 8) != 8)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "fake write");
+  if (f->leave_holder) {
+    f->holder = fork();
+    if (f->holder == 0) {
+      dup2(stdio_fds[1], 1);
+      static const char more[] = " and more";
+      if (write(1, more, sizeof(more) - 1) < 0)
+        _exit(1);
+      sleep(20);
+      _exit(0);
+    }
+  }
+  /* An exit fd that is readable at once: a pipe whose write end is closed. */
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
+  close(p[1]);
+  *exit_fd = p[0];
+  return 0;
+}
+
+static int fake_reap(void *data, int *exit_code, int *term_signal, struct cordon_error **err) {
+  struct fake_launcher *f = data;
+  f->reaps++;
+  *exit_code = 3;
+  *term_signal = 0;
+  return 0;
+}
+
+static void fake_kill_tree(void *data) {
+  struct fake_launcher *f = data;
+  f->kills++; /* deliberately kills nothing */
+}
+
+static void fake_cleanup(void *data) {
+  struct fake_launcher *f = data;
+  f->cleanups++;
+  if (f->holder > 0) {
+    kill(f->holder, SIGKILL);
+    waitpid(f->holder, NULL, 0);
+    f->holder = 0;
+  }
+}
+
+static void test_custom_launcher(void **state) {
+  struct fake_launcher fake = {0};
+  const struct exec_launcher launcher = {.data = &fake,
+                                         .start = fake_start,
+                                         .reap = fake_reap,
+                                         .kill_tree = fake_kill_tree,
+                                         .cleanup = fake_cleanup};
+  struct exec_spec spec = {.argv = ARGV("anything")};
+  struct cordon_exec_result res;
+  struct cordon_error *err = NULL;
+  assert_int_equal(exec_run_with(&spec, &launcher, &res, &err), 0);
+  assert_int_equal(res.exit_code, 3);
+  assert_string_equal((char *)res.stdout_data, "fake out");
+  assert_string_equal((char *)res.stderr_data, "fake err");
+  assert_int_equal(fake.starts, 1);
+  assert_int_equal(fake.reaps, 1);
+  assert_true(fake.kills >= 1); /* after the command ended: remove leftovers */
+  assert_int_equal(fake.cleanups, 1);
+  cordon_exec_result_clear(&res);
+}
+
+static void test_custom_launcher_start_fails(void **state) {
+  struct fake_launcher fake = {.fail_start = true};
+  const struct exec_launcher launcher = {.data = &fake,
+                                         .start = fake_start,
+                                         .reap = fake_reap,
+                                         .kill_tree = fake_kill_tree,
+                                         .cleanup = fake_cleanup};
+  struct exec_spec spec = {.argv = ARGV("anything")};
+  struct cordon_exec_result res;
+  struct cordon_error *err = NULL;
+  assert_true(exec_run_with(&spec, &launcher, &res, &err) < 0);
+  assert_non_null(err);
+  assert_string_equal(err->message, "fake launcher refuses");
+  assert_int_equal(err->kind, CORDON_ERR_UNAVAILABLE);
+  assert_int_equal(fake.reaps, 0);
+  assert_int_equal(fake.cleanups, 1);
+  assert_null(res.stdout_data);
+  cordon_error_free(err);
+
+  /* Empty argv is refused before anything starts. */
+  struct fake_launcher fresh = {0};
+  const struct exec_launcher other = {.data = &fresh,
+                                      .start = fake_start,
+                                      .reap = fake_reap,
+                                      .kill_tree = fake_kill_tree,
+                                      .cleanup = fake_cleanup};
+  struct exec_spec empty = {.argv = (const char *const[]){NULL}};
+  err = NULL;
+  assert_true(exec_run_with(&empty, &other, &res, &err) < 0);
+  assert_non_null(err);
+  assert_int_equal(fresh.starts, 0);
+  assert_int_equal(fresh.cleanups, 1);
+  cordon_error_free(err);
+}
+
+static void test_escaped_holder_bounded(void **state) {
+  /* A process that escaped kill_tree keeps the stdout pipe open: the run still ends within
+   * the short drain grace, with what was written so far. */
+  struct fake_launcher fake = {.leave_holder = true};
+  const struct exec_launcher launcher = {.data = &fake,
+                                         .start = fake_start,
+                                         .reap = fake_reap,
+                                         .kill_tree = fake_kill_tree,
+                                         .cleanup = fake_cleanup};
+  struct exec_spec spec = {.argv = ARGV("anything")};
+  struct cordon_exec_result res;
+  struct cordon_error *err = NULL;
+  double start = fs_now();
+  assert_int_equal(exec_run_with(&spec, &launcher, &res, &err), 0);
+  double elapsed = fs_now() - start;
+  assert_true(elapsed < 1.0);
+  assert_true(strncmp((char *)res.stdout_data, "fake out", 8) == 0);
+  assert_int_equal(fake.cleanups, 1);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_echo_stdout),
+      cmocka_unit_test(test_stderr_separate),
+      cmocka_unit_test(test_exit_code),
+      cmocka_unit_test(test_killed_by_signal),
+      cmocka_unit_test(test_env_is_final),
+      cmocka_unit_test(test_path_from_env),
+      cmocka_unit_test(test_stdin_small),
+      cmocka_unit_test(test_stdin_null_and_empty),
+      cmocka_unit_test(test_stdin_large_no_deadlock),
+      cmocka_unit_test(test_stdin_not_read_epipe),
+      cmocka_unit_test(test_output_bounded),
+      cmocka_unit_test(test_not_found),
+      cmocka_unit_test(test_not_executable),
+      cmocka_unit_test(test_find_program),
+      cmocka_unit_test(test_cwd),
+      cmocka_unit_test(test_only_stdio_fds),
+      cmocka_unit_test(test_signals_reset),
+      cmocka_unit_test(test_own_process_group),
+      cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_timeout_kills_tree),
+      cmocka_unit_test(test_background_killed_after_exit),
+      cmocka_unit_test(test_daemon_killed_with_cgroup),
+      cmocka_unit_test(test_concurrent_threads),
+      cmocka_unit_test(test_custom_launcher),
+      cmocka_unit_test(test_custom_launcher_start_fails),
+      cmocka_unit_test(test_escaped_holder_bounded),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
