@@ -69,9 +69,9 @@ struct cordon_file_spec {
 };
 
 struct cordon_repo_spec {
-  const char *source;                /* a local git repository */
-  const char *branch;                /* NULL: the repository's HEAD */
-  const char *const *sparse_paths;   /* NULL: the whole tree */
+  const char *source;              /* a local git repository */
+  const char *branch;              /* NULL: the repository's HEAD */
+  const char *const *sparse_paths; /* NULL: the whole tree */
 };
 
 /* Zero means "no limit requested". A requested limit that cannot be enforced is refused. */
@@ -90,7 +90,7 @@ struct cordon_policy {
   const char *const *system_paths; /* NULL: the backend's default list of system directories */
   enum cordon_egress egress;
   struct cordon_limits limits;
-  bool require_enforcement;        /* refuse to run unconfined */
+  bool require_enforcement; /* refuse to run unconfined */
 };
 
 struct cordon_manifest {
@@ -121,7 +121,7 @@ struct cordon_exec_request {
 };
 
 struct cordon_exec_result {
-  int exit_code;  /* 0..255; 128+N when killed by signal N; 126 cannot execute; 127 not found */
+  int exit_code;   /* 0..255; 128+N when killed by signal N; 126 cannot execute; 127 not found */
   int term_signal; /* the signal that ended the command, 0 when it exited */
   bool timed_out;  /* the timeout fired and the command's process tree was killed */
   unsigned char *stdout_data; /* NUL-terminated for convenience; stdout_length excludes it */
@@ -191,8 +191,8 @@ struct cordon_backend {
   int (*create)(struct cordon_session *s, const struct cordon_manifest *m,
                 struct cordon_error **err);
   /* Optional (SNAPSHOT): create a session whose workspace is the given snapshot. */
-  int (*resume)(struct cordon_session *s, const struct cordon_manifest *m,
-                const char *snapshot_id, struct cordon_error **err);
+  int (*resume)(struct cordon_session *s, const struct cordon_manifest *m, const char *snapshot_id,
+                struct cordon_error **err);
   /* Re-open a session created by another process from s->backend_state. */
   int (*attach)(struct cordon_session *s, struct cordon_error **err);
   /* Stop everything running in the session and remove what create made. Idempotent. */

@@ -21,14 +21,14 @@ extern "C" {
 
 /* Error kinds beyond errno values, so callers can map them to exit codes. */
 enum cordon_error_kind {
-  CORDON_ERR_SYSTEM = 0,   /* errno carries the cause */
-  CORDON_ERR_USAGE,        /* bad flags or arguments */
-  CORDON_ERR_NOT_FOUND,    /* session, backend, file or blob missing */
-  CORDON_ERR_INVALID,      /* malformed input: JSON, state file, manifest */
-  CORDON_ERR_UNAVAILABLE,  /* backend or mechanism missing on this host */
-  CORDON_ERR_DENIED,       /* refused by policy (path escape, fail-closed confinement) */
-  CORDON_ERR_INTEGRITY,    /* digest mismatch, tampered data */
-  CORDON_ERR_UNSUPPORTED,  /* the backend does not declare the capability */
+  CORDON_ERR_SYSTEM = 0,  /* errno carries the cause */
+  CORDON_ERR_USAGE,       /* bad flags or arguments */
+  CORDON_ERR_NOT_FOUND,   /* session, backend, file or blob missing */
+  CORDON_ERR_INVALID,     /* malformed input: JSON, state file, manifest */
+  CORDON_ERR_UNAVAILABLE, /* backend or mechanism missing on this host */
+  CORDON_ERR_DENIED,      /* refused by policy (path escape, fail-closed confinement) */
+  CORDON_ERR_INTEGRITY,   /* digest mismatch, tampered data */
+  CORDON_ERR_UNSUPPORTED, /* the backend does not declare the capability */
 };
 
 struct cordon_error {

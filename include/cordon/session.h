@@ -43,8 +43,8 @@ struct cordon_registry;
 CORDON_API int cordon_registry_load(struct cordon_registry **out, struct cordon_error **err);
 CORDON_API void cordon_registry_free(struct cordon_registry *reg);
 CORDON_API size_t cordon_registry_count(const struct cordon_registry *reg);
-CORDON_API const struct cordon_registry_entry *cordon_registry_entry(
-    const struct cordon_registry *reg, size_t index);
+CORDON_API const struct cordon_registry_entry *
+cordon_registry_entry(const struct cordon_registry *reg, size_t index);
 /* Find a loaded backend by name; a plugin that failed to load is reported with its reason. */
 CORDON_API int cordon_registry_find(const struct cordon_registry *reg, const char *name,
                                     const struct cordon_backend **out, struct cordon_error **err);
@@ -76,9 +76,8 @@ CORDON_API int cordon_session_list(struct cordon_context *ctx, char ***ids,
 /* Free the in-process handle; the session lives on. */
 CORDON_API void cordon_session_close(struct cordon_session *s);
 
-CORDON_API int cordon_session_read(struct cordon_session *s, const char *path,
-                                   unsigned char **data, size_t *length,
-                                   struct cordon_error **err);
+CORDON_API int cordon_session_read(struct cordon_session *s, const char *path, unsigned char **data,
+                                   size_t *length, struct cordon_error **err);
 CORDON_API int cordon_session_write(struct cordon_session *s, const char *path, const void *data,
                                     size_t length, unsigned mode, struct cordon_error **err);
 CORDON_API int cordon_session_ls(struct cordon_session *s, const char *path,

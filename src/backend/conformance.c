@@ -57,9 +57,8 @@ static struct cordon_manifest base_manifest(void) {
   return m;
 }
 
-static int run(struct suite *t, struct cordon_session *s, const char *const *argv,
-               double timeout, const char *stdin_data, size_t max_output,
-               struct cordon_exec_result *res) {
+static int run(struct suite *t, struct cordon_session *s, const char *const *argv, double timeout,
+               const char *stdin_data, size_t max_output, struct cordon_exec_result *res) {
   struct cordon_exec_request req = {
       .argv = argv,
       .timeout = timeout,
@@ -76,8 +75,8 @@ static int run(struct suite *t, struct cordon_session *s, const char *const *arg
 static int expect_output(struct suite *t, const char *what, const unsigned char *got,
                          size_t got_len, const char *want) {
   if (got_len != strlen(want) || memcmp(got, want, got_len) != 0)
-    return fail(t, "%s: expected \"%s\", got \"%.*s\"", what, want, (int)(got_len > 200 ? 200 : got_len),
-                got ? (const char *)got : "");
+    return fail(t, "%s: expected \"%s\", got \"%.*s\"", what, want,
+                (int)(got_len > 200 ? 200 : got_len), got ? (const char *)got : "");
   return 0;
 }
 
@@ -90,8 +89,7 @@ static int roundtrip(struct suite *t, const char *path, const void *data, size_t
   if (cordon_session_read(t->session, path, &back, &back_len, &err) < 0)
     return fail_err(t, "read", err);
   if (back_len != len || memcmp(back, data, len) != 0)
-    return fail(t, "%s: read back %zu bytes that differ from the %zu written", path, back_len,
-                len);
+    return fail(t, "%s: read back %zu bytes that differ from the %zu written", path, back_len, len);
   return 0;
 }
 
@@ -265,7 +263,8 @@ static int check_timeout_background_child(struct suite *t) {
 
 static int check_timeout_daemonised_child(struct suite *t) {
   return expect_no_survivor(
-      t, "setsid sh -c 'sleep 2; echo alive > survivor-daemon' </dev/null >/dev/null 2>&1 & sleep 5",
+      t,
+      "setsid sh -c 'sleep 2; echo alive > survivor-daemon' </dev/null >/dev/null 2>&1 & sleep 5",
       "survivor-daemon");
 }
 

@@ -6,18 +6,12 @@
 
 const char *cordon_capability_name(enum cordon_capability cap) {
   switch (cap) {
-  case CORDON_CAP_FILE_RW:
-    return "file_rw";
-  case CORDON_CAP_EXEC:
-    return "exec";
-  case CORDON_CAP_NETWORK:
-    return "network";
-  case CORDON_CAP_GPU:
-    return "gpu";
-  case CORDON_CAP_SNAPSHOT:
-    return "snapshot";
-  case CORDON_CAP_PERSISTENT_VOLUMES:
-    return "persistent_volumes";
+  case CORDON_CAP_FILE_RW: return "file_rw";
+  case CORDON_CAP_EXEC: return "exec";
+  case CORDON_CAP_NETWORK: return "network";
+  case CORDON_CAP_GPU: return "gpu";
+  case CORDON_CAP_SNAPSHOT: return "snapshot";
+  case CORDON_CAP_PERSISTENT_VOLUMES: return "persistent_volumes";
   }
   return "unknown";
 }

@@ -36,10 +36,9 @@ int cordon_backend_check(const struct cordon_backend *b, struct cordon_error **e
   if (!b)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "backend description is NULL");
   if (b->abi_version != CORDON_BACKEND_ABI_VERSION)
-    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
-                            "backend %s declares ABI version %u, cordon speaks %u",
-                            b->name ? b->name : "(unnamed)", b->abi_version,
-                            CORDON_BACKEND_ABI_VERSION);
+    return cordon_error_set(
+        err, CORDON_ERR_INVALID, 0, "backend %s declares ABI version %u, cordon speaks %u",
+        b->name ? b->name : "(unnamed)", b->abi_version, CORDON_BACKEND_ABI_VERSION);
   if (!b->name || !*b->name || strlen(b->name) > 64 || strpbrk(b->name, " /\t\n"))
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "backend has no valid name");
   if (!b->available || !b->create || !b->attach || !b->destroy || !b->shutdown)
@@ -57,8 +56,7 @@ int cordon_backend_check(const struct cordon_backend *b, struct cordon_error **e
     return cordon_error_set(err, CORDON_ERR_INVALID, 0,
                             "backend %s declares snapshot without snapshot and resume", b->name);
   if (b->tier > CORDON_TIER_VM)
-    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "backend %s has an unknown tier",
-                            b->name);
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "backend %s has an unknown tier", b->name);
   return 0;
 }
 
@@ -101,8 +99,7 @@ static void load_plugin(struct cordon_registry *reg, const char *path) {
   cordon_plugin_entry_fn entry;
   *(void **)&entry = dlsym(handle, CORDON_PLUGIN_ENTRY_SYMBOL);
   if (!entry) {
-    cordon_error_set(&err, CORDON_ERR_INVALID, 0, "no entry symbol %s",
-                     CORDON_PLUGIN_ENTRY_SYMBOL);
+    cordon_error_set(&err, CORDON_ERR_INVALID, 0, "no entry symbol %s", CORDON_PLUGIN_ENTRY_SYMBOL);
     goto failed;
   }
   uint32_t abi = 0;

@@ -72,11 +72,11 @@ static int save_state(struct cordon_session *s, struct cordon_error **err) {
   json_t *env = json_array();
   for (size_t i = 0; s->env && s->env[i]; i++)
     json_array_append_new(env, json_string(s->env[i]));
-  json_t *doc = json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:f, s:b, s:o}", "version",
-                          STATE_VERSION, "id", s->id, "backend", s->backend->name, "workspace",
-                          s->workspace ? s->workspace : "", "root", s->root, "env", env,
-                          "default_timeout", s->default_timeout, "shut_down", s->shut_down,
-                          "backend_state", backend_state ? backend_state : json_object());
+  json_t *doc =
+      json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:f, s:b, s:o}", "version", STATE_VERSION, "id",
+                s->id, "backend", s->backend->name, "workspace", s->workspace ? s->workspace : "",
+                "root", s->root, "env", env, "default_timeout", s->default_timeout, "shut_down",
+                s->shut_down, "backend_state", backend_state ? backend_state : json_object());
   if (!doc)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
   _cleanup_free_ char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -156,8 +156,8 @@ static int session_start(struct cordon_context *ctx, const struct cordon_backend
                          const struct cordon_manifest *m, const char *snapshot_id,
                          struct cordon_session **out, struct cordon_error **err) {
   if (snapshot_id && (!(backend->capabilities & CORDON_CAP_SNAPSHOT) || !backend->resume))
-    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
-                            "backend %s does not support snapshots", backend->name);
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0, "backend %s does not support snapshots",
+                            backend->name);
   struct cordon_session *s = NULL;
   if (session_new(ctx, backend, m, &s, err) < 0)
     return -1;
@@ -168,8 +168,7 @@ static int session_start(struct cordon_context *ctx, const struct cordon_backend
     return -1;
   }
   if (!s->workspace) {
-    cordon_error_set(err, CORDON_ERR_INVALID, 0, "backend %s created no workspace",
-                     backend->name);
+    cordon_error_set(err, CORDON_ERR_INVALID, 0, "backend %s created no workspace", backend->name);
     session_abandon(s);
     return -1;
   }
@@ -201,12 +200,11 @@ static char *state_path(struct cordon_context *ctx, const char *id) {
 }
 
 static int corrupt(struct cordon_error **err, const char *path, const char *why) {
-  return cordon_error_set(err, CORDON_ERR_INVALID, 0, "session state %s is corrupt: %s", path,
-                          why);
+  return cordon_error_set(err, CORDON_ERR_INVALID, 0, "session state %s is corrupt: %s", path, why);
 }
 
-static int load_state(struct cordon_context *ctx, const struct cordon_registry *reg,
-                      const char *id, struct cordon_session **out, struct cordon_error **err) {
+static int load_state(struct cordon_context *ctx, const struct cordon_registry *reg, const char *id,
+                      struct cordon_session **out, struct cordon_error **err) {
   _cleanup_free_ char *path = state_path(ctx, id);
   if (!path)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s", id);

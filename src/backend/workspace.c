@@ -17,13 +17,13 @@
 static int open_workspace(const char *workspace, struct cordon_error **err) {
   int fd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
-                            errno, "workspace %s", workspace);
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
+                            "workspace %s", workspace);
   return fd;
 }
 
-int workspace_read(const char *workspace, const char *path, unsigned char **data,
-                   size_t *length, struct cordon_error **err) {
+int workspace_read(const char *workspace, const char *path, unsigned char **data, size_t *length,
+                   struct cordon_error **err) {
   _cleanup_close_ int root = open_workspace(workspace, err);
   if (root < 0)
     return -1;

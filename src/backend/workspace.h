@@ -13,8 +13,8 @@
 #define WORKSPACE_READ_MAX ((size_t)1 << 30)
 
 /* path is normalised and workspace-relative ("" is the root). */
-int workspace_read(const char *workspace, const char *path, unsigned char **data,
-                   size_t *length, struct cordon_error **err);
+int workspace_read(const char *workspace, const char *path, unsigned char **data, size_t *length,
+                   struct cordon_error **err);
 /* Creates parent directories; replaces the file atomically; mode 0 means 0644. */
 int workspace_write(const char *workspace, const char *path, const void *data, size_t length,
                     unsigned mode, struct cordon_error **err);

@@ -62,7 +62,8 @@ static int add_git_worktree(struct cordon_session *s, const struct cordon_repo_s
     git_fail(err, rev);
     goto out;
   }
-  if (asprintf(&branch_name, "cordon/%s", s->id) < 0 || asprintf(&wt_name, "cordon-%s", s->id) < 0) {
+  if (asprintf(&branch_name, "cordon/%s", s->id) < 0 ||
+      asprintf(&wt_name, "cordon-%s", s->id) < 0) {
     git_object_free(commit);
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "worktree");
     goto out;
@@ -83,7 +84,7 @@ static int add_git_worktree(struct cordon_session *s, const struct cordon_repo_s
   }
   if (git_worktree_add(&wt, repo, wt_name, path, &opts) < 0) {
     git_fail(err, "git worktree add");
-    git_branch_delete(branch);
+    git_reference_delete(branch);
     goto out;
   }
   *repo_path_out = strdup(git_repository_commondir(repo));
@@ -112,8 +113,10 @@ static void remove_git_worktree(const char *repo_path, const char *id) {
       git_worktree_free(wt);
     }
     git_reference *branch = NULL;
+    /* git_reference_delete, not git_branch_delete: the branch has no config section to
+     * remove, and libgit2 1.5 leaks regex match data while scanning the config for one. */
     if (git_branch_lookup(&branch, repo, branch_name, GIT_BRANCH_LOCAL) == 0) {
-      git_branch_delete(branch);
+      git_reference_delete(branch);
       git_reference_free(branch);
     }
     git_repository_free(repo);
@@ -138,10 +141,10 @@ static int worktree_create(struct cordon_session *s, const struct cordon_manifes
    * the caller asked for explicitly and cannot have is refused, never silently dropped. */
   const struct cordon_policy *p = &m->policy;
   const struct cordon_limits *l = &p->limits;
-  const char *unenforceable = strv_length(p->read_only)   ? "read-only paths"
-                              : strv_length(p->hidden)    ? "hidden paths"
+  const char *unenforceable = strv_length(p->read_only)                   ? "read-only paths"
+                              : strv_length(p->hidden)                    ? "hidden paths"
                               : l->memory_bytes || l->pids || l->cpus > 0 ? "resource limits"
-                                                          : NULL;
+                                                                          : NULL;
   if (unenforceable && p->require_enforcement)
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,
                             "the worktree backend cannot enforce %s (it isolates nothing); use "
@@ -184,8 +187,8 @@ static int worktree_create(struct cordon_session *s, const struct cordon_manifes
 static int worktree_attach(struct cordon_session *s, struct cordon_error **err) {
   struct stat st;
   if (stat(s->workspace, &st) < 0 || !S_ISDIR(st.st_mode))
-    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno ? errno : ENOTDIR,
-                            "workspace %s", s->workspace);
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno ? errno : ENOTDIR, "workspace %s",
+                            s->workspace);
   return 0;
 }
 
@@ -213,8 +216,8 @@ static int worktree_write(struct cordon_session *s, const char *path, const void
   return workspace_write(s->workspace, path, data, length, mode, err);
 }
 
-static int worktree_ls(struct cordon_session *s, const char *path,
-                       struct cordon_dirent **entries, size_t *count, struct cordon_error **err) {
+static int worktree_ls(struct cordon_session *s, const char *path, struct cordon_dirent **entries,
+                       size_t *count, struct cordon_error **err) {
   return workspace_ls(s->workspace, path, entries, count, err);
 }
 
@@ -227,9 +230,8 @@ static int worktree_exec(struct cordon_session *s, const struct cordon_exec_requ
   _cleanup_close_ int root = open(s->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root < 0)
     return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", s->workspace);
-  _cleanup_close_ int dir =
-      fs_open_beneath(root, req->cwd ? req->cwd : "", O_PATH | O_DIRECTORY, 0, "the workspace",
-                      err);
+  _cleanup_close_ int dir = fs_open_beneath(root, req->cwd ? req->cwd : "", O_PATH | O_DIRECTORY, 0,
+                                            "the workspace", err);
   if (dir < 0)
     return cordon_error_prefix(err, "working directory");
   char link[64], cwd[PATH_MAX];

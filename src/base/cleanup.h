@@ -34,11 +34,11 @@ static inline void cleanup_closedirp(DIR **d) {
 #define _cleanup_fclose_ _cleanup_(cleanup_fclosep)
 #define _cleanup_closedir_ _cleanup_(cleanup_closedirp)
 
-#define steal_ptr(pp)                                                                              \
-  ({                                                                                               \
-    __typeof__(*(pp)) stolen_ = *(pp);                                                             \
-    *(pp) = NULL;                                                                                  \
-    stolen_;                                                                                       \
+#define steal_ptr(pp)                  \
+  ({                                   \
+    __typeof__(*(pp)) stolen_ = *(pp); \
+    *(pp) = NULL;                      \
+    stolen_;                           \
   })
 
 static inline int steal_fd(int *fd) {

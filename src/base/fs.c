@@ -127,8 +127,7 @@ int fs_read_fd(int fd, size_t max, unsigned char **data, size_t *length,
   for (;;) {
     if (len + 1 >= cap) {
       if (cap > max + 1)
-        return cordon_error_set(err, CORDON_ERR_SYSTEM, E2BIG, "file larger than %zu bytes",
-                                max);
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, E2BIG, "file larger than %zu bytes", max);
       size_t ncap = cap * 2;
       unsigned char *grown = realloc(buf, ncap);
       if (!grown)
@@ -158,8 +157,8 @@ int fs_read_file(const char *path, size_t max, unsigned char **data, size_t *len
                  struct cordon_error **err) {
   _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
-    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
-                            errno, "%s", path);
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
+                            "%s", path);
   if (fs_read_fd(fd, max, data, length, err) < 0)
     return cordon_error_prefix(err, "%s", path);
   return 0;
@@ -214,8 +213,7 @@ int fs_normalize_relative(const char *path, char **out, struct cordon_error **er
     size_t n = (size_t)(end - p);
     if (n == 2 && p[0] == '.' && p[1] == '.') {
       free(res);
-      return cordon_error_set(err, CORDON_ERR_DENIED, 0, "path %s leaves the workspace (..)",
-                              path);
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0, "path %s leaves the workspace (..)", path);
     }
     if (n > 0 && !(n == 1 && p[0] == '.')) {
       if (o > 0)
@@ -312,8 +310,7 @@ int fs_mkdirs_beneath(int rootfd, const char *relpath, const char *label,
     if (mkdirat(dirfd, comp, 0755) < 0 && errno != EEXIST) {
       int e = errno;
       close(dirfd);
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create %s in %s", relpath,
-                              label);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create %s in %s", relpath, label);
     }
     int fd = openat(dirfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int e = errno;

@@ -17,8 +17,7 @@ int fs_write_atomic(const char *path, const void *data, size_t length, mode_t mo
                     struct cordon_error **err);
 
 /* Read a whole fd; more than max bytes is an error (E2BIG). *data is NUL-terminated. */
-int fs_read_fd(int fd, size_t max, unsigned char **data, size_t *length,
-               struct cordon_error **err);
+int fs_read_fd(int fd, size_t max, unsigned char **data, size_t *length, struct cordon_error **err);
 int fs_read_file(const char *path, size_t max, unsigned char **data, size_t *length,
                  struct cordon_error **err);
 

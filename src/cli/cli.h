@@ -10,12 +10,12 @@
 /* Exit codes of every verb but `run` and `session exec` (which return the command's). */
 enum {
   EXIT_OK = 0,
-  EXIT_FAILURE_ = 1,  /* the operation failed */
-  EXIT_USAGE = 2,     /* bad flags or arguments */
-  EXIT_NOT_FOUND = 3, /* no such session, backend or file */
+  EXIT_FAILURE_ = 1,    /* the operation failed */
+  EXIT_USAGE = 2,       /* bad flags or arguments */
+  EXIT_NOT_FOUND = 3,   /* no such session, backend or file */
   EXIT_UNAVAILABLE = 4, /* backend or mechanism missing on this host; refused by policy */
   EXIT_TIMED_OUT = 124, /* run / session exec: the command hit its timeout */
-  EXIT_CORDON = 125,  /* run / session exec: cordon itself failed */
+  EXIT_CORDON = 125,    /* run / session exec: cordon itself failed */
 };
 
 extern const char *cli_program;

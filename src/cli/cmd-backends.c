@@ -30,14 +30,9 @@ int cmd_backends(int argc, char **argv) {
   opterr = 0;
   while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
     switch (c) {
-    case 'j':
-      json = true;
-      break;
-    case 'h':
-      fputs(backends_usage, stdout);
-      return EXIT_OK;
-    default:
-      return cli_usage_error("backends", "unknown option '%s'", argv[optind - 1]);
+    case 'j': json = true; break;
+    case 'h': fputs(backends_usage, stdout); return EXIT_OK;
+    default: return cli_usage_error("backends", "unknown option '%s'", argv[optind - 1]);
     }
   }
   if (optind < argc)
@@ -59,8 +54,7 @@ int cmd_backends(int argc, char **argv) {
     const char *why = b ? (available ? NULL : reason ? reason : "unavailable") : e->load_error;
     if (json) {
       json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", e->name, "origin", e->origin,
-                            "available", available, "default",
-                            strcmp(e->name, default_name) == 0);
+                            "available", available, "default", strcmp(e->name, default_name) == 0);
       if (b) {
         json_object_set_new(o, "tier", json_string(cordon_tier_name(b->tier)));
         json_object_set_new(o, "capabilities", capabilities_json(b->capabilities));
@@ -80,8 +74,8 @@ int cmd_backends(int argc, char **argv) {
       printf("%-12s %-10s %-5s %-44s %s%s%s%s\n", e->name, b ? cordon_tier_name(b->tier) : "-",
              available ? "yes" : "no", b ? caps : "-",
              strcmp(e->name, default_name) == 0 ? "(default) " : "",
-             b && b->summary ? b->summary : "", why ? (b ? "; unavailable: " : "failed to load: ") : "",
-             why ? why : "");
+             b && b->summary ? b->summary : "",
+             why ? (b ? "; unavailable: " : "failed to load: ") : "", why ? why : "");
     }
     free(reason);
   }
@@ -111,14 +105,9 @@ int cmd_conformance(int argc, char **argv) {
   opterr = 0;
   while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
     switch (c) {
-    case 'j':
-      json = true;
-      break;
-    case 'h':
-      fputs(conformance_usage, stdout);
-      return EXIT_OK;
-    default:
-      return cli_usage_error("conformance", "unknown option '%s'", argv[optind - 1]);
+    case 'j': json = true; break;
+    case 'h': fputs(conformance_usage, stdout); return EXIT_OK;
+    default: return cli_usage_error("conformance", "unknown option '%s'", argv[optind - 1]);
     }
   }
   if (optind != argc - 1)

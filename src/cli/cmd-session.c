@@ -56,50 +56,72 @@ static void manifest_opts_free(struct manifest_opts *o) {
 }
 
 enum {
-  OPT_BACKEND = 256, OPT_WORKSPACE, OPT_ROOT, OPT_IMAGE, OPT_REPO, OPT_BRANCH, OPT_SPARSE,
-  OPT_FILE, OPT_ENV, OPT_RO, OPT_HIDE, OPT_ALLOW_RO, OPT_NET, OPT_MEMORY, OPT_PIDS, OPT_CPUS,
-  OPT_NOFILE, OPT_FSIZE, OPT_TIMEOUT, OPT_NO_REQUIRE, OPT_CWD, OPT_STDIN, OPT_JSON, OPT_MODE,
-  OPT_CLEAR_ENV, OPT_HELP,
+  OPT_BACKEND = 256,
+  OPT_WORKSPACE,
+  OPT_ROOT,
+  OPT_IMAGE,
+  OPT_REPO,
+  OPT_BRANCH,
+  OPT_SPARSE,
+  OPT_FILE,
+  OPT_ENV,
+  OPT_RO,
+  OPT_HIDE,
+  OPT_ALLOW_RO,
+  OPT_NET,
+  OPT_MEMORY,
+  OPT_PIDS,
+  OPT_CPUS,
+  OPT_NOFILE,
+  OPT_FSIZE,
+  OPT_TIMEOUT,
+  OPT_NO_REQUIRE,
+  OPT_CWD,
+  OPT_STDIN,
+  OPT_JSON,
+  OPT_MODE,
+  OPT_CLEAR_ENV,
+  OPT_HELP,
 };
 
 #define MANIFEST_OPTIONS                                                                          \
   {"backend", required_argument, NULL, OPT_BACKEND},                                              \
       {"workspace", required_argument, NULL, OPT_WORKSPACE},                                      \
-      {"root", required_argument, NULL, OPT_ROOT},                                                \
-      {"image", required_argument, NULL, OPT_IMAGE},                                              \
+      {"root", required_argument, NULL, OPT_ROOT}, {"image", required_argument, NULL, OPT_IMAGE}, \
       {"repo", required_argument, NULL, OPT_REPO},                                                \
       {"branch", required_argument, NULL, OPT_BRANCH},                                            \
       {"sparse", required_argument, NULL, OPT_SPARSE},                                            \
       {"file", required_argument, NULL, OPT_FILE}, {"env", required_argument, NULL, OPT_ENV},     \
       {"ro", required_argument, NULL, OPT_RO}, {"hide", required_argument, NULL, OPT_HIDE},       \
       {"allow-ro", required_argument, NULL, OPT_ALLOW_RO},                                        \
-      {"net", required_argument, NULL, OPT_NET},                                                  \
-      {"memory", required_argument, NULL, OPT_MEMORY},                                            \
+      {"net", required_argument, NULL, OPT_NET}, {"memory", required_argument, NULL, OPT_MEMORY}, \
       {"pids", required_argument, NULL, OPT_PIDS}, {"cpus", required_argument, NULL, OPT_CPUS},   \
       {"nofile", required_argument, NULL, OPT_NOFILE},                                            \
       {"fsize", required_argument, NULL, OPT_FSIZE},                                              \
       {"timeout", required_argument, NULL, OPT_TIMEOUT},                                          \
       {"no-require-enforcement", no_argument, NULL, OPT_NO_REQUIRE},                              \
-      {"json", no_argument, NULL, OPT_JSON}, {"help", no_argument, NULL, OPT_HELP }
+      {"json", no_argument, NULL, OPT_JSON}, {                                                    \
+    "help", no_argument, NULL, OPT_HELP                                                           \
+  }
 
-#define MANIFEST_HELP                                                                             \
-  "  --backend NAME        backend (default: $CORDON_BACKEND, else ns; see CORDON_SANDBOX)\n"     \
-  "  --workspace DIR       use DIR as the workspace (default: a fresh directory)\n"               \
-  "  --repo DIR [--branch B] [--sparse PATH]...\n"                                                \
-  "                        workspace is a git worktree of DIR on a new branch\n"                  \
-  "  --root PATH           where the workspace appears in the sandbox (default /workspace)\n"     \
-  "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"          \
-  "  --env KEY=VALUE       environment for every command (repeatable)\n"                          \
-  "  --ro PATH             workspace path mounted read-only (repeatable)\n"                       \
-  "  --hide PATH           workspace path hidden from the command (repeatable)\n"                 \
-  "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"         \
-  "  --net CLASS           egress: none (default), loopback, restricted, open\n"                  \
-  "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                                   \
-  "                        resource limits (SIZE takes K, M, G); refused if unenforceable\n"      \
-  "  --timeout SECONDS     exec timeout\n"                                                        \
-  "  --image IMAGE         image for container and VM backends\n"                                 \
-  "  --no-require-enforcement\n"                                                                  \
-  "                        allow running unconfined (CORDON_SANDBOX=off, or no backend)\n"        \
+#define MANIFEST_HELP                                                                         \
+  "  --backend NAME        backend (default: $CORDON_BACKEND, else ns; see CORDON_SANDBOX)\n" \
+  "  --workspace DIR       use DIR as the workspace (default: a fresh directory)\n"           \
+  "  --repo DIR [--branch B] [--sparse PATH]...\n"                                            \
+  "                        workspace is a git worktree of DIR on a new branch\n"              \
+  "  --root PATH           where the workspace appears in the sandbox (default /workspace)\n" \
+  "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"      \
+  "  --env KEY=VALUE       environment for every command (repeatable)\n"                      \
+  "  --ro PATH             workspace path mounted read-only (repeatable)\n"                   \
+  "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
+  "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
+  "  --net CLASS           egress: none (default), loopback, restricted, open\n"              \
+  "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
+  "                        resource limits (SIZE takes K, M, G); refused if unenforceable\n"  \
+  "  --timeout SECONDS     exec timeout\n"                                                    \
+  "  --image IMAGE         image for container and VM backends\n"                             \
+  "  --no-require-enforcement\n"                                                              \
+  "                        allow running unconfined (CORDON_SANDBOX=off, or no backend)\n"    \
   "  --json                machine-readable output\n"
 
 static int read_host_file(const char *src, struct cordon_file_spec *f, struct cordon_error **err) {
@@ -310,9 +332,9 @@ static int emit_result(const struct cordon_exec_result *r, bool json, double tim
                           r->exit_code, "signal", r->term_signal, "timed_out", r->timed_out,
                           "stdout", bytes_json(r->stdout_data, r->stdout_length), "stderr",
                           bytes_json(r->stderr_data, r->stderr_length), "stdout_bytes",
-                          (json_int_t)r->stdout_total, "stderr_bytes",
-                          (json_int_t)r->stderr_total, "stdout_truncated", r->stdout_truncated,
-                          "stderr_truncated", r->stderr_truncated, "duration", r->duration);
+                          (json_int_t)r->stdout_total, "stderr_bytes", (json_int_t)r->stderr_total,
+                          "stdout_truncated", r->stdout_truncated, "stderr_truncated",
+                          r->stderr_truncated, "duration", r->duration);
     json_dumpf(o, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(o);
@@ -382,9 +404,9 @@ int cmd_run(int argc, char **argv) {
       o.stdin_file = optarg;
       continue;
     }
-    int r = c == '?' ? cli_usage_error("run", "unknown option or missing value '%s'",
-                                       argv[optind - 1])
-                     : manifest_option("run", c, optarg, &o);
+    int r = c == '?'
+                ? cli_usage_error("run", "unknown option or missing value '%s'", argv[optind - 1])
+                : manifest_option("run", c, optarg, &o);
     if (r != 0) {
       manifest_opts_free(&o);
       return r == EXIT_USAGE ? EXIT_CORDON : EXIT_CORDON;
@@ -527,8 +549,8 @@ static int session_create(int argc, char **argv) {
     code = cli_fail(err);
   } else {
     if (o.json) {
-      json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "id", s->id, "backend", b->name,
-                            "workspace", s->workspace, "root", s->root);
+      json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "id", s->id, "backend", b->name, "workspace",
+                            s->workspace, "root", s->root);
       json_dumpf(j, stdout, JSON_INDENT(2));
       putchar('\n');
       json_decref(j);
@@ -757,11 +779,12 @@ static int session_ls(int argc, char **argv) {
   } else if (a.json) {
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++)
-      json_array_append_new(list, json_pack("{s:s?, s:s, s:i, s:I}", "name",
-                                            json_is_string(json_string(e[i].name)) ? e[i].name
-                                                                                   : NULL,
-                                            "kind", cordon_file_kind_name(e[i].kind), "mode",
-                                            (int)e[i].mode, "size", (json_int_t)e[i].size));
+      /* A name that is not UTF-8 cannot be a JSON string: it is given as null. */
+      json_array_append_new(
+          list, json_pack("{s:o, s:s, s:i, s:I}", "name",
+                          bytes_json((const unsigned char *)e[i].name, strlen(e[i].name)), "kind",
+                          cordon_file_kind_name(e[i].kind), "mode", (int)e[i].mode, "size",
+                          (json_int_t)e[i].size));
     json_dumpf(list, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(list);
@@ -867,8 +890,8 @@ int cmd_session(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*fn)(int, char **);
-  } subs[] = {{"create", session_create}, {"exec", session_exec},   {"read", session_read},
-              {"write", session_write},   {"ls", session_ls},       {"list", session_list},
+  } subs[] = {{"create", session_create},     {"exec", session_exec},      {"read", session_read},
+              {"write", session_write},       {"ls", session_ls},          {"list", session_list},
               {"shutdown", session_shutdown}, {"destroy", session_destroy}};
   for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
     if (!strcmp(sub, subs[i].name))

@@ -41,16 +41,12 @@ void cli_error(const char *fmt, ...) {
 
 int cli_exit_code_for(const struct cordon_error *err) {
   switch (err ? err->kind : CORDON_ERR_SYSTEM) {
-  case CORDON_ERR_USAGE:
-    return EXIT_USAGE;
-  case CORDON_ERR_NOT_FOUND:
-    return EXIT_NOT_FOUND;
+  case CORDON_ERR_USAGE: return EXIT_USAGE;
+  case CORDON_ERR_NOT_FOUND: return EXIT_NOT_FOUND;
   case CORDON_ERR_UNAVAILABLE:
   case CORDON_ERR_DENIED:
-  case CORDON_ERR_UNSUPPORTED:
-    return EXIT_UNAVAILABLE;
-  default:
-    return EXIT_FAILURE_;
+  case CORDON_ERR_UNSUPPORTED: return EXIT_UNAVAILABLE;
+  default: return EXIT_FAILURE_;
   }
 }
 
@@ -109,9 +105,12 @@ int cli_parse_size(const char *s, unsigned long long *out) {
   unsigned shift = 0;
   if (*end) {
     switch (*end) {
-    case 'k': case 'K': shift = 10; break;
-    case 'm': case 'M': shift = 20; break;
-    case 'g': case 'G': shift = 30; break;
+    case 'k':
+    case 'K': shift = 10; break;
+    case 'm':
+    case 'M': shift = 20; break;
+    case 'g':
+    case 'G': shift = 30; break;
     default: return -1;
     }
     if (end[1] && !(end[1] == 'i' && end[2] == 'B' && !end[3]) && !(end[1] == 'B' && !end[2]))

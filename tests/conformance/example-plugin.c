@@ -20,7 +20,8 @@ static int example_available(const struct cordon_backend *self, char **reason) {
 static int example_create(struct cordon_session *s, const struct cordon_manifest *m,
                           struct cordon_error **err) {
   if (m->repo || m->workspace)
-    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "the example backend makes its own directory");
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "the example backend makes its own directory");
   if (asprintf(&s->workspace, "%s/example-workspace", s->state_dir) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
   if (mkdir(s->workspace, 0755) < 0)

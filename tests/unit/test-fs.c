@@ -1,0 +1,191 @@
+/* base: path normalisation, anchored opens, atomic writes, tree removal, env merging. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/fs.h"
+#include "base/strv.h"
+
+static char *make_tmpdir(void) {
+  char tmpl[] = "/tmp/cordon-test-fs.XXXXXX";
+  char *d = mkdtemp(tmpl);
+  assert_non_null(d);
+  return strdup(d);
+}
+
+static void expect_normalized(const char *in, const char *want) {
+  char *out = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(fs_normalize_relative(in, &out, &err), 0);
+  assert_string_equal(out, want);
+  free(out);
+}
+
+static void expect_refused(const char *in) {
+  char *out = NULL;
+  struct cordon_error *err = NULL;
+  assert_true(fs_normalize_relative(in, &out, &err) < 0);
+  assert_non_null(err);
+  assert_int_equal(err->kind, CORDON_ERR_DENIED);
+  assert_null(out);
+  cordon_error_free(err);
+}
+
+static void test_normalize(void **state) {
+  expect_normalized("", "");
+  expect_normalized(".", "");
+  expect_normalized("a//b/./c/", "a/b/c");
+  expect_normalized("./x", "x");
+  expect_normalized("..a/b..", "..a/b..");
+  expect_refused("..");
+  expect_refused("a/../b");
+  expect_refused("a/..");
+  expect_refused("/etc/passwd");
+}
+
+static void test_atomic_write_and_read(void **state) {
+  char *dir = make_tmpdir();
+  char path[512];
+  snprintf(path, sizeof(path), "%s/file", dir);
+  struct cordon_error *err = NULL;
+  assert_int_equal(fs_write_atomic(path, "one", 3, 0600, &err), 0);
+  assert_int_equal(fs_write_atomic(path, "second", 6, 0640, &err), 0);
+  unsigned char *data = NULL;
+  size_t len = 0;
+  assert_int_equal(fs_read_file(path, 100, &data, &len, &err), 0);
+  assert_int_equal(len, 6);
+  assert_string_equal((char *)data, "second");
+  free(data);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0640);
+  /* The bound is enforced. */
+  assert_true(fs_read_file(path, 3, &data, &len, &err) < 0);
+  assert_int_equal(err->errnum, E2BIG);
+  cordon_error_free(err);
+  err = NULL;
+  /* No temp file is left behind. */
+  int entries = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *de; (de = readdir(d));)
+    entries += de->d_name[0] != '.';
+  closedir(d);
+  assert_int_equal(entries, 1);
+  /* A symlink at the final name is replaced, never written through. */
+  char target[512], link[512];
+  snprintf(target, sizeof(target), "%s/target", dir);
+  snprintf(link, sizeof(link), "%s/link", dir);
+  assert_int_equal(fs_write_atomic(target, "keep", 4, 0644, &err), 0);
+  assert_int_equal(symlink(target, link), 0);
+  assert_int_equal(fs_write_atomic(link, "new", 3, 0644, &err), 0);
+  assert_int_equal(fs_read_file(target, 100, &data, &len, &err), 0);
+  assert_string_equal((char *)data, "keep");
+  free(data);
+  assert_int_equal(fs_remove_tree(dir, &err), 0);
+  assert_int_equal(access(dir, F_OK), -1);
+  free(dir);
+}
+
+static void test_open_beneath(void **state) {
+  char *dir = make_tmpdir();
+  struct cordon_error *err = NULL;
+  int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_true(root >= 0);
+  int sub = fs_mkdirs_beneath(root, "a/b/c", "test", &err);
+  assert_true(sub >= 0);
+  close(sub);
+  char p[512];
+  snprintf(p, sizeof(p), "%s/a/in-link", dir);
+  assert_int_equal(symlink("b", p), 0); /* relative, stays inside */
+  snprintf(p, sizeof(p), "%s/out-abs", dir);
+  assert_int_equal(symlink("/etc", p), 0);
+  snprintf(p, sizeof(p), "%s/out-rel", dir);
+  assert_int_equal(symlink("../../../../../../../etc", p), 0);
+
+  int fd = fs_open_beneath(root, "a/in-link/c", O_RDONLY | O_DIRECTORY, 0, "test", &err);
+  assert_true(fd >= 0);
+  close(fd);
+  const char *escapes[] = {"out-abs/passwd", "out-rel/passwd", "../x", "/etc/passwd"};
+  for (size_t i = 0; i < 4; i++) {
+    fd = fs_open_beneath(root, escapes[i], O_RDONLY, 0, "test", &err);
+    assert_true(fd < 0);
+    assert_int_equal(err->kind, CORDON_ERR_DENIED);
+    cordon_error_free(err);
+    err = NULL;
+  }
+  /* fs_mkdirs_beneath never follows a symlink, even one that stays inside. */
+  assert_true(fs_mkdirs_beneath(root, "out-abs/new", "test", &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_DENIED);
+  cordon_error_free(err);
+  err = NULL;
+  assert_int_equal(access("/etc/new", F_OK), -1);
+  fd = fs_open_beneath(root, "missing", O_RDONLY, 0, "test", &err);
+  assert_true(fd < 0);
+  assert_int_equal(err->kind, CORDON_ERR_NOT_FOUND);
+  cordon_error_free(err);
+  err = NULL;
+  close(root);
+  /* Removal does not follow the symlinks out. */
+  assert_int_equal(fs_remove_tree(dir, &err), 0);
+  assert_int_equal(access("/etc/passwd", F_OK), 0);
+  free(dir);
+}
+
+static void test_remove_readonly_tree(void **state) {
+  char *dir = make_tmpdir();
+  char p[512];
+  snprintf(p, sizeof(p), "%s/ro", dir);
+  assert_int_equal(mkdir(p, 0755), 0);
+  snprintf(p, sizeof(p), "%s/ro/f", dir);
+  int fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  close(fd);
+  snprintf(p, sizeof(p), "%s/ro", dir);
+  assert_int_equal(chmod(p, 0500), 0);
+  struct cordon_error *err = NULL;
+  assert_int_equal(fs_remove_tree(dir, &err), 0);
+  assert_int_equal(access(dir, F_OK), -1);
+  assert_int_equal(fs_remove_tree(dir, &err), 0); /* missing is fine */
+  free(dir);
+}
+
+static void test_env_merge(void **state) {
+  const char *base[] = {"PATH=/bin", "HOME=/w", NULL};
+  const char *over[] = {"HOME=/other", "NEW=1", "PATH=/usr/bin", NULL};
+  char **m = strv_env_merge(base, over);
+  assert_int_equal(strv_length((const char *const *)m), 3);
+  assert_string_equal(strv_env_get((const char *const *)m, "HOME"), "/other");
+  assert_string_equal(strv_env_get((const char *const *)m, "PATH"), "/usr/bin");
+  assert_string_equal(strv_env_get((const char *const *)m, "NEW"), "1");
+  assert_null(strv_env_get((const char *const *)m, "HOM"));
+  strv_free(m);
+}
+
+static void test_random_hex(void **state) {
+  char *a = NULL, *b = NULL;
+  assert_int_equal(fs_random_hex(8, &a, NULL), 0);
+  assert_int_equal(fs_random_hex(8, &b, NULL), 0);
+  assert_int_equal(strlen(a), 16);
+  assert_true(strspn(a, "0123456789abcdef") == 16);
+  assert_string_not_equal(a, b);
+  free(a);
+  free(b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_normalize),    cmocka_unit_test(test_atomic_write_and_read),
+      cmocka_unit_test(test_open_beneath), cmocka_unit_test(test_remove_readonly_tree),
+      cmocka_unit_test(test_env_merge),    cmocka_unit_test(test_random_hex),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,336 @@
+/* The session layer: what backends receive, state files, re-attach, idempotent destroy, the
+ * registry and plugin refusal. A recording fake backend shows exactly what the library hands
+ * a backend. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <cordon/session.h>
+
+#include "base/fs.h"
+#include "base/strv.h"
+
+/* ---- a fake backend that records its last exec request and path -------------------------- */
+
+static char *last_path;
+static char **last_env;
+static char *last_cwd;
+static double last_timeout;
+static int creates_to_fail;
+
+static int fake_available(const struct cordon_backend *self, char **reason) {
+  return 1;
+}
+static int fake_create(struct cordon_session *s, const struct cordon_manifest *m,
+                       struct cordon_error **err) {
+  if (creates_to_fail > 0) {
+    creates_to_fail--;
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "fake refuses");
+  }
+  if (asprintf(&s->workspace, "%s/ws", s->state_dir) < 0 || mkdir(s->workspace, 0755) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "ws");
+  s->backend_state = strdup("{\"fake\":true}");
+  return 0;
+}
+static int fake_ok(struct cordon_session *s, struct cordon_error **err) {
+  return 0;
+}
+static int fake_read(struct cordon_session *s, const char *path, unsigned char **data,
+                     size_t *length, struct cordon_error **err) {
+  free(last_path);
+  last_path = strdup(path);
+  *data = (unsigned char *)strdup("x");
+  *length = 1;
+  return 0;
+}
+static int fake_write(struct cordon_session *s, const char *path, const void *data, size_t length,
+                      unsigned mode, struct cordon_error **err) {
+  free(last_path);
+  last_path = strdup(path);
+  return 0;
+}
+static int fake_ls(struct cordon_session *s, const char *path, struct cordon_dirent **entries,
+                   size_t *count, struct cordon_error **err) {
+  *entries = NULL;
+  *count = 0;
+  return 0;
+}
+static int fake_exec(struct cordon_session *s, const struct cordon_exec_request *req,
+                     struct cordon_exec_result *res, struct cordon_error **err) {
+  strv_free(last_env);
+  last_env = strv_copy(req->env);
+  free(last_cwd);
+  last_cwd = req->cwd ? strdup(req->cwd) : NULL;
+  last_timeout = req->timeout;
+  assert_true(req->clear_env);
+  assert_int_equal(req->max_output, CORDON_EXEC_DEFAULT_MAX_OUTPUT);
+  res->exit_code = 0;
+  return 0;
+}
+
+static const struct cordon_backend fake = {
+    .abi_version = CORDON_BACKEND_ABI_VERSION,
+    .name = "fake",
+    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC,
+    .available = fake_available,
+    .create = fake_create,
+    .attach = fake_ok,
+    .destroy = fake_ok,
+    .shutdown = fake_ok,
+    .read = fake_read,
+    .write = fake_write,
+    .ls = fake_ls,
+    .exec = fake_exec,
+};
+
+static char *project;
+static struct cordon_context *ctx;
+
+static int setup(void **state) {
+  char tmpl[] = "/tmp/cordon-test-session.XXXXXX";
+  project = strdup(mkdtemp(tmpl));
+  return cordon_context_open(project, &ctx, NULL);
+}
+
+static int teardown(void **state) {
+  cordon_context_free(ctx);
+  fs_remove_tree(project, NULL);
+  free(project);
+  free(last_path);
+  free(last_cwd);
+  strv_free(last_env);
+  last_path = last_cwd = NULL;
+  last_env = NULL;
+  return 0;
+}
+
+static struct cordon_session *create_fake(const char *const *env, double timeout) {
+  struct cordon_manifest m = {.env = env, .default_timeout = timeout, .root = "/work"};
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_session_create(ctx, &fake, &m, &s, &err), 0);
+  return s;
+}
+
+static void test_paths_reach_backend_normalised(void **state) {
+  struct cordon_session *s = create_fake(NULL, 0);
+  struct cordon_error *err = NULL;
+  unsigned char *d = NULL;
+  size_t n = 0;
+  assert_int_equal(cordon_session_read(s, "./a//b/", &d, &n, &err), 0);
+  free(d);
+  assert_string_equal(last_path, "a/b");
+  assert_int_equal(cordon_session_read(s, "/work/x/y", &d, &n, &err), 0);
+  free(d);
+  assert_string_equal(last_path, "x/y");
+  const char *bad[] = {"../x", "/etc/passwd", "/workother/x", "a/../../b"};
+  for (size_t i = 0; i < 4; i++) {
+    assert_true(cordon_session_read(s, bad[i], &d, &n, &err) < 0);
+    assert_int_equal(err->kind, CORDON_ERR_DENIED);
+    cordon_error_free(err);
+    err = NULL;
+  }
+  assert_true(cordon_session_write(s, "", "x", 1, 0, &err) < 0);
+  cordon_error_free(err);
+  err = NULL;
+  assert_true(cordon_session_write(s, "f", "x", 1, 010000, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_USAGE);
+  cordon_error_free(err);
+  err = NULL;
+  /* snapshot is refused by capability, not passed to a backend without it */
+  char *snap = NULL;
+  assert_true(cordon_session_snapshot(s, &snap, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_UNSUPPORTED);
+  cordon_error_free(err);
+  assert_int_equal(cordon_session_destroy(s, NULL), 0);
+}
+
+static void test_exec_environment_and_timeout(void **state) {
+  const char *env[] = {"SESSION=1", "LANG=fr", NULL};
+  struct cordon_session *s = create_fake(env, 9);
+  const char *argv[] = {"true", NULL};
+  const char *req_env[] = {"REQ=2", "SESSION=override", NULL};
+  struct cordon_exec_request req = {.argv = argv, .env = req_env, .cwd = "/work/sub/"};
+  struct cordon_exec_result res;
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_session_exec(s, &req, &res, &err), 0);
+  const char *const *e = (const char *const *)last_env;
+  assert_string_equal(strv_env_get(e, "SESSION"), "override");
+  assert_string_equal(strv_env_get(e, "REQ"), "2");
+  assert_string_equal(strv_env_get(e, "LANG"), "fr");
+  assert_string_equal(strv_env_get(e, "HOME"), "/work");
+  assert_non_null(strv_env_get(e, "PATH"));
+  assert_string_equal(last_cwd, "sub");
+  assert_true(last_timeout == 9);
+  /* clear_env: nothing but the request's own entries; a negative timeout means none */
+  req.clear_env = true;
+  req.timeout = -1;
+  req.cwd = "/tmp";
+  assert_int_equal(cordon_session_exec(s, &req, &res, &err), 0);
+  assert_int_equal(strv_length((const char *const *)last_env), 2);
+  assert_true(last_timeout == 0);
+  assert_string_equal(last_cwd, "/tmp");
+  /* malformed requests never reach the backend */
+  const char *bad_env[] = {"NOEQUALS", NULL};
+  req.env = bad_env;
+  assert_true(cordon_session_exec(s, &req, &res, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_USAGE);
+  cordon_error_free(err);
+  err = NULL;
+  const char *empty[] = {NULL};
+  struct cordon_exec_request none = {.argv = empty};
+  assert_true(cordon_session_exec(s, &none, &res, &err) < 0);
+  cordon_error_free(err);
+  assert_int_equal(cordon_session_destroy(s, NULL), 0);
+}
+
+static void test_failed_create_leaves_nothing(void **state) {
+  creates_to_fail = 1;
+  struct cordon_manifest m = {0};
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  assert_true(cordon_session_create(ctx, &fake, &m, &s, &err) < 0);
+  assert_non_null(strstr(err->message, "fake refuses"));
+  cordon_error_free(err);
+  char **ids = NULL;
+  assert_int_equal(cordon_session_list(ctx, &ids, NULL), 0);
+  assert_null(ids[0]);
+  cordon_strv_free(ids);
+}
+
+static void test_state_roundtrip_and_corruption(void **state) {
+  struct cordon_registry *reg = NULL;
+  assert_int_equal(cordon_registry_load(&reg, NULL), 0);
+  const struct cordon_backend *wt = NULL;
+  assert_int_equal(cordon_registry_find(reg, "worktree", &wt, NULL), 0);
+  const char *env[] = {"K=V", NULL};
+  struct cordon_manifest m = {.env = env, .default_timeout = 4};
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_session_create(ctx, wt, &m, &s, &err), 0);
+  char *id = strdup(s->id);
+  char *workspace = strdup(s->workspace);
+  cordon_session_close(s);
+
+  struct cordon_session *again = NULL;
+  assert_int_equal(cordon_session_open(ctx, reg, id, &again, &err), 0);
+  assert_string_equal(again->workspace, workspace);
+  assert_string_equal(again->env[0], "K=V");
+  assert_true(again->default_timeout == 4);
+  cordon_session_close(again);
+
+  /* Every truncation of the state file is refused cleanly as corrupt. */
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/.cordon/sessions/%s/state.json", project, id);
+  unsigned char *text = NULL;
+  size_t len = 0;
+  assert_int_equal(fs_read_file(path, 1 << 20, &text, &len, NULL), 0);
+  for (size_t cut = 0; cut + 1 < len; cut++) {
+    assert_int_equal(fs_write_atomic(path, text, cut, 0600, NULL), 0);
+    assert_true(cordon_session_open(ctx, reg, id, &again, &err) < 0);
+    assert_int_equal(err->kind, CORDON_ERR_INVALID);
+    assert_null(strchr(err->message, '\n'));
+    cordon_error_free(err);
+    err = NULL;
+  }
+  /* Well-formed JSON that lies is refused too. */
+  const char *lies[] = {"[]", "{\"version\":1}", "{\"version\":2,\"id\":\"x\"}"};
+  for (size_t i = 0; i < 3; i++) {
+    assert_int_equal(fs_write_atomic(path, lies[i], strlen(lies[i]), 0600, NULL), 0);
+    assert_true(cordon_session_open(ctx, reg, id, &again, &err) < 0);
+    assert_int_equal(err->kind, CORDON_ERR_INVALID);
+    cordon_error_free(err);
+    err = NULL;
+  }
+  /* A corrupt session cannot be destroyed blindly: the error names it. */
+  assert_true(cordon_session_destroy_id(ctx, reg, id, &err) < 0);
+  cordon_error_free(err);
+  err = NULL;
+  assert_int_equal(fs_write_atomic(path, text, len, 0600, NULL), 0);
+  assert_int_equal(cordon_session_destroy_id(ctx, reg, id, &err), 0);
+  assert_int_equal(cordon_session_destroy_id(ctx, reg, id, &err), 0);
+  struct stat st;
+  assert_true(stat(workspace, &st) < 0);
+  /* Ids are validated before they touch the filesystem. */
+  assert_true(cordon_session_open(ctx, reg, "../../etc", &again, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_USAGE);
+  cordon_error_free(err);
+  free(text);
+  free(id);
+  free(workspace);
+  cordon_registry_free(reg);
+}
+
+static void test_registry_and_plugins(void **state) {
+  const char *dir = getenv("CORDON_TEST_PLUGIN_DIR");
+  if (!dir) {
+    print_message("CORDON_TEST_PLUGIN_DIR not set: plugin half skipped\n");
+    skip();
+  }
+  setenv("CORDON_PLUGIN_PATH", dir, 1);
+  struct cordon_registry *reg = NULL;
+  assert_int_equal(cordon_registry_load(&reg, NULL), 0);
+  unsetenv("CORDON_PLUGIN_PATH");
+  bool saw_example = false, saw_broken = false;
+  for (size_t i = 0; i < cordon_registry_count(reg); i++) {
+    const struct cordon_registry_entry *e = cordon_registry_entry(reg, i);
+    if (!strcmp(e->name, "example")) {
+      saw_example = e->backend != NULL && e->load_error == NULL;
+    }
+    if (e->load_error && strstr(e->load_error, "ABI version 999"))
+      saw_broken = true;
+  }
+  assert_true(saw_example);
+  assert_true(saw_broken);
+  const struct cordon_backend *b = NULL;
+  struct cordon_error *err = NULL;
+  assert_true(cordon_registry_find(reg, "nosuch", &b, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_NOT_FOUND);
+  cordon_error_free(err);
+  cordon_registry_free(reg);
+}
+
+static void test_backend_check(void **state) {
+  struct cordon_backend b = fake;
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_backend_check(&b, &err), 0);
+  b.abi_version = 2;
+  assert_true(cordon_backend_check(&b, &err) < 0);
+  cordon_error_free(err);
+  err = NULL;
+  b = fake;
+  b.exec = NULL;
+  assert_true(cordon_backend_check(&b, &err) < 0);
+  cordon_error_free(err);
+  err = NULL;
+  b = fake;
+  b.name = "bad name";
+  assert_true(cordon_backend_check(&b, &err) < 0);
+  cordon_error_free(err);
+  err = NULL;
+  b = fake;
+  b.capabilities |= CORDON_CAP_SNAPSHOT;
+  assert_true(cordon_backend_check(&b, &err) < 0);
+  cordon_error_free(err);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_paths_reach_backend_normalised, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_exec_environment_and_timeout, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failed_create_leaves_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_state_roundtrip_and_corruption, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_registry_and_plugins, setup, teardown),
+      cmocka_unit_test(test_backend_check),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
