@@ -8,7 +8,6 @@
  * directory: the given --workspace, or a fresh one in the session's state directory. */
 #include <errno.h>
 #include <fcntl.h>
-#include <git2.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 
 #include "backend/builtin.h"
 #include "backend/workspace.h"
+#include "backends/git-loader.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
@@ -30,8 +30,11 @@ static int worktree_available(const struct cordon_backend *self, char **reason) 
   return 1;
 }
 
+/* The same table every time once loaded; set before any git call in this file. */
+static const struct git_api *g;
+
 static int git_fail(struct cordon_error **err, const char *what) {
-  const git_error *e = git_error_last();
+  const git_error *e = g->git_error_last();
   return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "%s: %s", what,
                           e && e->message ? e->message : "libgit2 error");
 }
@@ -39,7 +42,9 @@ static int git_fail(struct cordon_error **err, const char *what) {
 /* Create a worktree of repo->source at `path` on branch cordon/<id>. */
 static int add_git_worktree(struct cordon_session *s, const struct cordon_repo_spec *spec,
                             const char *path, char **repo_path_out, struct cordon_error **err) {
-  git_libgit2_init();
+  if (!(g = git_api_get(err)))
+    return -1;
+  g->git_libgit2_init();
   int r = -1;
   git_repository *repo = NULL;
   git_object *start = NULL;
@@ -47,29 +52,29 @@ static int add_git_worktree(struct cordon_session *s, const struct cordon_repo_s
   git_worktree *wt = NULL;
   _cleanup_free_ char *branch_name = NULL, *wt_name = NULL;
 
-  if (git_repository_open_ext(&repo, spec->source, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
+  if (g->git_repository_open_ext(&repo, spec->source, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
     git_fail(err, spec->source);
     goto out;
   }
   const char *rev = spec->branch && *spec->branch ? spec->branch : "HEAD";
-  if (git_revparse_single(&start, repo, rev) < 0) {
+  if (g->git_revparse_single(&start, repo, rev) < 0) {
     git_fail(err, rev);
     cordon_error_prefix(err, "repository %s", spec->source);
     goto out;
   }
   git_object *commit = NULL;
-  if (git_object_peel(&commit, start, GIT_OBJECT_COMMIT) < 0) {
+  if (g->git_object_peel(&commit, start, GIT_OBJECT_COMMIT) < 0) {
     git_fail(err, rev);
     goto out;
   }
   if (asprintf(&branch_name, "cordon/%s", s->id) < 0 ||
       asprintf(&wt_name, "cordon-%s", s->id) < 0) {
-    git_object_free(commit);
+    g->git_object_free(commit);
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "worktree");
     goto out;
   }
-  int br = git_branch_create(&branch, repo, branch_name, (git_commit *)commit, 0);
-  git_object_free(commit);
+  int br = g->git_branch_create(&branch, repo, branch_name, (git_commit *)commit, 0);
+  g->git_object_free(commit);
   if (br < 0) {
     git_fail(err, branch_name);
     goto out;
@@ -82,46 +87,48 @@ static int add_git_worktree(struct cordon_session *s, const struct cordon_repo_s
     opts.checkout_options.paths.count = n_sparse;
     opts.checkout_options.checkout_strategy = GIT_CHECKOUT_FORCE;
   }
-  if (git_worktree_add(&wt, repo, wt_name, path, &opts) < 0) {
+  if (g->git_worktree_add(&wt, repo, wt_name, path, &opts) < 0) {
     git_fail(err, "git worktree add");
-    git_reference_delete(branch);
+    g->git_reference_delete(branch);
     goto out;
   }
-  *repo_path_out = strdup(git_repository_commondir(repo));
+  *repo_path_out = strdup(g->git_repository_commondir(repo));
   r = *repo_path_out ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "worktree");
 out:
-  git_worktree_free(wt);
-  git_reference_free(branch);
-  git_object_free(start);
-  git_repository_free(repo);
-  git_libgit2_shutdown();
+  g->git_worktree_free(wt);
+  g->git_reference_free(branch);
+  g->git_object_free(start);
+  g->git_repository_free(repo);
+  g->git_libgit2_shutdown();
   return r;
 }
 
 static void remove_git_worktree(const char *repo_path, const char *id) {
-  git_libgit2_init();
+  if (!(g = git_api_get(NULL)))
+    return;
+  g->git_libgit2_init();
   git_repository *repo = NULL;
-  if (git_repository_open_ext(&repo, repo_path, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) == 0) {
+  if (g->git_repository_open_ext(&repo, repo_path, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) == 0) {
     char name[128], branch_name[128];
     snprintf(name, sizeof(name), "cordon-%s", id);
     snprintf(branch_name, sizeof(branch_name), "cordon/%s", id);
     git_worktree *wt = NULL;
-    if (git_worktree_lookup(&wt, repo, name) == 0) {
+    if (g->git_worktree_lookup(&wt, repo, name) == 0) {
       git_worktree_prune_options popts = GIT_WORKTREE_PRUNE_OPTIONS_INIT;
       popts.flags = GIT_WORKTREE_PRUNE_VALID | GIT_WORKTREE_PRUNE_WORKING_TREE;
-      git_worktree_prune(wt, &popts);
-      git_worktree_free(wt);
+      g->git_worktree_prune(wt, &popts);
+      g->git_worktree_free(wt);
     }
     git_reference *branch = NULL;
     /* git_reference_delete, not git_branch_delete: the branch has no config section to
      * remove, and libgit2 1.5 leaks regex match data while scanning the config for one. */
-    if (git_branch_lookup(&branch, repo, branch_name, GIT_BRANCH_LOCAL) == 0) {
-      git_reference_delete(branch);
-      git_reference_free(branch);
+    if (g->git_branch_lookup(&branch, repo, branch_name, GIT_BRANCH_LOCAL) == 0) {
+      g->git_reference_delete(branch);
+      g->git_reference_free(branch);
     }
-    git_repository_free(repo);
+    g->git_repository_free(repo);
   }
-  git_libgit2_shutdown();
+  g->git_libgit2_shutdown();
 }
 
 static int save_backend_state(struct cordon_session *s, const char *repo_path, bool owned,
