@@ -102,6 +102,8 @@ struct cordon_manifest {
   const char *const *env; /* "KEY=VALUE" entries, the session's base environment additions */
   double default_timeout; /* seconds for exec when the request gives none; 0: no timeout */
   const char *image;      /* container/VM image for backends that use one; NULL: default */
+  bool ephemeral; /* destroyed by the process that creates it (`cordon run`): state files are
+                     written atomically but without fsync, and backends may skip persistence */
   struct cordon_policy policy;
 };
 
@@ -176,6 +178,7 @@ struct cordon_session {
   char *backend_state;
   void *impl;
   bool shut_down;
+  bool ephemeral; /* from the manifest */
 };
 
 struct cordon_backend {

@@ -83,14 +83,14 @@ static int save_state(struct cordon_session *s, struct cordon_error **err) {
   json_decref(doc);
   if (!text)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
-  _cleanup_free_ char *path = NULL;
-  if (asprintf(&path, "%s/%s", s->state_dir, STATE_FILE) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
+  _cleanup_close_ int dirfd = open(s->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session directory %s", s->state_dir);
   size_t len = strlen(text);
   text[len] = '\n'; /* json_dumps leaves room for the NUL we overwrite; length grows by one */
-  int r = fs_write_atomic(path, text, len + 1, 0600, err);
+  int r = fs_write_replace_at(dirfd, STATE_FILE, text, len + 1, 0600, !s->ephemeral, err);
   text[len] = 0;
-  return r;
+  return r < 0 ? cordon_error_prefix(err, "session %s", s->id) : 0;
 }
 
 static int session_new(struct cordon_context *ctx, const struct cordon_backend *backend,
@@ -125,6 +125,7 @@ static int session_new(struct cordon_context *ctx, const struct cordon_backend *
   s->backend = backend;
   s->ctx = ctx;
   s->default_timeout = m->default_timeout;
+  s->ephemeral = m->ephemeral;
   s->root = strdup(m->root ? m->root : DEFAULT_ROOT);
   s->env = strv_copy(m->env);
   if (!s->root || !s->env || fs_random_hex(8, &s->id, err) < 0 ||

@@ -63,6 +63,11 @@ static int write_all(int fd, const void *data, size_t length) {
 
 int fs_write_atomic_at(int dirfd, const char *name, const void *data, size_t length, mode_t mode,
                        struct cordon_error **err) {
+  return fs_write_replace_at(dirfd, name, data, length, mode, true, err);
+}
+
+int fs_write_replace_at(int dirfd, const char *name, const void *data, size_t length, mode_t mode,
+                        bool durable, struct cordon_error **err) {
   _cleanup_free_ char *suffix = NULL;
   if (fs_random_hex(6, &suffix, err) < 0)
     return -1;
@@ -80,7 +85,7 @@ int fs_write_atomic_at(int dirfd, const char *name, const void *data, size_t len
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", name);
   int saved;
-  if (fchmod(fd, mode & 07777) < 0 || write_all(fd, data, length) < 0 || fsync(fd) < 0)
+  if (fchmod(fd, mode & 07777) < 0 || write_all(fd, data, length) < 0 || (durable && fsync(fd) < 0))
     goto fail;
   if (close(fd) < 0) {
     fd = -1;
@@ -89,7 +94,8 @@ int fs_write_atomic_at(int dirfd, const char *name, const void *data, size_t len
   fd = -1;
   if (renameat(dirfd, tmp, dirfd, name) < 0)
     goto fail;
-  fsync(dirfd);
+  if (durable)
+    fsync(dirfd);
   return 0;
 fail:
   saved = errno;

@@ -13,6 +13,11 @@
  * fsync of the directory. The temp file is removed on failure. */
 int fs_write_atomic_at(int dirfd, const char *name, const void *data, size_t length, mode_t mode,
                        struct cordon_error **err);
+/* The same, with the fsyncs only when durable: still atomic (readers see the old or the new
+ * content, never a mix), but after a power loss the new content may be absent or empty. For
+ * state that dies with the machine anyway. */
+int fs_write_replace_at(int dirfd, const char *name, const void *data, size_t length, mode_t mode,
+                        bool durable, struct cordon_error **err);
 int fs_write_atomic(const char *path, const void *data, size_t length, mode_t mode,
                     struct cordon_error **err);
 

@@ -423,6 +423,7 @@ int cmd_run(int argc, char **argv) {
     manifest_opts_free(&o);
     return EXIT_CORDON;
   }
+  m.ephemeral = true; /* destroyed below, by this process */
   struct cordon_error *err = NULL;
   struct cordon_registry *reg = NULL;
   struct cordon_context *ctx = NULL;
