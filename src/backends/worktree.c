@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cordon/session.h>
+#include <cordon/snapshot.h>
 
 #include "backend/builtin.h"
 #include "backend/workspace.h"
@@ -132,20 +133,22 @@ static void remove_git_worktree(const char *repo_path, const char *id) {
 }
 
 static int save_backend_state(struct cordon_session *s, const char *repo_path, bool owned,
-                              struct cordon_error **err) {
+                              const char *snapshot_id, struct cordon_error **err) {
   json_t *o = json_pack("{s:b}", "owned_workspace", owned);
   if (repo_path)
     json_object_set_new(o, "repo", json_string(repo_path));
+  /* Also what keeps the snapshot from `cas gc` while the session lives. */
+  if (snapshot_id)
+    json_object_set_new(o, "from_snapshot", json_string(snapshot_id));
   free(s->backend_state);
   s->backend_state = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(o);
   return s->backend_state ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
 }
 
-static int worktree_create(struct cordon_session *s, const struct cordon_manifest *m,
-                           struct cordon_error **err) {
-  /* Choosing this backend by name is the operator's choice of no isolation; but confinement
-   * the caller asked for explicitly and cannot have is refused, never silently dropped. */
+/* Choosing this backend by name is the operator's choice of no isolation; but confinement the
+ * caller asked for explicitly and cannot have is refused, never silently dropped. */
+static int refuse_unenforceable(const struct cordon_manifest *m, struct cordon_error **err) {
   const struct cordon_policy *p = &m->policy;
   const struct cordon_limits *l = &p->limits;
   const char *unenforceable = strv_length(p->read_only)                   ? "read-only paths"
@@ -157,6 +160,13 @@ static int worktree_create(struct cordon_session *s, const struct cordon_manifes
                             "the worktree backend cannot enforce %s (it isolates nothing); use "
                             "an isolating backend such as ns",
                             unenforceable);
+  return 0;
+}
+
+static int worktree_create(struct cordon_session *s, const struct cordon_manifest *m,
+                           struct cordon_error **err) {
+  if (refuse_unenforceable(m, err) < 0)
+    return -1;
   if (m->repo && m->workspace)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "give a repository or a workspace, not both");
   _cleanup_free_ char *repo_path = NULL;
@@ -186,9 +196,59 @@ static int worktree_create(struct cordon_session *s, const struct cordon_manifes
   s->root = strdup(s->workspace);
   if (!s->root)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-  if (save_backend_state(s, repo_path, owned, err) < 0)
+  if (save_backend_state(s, repo_path, owned, NULL, err) < 0)
     return -1;
   return workspace_write_manifest_files(s->workspace, m, err);
+}
+
+/* Resume: a fresh owned workspace restored from the snapshot (every blob verified), then the
+ * manifest's files on top. */
+static int worktree_resume(struct cordon_session *s, const struct cordon_manifest *m,
+                           const char *snapshot_id, struct cordon_error **err) {
+  if (refuse_unenforceable(m, err) < 0)
+    return -1;
+  if (m->repo || m->workspace)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "a session resumed from a snapshot gets a fresh workspace; a "
+                            "repository or workspace cannot be given too");
+  if (asprintf(&s->workspace, "%s/workspace", s->state_dir) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+  struct cordon_cas *cas = NULL;
+  if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
+    return -1;
+  int r = cordon_snapshot_restore(cas, snapshot_id, s->workspace, NULL, err);
+  cordon_cas_close(cas);
+  if (r < 0)
+    return -1;
+  free(s->root);
+  s->root = strdup(s->workspace);
+  if (!s->root)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+  if (save_backend_state(s, NULL, true, snapshot_id, err) < 0)
+    return -1;
+  return workspace_write_manifest_files(s->workspace, m, err);
+}
+
+static int worktree_snapshot(struct cordon_session *s, char **snapshot_id,
+                             struct cordon_error **err) {
+  /* A git worktree's .git is a link file naming this session's administrative directory in the
+   * repository: host state, not content, and wrong in any other session. */
+  json_t *state = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
+  bool git = json_object_get(state, "repo") != NULL;
+  json_decref(state);
+  const char *const exclude[] = {".git", NULL};
+  const char *const aliases[] = {s->root, NULL};
+  struct cordon_snapshot_options o = {.root_aliases = aliases, .exclude = git ? exclude : NULL};
+  struct cordon_cas *cas = NULL;
+  if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
+    return -1;
+  char id[CORDON_DIGEST_HEX_SIZE];
+  int r = cordon_snapshot_take(cas, s->workspace, &o, id, NULL, err);
+  cordon_cas_close(cas);
+  if (r < 0)
+    return -1;
+  *snapshot_id = strdup(id);
+  return *snapshot_id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
 }
 
 static int worktree_attach(struct cordon_session *s, struct cordon_error **err) {
@@ -263,10 +323,12 @@ const struct cordon_backend cordon_backend_worktree = {
     .abi_version = CORDON_BACKEND_ABI_VERSION,
     .name = "worktree",
     .summary = "host directory or git worktree; NO isolation: commands run as you, on the host",
-    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK,
+    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK |
+                    CORDON_CAP_SNAPSHOT,
     .tier = CORDON_TIER_NONE,
     .available = worktree_available,
     .create = worktree_create,
+    .resume = worktree_resume,
     .attach = worktree_attach,
     .destroy = worktree_destroy,
     .shutdown = worktree_shutdown,
@@ -274,4 +336,5 @@ const struct cordon_backend cordon_backend_worktree = {
     .write = worktree_write,
     .ls = worktree_ls,
     .exec = worktree_exec,
+    .snapshot = worktree_snapshot,
 };

@@ -11,6 +11,15 @@
 
 const char *cli_program = "cordon";
 
+/* Verbs in cmd-key.c and cmd-audit.c. */
+int cmd_key(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
+/* In cmd-gc.c. */
+int cmd_gc(int argc, char **argv);
+/* In cmd-cas.c and cmd-snapshot.c. */
+int cmd_cas(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+
 static const char main_usage[] =
     "usage: cordon VERB [options]\n"
     "\n"
@@ -22,13 +31,20 @@ static const char main_usage[] =
     "                                  sessions that outlive one command\n"
     "  backends [--json]               list backends, capabilities, tiers, availability\n"
     "  conformance BACKEND [--json]    run the conformance suite against a backend\n"
+    "  key init|show|jwks              the install identity: Ed25519 key, key id, JWKS\n"
+    "  audit append|show|verify|repair the HMAC-chained audit log of the project\n"
+    "  gc [--dry-run] [--all-projects] remove containers of sessions that no longer exist\n"
+    "  cas put|get|verify|gc           the project's content-addressed store\n"
+    "  snapshot take|restore|export|import|show|list|forget\n"
+    "                                  snapshots of directory trees, canonical tar images\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
     "124 on timeout, 125 when cordon failed, 126 cannot execute, 127 not found.\n"
     "\n"
     "environment: CORDON_PROJECT (project directory holding .cordon/), CORDON_BACKEND,\n"
-    "CORDON_SANDBOX=auto|ns|off, CORDON_SANDBOX_ALLOW, CORDON_PLUGIN_PATH\n";
+    "CORDON_SANDBOX=auto|ns|off, CORDON_SANDBOX_ALLOW, CORDON_PLUGIN_PATH,\n"
+    "CORDON_KEY_DIR (where the keys live, outside every workspace)\n";
 
 void cli_error(const char *fmt, ...) {
   va_list ap;
@@ -144,6 +160,16 @@ int main(int argc, char **argv) {
     return cmd_backends(argc - 1, argv + 1);
   if (!strcmp(verb, "conformance"))
     return cmd_conformance(argc - 1, argv + 1);
+  if (!strcmp(verb, "key"))
+    return cmd_key(argc - 1, argv + 1);
+  if (!strcmp(verb, "audit"))
+    return cmd_audit(argc - 1, argv + 1);
+  if (!strcmp(verb, "gc"))
+    return cmd_gc(argc - 1, argv + 1);
+  if (!strcmp(verb, "cas"))
+    return cmd_cas(argc - 1, argv + 1);
+  if (!strcmp(verb, "snapshot"))
+    return cmd_snapshot(argc - 1, argv + 1);
   cli_error("unknown verb '%s' (see 'cordon --help')", verb);
   return EXIT_USAGE;
 }

@@ -1,0 +1,91 @@
+/* The docker backend's decisions, kept apart from the engine: path policy resolution (which
+ * workspace paths become read-only binds, which are masked), and the container and exec
+ * configurations sent to the engine. Only the policy resolution touches the filesystem (to
+ * resolve paths beneath the workspace); building the JSON is pure.
+ *
+ * The path rules are the ns backend's (confine/policy.h and confine/resolve.h, issue 3 §2):
+ * relative, non-empty, no "..", resolved without leaving the workspace (symlinks included),
+ * each an existing regular file or directory, no overlaps within a list, no read-only path
+ * under a hidden one, and `.cordon/` always hidden. */
+#ifndef CORDON_BACKENDS_DOCKER_CONFIG_H
+#define CORDON_BACKENDS_DOCKER_CONFIG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cordon/backend.h>
+
+#include "confine/resolve.h"
+
+#define DOCKER_LABEL_SESSION "org.cordon.session"
+#define DOCKER_LABEL_PROJECT "org.cordon.project"     /* the project's .cordon directory */
+#define DOCKER_LABEL_EPHEMERAL "org.cordon.ephemeral" /* "1" for `cordon run` sessions */
+#define DOCKER_LABEL_CREATOR "org.cordon.creator"     /* BOOTID:PID:STARTTIME of the creator */
+
+struct docker_path {
+  char *relative; /* resolved, workspace-relative, no symlinks */
+  bool directory;
+};
+
+struct docker_paths {
+  struct docker_path *read_only;
+  size_t n_read_only;
+  struct docker_path *hidden; /* includes .cordon when the workspace has one */
+  size_t n_hidden;
+};
+
+/* Resolve and validate the policy's paths against the workspace (a real, absolute path). */
+int docker_paths_resolve(const char *workspace, const char *const *read_only,
+                         const char *const *hidden, struct docker_paths *out,
+                         struct cordon_error **err);
+void docker_paths_clear(struct docker_paths *paths);
+
+/* What the engine can enforce (from GET /info). */
+struct docker_engine_features {
+  bool memory_limit, swap_limit, cpu_cfs_quota, pids_limit, seccomp;
+};
+
+struct docker_container_spec {
+  const char *image;
+  const char *session_id;
+  const char *project_state_dir;
+  const char *creator; /* creator_identity() of the creating process; NULL: unknown */
+  bool ephemeral;
+  const char *workspace;               /* host path (real) */
+  const char *root;                    /* where it appears in the container */
+  const char *init_path;               /* host path of cordon-docker-init */
+  const char *empty_file;              /* host path of an empty read-only file, for hidden files */
+  const char *user;                    /* "UID:GID" */
+  const char *network;                 /* NetworkMode */
+  const struct confine_path *allow_ro; /* host paths granted read-only: source -> path */
+  size_t n_allow_ro;
+  const struct docker_paths *paths;
+  const struct cordon_limits *limits;
+  const struct docker_engine_features *features;
+};
+
+/* The body of POST /containers/create. Refuses (by name) limits the engine cannot enforce. */
+int docker_container_config(const struct docker_container_spec *spec, json_t **out,
+                            struct cordon_error **err);
+
+/* The NetworkMode for an egress class: none and loopback give "none" (the container has only
+ * its own loopback), open gives $CORDON_DOCKER_NETWORK or "bridge"; restricted is refused. */
+int docker_network_mode(enum cordon_egress egress, const char *open_network, const char **out,
+                        struct cordon_error **err);
+
+struct docker_exec_spec {
+  const char *const *argv;
+  const char *const *env; /* the complete environment */
+  const char *cwd;        /* absolute, inside the container */
+  double timeout;         /* seconds; 0: none */
+  bool attach_stdin;
+  const char *token; /* names the wrapper for the kill-exec fallback */
+};
+
+/* The body of POST /containers/ID/exec: the command under the init's exec wrapper. */
+int docker_exec_config(const struct docker_exec_spec *spec, json_t **out,
+                       struct cordon_error **err);
+
+#endif

@@ -1,0 +1,1026 @@
+/* The `docker` backend: each session is a long-running container of the Docker engine, driven
+ * over the Engine API on its unix socket (engine.c), never through the docker CLI.
+ *
+ * The container's pid 1 is cordon-docker-init (init.c, bind-mounted read-only), which reaps
+ * orphans. The workspace is a host directory bind-mounted at the manifest root, so read,
+ * write and ls work on the host side, anchored beneath it (backend/workspace.c). The path
+ * policy becomes mounts: read-only paths are re-bound read-only, hidden directories are
+ * covered by an empty read-only tmpfs, hidden files by an empty read-only file, `.cordon/` is
+ * always hidden. Network: NetworkMode none unless egress open is asked for. All capabilities
+ * dropped, no new privileges, Docker's default seccomp profile with cordon's denials stacked
+ * on top by the exec wrapper, memory/CPU/pids limits through the engine's cgroups.
+ *
+ * Every exec goes through the exec API and runs under the init's exec wrapper, which gives it
+ * cordon's semantics (exact environment, 126/127, a timeout that kills the exec's whole tree
+ * and only it, a status trailer telling signals and timeouts apart); the exit code comes from
+ * exec inspect. Containers carry labels (session, project, ephemeral, creator) so that
+ * `cordon gc` can find the ones a crash left behind. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cordon/cas.h>
+#include <cordon/session.h>
+#include <cordon/snapshot.h>
+
+#include "backend/builtin.h"
+#include "backend/workspace.h"
+#include "backends/docker/config.h"
+#include "backends/docker/docker-paths.h"
+#include "backends/docker/docker.h"
+#include "backends/docker/engine.h"
+#include "backends/docker/protocol.h"
+#include "backends/docker/stream.h"
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/strv.h"
+#include "confine/policy.h"
+#include "confine/resolve.h"
+
+/* After an exec's own timeout, how long the host waits for the wrapper to report before it
+ * kills the exec's tree itself (the wrapper is normally done within milliseconds). */
+#define HOST_TIMEOUT_GRACE 2.0
+/* How long we keep reading after the fallback kill, and how long exec inspect may keep saying
+ * "running" after the stream ended (the engine records the exit asynchronously). */
+#define DRAIN_AFTER_KILL 3.0
+#define INSPECT_SETTLE 5.0
+#define EMPTY_FILE "docker-empty"
+
+struct docker_session {
+  struct docker_engine *engine;
+  char *container;
+};
+
+static void docker_session_free(struct docker_session *d) {
+  if (!d)
+    return;
+  docker_engine_free(d->engine);
+  free(d->container);
+  free(d);
+}
+
+static void cleanup_engine(struct docker_engine **e) {
+  docker_engine_free(*e);
+}
+static void cleanup_json(json_t **j) {
+  json_decref(*j);
+}
+#define _cleanup_engine_ _cleanup_(cleanup_engine)
+#define _cleanup_json_ _cleanup_(cleanup_json)
+
+/* ---- configuration from the environment ------------------------------------------------- */
+
+static const char *default_image(void) {
+  const char *image = getenv("CORDON_DOCKER_IMAGE");
+  return image && *image ? image : DOCKER_DEFAULT_IMAGE;
+}
+
+/* Image references go into URL paths: accept the characters a reference may hold and nothing
+ * that could change the request (?, #, %, spaces). */
+static int check_image_name(const char *image, struct cordon_error **err) {
+  size_t n = strlen(image);
+  if (n == 0 || n > 255)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "image name '%s' is empty or too long",
+                            image);
+  for (size_t i = 0; i < n; i++) {
+    char c = image[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          strchr("._-/:@", c)))
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                              "image name '%s' holds a character not allowed in image references",
+                              image);
+  }
+  return 0;
+}
+
+/* The init binary to bind-mount: $CORDON_DOCKER_INIT, else the installed one, else the one in
+ * the build tree (for tests and benchmarks run from a build directory). */
+static const char *init_binary(void) {
+  const char *env = getenv("CORDON_DOCKER_INIT");
+  if (env && *env)
+    return env;
+  if (access(CORDON_DOCKER_INIT_INSTALLED, X_OK) == 0)
+    return CORDON_DOCKER_INIT_INSTALLED;
+  if (access(CORDON_DOCKER_INIT_BUILD, X_OK) == 0)
+    return CORDON_DOCKER_INIT_BUILD;
+  return NULL;
+}
+
+static int init_binary_checked(const char **out, struct cordon_error **err) {
+  const char *path = init_binary();
+  if (!path)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "cordon-docker-init not found (looked for %s; set CORDON_DOCKER_INIT)",
+                            CORDON_DOCKER_INIT_INSTALLED);
+  if (path[0] != '/' || access(path, X_OK) < 0)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errno ? errno : EINVAL,
+                            "cordon-docker-init %s is not an executable absolute path", path);
+  *out = path;
+  return 0;
+}
+
+/* ---- availability --------------------------------------------------------------------------- */
+
+static int image_present(struct docker_engine *e, const char *image, struct cordon_error **err) {
+  if (check_image_name(image, err) < 0)
+    return -1;
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "/images/%s/json", image) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "image");
+  long status = 0;
+  if (docker_engine_request(e, "GET", path, NULL, &status, NULL, err) < 0)
+    return -1;
+  if (status == 404)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "image %s is not present in the Docker engine at %s (cordon does not "
+                            "pull images: build, pull or import it, e.g. scripts/docker-up; "
+                            "CORDON_DOCKER_IMAGE or --image choose another)",
+                            image, docker_engine_socket(e));
+  if (status != 200)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "the Docker engine at %s answered HTTP %ld for image %s",
+                            docker_engine_socket(e), status, image);
+  return 0;
+}
+
+static int docker_available(const struct cordon_backend *self, char **reason) {
+  struct cordon_error *err = NULL;
+  _cleanup_engine_ struct docker_engine *e = NULL;
+  const char *init = NULL;
+  if (init_binary_checked(&init, &err) < 0 || docker_engine_open(NULL, &e, &err) < 0 ||
+      docker_engine_ping(e, &err) < 0 || image_present(e, default_image(), &err) < 0) {
+    *reason = strdup(err && err->message ? err->message : "unavailable");
+    cordon_error_free(err);
+    return 0;
+  }
+  return 1;
+}
+
+/* ---- session state ------------------------------------------------------------------------ */
+
+static int save_backend_state(struct cordon_session *s, const char *container, const char *socket,
+                              const char *image, bool owned, const char *snapshot_id,
+                              struct cordon_error **err) {
+  json_t *o = json_pack("{s:s, s:s, s:s, s:b}", "container", container, "socket", socket, "image",
+                        image, "owned_workspace", owned);
+  /* Also what keeps the snapshot from `cas gc` while the session lives. */
+  if (o && snapshot_id)
+    json_object_set_new(o, "from_snapshot", json_string(snapshot_id));
+  free(s->backend_state);
+  s->backend_state = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  json_decref(o);
+  return s->backend_state ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
+}
+
+/* Container id and socket from the persisted state. */
+static int load_backend_state(struct cordon_session *s, char **container, char **socket,
+                              struct cordon_error **err) {
+  _cleanup_json_ json_t *o = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
+  const char *c = json_string_value(json_object_get(o, "container"));
+  const char *k = json_string_value(json_object_get(o, "socket"));
+  if (!c || !k || !*c || !*k)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "session %s: the docker backend state names no container", s->id);
+  *container = strdup(c);
+  *socket = strdup(k);
+  if (!*container || !*socket) {
+    free(*container);
+    free(*socket);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
+  }
+  return 0;
+}
+
+/* ---- create --------------------------------------------------------------------------------- */
+
+/* "BOOTID:PID:STARTTIME" of this process, so that gc can tell whether it still runs. */
+static char *creator_identity(pid_t pid) {
+  char boot[64] = "", path[64], stat[1024];
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, boot, sizeof(boot) - 1);
+    close(fd);
+    boot[n > 0 ? n : 0] = 0;
+    boot[strcspn(boot, "\n")] = 0;
+  }
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return NULL;
+  ssize_t n = read(fd, stat, sizeof(stat) - 1);
+  close(fd);
+  if (n <= 0)
+    return NULL;
+  stat[n] = 0;
+  /* Field 22 (starttime), counted after the ')' that ends the command name (field 2). */
+  char *p = strrchr(stat, ')');
+  unsigned long long start = 0;
+  for (int field = 2; p && field < 22; field++)
+    p = strchr(p + 1, ' ');
+  if (!p || sscanf(p + 1, "%llu", &start) != 1)
+    return NULL;
+  char *out = NULL;
+  if (asprintf(&out, "%s:%d:%llu", boot, (int)pid, start) < 0)
+    return NULL;
+  return out;
+}
+
+static int engine_features(struct docker_engine *e, struct docker_engine_features *f,
+                           struct cordon_error **err) {
+  _cleanup_json_ json_t *info = NULL;
+  if (docker_engine_call(e, "GET", "/info", NULL, &info, err) < 0)
+    return -1;
+  f->memory_limit = json_is_true(json_object_get(info, "MemoryLimit"));
+  f->swap_limit = json_is_true(json_object_get(info, "SwapLimit"));
+  f->cpu_cfs_quota = json_is_true(json_object_get(info, "CpuCfsQuota"));
+  f->pids_limit = json_is_true(json_object_get(info, "PidsLimit"));
+  size_t i;
+  json_t *opt;
+  json_array_foreach(json_object_get(info, "SecurityOptions"), i, opt) {
+    const char *v = json_string_value(opt);
+    if (v && !strncmp(v, "name=seccomp", 12))
+      f->seccomp = true;
+  }
+  return 0;
+}
+
+/* The workspace: the given directory, or a fresh one in the session's state directory (empty,
+ * or restored from a snapshot, every blob verified); then the manifest's files on top. */
+static int prepare_workspace(struct cordon_session *s, const struct cordon_manifest *m,
+                             const char *snapshot_id, bool *owned, struct cordon_error **err) {
+  char resolved[PATH_MAX];
+  *owned = !m->workspace;
+  if (snapshot_id && m->workspace)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "a session resumed from a snapshot gets a fresh workspace; a "
+                            "workspace cannot be given too");
+  if (m->workspace) {
+    struct stat st;
+    if (!realpath(m->workspace, resolved) || stat(resolved, &st) < 0)
+      return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", m->workspace);
+    if (!S_ISDIR(st.st_mode))
+      return cordon_error_set(err, CORDON_ERR_USAGE, ENOTDIR, "workspace %s", m->workspace);
+    s->workspace = strdup(resolved);
+  } else {
+    _cleanup_free_ char *dir = NULL;
+    if (asprintf(&dir, "%s/workspace", s->state_dir) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+    if (snapshot_id) {
+      struct cordon_cas *cas = NULL;
+      if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
+        return -1;
+      int r = cordon_snapshot_restore(cas, snapshot_id, dir, NULL, err);
+      cordon_cas_close(cas);
+      if (r < 0)
+        return -1;
+    } else if (mkdir(dir, 0755) < 0) {
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", dir);
+    }
+    /* The engine mounts real paths: resolve any symlink in the project's own path. */
+    if (!realpath(dir, resolved))
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", dir);
+    s->workspace = strdup(resolved);
+  }
+  if (!s->workspace)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+  return workspace_write_manifest_files(s->workspace, m, err);
+}
+
+/* An empty file owned by us, mounted read-only over hidden files. */
+static int make_empty_file(struct cordon_session *s, char **out, struct cordon_error **err) {
+  if (asprintf(out, "%s/%s", s->state_dir, EMPTY_FILE) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "empty file");
+  int fd = open(*out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
+  if (fd < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", *out);
+  if (fd >= 0)
+    close(fd);
+  return 0;
+}
+
+/* Remove a container we made, on a failure path: best effort, errors are not the news. */
+static void remove_container(struct docker_engine *e, const char *id) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "/containers/%s?force=true&v=true", id) < 0)
+    return;
+  long status = 0;
+  struct cordon_error *ignored = NULL;
+  docker_engine_request(e, "DELETE", path, NULL, &status, NULL, &ignored);
+  cordon_error_free(ignored);
+}
+
+/* Host paths granted read-only, checked by the ns backend's rules and resolved to the real
+ * paths the engine will bind (at their own path inside the container). */
+static int resolve_grants(const char *const *allow_ro, const char *root, struct confine_path **out,
+                          size_t *count, struct cordon_error **err) {
+  size_t n = strv_length(allow_ro);
+  *count = 0;
+  *out = calloc(n + 1, sizeof(**out));
+  char **norm = calloc(n + 1, sizeof(char *));
+  int r = *out && norm ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  for (size_t i = 0; i < n && r == 0; i++)
+    r = confine_normalize_host_path(allow_ro[i], "read-only grant", &norm[i], err);
+  if (r == 0)
+    r = confine_check_host_lists(NULL, (const char *const *)norm, root, err);
+  for (size_t i = 0; i < n && r == 0; i++) {
+    r = confine_resolve_host_path(norm[i], false, false, "read-only grant", &(*out)[i], NULL, err);
+    *count = i + 1;
+  }
+  strv_free(norm);
+  return r;
+}
+
+/* create and resume: the workspace, then the container. */
+static int start_session(struct cordon_session *s, const struct cordon_manifest *m,
+                         const char *snapshot_id, struct cordon_error **err) {
+  const struct cordon_policy *p = &m->policy;
+  if (m->repo)
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                            "git repository workspaces are not supported by the docker backend "
+                            "yet; give a --workspace directory");
+  const char *network = NULL;
+  if (docker_network_mode(p->egress, getenv("CORDON_DOCKER_NETWORK"), &network, err) < 0)
+    return -1;
+  const char *image = m->image && *m->image ? m->image : default_image();
+  const char *init = NULL;
+  if (check_image_name(image, err) < 0 || init_binary_checked(&init, err) < 0)
+    return -1;
+
+  if (confine_check_sandbox_root(s->root, NULL, err) < 0 ||
+      confine_check_limits(&p->limits, err) < 0)
+    return -1;
+  bool owned = false;
+  if (prepare_workspace(s, m, snapshot_id, &owned, err) < 0)
+    return -1;
+  struct docker_paths paths;
+  if (docker_paths_resolve(s->workspace, p->read_only, p->hidden, &paths, err) < 0)
+    return -1;
+  int r = -1;
+  struct confine_path *grants = NULL;
+  size_t n_grants = 0;
+  _cleanup_engine_ struct docker_engine *e = NULL;
+  _cleanup_free_ char *empty = NULL, *creator = NULL, *user = NULL, *name = NULL, *start = NULL;
+  _cleanup_json_ json_t *config = NULL, *created = NULL;
+  struct docker_engine_features features = {0};
+  const struct cordon_limits *l = &p->limits;
+  bool limited = l->memory_bytes || l->pids || l->cpus > 0;
+  struct stat ws;
+  if (resolve_grants(p->allow_ro, s->root, &grants, &n_grants, err) < 0 ||
+      docker_engine_open(NULL, &e, err) < 0 || make_empty_file(s, &empty, err) < 0)
+    goto out;
+  /* /info costs ~25 ms: ask only when there are limits to check. */
+  if (limited && engine_features(e, &features, err) < 0)
+    goto out;
+  if (stat(s->workspace, &ws) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
+    goto out;
+  }
+  /* Commands run as the workspace's owner: files they create belong to whoever owns it. */
+  if (asprintf(&user, "%u:%u", (unsigned)ws.st_uid, (unsigned)ws.st_gid) < 0 ||
+      asprintf(&name, "/containers/create?name=cordon-%s", s->id) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
+    goto out;
+  }
+  creator = creator_identity(getpid());
+  struct docker_container_spec spec = {
+      .image = image,
+      .session_id = s->id,
+      .project_state_dir = cordon_context_state_dir(s->ctx),
+      .creator = creator,
+      .ephemeral = m->ephemeral,
+      .workspace = s->workspace,
+      .root = s->root,
+      .init_path = init,
+      .empty_file = empty,
+      .user = user,
+      .network = network,
+      .allow_ro = grants,
+      .n_allow_ro = n_grants,
+      .paths = &paths,
+      .limits = l,
+      .features = &features,
+  };
+  if (docker_container_config(&spec, &config, err) < 0)
+    goto out;
+  long status = 0;
+  if (docker_engine_request(e, "POST", name, config, &status, &created, err) < 0) {
+    /* The engine may have made it before the connection broke: remove it by its name. */
+    remove_container(e, name + strlen("/containers/create?name="));
+    goto out;
+  }
+  if (status == 404) {
+    cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                     "image %s is not present in the Docker engine at %s (cordon does not pull "
+                     "images: build, pull or import it first)",
+                     image, docker_engine_socket(e));
+    goto out;
+  }
+  const char *id = json_string_value(json_object_get(created, "Id"));
+  if (status != 201 || !id) {
+    const char *msg = json_string_value(json_object_get(created, "message"));
+    cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                     "Docker engine refused the container (HTTP %ld): %s", status,
+                     msg ? msg : "no message");
+    goto out;
+  }
+  if (asprintf(&start, "/containers/%s/start", id) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
+    remove_container(e, id);
+    goto out;
+  }
+  /* Whatever fails from here on, the container must not outlive the attempt. */
+  if (docker_engine_call(e, "POST", start, NULL, NULL, err) < 0 ||
+      save_backend_state(s, id, docker_engine_socket(e), image, owned, snapshot_id, err) < 0) {
+    remove_container(e, id);
+    goto out;
+  }
+  struct docker_session *d = calloc(1, sizeof(*d));
+  if (!d || !(d->container = strdup(id))) {
+    free(d);
+    remove_container(e, id);
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+    goto out;
+  }
+  d->engine = steal_ptr(&e);
+  s->impl = d;
+  r = 0;
+out:
+  confine_paths_free(grants, n_grants);
+  docker_paths_clear(&paths);
+  return r;
+}
+
+static int docker_create(struct cordon_session *s, const struct cordon_manifest *m,
+                         struct cordon_error **err) {
+  return start_session(s, m, NULL, err);
+}
+
+static int docker_resume(struct cordon_session *s, const struct cordon_manifest *m,
+                         const char *snapshot_id, struct cordon_error **err) {
+  return start_session(s, m, snapshot_id, err);
+}
+
+/* The workspace as it is now, into the project's store. The container keeps running: a command
+ * writing meanwhile may or may not make it in, as with any live tree. */
+static int docker_snapshot(struct cordon_session *s, char **snapshot_id,
+                           struct cordon_error **err) {
+  const char *const aliases[] = {s->root, NULL};
+  struct cordon_snapshot_options o = {.root_aliases = aliases};
+  struct cordon_cas *cas = NULL;
+  if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
+    return -1;
+  char id[CORDON_DIGEST_HEX_SIZE];
+  int r = cordon_snapshot_take(cas, s->workspace, &o, id, NULL, err);
+  cordon_cas_close(cas);
+  if (r < 0)
+    return -1;
+  *snapshot_id = strdup(id);
+  return *snapshot_id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+}
+
+static int docker_attach(struct cordon_session *s, struct cordon_error **err) {
+  _cleanup_free_ char *container = NULL, *socket = NULL;
+  if (load_backend_state(s, &container, &socket, err) < 0)
+    return -1;
+  struct docker_session *d = calloc(1, sizeof(*d));
+  if (!d)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+  /* No request here: a stopped or removed container shows at the first operation, with a
+   * message saying so, and attaching stays free for commands that only read files. */
+  if (docker_engine_open(socket, &d->engine, err) < 0) {
+    free(d);
+    return -1;
+  }
+  d->container = steal_ptr(&container);
+  s->impl = d;
+  return 0;
+}
+
+static void docker_release(struct cordon_session *s) {
+  docker_session_free(s->impl);
+  s->impl = NULL;
+}
+
+/* The session's engine client and container, attaching from the state when create/attach
+ * did not (destroy after a failed attach). */
+static int session_handle(struct cordon_session *s, struct docker_session **out,
+                          struct cordon_error **err) {
+  if (!s->impl && docker_attach(s, err) < 0)
+    return -1;
+  *out = s->impl;
+  return 0;
+}
+
+static int docker_destroy(struct cordon_session *s, struct cordon_error **err) {
+  struct docker_session *d = NULL;
+  struct cordon_error *state_err = NULL;
+  if (session_handle(s, &d, &state_err) < 0) {
+    /* No container was recorded: create failed before making one (and removed its own). */
+    cordon_error_free(state_err);
+    return 0;
+  }
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "/containers/%s?force=true&v=true", d->container) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "destroy");
+  long status = 0;
+  json_t *answer = NULL;
+  if (docker_engine_request(d->engine, "DELETE", path, NULL, &status, &answer, err) < 0)
+    return cordon_error_prefix(err, "session %s: cannot remove container %.12s", s->id,
+                               d->container);
+  const char *msg = json_string_value(json_object_get(answer, "message"));
+  int r = 0;
+  if (status != 204 && status != 404) /* 404: already gone, destroy is idempotent */
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                         "session %s: the Docker engine did not remove container %.12s (HTTP "
+                         "%ld): %s",
+                         s->id, d->container, status, msg ? msg : "no message");
+  json_decref(answer);
+  return r;
+}
+
+static int docker_shutdown(struct cordon_session *s, struct cordon_error **err) {
+  struct docker_session *d = NULL;
+  if (session_handle(s, &d, err) < 0)
+    return -1;
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "/containers/%s/stop?t=2", d->container) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "shutdown");
+  long status = 0;
+  json_t *answer = NULL;
+  if (docker_engine_request(d->engine, "POST", path, NULL, &status, &answer, err) < 0)
+    return cordon_error_prefix(err, "session %s", s->id);
+  const char *msg = json_string_value(json_object_get(answer, "message"));
+  int r = 0;
+  /* 304: already stopped; 404: already removed. Both are "stopped". */
+  if (status != 204 && status != 304 && status != 404)
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                         "session %s: the Docker engine did not stop container %.12s (HTTP %ld): "
+                         "%s",
+                         s->id, d->container, status, msg ? msg : "no message");
+  json_decref(answer);
+  return r;
+}
+
+/* ---- files ------------------------------------------------------------------------------------
+ */
+
+static int docker_read(struct cordon_session *s, const char *path, unsigned char **data,
+                       size_t *length, struct cordon_error **err) {
+  return workspace_read(s->workspace, path, data, length, err);
+}
+
+static int docker_write(struct cordon_session *s, const char *path, const void *data, size_t length,
+                        unsigned mode, struct cordon_error **err) {
+  return workspace_write(s->workspace, path, data, length, mode, err);
+}
+
+static int docker_ls(struct cordon_session *s, const char *path, struct cordon_dirent **entries,
+                     size_t *count, struct cordon_error **err) {
+  return workspace_ls(s->workspace, path, entries, count, err);
+}
+
+/* ---- exec --------------------------------------------------------------------------------- */
+
+struct exec_output {
+  struct docker_capture out, err_capture, engine;
+  struct docker_tail tail;
+};
+
+static void exec_sink(void *data, enum docker_stream_id stream, const unsigned char *bytes,
+                      size_t length) {
+  struct exec_output *o = data;
+  switch (stream) {
+  case DOCKER_STREAM_STDOUT: docker_capture_append(&o->out, bytes, length); break;
+  case DOCKER_STREAM_STDERR: docker_tail_feed(&o->tail, bytes, length); break;
+  default: docker_capture_append(&o->engine, bytes, length); break;
+  }
+}
+
+static void discard_sink(void *data, enum docker_stream_id stream, const unsigned char *bytes,
+                         size_t length) {
+}
+
+/* Map the engine's answer to exec create onto what happened to the session. */
+static int exec_create_error(struct cordon_session *s, struct docker_session *d, long status,
+                             json_t *answer, struct cordon_error **err) {
+  const char *msg = json_string_value(json_object_get(answer, "message"));
+  if (status == 404)
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, 0,
+                            "session %s: its container %.12s no longer exists (removed outside "
+                            "cordon?); destroy the session",
+                            s->id, d->container);
+  if (status == 409)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "session %s: its container %.12s is not running (stopped or killed "
+                            "outside cordon?): %s",
+                            s->id, d->container, msg ? msg : "no message");
+  return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                          "session %s: the Docker engine refused the exec (HTTP %ld): %s", s->id,
+                          status, msg ? msg : "no message");
+}
+
+/* Create an exec; *exec_id is malloc'd. */
+static int exec_create(struct cordon_session *s, struct docker_session *d, json_t *config,
+                       char **exec_id, struct cordon_error **err) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "/containers/%s/exec", d->container) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  long status = 0;
+  _cleanup_json_ json_t *answer = NULL;
+  if (docker_engine_request(d->engine, "POST", path, config, &status, &answer, err) < 0)
+    return cordon_error_prefix(err, "session %s", s->id);
+  const char *id = json_string_value(json_object_get(answer, "Id"));
+  if (status != 201 || !id)
+    return exec_create_error(s, d, status, answer, err);
+  *exec_id = strdup(id);
+  return *exec_id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+}
+
+/* Exec inspect until the engine has recorded the exit. *exit_code -1 when it never did. */
+static int exec_inspect(struct docker_session *d, const char *exec_id, int *exit_code,
+                        struct cordon_error **err) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "/exec/%s/json", exec_id) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec inspect");
+  double until = fs_now() + INSPECT_SETTLE;
+  int nap_us = 200;
+  *exit_code = -1;
+  for (;;) {
+    _cleanup_json_ json_t *info = NULL;
+    if (docker_engine_call(d->engine, "GET", path, NULL, &info, err) < 0)
+      return -1;
+    json_t *code = json_object_get(info, "ExitCode");
+    if (!json_is_true(json_object_get(info, "Running")) && json_is_integer(code)) {
+      *exit_code = (int)json_integer_value(code);
+      return 0;
+    }
+    if (fs_now() > until)
+      return 0;
+    usleep((useconds_t)nap_us);
+    if (nap_us < 20000)
+      nap_us *= 2;
+  }
+}
+
+/* The fallback when a wrapper could not do its job (it was killed, or it is stuck): a second
+ * exec kills that wrapper's tree and every orphan in the container. Returns -1 when the engine
+ * refused or could not start the exec (the container is not running, gone or going), else 0. */
+static int kill_exec_tree(struct cordon_session *s, struct docker_session *d, const char *token) {
+  const char *argv[] = {DOCKER_INIT_TARGET, "kill-exec", token, NULL};
+  _cleanup_json_ json_t *config =
+      json_pack("{s:b, s:b, s:b, s:[s, s, s], s:s}", "AttachStdin", 0, "AttachStdout", 1,
+                "AttachStderr", 1, "Cmd", argv[0], argv[1], argv[2], "WorkingDir", "/");
+  _cleanup_free_ char *exec_id = NULL;
+  struct cordon_error *failed = NULL;
+  struct docker_exec_stream *stream = NULL;
+  bool ended = false;
+  int r = 0;
+  if (!config)
+    return 0;
+  if (exec_create(s, d, config, &exec_id, &failed) < 0) {
+    r = failed && (failed->kind == CORDON_ERR_INVALID || failed->kind == CORDON_ERR_NOT_FOUND) ? -1
+                                                                                               : 0;
+  } else if (docker_exec_stream_open(d->engine, exec_id, NULL, 0, false, &stream, &failed) == 0) {
+    docker_exec_stream_pump(stream, fs_now() + DRAIN_AFTER_KILL, discard_sink, NULL, &ended,
+                            &failed);
+    /* A helper that did not run to a clean exit means the container is on its way out. */
+    int code = -1;
+    if (exec_inspect(d, exec_id, &code, &failed) < 0 || code != 0)
+      r = -1;
+  } else {
+    r = -1;
+  }
+  docker_exec_stream_close(stream);
+  cordon_error_free(failed);
+  return r;
+}
+
+/* After a stream that ended without the wrapper's trailer: did the container die? (known_dead:
+ * the engine already refused an exec because the container is not running) */
+static int container_gone_error(struct cordon_session *s, struct docker_session *d, bool known_dead,
+                                struct cordon_error **err) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "/containers/%s/json", d->container) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
+  long status = 0;
+  _cleanup_json_ json_t *info = NULL;
+  struct cordon_error *ignored = NULL;
+  /* The engine records the container's end after the exec's: give it a moment to catch up. */
+  double until = fs_now() + (known_dead ? INSPECT_SETTLE : 0.0);
+  for (;;) {
+    json_decref(info);
+    info = NULL;
+    if (docker_engine_request(d->engine, "GET", path, NULL, &status, &info, &ignored) < 0) {
+      cordon_error_free(ignored);
+      return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                              "session %s: the Docker engine went away while the command ran",
+                              s->id);
+    }
+    if (status == 404 || !json_is_true(json_object_get(json_object_get(info, "State"), "Running")))
+      break;
+    if (fs_now() >= until)
+      return 0;
+    usleep(20000);
+  }
+  if (status == 404)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                            "session %s: its container %.12s was removed while the command ran "
+                            "(outside cordon)",
+                            s->id, d->container);
+  json_t *state = json_object_get(info, "State");
+  return cordon_error_set(
+      err, CORDON_ERR_SYSTEM, 0,
+      "session %s: its container %.12s stopped while the command ran (exit code %lld%s; killed "
+      "or stopped outside cordon?); the session cannot run commands any more: destroy it",
+      s->id, d->container, (long long)json_integer_value(json_object_get(state, "ExitCode")),
+      json_is_true(json_object_get(state, "OOMKilled")) ? ", out of memory" : "");
+}
+
+/* The working directory inside the container. */
+static int container_cwd(struct cordon_session *s, const char *cwd, char **out,
+                         struct cordon_error **err) {
+  if (cwd && cwd[0] == '/') {
+    *out = strdup(cwd); /* outside the workspace: a path of the container's own filesystem */
+  } else if (!cwd || !*cwd) {
+    *out = strdup(s->root);
+  } else {
+    /* Inside the workspace: it must be a directory there, reached without leaving it. */
+    _cleanup_close_ int root = open(s->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+      return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", s->workspace);
+    _cleanup_close_ int dir =
+        fs_open_beneath(root, cwd, O_PATH | O_DIRECTORY, 0, "the workspace", err);
+    if (dir < 0)
+      return cordon_error_prefix(err, "working directory");
+    size_t n = strlen(s->root);
+    while (n > 1 && s->root[n - 1] == '/')
+      n--;
+    if (asprintf(out, "%.*s/%s", (int)n, s->root, cwd) < 0)
+      *out = NULL;
+  }
+  return *out ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "working directory");
+}
+
+static int docker_exec(struct cordon_session *s, const struct cordon_exec_request *req,
+                       struct cordon_exec_result *res, struct cordon_error **err) {
+  double started = fs_now();
+  struct docker_session *d = NULL;
+  if (session_handle(s, &d, err) < 0)
+    return -1;
+  _cleanup_free_ char *cwd = NULL, *token = NULL, *exec_id = NULL;
+  if (container_cwd(s, req->cwd, &cwd, err) < 0 || fs_random_hex(8, &token, err) < 0)
+    return -1;
+  bool attach_stdin = req->stdin_data != NULL;
+  struct docker_exec_spec spec = {
+      .argv = req->argv,
+      .env = req->env,
+      .cwd = cwd,
+      .timeout = req->timeout,
+      .attach_stdin = attach_stdin,
+      .token = token,
+  };
+  _cleanup_json_ json_t *config = NULL;
+  if (docker_exec_config(&spec, &config, err) < 0 || exec_create(s, d, config, &exec_id, err) < 0)
+    return -1;
+
+  struct exec_output o;
+  docker_capture_init(&o.out, req->max_output);
+  docker_capture_init(&o.err_capture, req->max_output);
+  docker_capture_init(&o.engine, 4096);
+  memset(&o.tail, 0, sizeof(o.tail));
+  o.tail.capture = &o.err_capture;
+  struct docker_exec_stream *stream = NULL;
+  int r = -1;
+  bool ended = false, host_killed = false, container_dead = false;
+  if (docker_exec_stream_open(d->engine, exec_id, req->stdin_data, req->stdin_length, attach_stdin,
+                              &stream, err) < 0) {
+    cordon_error_prefix(err, "session %s", s->id);
+    goto out;
+  }
+  /* The wrapper enforces the timeout; the host steps in only if it did not. */
+  double deadline = req->timeout > 0 ? started + req->timeout + HOST_TIMEOUT_GRACE : 0;
+  if (docker_exec_stream_pump(stream, deadline, exec_sink, &o, &ended, err) < 0)
+    goto out;
+  if (!ended) {
+    container_dead = kill_exec_tree(s, d, token) < 0;
+    host_killed = true;
+    if (docker_exec_stream_pump(stream, fs_now() + DRAIN_AFTER_KILL, exec_sink, &o, &ended, err) <
+        0)
+      goto out;
+  }
+  docker_exec_stream_close(stream);
+  stream = NULL;
+
+  struct docker_status status;
+  docker_tail_finish(&o.tail, &status);
+  int inspected = -1;
+  if (exec_inspect(d, exec_id, &inspected, err) < 0)
+    goto out;
+  if (status.kind == DOCKER_STATUS_NONE) {
+    /* The wrapper did not finish: the container died, or something killed the wrapper. Its
+     * orphans must not outlive the exec; the helper exec also tells whether the container
+     * still runs. */
+    if (!host_killed)
+      container_dead = kill_exec_tree(s, d, token) < 0;
+    if (container_gone_error(s, d, container_dead, err) < 0)
+      goto out;
+    if (inspected < 0 && !host_killed) {
+      size_t n = 0;
+      unsigned char *engine_text = docker_capture_take(&o.engine, &n);
+      cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                       "session %s: the Docker engine reported no exit status for the exec%s%.*s",
+                       s->id, n ? ": " : "", (int)(n > 300 ? 300 : n),
+                       engine_text ? (const char *)engine_text : "");
+      free(engine_text);
+      goto out;
+    }
+  } else if (status.kind == DOCKER_STATUS_CHDIR) {
+    cordon_error_set(err, CORDON_ERR_NOT_FOUND, status.value, "cannot run %s in %s", req->argv[0],
+                     cwd);
+    goto out;
+  } else if (status.kind == DOCKER_STATUS_SETUP) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, status.value,
+                     "session %s: the exec wrapper could not set up %s", s->id, req->argv[0]);
+    goto out;
+  } else if (status.kind == DOCKER_STATUS_NO_SECCOMP) {
+    cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                     "session %s: the Docker engine ran the command without a seccomp profile "
+                     "(is the daemon started with seccomp unconfined?); refusing to run "
+                     "without it",
+                     s->id);
+    goto out;
+  }
+
+  /* The exit code is the engine's; the trailer says how it came about when they agree. */
+  int code = inspected >= 0 ? inspected : docker_status_exit_code(&status);
+  bool agree = status.kind != DOCKER_STATUS_NONE && docker_status_exit_code(&status) == code;
+  res->exit_code = code & 0xff;
+  if (agree && status.kind == DOCKER_STATUS_SIGNAL)
+    res->term_signal = status.value;
+  if ((agree && status.kind == DOCKER_STATUS_TIMEOUT) || host_killed) {
+    res->timed_out = true;
+    res->exit_code = 128 + 9;
+    res->term_signal = 9;
+  }
+  res->stdout_total = o.out.total;
+  res->stdout_truncated = o.out.truncated;
+  res->stderr_total = o.err_capture.total;
+  res->stderr_truncated = o.err_capture.truncated;
+  res->stdout_data = docker_capture_take(&o.out, &res->stdout_length);
+  res->stderr_data = docker_capture_take(&o.err_capture, &res->stderr_length);
+  if (!res->stdout_data || !res->stderr_data || o.out.failed || o.err_capture.failed) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "cannot store the command's output");
+    goto out;
+  }
+  res->duration = fs_now() - started;
+  r = 0;
+out:
+  docker_exec_stream_close(stream);
+  docker_capture_free(&o.out);
+  docker_capture_free(&o.err_capture);
+  docker_capture_free(&o.engine);
+  return r;
+}
+
+/* ---- gc ------------------------------------------------------------------------------------- */
+
+static bool creator_alive(const char *creator) {
+  char boot[64];
+  int pid = 0;
+  unsigned long long start = 0;
+  if (!creator || sscanf(creator, "%63[^:]:%d:%llu", boot, &pid, &start) != 3 || pid <= 0)
+    return false;
+  _cleanup_free_ char *now = creator_identity((pid_t)pid);
+  return now && !strcmp(now, creator);
+}
+
+static bool state_file_exists(const char *project_state_dir, const char *session) {
+  _cleanup_free_ char *path = NULL;
+  struct stat st;
+  return asprintf(&path, "%s/sessions/%s/state.json", project_state_dir, session) >= 0 &&
+         stat(path, &st) == 0;
+}
+
+/* Session ids are lowercase hex and dashes; anything else in a label is not ours to trust as
+ * a path component. */
+static bool plausible_session_id(const char *id) {
+  size_t n = strlen(id);
+  if (n == 0 || n > 64)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9') || id[i] == '-'))
+      return false;
+  return true;
+}
+
+void docker_gc_entries_free(struct docker_gc_entry *entries, size_t count) {
+  for (size_t i = 0; entries && i < count; i++) {
+    free(entries[i].container);
+    free(entries[i].session);
+    free(entries[i].project);
+    free(entries[i].reason);
+    free(entries[i].error);
+  }
+  free(entries);
+}
+
+int docker_gc(struct cordon_context *ctx, bool all_projects, bool dry_run,
+              struct docker_gc_entry **entries, size_t *count, struct cordon_error **err) {
+  *entries = NULL;
+  *count = 0;
+  _cleanup_engine_ struct docker_engine *e = NULL;
+  _cleanup_json_ json_t *list = NULL;
+  /* filters={"label":["org.cordon.session"]}, percent-encoded */
+  static const char query[] =
+      "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22" DOCKER_LABEL_SESSION "%22%5D%7D";
+  if (docker_engine_open(NULL, &e, err) < 0 ||
+      docker_engine_call(e, "GET", query, NULL, &list, err) < 0)
+    return -1;
+  const char *here = cordon_context_state_dir(ctx);
+  struct docker_gc_entry *out = calloc(json_array_size(list) + 1, sizeof(*out));
+  if (!out)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
+  size_t n = 0, i;
+  json_t *c;
+  json_array_foreach(list, i, c) {
+    json_t *labels = json_object_get(c, "Labels");
+    const char *id = json_string_value(json_object_get(c, "Id"));
+    const char *session = json_string_value(json_object_get(labels, DOCKER_LABEL_SESSION));
+    const char *project = json_string_value(json_object_get(labels, DOCKER_LABEL_PROJECT));
+    const char *ephemeral = json_string_value(json_object_get(labels, DOCKER_LABEL_EPHEMERAL));
+    const char *creator = json_string_value(json_object_get(labels, DOCKER_LABEL_CREATOR));
+    if (!id || !session || !project || project[0] != '/' || !plausible_session_id(session))
+      continue;
+    if (!all_projects && strcmp(project, here) != 0)
+      continue;
+    /* A session whose state is missing may be in the middle of being created: its creator
+     * still runs. Once the creator is gone, nothing will ever record it. */
+    const char *reason = NULL;
+    bool dead_run = false;
+    bool alive = creator_alive(creator);
+    if (!state_file_exists(project, session)) {
+      if (!alive)
+        reason = "its session no longer exists";
+    } else if (ephemeral && !strcmp(ephemeral, "1") && !alive) {
+      reason = "the `cordon run` that created it is gone";
+      dead_run = true;
+    }
+    if (!reason)
+      continue;
+    struct docker_gc_entry *g = &out[n++];
+    g->container = strndup(id, 12);
+    g->session = strdup(session);
+    g->project = strdup(project);
+    g->reason = strdup(reason);
+    if (dry_run)
+      continue;
+    _cleanup_free_ char *path = NULL;
+    long status = 0;
+    struct cordon_error *rm_err = NULL;
+    if (asprintf(&path, "/containers/%s?force=true&v=true", id) < 0 ||
+        docker_engine_request(e, "DELETE", path, NULL, &status, NULL, &rm_err) < 0) {
+      g->error = strdup(rm_err && rm_err->message ? rm_err->message : "out of memory");
+    } else if (status != 204 && status != 404) {
+      if (asprintf(&g->error, "the Docker engine answered HTTP %ld", status) < 0)
+        g->error = NULL;
+    } else {
+      g->removed = true;
+      if (dead_run) {
+        /* The run's process died before it could remove its session state. */
+        _cleanup_free_ char *dir = NULL;
+        if (asprintf(&dir, "%s/sessions/%s", project, session) >= 0)
+          fs_remove_tree(dir, &rm_err);
+      }
+    }
+    cordon_error_free(rm_err);
+  }
+  *entries = out;
+  *count = n;
+  return 0;
+}
+
+const struct cordon_backend cordon_backend_docker = {
+    .abi_version = CORDON_BACKEND_ABI_VERSION,
+    .name = "docker",
+    .summary = "a container of the Docker engine per session (Engine API on its unix socket)",
+    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
+    .tier = CORDON_TIER_CONTAINER,
+    .available = docker_available,
+    .create = docker_create,
+    .resume = docker_resume,
+    .attach = docker_attach,
+    .destroy = docker_destroy,
+    .shutdown = docker_shutdown,
+    .release = docker_release,
+    .read = docker_read,
+    .write = docker_write,
+    .ls = docker_ls,
+    .exec = docker_exec,
+    .snapshot = docker_snapshot,
+};

@@ -1,0 +1,581 @@
+/* cordon-docker-init: the one static binary the docker backend bind-mounts (read-only) into
+ * every session container. It has three verbs:
+ *
+ *   init                     pid 1 of the container: reaps orphans; a SIGTERM/SIGINT/SIGHUP
+ *                            from outside the container (docker stop) kills everything and
+ *                            exits at once, so stopping a session never waits for a timeout.
+ *   exec [options] -- ARGV   the wrapper every cordon exec runs under (see below).
+ *   kill-exec TOKEN          fallback used by the host when a wrapper cannot finish its own
+ *                            job: kills the wrapper started with --token TOKEN, its tree, and
+ *                            every orphan (a process reparented to pid 1 lost its wrapper).
+ *
+ * The exec wrapper is what gives docker execs the semantics of cordon's process runner:
+ *   - it is a child subreaper, so everything the command starts, including daemonised
+ *     (setsid, double-forked) grandchildren, stays its descendant; when the command ends or
+ *     the timeout fires, it kills that whole tree and nothing else in the container;
+ *   - the command runs in a new session, with exactly the requested environment (--keep names
+ *     the variables to keep from what the engine passed), in --cwd, with fds 0-2 only;
+ *   - "not found" is 127 and "cannot execute" 126, with a message on stderr;
+ *   - cordon's seccomp denials (the ns backend's list, confine/seccomp.c) are installed on top
+ *     of the engine's default profile (filters stack: a syscall must pass both), so the
+ *     command gets Docker's default plus ours; with no engine profile in force it refuses;
+ *   - at the end it writes a status trailer as the last bytes of stderr, which the host strips:
+ *     "\0cordon-exec-status:KIND:N\n" with KIND exit, signal, timeout, chdir or setup. The
+ *     engine's exit code (exec inspect) cannot tell "exit 143" from "killed by SIGTERM" or a
+ *     timeout from a SIGKILL; the trailer can.
+ *
+ * Static (no loader, no libraries in the image needed), no allocation after the command
+ * started but what /proc scanning needs. Written for Linux x86-64 containers. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/close_range.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/docker/protocol.h"
+#include "confine/seccomp.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+/* Upper bound on kill passes over /proc; each pass kills what it finds, so a tree ends in a
+ * few passes unless something forks faster than we scan. */
+#define KILL_PASSES 2000
+
+extern char **environ;
+
+static void write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return;
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    write_all(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void nap_ms(long ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+/* ---- /proc scanning --------------------------------------------------------------------- */
+
+struct proc {
+  pid_t pid, ppid;
+  bool marked;
+};
+
+struct proc_table {
+  struct proc *items;
+  size_t count, capacity;
+};
+
+/* Parent and state from /proc/PID/stat; the command name may hold spaces and parentheses, so
+ * parse from the last ')'. Zombies and dead entries are skipped: they cannot fork and are
+ * reaped by their parent (or by us, once reparented). */
+static bool read_stat(pid_t pid, pid_t *ppid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return false;
+  buf[n] = 0;
+  char *close_paren = strrchr(buf, ')');
+  if (!close_paren)
+    return false;
+  char state = 0;
+  int parent = 0;
+  if (sscanf(close_paren + 1, " %c %d", &state, &parent) != 2)
+    return false;
+  if (state == 'Z' || state == 'X' || state == 'x')
+    return false;
+  *ppid = (pid_t)parent;
+  return true;
+}
+
+static void proc_table_scan(struct proc_table *t) {
+  t->count = 0;
+  DIR *d = opendir("/proc");
+  if (!d)
+    return;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    char *end = NULL;
+    long pid = strtol(de->d_name, &end, 10);
+    if (!*de->d_name || *end || pid <= 0)
+      continue;
+    pid_t ppid;
+    if (!read_stat((pid_t)pid, &ppid))
+      continue;
+    if (t->count == t->capacity) {
+      size_t cap = t->capacity ? t->capacity * 2 : 256;
+      struct proc *items = realloc(t->items, cap * sizeof(*items));
+      if (!items)
+        break;
+      t->items = items;
+      t->capacity = cap;
+    }
+    t->items[t->count++] = (struct proc){.pid = (pid_t)pid, .ppid = ppid};
+  }
+  closedir(d);
+}
+
+/* Mark every process whose ancestry reaches a marked one (fixpoint; tables are small). */
+static void proc_table_mark_descendants(struct proc_table *t) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (size_t i = 0; i < t->count; i++) {
+      if (t->items[i].marked)
+        continue;
+      for (size_t j = 0; j < t->count; j++)
+        if (t->items[j].marked && t->items[j].pid == t->items[i].ppid) {
+          t->items[i].marked = true;
+          changed = true;
+          break;
+        }
+    }
+  }
+}
+
+static void reap_any(void) {
+  while (waitpid(-1, NULL, WNOHANG) > 0) {
+  }
+}
+
+/* Kill the descendants of `self` (we are their subreaper, so orphans among them come back to
+ * us and stay in the tree) until none is left. `child`'s status is kept for the caller. */
+static void kill_descendants(pid_t self, pid_t child, int *child_status, bool *child_done) {
+  struct proc_table t = {0};
+  for (int pass = 0; pass < KILL_PASSES; pass++) {
+    proc_table_scan(&t);
+    size_t found = 0;
+    for (size_t i = 0; i < t.count; i++)
+      t.items[i].marked = t.items[i].ppid == self;
+    proc_table_mark_descendants(&t);
+    for (size_t i = 0; i < t.count; i++)
+      if (t.items[i].marked && t.items[i].pid != self) {
+        kill(t.items[i].pid, SIGKILL);
+        found++;
+      }
+    /* Reap what died (our direct children and orphans reparented to us). */
+    int status;
+    pid_t p;
+    while ((p = waitpid(-1, &status, WNOHANG)) > 0)
+      if (p == child && !*child_done) {
+        *child_status = status;
+        *child_done = true;
+      }
+    if (found == 0)
+      break;
+    nap_ms(1);
+  }
+  free(t.items);
+}
+
+/* ---- seccomp ------------------------------------------------------------------------------ */
+
+/* cordon's denials (confine/seccomp.c, the ns backend's list) on top of the engine's profile. */
+static int install_denials(void) {
+  struct cordon_error *err = NULL;
+  if (confine_seccomp_install(&err) < 0) {
+    int e = err && err->errnum ? err->errnum : EINVAL;
+    cordon_error_free(err);
+    return e;
+  }
+  return 0;
+}
+
+/* Did the engine put us under a seccomp filter? ("Seccomp: 2" in /proc/self/status) */
+static bool engine_filter_present(void) {
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return false;
+  buf[n] = 0;
+  const char *line = strstr(buf, "\nSeccomp:");
+  return line && strtol(line + 9, NULL, 10) == 2;
+}
+
+/* ---- exec ----------------------------------------------------------------------------------- */
+
+struct exec_options {
+  const char *token;
+  const char *cwd;
+  long timeout_ms; /* 0: none */
+  const char **keep;
+  size_t n_keep;
+  char **argv;
+};
+
+enum { STAGE_CHDIR = 1, STAGE_SETUP, STAGE_NO_SECCOMP, STAGE_EXEC };
+
+struct child_report {
+  int stage;
+  int errnum;
+};
+
+static bool kept(const struct exec_options *o, const char *entry) {
+  const char *eq = strchr(entry, '=');
+  size_t n = eq ? (size_t)(eq - entry) : strlen(entry);
+  for (size_t i = 0; i < o->n_keep; i++)
+    if (strlen(o->keep[i]) == n && !memcmp(o->keep[i], entry, n))
+      return true;
+  return false;
+}
+
+/* PATH search with the command's own PATH. Returns 0 with *program set, or an errno: ENOENT
+ * when nothing was found, EACCES when something was found but is not executable. */
+static int find_program(const char *name, char **envp, char *out, size_t out_size) {
+  if (strchr(name, '/')) {
+    snprintf(out, out_size, "%s", name);
+    return 0;
+  }
+  const char *path = DEFAULT_PATH;
+  for (char **e = envp; *e; e++)
+    if (!strncmp(*e, "PATH=", 5))
+      path = *e + 5;
+  int result = ENOENT;
+  for (const char *p = path; *p;) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    if (len > 0 && p[0] == '/' && len + strlen(name) + 2 <= out_size) {
+      memcpy(out, p, len);
+      out[len] = '/';
+      strcpy(out + len + 1, name);
+      if (access(out, X_OK) == 0)
+        return 0;
+      if (errno == EACCES)
+        result = EACCES;
+    }
+    p += len;
+    if (*p == ':')
+      p++;
+  }
+  return result;
+}
+
+static _Noreturn void child_fail(int report_fd, int stage, int errnum, int code) {
+  struct child_report r = {.stage = stage, .errnum = errnum};
+  ssize_t n;
+  do
+    n = write(report_fd, &r, sizeof(r));
+  while (n < 0 && errno == EINTR);
+  _exit(code);
+}
+
+static _Noreturn void child_run(const struct exec_options *o, char **envp, int report_fd) {
+  for (int sig = 1; sig < NSIG; sig++) {
+    struct sigaction sa = {.sa_handler = SIG_DFL};
+    sigaction(sig, &sa, NULL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  setsid();
+  if (o->cwd && chdir(o->cwd) < 0)
+    child_fail(report_fd, STAGE_CHDIR, errno, 126);
+  /* Only 0-2 reach the command; the report pipe closes at execve. */
+  if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
+    for (int fd = 3; fd < 1024; fd++)
+      if (fd != report_fd)
+        close(fd);
+  /* Docker's default profile must already be in force (fail closed): ours adds to it. */
+  if (!engine_filter_present())
+    child_fail(report_fd, STAGE_NO_SECCOMP, 0, 126);
+  int r = install_denials();
+  if (r != 0)
+    child_fail(report_fd, STAGE_SETUP, r, 126);
+  char program[PATH_MAX];
+  int e = find_program(o->argv[0], envp, program, sizeof(program));
+  if (e == 0) {
+    execve(program, o->argv, envp);
+    e = errno;
+  }
+  say("cordon: %s: %s\n", o->argv[0], strerror(e));
+  child_fail(report_fd, STAGE_EXEC, e, e == ENOENT ? 127 : 126);
+}
+
+static void trailer(const char *kind, int value) {
+  /* The magic starts with a NUL byte: build the line by hand and send it in one write(), so
+   * that it lands contiguously at the end of the stream. */
+  char buf[128];
+  size_t m = sizeof(DOCKER_TRAILER_MAGIC) - 1;
+  memcpy(buf, DOCKER_TRAILER_MAGIC, m);
+  int n = snprintf(buf + m, sizeof(buf) - m, "%s:%d\n", kind, value);
+  if (n > 0)
+    write_all(STDERR_FILENO, buf, m + (size_t)n);
+}
+
+static int exec_main(struct exec_options *o) {
+  /* Children orphaned anywhere in the tree come back to us instead of pid 1. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  /* Not ptrace-able by the command (same uid): it cannot rewrite our memory or our --token. */
+  prctl(PR_SET_DUMPABLE, 0);
+
+  /* The engine passed the requested environment merged over the container's own; keep only
+   * the requested names. */
+  size_t n_env = 0;
+  for (char **e = environ; *e; e++)
+    n_env++;
+  char **envp = calloc(n_env + 1, sizeof(char *));
+  if (!envp)
+    return 126;
+  size_t k = 0;
+  for (char **e = environ; *e; e++)
+    if (kept(o, *e))
+      envp[k++] = *e;
+
+  sigset_t mask, old;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &mask, &old);
+  signal(SIGPIPE, SIG_IGN); /* the host may go away; the trailer write must not kill us */
+
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) < 0)
+    return 126;
+  double deadline = o->timeout_ms > 0 ? now() + (double)o->timeout_ms / 1000.0 : 0;
+  pid_t child = fork();
+  if (child < 0) {
+    say("cordon: cannot start %s: %s\n", o->argv[0], strerror(errno));
+    trailer("setup", errno);
+    return 126;
+  }
+  if (child == 0)
+    child_run(o, envp, report[1]);
+  close(report[1]);
+  struct child_report rep = {0};
+  ssize_t n;
+  do
+    n = read(report[0], &rep, sizeof(rep));
+  while (n < 0 && errno == EINTR);
+  close(report[0]);
+
+  pid_t self = getpid();
+  int status = 0;
+  bool done = false, timed_out = false;
+  if (n == (ssize_t)sizeof(rep) && rep.stage != STAGE_EXEC) {
+    kill_descendants(self, child, &status, &done);
+    trailer(rep.stage == STAGE_CHDIR        ? "chdir"
+            : rep.stage == STAGE_NO_SECCOMP ? "noseccomp"
+                                            : "setup",
+            rep.errnum);
+    return 126;
+  }
+  while (!done) {
+    struct timespec wait = {.tv_sec = 3600}, *wp = &wait;
+    if (deadline > 0) {
+      double left = deadline - now();
+      if (left <= 0) {
+        timed_out = true;
+        break;
+      }
+      wait.tv_sec = (time_t)left;
+      wait.tv_nsec = (long)((left - (double)wait.tv_sec) * 1e9);
+    }
+    int sig = sigtimedwait(&mask, NULL, wp);
+    if (sig < 0 && errno != EAGAIN && errno != EINTR)
+      nap_ms(10);
+    pid_t p;
+    int st;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+      if (p == child) {
+        status = st;
+        done = true;
+      }
+  }
+  /* The command ended (or its time is up): nothing it started may outlive it. */
+  kill_descendants(self, child, &status, &done);
+  if (!done) {
+    waitpid(child, &status, 0);
+    done = true;
+  }
+  if (timed_out) {
+    trailer("timeout", SIGKILL);
+    return 128 + SIGKILL;
+  }
+  if (WIFSIGNALED(status)) {
+    trailer("signal", WTERMSIG(status));
+    return 128 + WTERMSIG(status);
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 126;
+  trailer("exit", code);
+  return code;
+}
+
+static int parse_exec(int argc, char **argv, struct exec_options *o) {
+  o->keep = calloc((size_t)argc, sizeof(char *));
+  if (!o->keep)
+    return -1;
+  int i = 2;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--")) {
+      i++;
+      break;
+    }
+    if (i + 1 >= argc)
+      return -1;
+    if (!strcmp(a, "--token"))
+      o->token = argv[++i];
+    else if (!strcmp(a, "--cwd"))
+      o->cwd = argv[++i];
+    else if (!strcmp(a, "--timeout-ms"))
+      o->timeout_ms = strtol(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--keep"))
+      o->keep[o->n_keep++] = argv[++i];
+    else
+      return -1;
+  }
+  if (i >= argc)
+    return -1;
+  o->argv = argv + i;
+  return 0;
+}
+
+/* ---- kill-exec ---------------------------------------------------------------------------- */
+
+/* Is pid a wrapper started with --token token? (argv: INIT exec --token TOKEN ...) */
+static bool is_wrapper(pid_t pid, const char *token) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return false;
+  buf[n] = 0;
+  const char *args[4] = {0};
+  size_t count = 0;
+  for (const char *p = buf; p < buf + n && count < 4; p += strlen(p) + 1)
+    args[count++] = p;
+  return count == 4 && !strcmp(args[1], "exec") && !strcmp(args[2], "--token") &&
+         !strcmp(args[3], token);
+}
+
+static int kill_exec_main(const char *token) {
+  pid_t self = getpid();
+  struct proc_table t = {0};
+  for (int pass = 0; pass < KILL_PASSES; pass++) {
+    proc_table_scan(&t);
+    for (size_t i = 0; i < t.count; i++) {
+      struct proc *p = &t.items[i];
+      /* The wrapper, and every orphan: a process reparented to pid 1 lost its wrapper. */
+      p->marked = p->pid != 1 && p->pid != self && (p->ppid == 1 || is_wrapper(p->pid, token));
+    }
+    proc_table_mark_descendants(&t);
+    size_t found = 0;
+    for (size_t i = 0; i < t.count; i++)
+      if (t.items[i].marked && t.items[i].pid != self && t.items[i].pid != 1) {
+        kill(t.items[i].pid, SIGKILL);
+        found++;
+      }
+    if (found == 0)
+      break;
+    nap_ms(2);
+  }
+  free(t.items);
+  return 0;
+}
+
+/* ---- init ----------------------------------------------------------------------------------- */
+
+static int init_main(void) {
+  prctl(PR_SET_CHILD_SUBREAPER, 1); /* for when the engine does not make us pid 1 */
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, NULL);
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    /* Nobody reads the container's own streams: a full log pipe must not block us. */
+    dup2(null, STDIN_FILENO);
+    dup2(null, STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
+    if (null > STDERR_FILENO)
+      close(null);
+  }
+  for (;;) {
+    siginfo_t info;
+    int sig = sigwaitinfo(&all, &info);
+    if (sig < 0)
+      continue;
+    if (sig == SIGCHLD) {
+      reap_any();
+      continue;
+    }
+    /* Signals from inside the container carry the sender's pid; from outside (the engine's
+     * stop or kill) the sender is invisible here (si_pid 0). Only the engine may end us. */
+    if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && info.si_pid == 0) {
+      kill(-1, SIGKILL);
+      double until = now() + 2.0;
+      while (now() < until) {
+        pid_t p = waitpid(-1, NULL, 0);
+        if (p < 0 && errno == ECHILD)
+          break;
+      }
+      return 0;
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && !strcmp(argv[1], "init"))
+    return init_main();
+  if (argc >= 2 && !strcmp(argv[1], "exec")) {
+    struct exec_options o = {0};
+    if (parse_exec(argc, argv, &o) < 0) {
+      say("cordon-docker-init: usage: exec [--token T] [--cwd DIR] [--timeout-ms N] "
+          "[--keep NAME]... -- ARGV\n");
+      trailer("setup", EINVAL);
+      return 126;
+    }
+    return exec_main(&o);
+  }
+  if (argc == 3 && !strcmp(argv[1], "kill-exec"))
+    return kill_exec_main(argv[2]);
+  say("cordon-docker-init: usage: init | exec [options] -- ARGV | kill-exec TOKEN\n");
+  return 2;
+}

@@ -1,0 +1,929 @@
+/* The `ns` backend: native Linux confinement (user, mount, pid, ipc, uts, cgroup and network
+ * namespaces, pivot_root, seccomp, cgroups, no capabilities), built on the kernel directly.
+ *
+ * create() validates the whole policy first and refuses what it cannot enforce, then makes the
+ * session's cgroups and socket and starts the holder (holder.c), which builds the sandbox's
+ * root and waits for commands. Sessions outlive the process that made them: backend_state
+ * records the holder's pid and start time (so a recycled pid is never mistaken for it) and the
+ * cgroups to remove. exec() sends argv, environment, cwd and the three stdio fds over the
+ * session socket; the runner (exec/runner.c) does the capture and the timeout around it.
+ * read/write/ls work on the host side of the workspace (a host directory bind-mounted in). */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cordon/session.h>
+
+#include "backend/builtin.h"
+#include "backend/workspace.h"
+#include "backends/ns/holder.h"
+#include "backends/ns/proto.h"
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/strv.h"
+#include "confine/cgroup.h"
+#include "confine/policy.h"
+#include "confine/resolve.h"
+#include "confine/syscalls.h"
+#include "confine/userns.h"
+#include "exec/runner.h"
+
+#define SOCKET_NAME "holder.sock"
+#define STATE_VERSION 1
+/* The runtime's own tasks in the session's pids cgroup: the holder, its idle worker and the
+ * worker of the running exec. */
+#define PIDS_OVERHEAD 3
+/* How long exec waits for the holder to answer a request. */
+#define START_TIMEOUT_MS 30000
+/* How long destroy waits for the holder (and with it the namespace) to die. */
+#define DESTROY_WAIT_MS 5000
+
+static void strv_freep(char ***v) {
+  strv_free(*v);
+}
+
+struct ns_impl {
+  pid_t holder_pid;
+  unsigned long long holder_start;
+  int state_fd; /* O_PATH of the session's state directory: the socket lives there */
+  struct confine_cgroups cgroups;
+  bool owned_workspace;
+  char *dead; /* why the holder is unusable, or NULL */
+};
+
+static void impl_free(struct ns_impl *impl) {
+  if (!impl)
+    return;
+  if (impl->state_fd >= 0)
+    close(impl->state_fd);
+  confine_cgroups_clear(&impl->cgroups);
+  free(impl->dead);
+  free(impl);
+}
+
+static struct ns_impl *impl_new(void) {
+  struct ns_impl *impl = calloc(1, sizeof(*impl));
+  if (impl)
+    impl->state_fd = -1;
+  return impl;
+}
+
+/* ---- availability ------------------------------------------------------------------------ */
+
+static long read_sysctl(const char *path) {
+  char buf[32];
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return -1;
+  buf[n] = 0;
+  return strtol(buf, NULL, 10);
+}
+
+static int ns_available(const struct cordon_backend *self, char **reason) {
+  const char *why = NULL;
+  if (read_sysctl("/proc/sys/user/max_user_namespaces") == 0)
+    why = "user namespaces disabled (user.max_user_namespaces=0)";
+  else if (geteuid() != 0 && read_sysctl("/proc/sys/kernel/unprivileged_userns_clone") == 0)
+    why = "unprivileged user namespaces disabled (kernel.unprivileged_userns_clone=0)";
+  else if (geteuid() != 0 &&
+           read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
+    why = "unprivileged user namespaces restricted by AppArmor "
+          "(kernel.apparmor_restrict_unprivileged_userns=1)";
+  else if (syscall(SYS_mount_setattr, -1, "", 0, NULL, 0) < 0 && errno == ENOSYS)
+    why = "the kernel lacks mount_setattr (Linux 5.12 or later is needed)";
+  else if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0 && errno == EINVAL)
+    why = "the kernel has no seccomp filter support";
+  if (!why)
+    return 1;
+  if (reason)
+    *reason = strdup(why);
+  return 0;
+}
+
+/* ---- state ------------------------------------------------------------------------------- */
+
+/* Field 22 of /proc/PID/stat (start time in clock ticks); 0 when the process is gone or a
+ * zombie. Fields after the command name, which may hold spaces and parentheses, are counted
+ * from its last ')'. */
+static unsigned long long process_start_time(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return 0;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  if (!p || p[1] != ' ')
+    return 0;
+  p += 2;
+  if (*p == 'Z' || *p == 'X')
+    return 0;
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (!p)
+      return 0;
+    p++;
+  }
+  return strtoull(p, NULL, 10);
+}
+
+static const char *const cgroup_keys[CONFINE_CG_MAX_DIRS] = {"cgroup_v2", "cgroup_memory",
+                                                             "cgroup_pids", "cgroup_cpu"};
+
+static char **cgroup_slot(struct confine_cgroups *cg, int i) {
+  return i == 0 ? &cg->v2 : &cg->v1[i - 1];
+}
+
+static int save_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err) {
+  json_t *o = json_pack("{s:i, s:I, s:I, s:b, s:s}", "version", STATE_VERSION, "holder_pid",
+                        (json_int_t)impl->holder_pid, "holder_start",
+                        (json_int_t)impl->holder_start, "owned_workspace", impl->owned_workspace,
+                        "socket", SOCKET_NAME);
+  if (!o)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session state");
+  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++) {
+    char *dir = *cgroup_slot(&impl->cgroups, i);
+    if (dir)
+      json_object_set_new(o, cgroup_keys[i], json_string(dir));
+  }
+  free(s->backend_state);
+  s->backend_state = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(o);
+  return s->backend_state ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
+}
+
+static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err) {
+  if (!s->backend_state)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "session has no ns state");
+  json_error_t jerr;
+  json_t *o = json_loads(s->backend_state, 0, &jerr);
+  if (!json_is_object(o)) {
+    json_decref(o);
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state is not a JSON object: %s",
+                            jerr.text);
+  }
+  json_t *pid = json_object_get(o, "holder_pid"), *start = json_object_get(o, "holder_start");
+  int r = 0;
+  if (json_integer_value(json_object_get(o, "version")) != STATE_VERSION ||
+      !json_is_integer(pid) || !json_is_integer(start) || json_integer_value(pid) <= 0 ||
+      json_integer_value(pid) > INT_MAX) {
+    r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state lacks a valid holder pid");
+  } else {
+    impl->holder_pid = (pid_t)json_integer_value(pid);
+    impl->holder_start = (unsigned long long)json_integer_value(start);
+    impl->owned_workspace = json_is_true(json_object_get(o, "owned_workspace"));
+    for (int i = 0; i < CONFINE_CG_MAX_DIRS && r == 0; i++) {
+      const char *dir = json_string_value(json_object_get(o, cgroup_keys[i]));
+      /* Only ever remove cgroups: a tampered state must not make us rmdir anything else. */
+      if (dir && strncmp(dir, "/sys/fs/cgroup/", 15) != 0)
+        r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state names a cgroup outside "
+                                                         "/sys/fs/cgroup: %s", dir);
+      else if (dir && !(*cgroup_slot(&impl->cgroups, i) = strdup(dir)))
+        r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
+    }
+  }
+  json_decref(o);
+  return r;
+}
+
+/* ---- the holder's lifetime ----------------------------------------------------------------- */
+
+/* A pidfd for the holder, or -1 when it is gone (or its pid now names another process). */
+static int holder_pidfd(const struct ns_impl *impl) {
+  if (impl->holder_pid <= 0)
+    return -1;
+  int fd = sys_pidfd_open(impl->holder_pid, 0);
+  if (fd < 0)
+    return -1;
+  /* The pidfd pins the process we opened; if its start time matches, it is ours. */
+  if (process_start_time(impl->holder_pid) != impl->holder_start) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static void holder_kill(struct ns_impl *impl) {
+  _cleanup_close_ int fd = holder_pidfd(impl);
+  if (fd < 0)
+    return;
+  /* pid 1 of the namespace: its death takes every process in the namespace with it. */
+  sys_pidfd_send_signal(fd, SIGKILL);
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  while (poll(&pfd, 1, DESTROY_WAIT_MS) < 0 && errno == EINTR)
+    ;
+  /* If it was our own child (a library caller that is a subreaper), do not leave a zombie. */
+  waitpid(impl->holder_pid, NULL, WNOHANG);
+}
+
+static int stop_everything(struct cordon_session *s, struct cordon_error **err) {
+  struct ns_impl *impl = s->impl;
+  struct ns_impl *loaded = NULL;
+  if (!impl) {
+    loaded = impl = impl_new();
+    if (!impl)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+    if (!s->backend_state || load_state(s, impl, NULL) < 0) {
+      impl_free(loaded);
+      return 0; /* nothing was started, or nothing we can name: nothing to stop */
+    }
+  }
+  holder_kill(impl);
+  confine_cgroups_kill(&impl->cgroups);
+  int r = confine_cgroups_remove(&impl->cgroups, err);
+  if (s->state_dir) {
+    _cleanup_free_ char *sock = NULL;
+    if (asprintf(&sock, "%s/%s", s->state_dir, SOCKET_NAME) >= 0)
+      unlink(sock);
+  }
+  impl_free(loaded);
+  return r;
+}
+
+/* ---- create -------------------------------------------------------------------------------- */
+
+struct plan {
+  char **system_paths;            /* normalised */
+  struct confine_path *system;    /* resolved; kind DIR/FILE/SYMLINK; path NULL when absent */
+  size_t n_system;
+  struct confine_path *grants;    /* resolved allow_ro */
+  size_t n_grants;
+  char **ro, **hidden_dirs, **hidden_files;
+  struct confine_tree *trees;
+  size_t n_trees;
+  char *passwd, *group;
+  char *workspace_real;
+};
+
+static void plan_clear(struct plan *p) {
+  strv_free(p->system_paths);
+  confine_paths_free(p->system, p->n_system);
+  confine_paths_free(p->grants, p->n_grants);
+  strv_free(p->ro);
+  strv_free(p->hidden_dirs);
+  strv_free(p->hidden_files);
+  for (size_t i = 0; i < p->n_trees; i++)
+    if (p->trees[i].tree_fd >= 0)
+      close(p->trees[i].tree_fd);
+  free(p->trees);
+  free(p->passwd);
+  free(p->group);
+  free(p->workspace_real);
+}
+
+static int push_resolved(struct plan *p, const struct confine_path *rp, bool read_only,
+                         struct cordon_error **err) {
+  char ***list = read_only ? &p->ro
+                           : (rp->kind == CONFINE_KIND_DIR ? &p->hidden_dirs : &p->hidden_files);
+  for (size_t i = 0; *list && (*list)[i]; i++)
+    if (strcmp((*list)[i], rp->path) == 0)
+      return 0; /* the same path named twice (e.g. .cordon listed explicitly) */
+  if (strv_push(list, rp->path) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  return 0;
+}
+
+/* Workspace policy: lexical checks, then resolution beneath the workspace, then the same
+ * overlap checks on the canonical paths (two names may resolve to overlapping trees). */
+static int plan_workspace_policy(struct plan *p, const struct cordon_session *s,
+                                 const struct cordon_policy *policy, int ws_fd,
+                                 struct cordon_error **err) {
+  _cleanup_(strv_freep) char **ro_norm = NULL, **hidden_norm = NULL;
+  for (size_t i = 0; policy->read_only && policy->read_only[i]; i++) {
+    char *n = NULL;
+    if (confine_normalize_workspace_path(policy->read_only[i], "read-only path", &n, err) < 0 ||
+        strv_push_take(&ro_norm, n) < 0)
+      return -1;
+  }
+  for (size_t i = 0; policy->hidden && policy->hidden[i]; i++) {
+    char *n = NULL;
+    if (confine_normalize_workspace_path(policy->hidden[i], "hidden path", &n, err) < 0 ||
+        strv_push_take(&hidden_norm, n) < 0)
+      return -1;
+  }
+  if (confine_check_workspace_lists((const char *const *)ro_norm,
+                                    (const char *const *)hidden_norm, err) < 0)
+    return -1;
+  for (size_t i = 0; ro_norm && ro_norm[i]; i++) {
+    struct confine_path rp = {0};
+    int r = confine_resolve_workspace_path(ws_fd, p->workspace_real, ro_norm[i],
+                                           "read-only path", &rp, err);
+    if (r == 0)
+      r = push_resolved(p, &rp, true, err);
+    confine_path_clear(&rp);
+    if (r < 0)
+      return -1;
+  }
+  for (size_t i = 0; hidden_norm && hidden_norm[i]; i++) {
+    struct confine_path rp = {0};
+    int r = confine_resolve_workspace_path(ws_fd, p->workspace_real, hidden_norm[i],
+                                           "hidden path", &rp, err);
+    if (r == 0)
+      r = push_resolved(p, &rp, false, err);
+    confine_path_clear(&rp);
+    if (r < 0)
+      return -1;
+  }
+  /* cordon's own state is always hidden when the workspace holds it. */
+  char state_real[PATH_MAX];
+  const char *state_dir = s->ctx ? cordon_context_state_dir(s->ctx) : NULL;
+  if (state_dir && realpath(state_dir, state_real)) {
+    size_t wl = strlen(p->workspace_real);
+    if (strncmp(state_real, p->workspace_real, wl) == 0 && state_real[wl] == '/') {
+      struct confine_path rp = {.path = strdup(state_real + wl + 1), .kind = CONFINE_KIND_DIR};
+      int r = rp.path ? push_resolved(p, &rp, false, err)
+                      : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+      free(rp.path);
+      if (r < 0)
+        return -1;
+    }
+  }
+  _cleanup_(strv_freep) char **hidden_all = strv_copy((const char *const *)p->hidden_dirs);
+  for (size_t i = 0; hidden_all && p->hidden_files && p->hidden_files[i]; i++)
+    if (strv_push(&hidden_all, p->hidden_files[i]) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  if (!hidden_all)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  if (confine_check_workspace_lists((const char *const *)p->ro, (const char *const *)hidden_all,
+                                    err) < 0)
+    return cordon_error_prefix(err, "after resolving symlinks");
+  return 0;
+}
+
+static int plan_host_paths(struct plan *p, const struct cordon_session *s,
+                           const struct cordon_policy *policy, struct cordon_error **err) {
+  const char *const *sys = policy->system_paths ? policy->system_paths
+                                                : confine_default_system_paths;
+  bool optional = policy->system_paths == NULL;
+  for (size_t i = 0; sys[i]; i++) {
+    char *n = NULL;
+    if (confine_normalize_host_path(sys[i], "system path", &n, err) < 0 ||
+        strv_push_take(&p->system_paths, n) < 0)
+      return -1;
+  }
+  _cleanup_(strv_freep) char **grants = NULL;
+  for (size_t i = 0; policy->allow_ro && policy->allow_ro[i]; i++) {
+    char *n = NULL;
+    if (confine_normalize_host_path(policy->allow_ro[i], "read-only grant", &n, err) < 0 ||
+        strv_push_take(&grants, n) < 0)
+      return -1;
+  }
+  if (confine_check_sandbox_root(s->root, (const char *const *)p->system_paths, err) < 0 ||
+      confine_check_host_lists((const char *const *)p->system_paths,
+                               (const char *const *)grants, s->root, err) < 0)
+    return -1;
+  size_t n_sys = strv_length((const char *const *)p->system_paths);
+  size_t n_grants = strv_length((const char *const *)grants);
+  p->system = calloc(n_sys + 1, sizeof(*p->system));
+  p->grants = calloc(n_grants + 1, sizeof(*p->grants));
+  p->trees = calloc(n_sys + n_grants + 1, sizeof(*p->trees));
+  if (!p->system || !p->grants || !p->trees)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  p->n_system = n_sys;
+  p->n_grants = n_grants;
+  for (size_t i = 0; i < n_sys; i++) {
+    bool present = false;
+    if (confine_resolve_host_path(p->system_paths[i], true, optional, "system path",
+                                  &p->system[i], &present, err) < 0)
+      return -1;
+    if (!present)
+      continue;
+    struct confine_tree *t = &p->trees[p->n_trees++];
+    *t = (struct confine_tree){
+        .target = p->system[i].path,
+        .source = p->system[i].source,
+        .link = p->system[i].link,
+        .tree_fd = -1,
+        .is_dir = p->system[i].kind == CONFINE_KIND_DIR,
+    };
+  }
+  for (size_t i = 0; i < n_grants; i++) {
+    /* Already visible through a system path or a wider grant: nothing to add. */
+    bool covered = false;
+    for (size_t j = 0; j < n_sys && !covered; j++)
+      covered = p->system[j].path && p->system[j].kind != CONFINE_KIND_SYMLINK &&
+                confine_path_covers(p->system[j].path, grants[i]);
+    for (size_t j = 0; j < n_grants && !covered; j++)
+      covered = j != i && confine_path_covers(grants[j], grants[i]) &&
+                (strcmp(grants[j], grants[i]) != 0 || j < i);
+    if (covered)
+      continue;
+    if (confine_resolve_host_path(grants[i], false, false, "read-only grant", &p->grants[i],
+                                  NULL, err) < 0)
+      return -1;
+    struct confine_tree *t = &p->trees[p->n_trees++];
+    *t = (struct confine_tree){
+        .target = p->grants[i].path,
+        .source = p->grants[i].source,
+        .tree_fd = -1,
+        .is_dir = p->grants[i].kind == CONFINE_KIND_DIR,
+    };
+  }
+  return 0;
+}
+
+static int make_listen_socket(int state_fd, struct cordon_error **err) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "socket");
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  /* The state directory's path may exceed sun_path's 108 bytes: go through our fd of it. */
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", state_fd, SOCKET_NAME);
+  unlinkat(state_fd, SOCKET_NAME, 0);
+  if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+      fchmodat(state_fd, SOCKET_NAME, 0600, 0) < 0 || listen(fd, 64) < 0) {
+    int e = errno;
+    close(fd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create the session socket");
+  }
+  return fd;
+}
+
+/* Fallback when the workspace's file system cannot be id-mapped: hand a workspace we created
+ * ourselves to the sandbox uid. Never done to a directory the caller gave us. */
+static int chown_tree(int dirfd, uid_t uid, gid_t gid, int depth) {
+  if (fchown(dirfd, uid, gid) < 0 || depth > 64)
+    return -1;
+  int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0)
+    return -1;
+  _cleanup_closedir_ DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return -1;
+  }
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+      continue;
+    if (de->d_type == DT_DIR) {
+      _cleanup_close_ int sub =
+          openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub < 0 || chown_tree(sub, uid, gid, depth + 1) < 0)
+        return -1;
+    } else if (fchownat(dirfd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static uid_t env_id(const char *name, unsigned fallback) {
+  const char *v = getenv(name);
+  if (!v || !*v)
+    return fallback;
+  char *end = NULL;
+  unsigned long x = strtoul(v, &end, 10);
+  return (end && !*end && x > 0 && x < 0xfffffffful) ? (uid_t)x : fallback;
+}
+
+static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
+                     struct cordon_error **err) {
+  const struct cordon_policy *policy = &m->policy;
+  struct ns_impl *impl = impl_new();
+  if (!impl)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+  s->impl = impl;
+  if (confine_check_egress(policy->egress, err) < 0 ||
+      confine_check_limits(&policy->limits, err) < 0)
+    return -1;
+  if (m->repo)
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                            "the ns backend does not check out repositories; pass the "
+                            "checkout as the workspace");
+
+  _cleanup_(plan_clear) struct plan plan = {0};
+  if (plan_host_paths(&plan, s, policy, err) < 0)
+    return -1;
+
+  /* The workspace: the caller's directory, or a fresh one in the session's state. */
+  if (m->workspace) {
+    char real[PATH_MAX];
+    struct stat st;
+    if (!realpath(m->workspace, real) || stat(real, &st) < 0)
+      return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", m->workspace);
+    if (!S_ISDIR(st.st_mode))
+      return cordon_error_set(err, CORDON_ERR_USAGE, ENOTDIR, "workspace %s", m->workspace);
+    s->workspace = strdup(real);
+  } else {
+    if (asprintf(&s->workspace, "%s/workspace", s->state_dir) < 0)
+      s->workspace = NULL;
+    else if (mkdir(s->workspace, 0755) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", s->workspace);
+    impl->owned_workspace = true;
+  }
+  if (!s->workspace)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+  if (workspace_write_manifest_files(s->workspace, m, err) < 0)
+    return -1;
+  _cleanup_close_ int ws_fd = open(s->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (ws_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
+  plan.workspace_real = confine_fd_path(ws_fd);
+  if (!plan.workspace_real)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
+  if (plan_workspace_policy(&plan, s, policy, ws_fd, err) < 0)
+    return -1;
+
+  /* Identity: as root, the sandbox uid maps to an unprivileged host uid; rootless, to ours. */
+  bool rootless = geteuid() != 0;
+  struct ns_holder_config cfg = {
+      .identity = {.uid = CONFINE_SANDBOX_UID, .gid = CONFINE_SANDBOX_GID,
+                   .can_setgroups = !rootless},
+      .outer_uid = rootless ? geteuid() : env_id("CORDON_SANDBOX_HOST_UID", CONFINE_ROOT_HOST_UID),
+      .outer_gid = rootless ? getegid() : env_id("CORDON_SANDBOX_HOST_GID", CONFINE_ROOT_HOST_GID),
+      .rootless = rootless,
+      .rlimits = {.nofile = policy->limits.nofile, .fsize = policy->limits.fsize_bytes},
+      .new_network = policy->egress != CORDON_EGRESS_OPEN,
+      .loopback = policy->egress == CORDON_EGRESS_LOOPBACK,
+      .listen_fd = -1,
+      .cgroup_fd = -1,
+      .cgroup_join_fds = {-1, -1, -1, -1},
+  };
+
+  /* cgroups: limits, and the v2 cgroup whose leaves let each exec's tree be killed at once. */
+  char cg_name[96];
+  snprintf(cg_name, sizeof(cg_name), "cordon-%s", s->id);
+  if (confine_cgroups_create(cg_name, &policy->limits, PIDS_OVERHEAD, cfg.outer_uid,
+                             cfg.outer_gid, &impl->cgroups, err) < 0)
+    return -1;
+  int join_fds[CONFINE_CG_MAX_DIRS] = {-1, -1, -1, -1};
+  int r = confine_cgroups_open_v1_procs(&impl->cgroups, join_fds, err);
+  _cleanup_close_ int cg_fd =
+      impl->cgroups.v2 ? open(impl->cgroups.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  memcpy(cfg.cgroup_join_fds, join_fds, sizeof(join_fds));
+  cfg.cgroup_fd = cg_fd;
+
+  impl->state_fd = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (r == 0 && impl->state_fd < 0)
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", s->state_dir);
+  _cleanup_close_ int listen_fd = r == 0 ? make_listen_socket(impl->state_fd, err) : -1;
+  if (r == 0 && listen_fd < 0)
+    r = -1;
+  cfg.listen_fd = listen_fd;
+
+  _cleanup_close_ int idmap_fd = -1;
+  if (r == 0 && !rootless) {
+    /* As root we clone the host trees here, with our privileges, and the holder only attaches
+     * them; the workspace is id-mapped so its owner appears as the sandbox uid inside and what
+     * the sandbox creates belongs to that owner on the host. */
+    const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    for (size_t i = 0; r == 0 && i < plan.n_trees; i++)
+      if (!plan.trees[i].link) {
+        plan.trees[i].tree_fd = confine_tree_prepare(plan.trees[i].source, ro, -1, err);
+        if (plan.trees[i].tree_fd < 0)
+          r = -1;
+      }
+    struct stat st;
+    if (r == 0 && fstat(ws_fd, &st) < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
+    if (r == 0) {
+      idmap_fd = confine_userns_idmap_fd(st.st_uid, cfg.outer_uid, st.st_gid, cfg.outer_gid, err);
+      if (idmap_fd < 0)
+        r = -1;
+    }
+  }
+  struct confine_tree workspace_tree = {
+      .target = s->root, .source = plan.workspace_real, .tree_fd = -1, .is_dir = true};
+  if (r == 0 && !rootless) {
+    struct cordon_error *idmap_err = NULL;
+    workspace_tree.tree_fd = confine_tree_prepare(
+        plan.workspace_real, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, idmap_fd, &idmap_err);
+    if (workspace_tree.tree_fd < 0) {
+      /* No idmapped mounts on this file system: a workspace we made ourselves can be handed
+       * to the sandbox uid instead; the caller's own directory is never chowned. */
+      bool fallback = impl->owned_workspace && idmap_err->kind == CORDON_ERR_UNAVAILABLE;
+      if (!fallback) {
+        r = cordon_error_set(err, idmap_err->kind, idmap_err->errnum,
+                             "workspace: the sandbox uid cannot be given write access: %s",
+                             idmap_err->message);
+      } else if (chown_tree(ws_fd, cfg.outer_uid, cfg.outer_gid, 0) < 0) {
+        r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
+                             "cannot hand %s to the sandbox uid", s->workspace);
+      } else {
+        workspace_tree.tree_fd = confine_tree_prepare(
+            plan.workspace_real, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
+        if (workspace_tree.tree_fd < 0)
+          r = -1;
+      }
+      cordon_error_free(idmap_err);
+    }
+  }
+
+  /* Inside, only the sandbox uid and the overflow id exist: say so in /etc/passwd. */
+  if (asprintf(&plan.passwd,
+               "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+               "cordon:x:%u:%u:cordon sandbox:%s:/bin/sh\n"
+               "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+               CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, s->root) < 0 ||
+      asprintf(&plan.group, "root:x:0:\ncordon:x:%u:\nnogroup:x:65534:\n",
+               CONFINE_SANDBOX_GID) < 0) {
+    plan.passwd = plan.group = NULL;
+    if (r == 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
+  }
+
+  cfg.root = (struct confine_root_spec){
+      .staging = "/tmp",
+      .trees = plan.trees,
+      .n_trees = plan.n_trees,
+      .workspace = workspace_tree,
+      .ro_paths = (const char *const *)plan.ro,
+      .hidden_dirs = (const char *const *)plan.hidden_dirs,
+      .hidden_files = (const char *const *)plan.hidden_files,
+      .passwd = plan.passwd,
+      .group = plan.group,
+      .deny_user_namespaces = true,
+  };
+  if (r == 0)
+    r = ns_holder_spawn(&cfg, &impl->holder_pid, err);
+  if (workspace_tree.tree_fd >= 0)
+    close(workspace_tree.tree_fd);
+  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
+    if (join_fds[i] >= 0)
+      close(join_fds[i]);
+  if (r < 0)
+    return -1;
+  impl->holder_start = process_start_time(impl->holder_pid);
+  if (!impl->holder_start)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox holder died right away");
+  return save_state(s, impl, err);
+}
+
+/* ---- attach, destroy, shutdown --------------------------------------------------------------- */
+
+static int ns_attach(struct cordon_session *s, struct cordon_error **err) {
+  struct ns_impl *impl = impl_new();
+  if (!impl)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+  if (load_state(s, impl, err) < 0) {
+    impl_free(impl);
+    return -1;
+  }
+  impl->state_fd = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (impl->state_fd < 0) {
+    int e = errno;
+    impl_free(impl);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "%s", s->state_dir);
+  }
+  /* A dead holder does not stop read/write/ls (the workspace is on the host); exec says why. */
+  if (process_start_time(impl->holder_pid) != impl->holder_start &&
+      asprintf(&impl->dead,
+               "the sandbox of session %s is gone (its holder, pid %d, has exited); destroy the "
+               "session and create a new one",
+               s->id, (int)impl->holder_pid) < 0)
+    impl->dead = NULL;
+  s->impl = impl;
+  return 0;
+}
+
+static int ns_destroy(struct cordon_session *s, struct cordon_error **err) {
+  return stop_everything(s, err);
+}
+
+static int ns_shutdown(struct cordon_session *s, struct cordon_error **err) {
+  return stop_everything(s, err);
+}
+
+static void ns_release(struct cordon_session *s) {
+  impl_free(s->impl);
+  s->impl = NULL;
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+static int ns_read(struct cordon_session *s, const char *path, unsigned char **data,
+                   size_t *length, struct cordon_error **err) {
+  return workspace_read(s->workspace, path, data, length, err);
+}
+
+static int ns_write(struct cordon_session *s, const char *path, const void *data, size_t length,
+                    unsigned mode, struct cordon_error **err) {
+  return workspace_write(s->workspace, path, data, length, mode, err);
+}
+
+static int ns_ls(struct cordon_session *s, const char *path, struct cordon_dirent **entries,
+                 size_t *count, struct cordon_error **err) {
+  return workspace_ls(s->workspace, path, entries, count, err);
+}
+
+/* ---- exec: the launcher ------------------------------------------------------------------- */
+
+struct ns_launch {
+  struct ns_impl *impl;
+  int conn;
+  bool ended; /* the exit status arrived (or the connection broke) */
+};
+
+static int connect_holder(struct ns_impl *impl, struct cordon_error **err) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "socket");
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", impl->state_fd,
+           SOCKET_NAME);
+  int r;
+  do
+    r = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+  while (r < 0 && errno == EINTR);
+  if (r < 0) {
+    int e = errno;
+    close(fd);
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, e,
+                            "cannot reach the sandbox holder (pid %d)", (int)impl->holder_pid);
+  }
+  return fd;
+}
+
+static int read_reply(int fd, struct ns_reply *reply, int timeout_ms) {
+  size_t got = 0;
+  while (got < sizeof(*reply)) {
+    if (timeout_ms >= 0) {
+      struct pollfd pfd = {.fd = fd, .events = POLLIN};
+      int ready = poll(&pfd, 1, timeout_ms);
+      if (ready < 0 && errno == EINTR)
+        continue;
+      if (ready == 0) {
+        errno = ETIMEDOUT;
+        return -1;
+      }
+    }
+    ssize_t n = recv(fd, (char *)reply + got, sizeof(*reply) - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      if (n == 0)
+        errno = EPIPE;
+      return -1;
+    }
+    got += (size_t)n;
+  }
+  return 0;
+}
+
+static int launch_start(void *data, const struct exec_spec *spec, const int stdio_fds[3],
+                        int *exit_fd, struct cordon_error **err) {
+  struct ns_launch *l = data;
+  _cleanup_free_ unsigned char *buf = NULL;
+  size_t len = 0;
+  static const char *const empty[] = {NULL};
+  if (ns_request_encode(spec->cwd, spec->argv, spec->envp ? spec->envp : empty, &buf, &len,
+                        err) < 0)
+    return -1;
+  l->conn = connect_holder(l->impl, err);
+  if (l->conn < 0)
+    return -1;
+  union {
+    char buf[CMSG_SPACE(sizeof(int) * 3)];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof(control));
+  struct iovec iov = {.iov_base = buf, .iov_len = len};
+  struct msghdr msg = {
+      .msg_iov = &iov,
+      .msg_iovlen = 1,
+      .msg_control = control.buf,
+      .msg_controllen = sizeof(control.buf),
+  };
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int) * 3);
+  memcpy(CMSG_DATA(cm), stdio_fds, sizeof(int) * 3);
+  size_t sent = 0;
+  while (sent < len) {
+    ssize_t n = sendmsg(l->conn, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot send the exec request");
+    sent += (size_t)n;
+    iov.iov_base = buf + sent;
+    iov.iov_len = len - sent;
+    msg.msg_control = NULL; /* the fds travel once, with the first bytes */
+    msg.msg_controllen = 0;
+  }
+  struct ns_reply reply;
+  if (read_reply(l->conn, &reply, START_TIMEOUT_MS) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
+                            "the sandbox did not start %s (holder pid %d)", spec->argv[0],
+                            (int)l->impl->holder_pid);
+  if (reply.type == NS_REPLY_FAILED) {
+    l->ended = true;
+    if (reply.a == NS_STAGE_CHDIR)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b, "cannot run %s in %s",
+                              spec->argv[0], spec->cwd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b,
+                            "the sandbox could not set up %s", spec->argv[0]);
+  }
+  if (reply.type != NS_REPLY_RUNNING)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO, "unexpected reply from the sandbox");
+  *exit_fd = fcntl(l->conn, F_DUPFD_CLOEXEC, 3);
+  if (*exit_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "dup");
+  return 0;
+}
+
+static int launch_reap(void *data, int *exit_code, int *term_signal, struct cordon_error **err) {
+  struct ns_launch *l = data;
+  struct ns_reply reply;
+  int r = read_reply(l->conn, &reply, -1);
+  l->ended = true;
+  if (r < 0 || reply.type != NS_REPLY_EXITED)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, r < 0 ? errno : EPROTO,
+                            "the sandbox ended the command without a status (was the session "
+                            "destroyed?)");
+  *exit_code = reply.a;
+  *term_signal = reply.b;
+  return 0;
+}
+
+static void launch_kill_tree(void *data) {
+  struct ns_launch *l = data;
+  if (l->conn < 0 || l->ended)
+    return; /* after the status, the holder has already removed the tree */
+  char byte = NS_KILL_BYTE;
+  (void)!send(l->conn, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void launch_cleanup(void *data) {
+  struct ns_launch *l = data;
+  if (l->conn >= 0)
+    close(l->conn); /* the holder kills whatever is left when we hang up */
+  l->conn = -1;
+}
+
+static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *req,
+                   struct cordon_exec_result *res, struct cordon_error **err) {
+  struct ns_impl *impl = s->impl;
+  if (!impl)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "session %s is not attached", s->id);
+  if (impl->dead)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "%s", impl->dead);
+  /* cwd: relative means under the workspace; absolute is a path inside the sandbox. */
+  _cleanup_free_ char *cwd = NULL;
+  if (!req->cwd || !*req->cwd)
+    cwd = strdup(s->root);
+  else if (req->cwd[0] == '/')
+    cwd = strdup(req->cwd);
+  else if (asprintf(&cwd, "%s/%s", s->root, req->cwd) < 0)
+    cwd = NULL;
+  if (!cwd)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  struct exec_spec spec = {
+      .argv = req->argv,
+      .cwd = cwd,
+      .envp = req->env,
+      .stdin_data = req->stdin_data,
+      .stdin_length = req->stdin_length,
+      .max_output = req->max_output,
+      .timeout = req->timeout,
+  };
+  struct ns_launch l = {.impl = impl, .conn = -1};
+  const struct exec_launcher launcher = {
+      .data = &l,
+      .start = launch_start,
+      .reap = launch_reap,
+      .kill_tree = launch_kill_tree,
+      .cleanup = launch_cleanup,
+  };
+  return exec_run_with(&spec, &launcher, res, err);
+}
+
+const struct cordon_backend cordon_backend_ns = {
+    .abi_version = CORDON_BACKEND_ABI_VERSION,
+    .name = "ns",
+    .summary = "Linux namespaces + seccomp + cgroups: a fresh root, no capabilities, "
+               "non-root uid (the default)",
+    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK,
+    .tier = CORDON_TIER_CONTAINER,
+    .available = ns_available,
+    .create = ns_create,
+    .attach = ns_attach,
+    .destroy = ns_destroy,
+    .shutdown = ns_shutdown,
+    .release = ns_release,
+    .read = ns_read,
+    .write = ns_write,
+    .ls = ns_ls,
+    .exec = ns_exec,
+};

@@ -1,0 +1,327 @@
+/* `cordon audit`: append to, show, verify and repair the project's HMAC-chained audit log
+ * (<project>/.cordon/audit). */
+#include <getopt.h>
+#include <jansson.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cordon/audit.h>
+#include <cordon/keys.h>
+
+#include "cli/cli.h"
+
+int cmd_audit(int argc, char **argv);
+
+static const char audit_usage[] =
+    "usage: cordon audit append|show|verify|repair [options]\n"
+    "\n"
+    "The project's append-only audit log, <project>/.cordon/audit/audit-NNNNNN.jsonl: one\n"
+    "canonical JSON entry per line, each chained to the one before by an HMAC-SHA256 under\n"
+    "the audit key kept with the signing key (see 'cordon key --help').\n"
+    "\n"
+    "  append --event E --resource-type T [--resource-id I] [--actor A] [--details JSON]\n"
+    "         [--rotate-size SIZE] [--json]\n"
+    "                  add one entry (durable before it returns) and print its HMAC; the\n"
+    "                  actor defaults to user:NAME; details is a JSON object; a new segment\n"
+    "                  starts when the current one would pass SIZE (default 64M)\n"
+    "  show [--tail N] [--json]\n"
+    "                  print the entries (--json: the stored JSON lines), without checking\n"
+    "  verify [--json] replay the whole chain offline; on failure name the first bad line\n"
+    "                  and why: bad_hmac, broken_link, malformed, missing_newline (a torn\n"
+    "                  append), missing_segment\n"
+    "  repair [--actor A] [--json]\n"
+    "                  drop a torn final line left by an interrupted append, and record the\n"
+    "                  repair in the chain; nothing else is ever rewritten\n"
+    "\n"
+    "Exit codes: 0 ok (verify: the chain is intact), 1 failed (verify: the chain is broken,\n"
+    "the bad line is named), 2 usage, 3 no audit key, 4 key refused (unsafe permissions).\n";
+
+struct audit_args {
+  bool json;
+  const char *event, *actor, *resource_type, *resource_id, *details;
+  unsigned long long rotate, tail;
+  bool has_tail;
+};
+
+enum { OPT_EVENT = 256, OPT_ACTOR, OPT_TYPE, OPT_ID, OPT_DETAILS, OPT_ROTATE, OPT_TAIL };
+
+/* Is word one of the space-separated words of list? */
+static bool word_in(const char *list, const char *word) {
+  size_t n = strlen(word);
+  for (const char *p = list; (p = strstr(p, word)); p += n)
+    if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0))
+      return true;
+  return false;
+}
+
+/* Returns -1 after printing help, > 0 an exit code, 0 to go on. */
+static int parse_args(const char *verb, int argc, char **argv, const char *allowed,
+                      struct audit_args *a) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {"event", required_argument, NULL, OPT_EVENT},
+                                       {"actor", required_argument, NULL, OPT_ACTOR},
+                                       {"resource-type", required_argument, NULL, OPT_TYPE},
+                                       {"resource-id", required_argument, NULL, OPT_ID},
+                                       {"details", required_argument, NULL, OPT_DETAILS},
+                                       {"rotate-size", required_argument, NULL, OPT_ROTATE},
+                                       {"tail", required_argument, NULL, OPT_TAIL},
+                                       {0}};
+  memset(a, 0, sizeof(*a));
+  optind = 1;
+  opterr = 0;
+  int c, index = 0;
+  while ((c = getopt_long(argc, argv, "+h", opts, &index)) != -1) {
+    if (c == 'h') {
+      fputs(audit_usage, stdout);
+      return -1;
+    }
+    if (c == '?' || c == ':')
+      return cli_usage_error(verb, optopt ? "option '%s' needs a value" : "unknown option '%s'",
+                             argv[optind - 1]);
+    const char *name = c == 'j' ? "json" : opts[index].name;
+    if (!word_in(allowed, name))
+      return cli_usage_error(verb, "--%s is not an option of '%s'", name, verb);
+    switch (c) {
+    case 'j': a->json = true; break;
+    case OPT_EVENT: a->event = optarg; break;
+    case OPT_ACTOR: a->actor = optarg; break;
+    case OPT_TYPE: a->resource_type = optarg; break;
+    case OPT_ID: a->resource_id = optarg; break;
+    case OPT_DETAILS: a->details = optarg; break;
+    case OPT_ROTATE:
+      if (cli_parse_size(optarg, &a->rotate) < 0 || a->rotate < 1024)
+        return cli_usage_error(verb, "--rotate-size needs a size of at least 1K, not '%s'", optarg);
+      break;
+    case OPT_TAIL:
+      if (cli_parse_u64(optarg, &a->tail) < 0)
+        return cli_usage_error(verb, "--tail needs a number, not '%s'", optarg);
+      a->has_tail = true;
+      break;
+    }
+  }
+  if (optind < argc)
+    return cli_usage_error(verb, "unexpected argument '%s'", argv[optind]);
+  return 0;
+}
+
+static int open_log(uint64_t rotate, struct cordon_context **ctx, struct cordon_audit_log **log,
+                    struct cordon_error **err) {
+  struct cordon_audit_options opts = {.rotate_bytes = rotate};
+  if (cordon_context_open(NULL, ctx, err) < 0)
+    return -1;
+  return cordon_audit_open_project(*ctx, &opts, log, err);
+}
+
+static void close_log(struct cordon_context *ctx, struct cordon_audit_log *log) {
+  cordon_audit_close(log);
+  cordon_context_free(ctx);
+}
+
+static char *default_actor(void) {
+  struct passwd *pw = getpwuid(geteuid());
+  char *actor = NULL;
+  if (pw && pw->pw_name && *pw->pw_name) {
+    if (asprintf(&actor, "user:%s", pw->pw_name) < 0)
+      actor = NULL;
+  } else if (asprintf(&actor, "uid:%u", (unsigned)geteuid()) < 0) {
+    actor = NULL;
+  }
+  return actor;
+}
+
+static void print_json(json_t *o) {
+  json_dumpf(o, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+  putchar('\n');
+  json_decref(o);
+}
+
+static int audit_append(int argc, char **argv) {
+  struct audit_args a;
+  int r = parse_args("audit append", argc, argv,
+                     "json event actor resource-type resource-id details rotate-size", &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  if (!a.event || !a.resource_type)
+    return cli_usage_error("audit append", "--event and --resource-type are required");
+  char *actor = a.actor ? NULL : default_actor();
+  struct cordon_audit_event ev = {a.event,
+                                  a.actor ? a.actor
+                                  : actor ? actor
+                                          : "unknown",
+                                  a.resource_type, a.resource_id ? a.resource_id : "", a.details};
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct cordon_audit_log *log = NULL;
+  char hmac[CORDON_AUDIT_HMAC_HEX_LEN + 1];
+  int code = EXIT_OK;
+  if (open_log(a.rotate, &ctx, &log, &err) < 0 || cordon_audit_append(log, &ev, hmac, &err) < 0)
+    code = cli_fail(err);
+  else if (a.json)
+    print_json(json_pack("{s:s, s:s}", "hmac", hmac, "dir", cordon_audit_dir(log)));
+  else
+    printf("%s\n", hmac);
+  free(actor);
+  close_log(ctx, log);
+  return code;
+}
+
+struct show_state {
+  bool json;
+  unsigned long long tail; /* 0: all */
+  char **ring;             /* with --tail: the last `tail` formatted lines */
+  unsigned long long seen;
+};
+
+static char *format_entry(const struct cordon_audit_entry *e, bool json) {
+  char *s = NULL;
+  int n = json ? asprintf(&s, "%.*s", (int)e->raw_length, e->raw)
+               : asprintf(&s, "%6llu  %s  %s  %s%s%s  %s", (unsigned long long)e->index, e->event,
+                          e->actor, e->resource_type, *e->resource_id ? ":" : "", e->resource_id,
+                          e->details_json);
+  return n < 0 ? NULL : s;
+}
+
+static int show_entry(const struct cordon_audit_entry *e, void *userdata) {
+  struct show_state *s = userdata;
+  char *line = format_entry(e, s->json);
+  if (!line)
+    return -1;
+  if (!s->tail) {
+    puts(line);
+    free(line);
+    return 0;
+  }
+  size_t slot = (size_t)(s->seen++ % s->tail);
+  free(s->ring[slot]);
+  s->ring[slot] = line;
+  return 0;
+}
+
+static int audit_show(int argc, char **argv) {
+  struct audit_args a;
+  int r = parse_args("audit show", argc, argv, "json tail", &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  if (a.has_tail && (a.tail == 0 || a.tail > 1000000))
+    return cli_usage_error("audit show", "--tail needs a number from 1 to 1000000");
+  struct show_state s = {.json = a.json, .tail = a.tail};
+  if (s.tail && !(s.ring = calloc((size_t)s.tail, sizeof(*s.ring)))) {
+    cli_error("out of memory");
+    return EXIT_FAILURE_;
+  }
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct cordon_audit_log *log = NULL;
+  int code = EXIT_OK;
+  if (open_log(0, &ctx, &log, &err) < 0 || cordon_audit_foreach(log, show_entry, &s, &err) < 0)
+    code = cli_fail(err);
+  if (s.tail) {
+    unsigned long long count = s.seen < s.tail ? s.seen : s.tail;
+    for (unsigned long long i = 0; i < count; i++) {
+      size_t slot = (size_t)((s.seen - count + i) % s.tail);
+      if (code == EXIT_OK)
+        puts(s.ring[slot]);
+    }
+    for (unsigned long long i = 0; i < s.tail; i++)
+      free(s.ring[i]);
+    free(s.ring);
+  }
+  close_log(ctx, log);
+  return code;
+}
+
+static int audit_verify(int argc, char **argv) {
+  struct audit_args a;
+  int r = parse_args("audit verify", argc, argv, "json", &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct cordon_audit_log *log = NULL;
+  struct cordon_audit_report rep = {0};
+  if (open_log(0, &ctx, &log, &err) < 0 || cordon_audit_verify(log, &rep, &err) < 0) {
+    close_log(ctx, log);
+    return cli_fail(err);
+  }
+  bool ok = rep.problem == CORDON_AUDIT_OK;
+  if (a.json) {
+    json_t *o = json_pack("{s:b, s:I, s:I, s:s, s:s}", "ok", ok, "entries", (json_int_t)rep.entries,
+                          "segments", (json_int_t)rep.segments, "head", rep.head, "problem",
+                          cordon_audit_problem_name(rep.problem));
+    if (!ok) {
+      json_object_set_new(o, "file", json_string(rep.file ? rep.file : ""));
+      json_object_set_new(o, "line", json_integer((json_int_t)rep.line));
+      json_object_set_new(o, "offset", json_integer((json_int_t)rep.offset));
+      json_object_set_new(o, "entry", json_integer((json_int_t)rep.entry));
+      json_object_set_new(o, "reason", json_string(rep.reason ? rep.reason : ""));
+    }
+    print_json(o);
+  } else if (ok) {
+    printf("audit chain intact: %llu entries in %zu segment%s, head %s\n",
+           (unsigned long long)rep.entries, rep.segments, rep.segments == 1 ? "" : "s", rep.head);
+  } else if (rep.problem == CORDON_AUDIT_MISSING_SEGMENT) {
+    cli_error("audit chain broken: %s: %s: %s (%llu entries verified before it)", rep.file,
+              cordon_audit_problem_name(rep.problem), rep.reason, (unsigned long long)rep.entries);
+  } else {
+    cli_error("audit chain broken at %s:%llu (entry %llu, byte %llu): %s: %s", rep.file,
+              (unsigned long long)rep.line, (unsigned long long)rep.entry,
+              (unsigned long long)rep.offset, cordon_audit_problem_name(rep.problem), rep.reason);
+  }
+  cordon_audit_report_clear(&rep);
+  close_log(ctx, log);
+  return ok ? EXIT_OK : EXIT_FAILURE_;
+}
+
+static int audit_repair(int argc, char **argv) {
+  struct audit_args a;
+  int r = parse_args("audit repair", argc, argv, "json actor", &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  char *actor = a.actor ? NULL : default_actor();
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct cordon_audit_log *log = NULL;
+  uint64_t dropped = 0;
+  int code = EXIT_OK;
+  if (open_log(0, &ctx, &log, &err) < 0 ||
+      cordon_audit_repair(log, a.actor ? a.actor : actor, &dropped, &err) < 0)
+    code = cli_fail(err);
+  else if (a.json)
+    print_json(
+        json_pack("{s:b, s:I}", "repaired", dropped > 0, "dropped_bytes", (json_int_t)dropped));
+  else if (dropped)
+    printf("dropped a torn final line of %llu bytes; the repair is recorded in the chain\n",
+           (unsigned long long)dropped);
+  else
+    printf("nothing to repair: the log ends on a whole line\n");
+  free(actor);
+  close_log(ctx, log);
+  return code;
+}
+
+int cmd_audit(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(audit_usage, stderr);
+    return EXIT_USAGE;
+  }
+  const char *sub = argv[1];
+  if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+    fputs(audit_usage, stdout);
+    return EXIT_OK;
+  }
+  static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+  } subs[] = {{"append", audit_append},
+              {"show", audit_show},
+              {"verify", audit_verify},
+              {"repair", audit_repair}};
+  for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+    if (!strcmp(sub, subs[i].name))
+      return subs[i].fn(argc - 1, argv + 1);
+  cli_error("unknown audit subverb '%s' (see 'cordon audit --help')", sub);
+  return EXIT_USAGE;
+}

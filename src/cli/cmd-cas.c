@@ -1,0 +1,275 @@
+/* `cordon cas ...`: the project's content-addressed store (put, get, verify, gc). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cordon/cas.h>
+#include <cordon/session.h>
+
+#include "base/cleanup.h"
+#include "cli/cli.h"
+#include "snapshot/progress.h"
+
+int cmd_cas(int argc, char **argv);
+
+static const char cas_usage[] =
+    "usage: cordon cas SUBVERB [options]\n"
+    "\n"
+    "The project's content-addressed store (.cordon/cas): blobs named by their SHA-256.\n"
+    "\n"
+    "  put [FILE] [--type TYPE] [--meta JSON] [--json]\n"
+    "                         store FILE (standard input without it), print its digest\n"
+    "  get DIGEST [-o FILE]   write the blob, verified before the first byte, to stdout\n"
+    "  verify [--json]        re-hash every blob and check every sidecar; exit 1 on problems\n"
+    "  gc [--dry-run] [--json]\n"
+    "                         remove blobs no snapshot, session or receipt references\n"
+    "\n"
+    "Exit codes: 0 ok, 1 failed (integrity errors included), 2 usage, 3 not found.\n";
+
+enum { OPT_JSON = 256, OPT_TYPE, OPT_META, OPT_DRY_RUN, OPT_HELP };
+
+struct cas_args {
+  bool json;
+  bool dry_run;
+  const char *type;
+  const char *meta;
+  const char *output;
+  const char *positional[2];
+  int n;
+};
+
+/* Returns 0 to go on, -1 after printing help, or an exit code. */
+static int parse_args(const char *verb, int argc, char **argv, struct cas_args *a) {
+  static const struct option opts[] = {{"json", no_argument, NULL, OPT_JSON},
+                                       {"type", required_argument, NULL, OPT_TYPE},
+                                       {"meta", required_argument, NULL, OPT_META},
+                                       {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+                                       {"output", required_argument, NULL, 'o'},
+                                       {"help", no_argument, NULL, OPT_HELP},
+                                       {0}};
+  memset(a, 0, sizeof(*a));
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+    switch (c) {
+    case OPT_JSON: a->json = true; break;
+    case OPT_TYPE: a->type = optarg; break;
+    case OPT_META: a->meta = optarg; break;
+    case OPT_DRY_RUN: a->dry_run = true; break;
+    case 'o': a->output = optarg; break;
+    case 'h':
+    case OPT_HELP: fputs(cas_usage, stdout); return -1;
+    default:
+      return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
+    }
+  }
+  for (; optind < argc; optind++) {
+    if (a->n == 2)
+      return cli_usage_error(verb, "unexpected argument '%s'", argv[optind]);
+    a->positional[a->n++] = argv[optind];
+  }
+  return 0;
+}
+
+static int open_store(struct cordon_context **ctx, struct cordon_cas **cas,
+                      struct cordon_error **err) {
+  *ctx = NULL;
+  *cas = NULL;
+  if (cordon_context_open(NULL, ctx, err) < 0)
+    return -1;
+  if (cordon_cas_open_project(*ctx, cas, err) < 0) {
+    cordon_context_free(*ctx);
+    *ctx = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+static void print_json(json_t *j) {
+  json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+  putchar('\n');
+  json_decref(j);
+}
+
+static int cas_put(int argc, char **argv) {
+  struct cas_args a;
+  int r = parse_args("cas put", argc, argv, &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  if (a.n > 1)
+    return cli_usage_error("cas put", "expected at most one FILE");
+  struct cordon_error *err = NULL;
+  int fd = STDIN_FILENO;
+  const char *src = a.n == 1 && strcmp(a.positional[0], "-") ? a.positional[0] : NULL;
+  if (src) {
+    fd = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+      cordon_error_set(&err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
+                       "%s", src);
+      return cli_fail(err);
+    }
+  }
+  struct cordon_context *ctx = NULL;
+  struct cordon_cas *cas = NULL;
+  char digest[CORDON_DIGEST_HEX_SIZE];
+  int code = EXIT_OK;
+  if (open_store(&ctx, &cas, &err) < 0 ||
+      cordon_cas_put_fd(cas, fd, a.type, a.meta, digest, &err) < 0) {
+    code = cli_fail(err);
+  } else if (a.json) {
+    print_json(json_pack("{s:s}", "digest", digest));
+  } else {
+    printf("%s\n", digest);
+  }
+  if (src)
+    close(fd);
+  cordon_cas_close(cas);
+  cordon_context_free(ctx);
+  return code;
+}
+
+static int cas_get(int argc, char **argv) {
+  struct cas_args a;
+  int r = parse_args("cas get", argc, argv, &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  if (a.n != 1)
+    return cli_usage_error("cas get", "expected DIGEST");
+  if (!cordon_digest_valid(a.positional[0]))
+    return cli_usage_error("cas get", "'%s' is not a digest (64 lowercase hex digits)",
+                           a.positional[0]);
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct cordon_cas *cas = NULL;
+  if (open_store(&ctx, &cas, &err) < 0)
+    return cli_fail(err);
+  int fd = STDOUT_FILENO, code = EXIT_OK;
+  if (a.output) {
+    fd = open(a.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+      cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "%s", a.output);
+  }
+  if (fd < 0 || cordon_cas_get_to_fd(cas, a.positional[0], fd, &err) < 0) {
+    code = cli_fail(err);
+    if (a.output && fd >= 0)
+      unlink(a.output); /* nothing unverified stays behind */
+  }
+  if (a.output && fd >= 0)
+    close(fd);
+  cordon_cas_close(cas);
+  cordon_context_free(ctx);
+  return code;
+}
+
+static int cas_verify(int argc, char **argv) {
+  struct cas_args a;
+  int r = parse_args("cas verify", argc, argv, &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  if (a.n != 0)
+    return cli_usage_error("cas verify", "unexpected argument '%s'", a.positional[0]);
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct cordon_cas *cas = NULL;
+  if (open_store(&ctx, &cas, &err) < 0)
+    return cli_fail(err);
+  struct tty_progress bar;
+  const struct cordon_progress *progress = tty_progress_init(&bar, stderr, true);
+  struct cordon_cas_verify_report rep;
+  int code = EXIT_OK;
+  if (cordon_cas_verify(cas, progress, &rep, &err) < 0) {
+    tty_progress_done(&bar);
+    code = cli_fail(err);
+  } else {
+    tty_progress_done(&bar);
+    if (a.json) {
+      json_t *problems = json_array();
+      for (size_t i = 0; i < rep.n_problems; i++)
+        json_array_append_new(problems, json_pack("{s:s, s:s}", "object", rep.problems[i].object,
+                                                  "message", rep.problems[i].message));
+      print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:o}", "ok", rep.n_problems == 0, "blobs",
+                           (json_int_t)rep.blobs, "bytes", (json_int_t)rep.bytes, "sidecars",
+                           (json_int_t)rep.sidecars, "temporaries",
+                           (json_int_t)rep.temporaries, "problems", problems));
+    } else {
+      for (size_t i = 0; i < rep.n_problems; i++)
+        printf("%s: %s\n", rep.problems[i].object, rep.problems[i].message);
+      printf("%llu blobs (%llu bytes), %llu sidecars: %s\n", (unsigned long long)rep.blobs,
+             (unsigned long long)rep.bytes, (unsigned long long)rep.sidecars,
+             rep.n_problems ? "PROBLEMS FOUND" : "ok");
+    }
+    if (rep.n_problems)
+      code = EXIT_FAILURE_;
+    cordon_cas_verify_report_clear(&rep);
+  }
+  cordon_cas_close(cas);
+  cordon_context_free(ctx);
+  return code;
+}
+
+static int cas_gc(int argc, char **argv) {
+  struct cas_args a;
+  int r = parse_args("cas gc", argc, argv, &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  if (a.n != 0)
+    return cli_usage_error("cas gc", "unexpected argument '%s'", a.positional[0]);
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct cordon_cas *cas = NULL;
+  if (open_store(&ctx, &cas, &err) < 0)
+    return cli_fail(err);
+  struct cordon_cas_gc_report rep;
+  int code = EXIT_OK;
+  if (cordon_cas_gc(ctx, cas, a.dry_run, &rep, &err) < 0) {
+    code = cli_fail(err);
+  } else {
+    if (a.json) {
+      json_t *removed = json_array();
+      for (size_t i = 0; rep.removed_digests[i]; i++)
+        json_array_append_new(removed, json_string(rep.removed_digests[i]));
+      print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:o}", "dry_run", a.dry_run, "roots",
+                           (json_int_t)rep.roots, "kept", (json_int_t)rep.kept, "removed",
+                           (json_int_t)rep.removed, "removed_bytes",
+                           (json_int_t)rep.removed_bytes, a.dry_run ? "would_remove" : "removed_digests",
+                           removed));
+    } else {
+      if (a.dry_run)
+        for (size_t i = 0; rep.removed_digests[i]; i++)
+          printf("%s\n", rep.removed_digests[i]);
+      printf("%s %llu blobs (%llu bytes); %s %llu\n", a.dry_run ? "would remove" : "removed",
+             (unsigned long long)rep.removed, (unsigned long long)rep.removed_bytes,
+             a.dry_run ? "would keep" : "kept", (unsigned long long)rep.kept);
+    }
+    cordon_cas_gc_report_clear(&rep);
+  }
+  cordon_cas_close(cas);
+  cordon_context_free(ctx);
+  return code;
+}
+
+int cmd_cas(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(cas_usage, stderr);
+    return EXIT_USAGE;
+  }
+  const char *sub = argv[1];
+  if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+    fputs(cas_usage, stdout);
+    return EXIT_OK;
+  }
+  static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+  } subs[] = {{"put", cas_put}, {"get", cas_get}, {"verify", cas_verify}, {"gc", cas_gc}};
+  for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+    if (!strcmp(sub, subs[i].name))
+      return subs[i].fn(argc - 1, argv + 1);
+  cli_error("unknown cas subverb '%s' (see 'cordon cas --help')", sub);
+  return EXIT_USAGE;
+}

@@ -1,0 +1,373 @@
+/* cgroups of a sandbox (see cgroup.h). The pure path arithmetic is in policy.c. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "confine/cgroup.h"
+#include "confine/policy.h"
+
+static const char *const v1_names[CONFINE_CG_V1_COUNT] = {"memory", "pids", "cpu"};
+
+void confine_cgroups_clear(struct confine_cgroups *cg) {
+  free(cg->v2);
+  cg->v2 = NULL;
+  for (int i = 0; i < CONFINE_CG_V1_COUNT; i++) {
+    free(cg->v1[i]);
+    cg->v1[i] = NULL;
+  }
+}
+
+static int write_file(const char *dir, const char *name, const char *value) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "%s/%s", dir, name) < 0) {
+    errno = ENOMEM;
+    return -1;
+  }
+  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  size_t len = strlen(value);
+  ssize_t n = write(fd, value, len);
+  if (n != (ssize_t)len) {
+    if (n >= 0)
+      errno = EIO;
+    return -1;
+  }
+  return 0;
+}
+
+static char *read_small(const char *dir, const char *name) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "%s/%s", dir, name) < 0)
+    return NULL;
+  unsigned char *data = NULL;
+  size_t len = 0;
+  if (fs_read_file(path, 1 << 16, &data, &len, NULL) < 0)
+    return NULL;
+  return (char *)data;
+}
+
+static bool file_exists(const char *dir, const char *name) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "%s/%s", dir, name) < 0)
+    return false;
+  return access(path, F_OK) == 0;
+}
+
+/* The parent (our own cgroup) and the new cgroup's directory on one hierarchy. */
+static int hierarchy_dirs(const char *proc_cgroup, const char *mountinfo, const char *controller,
+                          const char *name, char **parent, char **dir) {
+  _cleanup_free_ char *mp = NULL, *root = NULL, *own = NULL;
+  if (confine_cgroup_find_mount(mountinfo, controller, &mp, &root) < 0 ||
+      confine_cgroup_own_path(proc_cgroup, controller, &own) < 0)
+    return -1;
+  *parent = confine_cgroup_dir(mp, root, own, NULL);
+  *dir = confine_cgroup_dir(mp, root, own, name);
+  if (!*parent || !*dir) {
+    free(*parent);
+    free(*dir);
+    *parent = *dir = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+struct limit_plan {
+  const char *controller;
+  bool wanted;
+  const char *what; /* for messages */
+};
+
+static int set_v2_limits(const char *dir, const struct cordon_limits *l, uint64_t pids_extra,
+                         int which, struct cordon_error **err) {
+  char buf[64];
+  switch (which) {
+  case CONFINE_CG_MEMORY:
+    snprintf(buf, sizeof(buf), "%" PRIu64, l->memory_bytes);
+    if (write_file(dir, "memory.max", buf) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/memory.max", dir);
+    if (file_exists(dir, "memory.swap.max") && write_file(dir, "memory.swap.max", "0") < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/memory.swap.max", dir);
+    return 0;
+  case CONFINE_CG_PIDS:
+    snprintf(buf, sizeof(buf), "%" PRIu64, l->pids + pids_extra);
+    if (write_file(dir, "pids.max", buf) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/pids.max", dir);
+    return 0;
+  default:
+    snprintf(buf, sizeof(buf), "%" PRIu64 " %u", confine_cpu_quota_us(l->cpus),
+             CONFINE_CPU_PERIOD_US);
+    if (write_file(dir, "cpu.max", buf) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/cpu.max", dir);
+    return 0;
+  }
+}
+
+static int set_v1_limits(const char *dir, const struct cordon_limits *l, uint64_t pids_extra,
+                         int which, struct cordon_error **err) {
+  char buf[64];
+  switch (which) {
+  case CONFINE_CG_MEMORY:
+    snprintf(buf, sizeof(buf), "%" PRIu64, l->memory_bytes);
+    if (write_file(dir, "memory.limit_in_bytes", buf) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/memory.limit_in_bytes", dir);
+    /* memory+swap too, or the limit leaks into swap */
+    if (file_exists(dir, "memory.memsw.limit_in_bytes") &&
+        write_file(dir, "memory.memsw.limit_in_bytes", buf) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/memory.memsw.limit_in_bytes",
+                              dir);
+    return 0;
+  case CONFINE_CG_PIDS:
+    snprintf(buf, sizeof(buf), "%" PRIu64, l->pids + pids_extra);
+    if (write_file(dir, "pids.max", buf) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/pids.max", dir);
+    return 0;
+  default:
+    snprintf(buf, sizeof(buf), "%u", CONFINE_CPU_PERIOD_US);
+    if (write_file(dir, "cpu.cfs_period_us", buf) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/cpu.cfs_period_us", dir);
+    snprintf(buf, sizeof(buf), "%" PRIu64, confine_cpu_quota_us(l->cpus));
+    if (write_file(dir, "cpu.cfs_quota_us", buf) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/cpu.cfs_quota_us", dir);
+    return 0;
+  }
+}
+
+/* Whether the v2 parent hands `controller` to its children, enabling it when it can. */
+static bool v2_offers(const char *parent, const char *controller) {
+  _cleanup_free_ char *enabled = read_small(parent, "cgroup.subtree_control");
+  if (enabled && confine_cgroup_list_has(enabled, controller))
+    return true;
+  _cleanup_free_ char *available = read_small(parent, "cgroup.controllers");
+  if (!available || !confine_cgroup_list_has(available, controller))
+    return false;
+  char buf[32];
+  snprintf(buf, sizeof(buf), "+%s", controller);
+  return write_file(parent, "cgroup.subtree_control", buf) == 0;
+}
+
+int confine_cgroups_create(const char *name, const struct cordon_limits *l, uint64_t pids_extra,
+                           uid_t delegate_uid, gid_t delegate_gid, struct confine_cgroups *out,
+                           struct cordon_error **err) {
+  memset(out, 0, sizeof(*out));
+  _cleanup_free_ unsigned char *proc_cgroup = NULL, *mountinfo = NULL;
+  size_t len;
+  if (fs_read_file("/proc/self/cgroup", 1 << 16, &proc_cgroup, &len, err) < 0 ||
+      fs_read_file("/proc/self/mountinfo", 1 << 22, &mountinfo, &len, err) < 0)
+    return -1;
+  const bool wanted[CONFINE_CG_V1_COUNT] = {l->memory_bytes > 0, l->pids > 0, l->cpus > 0};
+  static const char *const what[CONFINE_CG_V1_COUNT] = {"memory limit", "pids limit",
+                                                        "cpu limit"};
+
+  _cleanup_free_ char *v2_parent = NULL, *v2_dir = NULL;
+  int v2_errno = ENOENT;
+  if (hierarchy_dirs((char *)proc_cgroup, (char *)mountinfo, NULL, name, &v2_parent, &v2_dir) ==
+      0) {
+    if (mkdir(v2_dir, 0755) == 0)
+      out->v2 = steal_ptr(&v2_dir);
+    else
+      v2_errno = errno;
+  }
+  for (int i = 0; i < CONFINE_CG_V1_COUNT; i++) {
+    if (!wanted[i])
+      continue;
+    if (out->v2 && v2_offers(v2_parent, v1_names[i])) {
+      if (set_v2_limits(out->v2, l, pids_extra, i, err) < 0)
+        goto fail;
+      continue;
+    }
+    char v2_reason[160];
+    if (!v2_parent)
+      snprintf(v2_reason, sizeof(v2_reason), "there is no cgroup v2 hierarchy");
+    else if (!out->v2)
+      snprintf(v2_reason, sizeof(v2_reason), "cgroup v2 %s cannot be created (%s)", name,
+               strerror(v2_errno));
+    else
+      snprintf(v2_reason, sizeof(v2_reason), "cgroup v2 does not offer the %s controller here",
+               v1_names[i]);
+    _cleanup_free_ char *parent = NULL, *dir = NULL;
+    if (hierarchy_dirs((char *)proc_cgroup, (char *)mountinfo, v1_names[i], name, &parent,
+                       &dir) < 0) {
+      cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                       "%s cannot be enforced: %s and there is no v1 %s hierarchy", what[i],
+                       v2_reason, v1_names[i]);
+      goto fail;
+    }
+    if (mkdir(dir, 0755) < 0) {
+      cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errno,
+                       "%s cannot be enforced: %s and the v1 cgroup %s cannot be created",
+                       what[i], v2_reason, dir);
+      goto fail;
+    }
+    out->v1[i] = steal_ptr(&dir);
+    if (set_v1_limits(out->v1[i], l, pids_extra, i, err) < 0)
+      goto fail;
+  }
+  if (out->v2 && delegate_uid != geteuid()) {
+    static const char *const delegated[] = {"cgroup.procs", "cgroup.threads",
+                                            "cgroup.subtree_control"};
+    if (chown(out->v2, delegate_uid, delegate_gid) < 0) {
+      cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot delegate cgroup %s", out->v2);
+      goto fail;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(delegated); i++) {
+      _cleanup_free_ char *path = NULL;
+      if (asprintf(&path, "%s/%s", out->v2, delegated[i]) < 0 ||
+          (chown(path, delegate_uid, delegate_gid) < 0 && errno != ENOENT)) {
+        cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot delegate cgroup %s", out->v2);
+        goto fail;
+      }
+    }
+  }
+  return 0;
+fail:
+  confine_cgroups_remove(out, NULL);
+  confine_cgroups_clear(out);
+  return -1;
+}
+
+int confine_cgroups_open_v1_procs(const struct confine_cgroups *cg,
+                                  int fds[CONFINE_CG_MAX_DIRS], struct cordon_error **err) {
+  const char *dirs[CONFINE_CG_MAX_DIRS] = {NULL, cg->v1[0], cg->v1[1], cg->v1[2]};
+  int n = 0;
+  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
+    fds[i] = -1;
+  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++) {
+    if (!dirs[i])
+      continue;
+    _cleanup_free_ char *path = NULL;
+    if (asprintf(&path, "%s/cgroup.procs", dirs[i]) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "cgroup");
+    fds[n] = open(path, O_WRONLY | O_CLOEXEC);
+    if (fds[n] < 0) {
+      int e = errno;
+      for (int k = 0; k < n; k++) {
+        close(fds[k]);
+        fds[k] = -1;
+      }
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot open %s", path);
+    }
+    n++;
+  }
+  return 0;
+}
+
+int confine_cgroups_join_fds(const int fds[CONFINE_CG_MAX_DIRS]) {
+  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++) {
+    if (fds[i] < 0)
+      continue;
+    ssize_t n;
+    do
+      n = write(fds[i], "0", 1);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+      return -errno;
+  }
+  return 0;
+}
+
+static bool populated(int events_fd) {
+  char buf[256];
+  ssize_t n = pread(events_fd, buf, sizeof(buf) - 1, 0);
+  if (n <= 0)
+    return false;
+  buf[n] = 0;
+  const char *p = strstr(buf, "populated ");
+  return p && p[strlen("populated ")] == '1';
+}
+
+bool confine_cgroup_populated(int dirfd) {
+  _cleanup_close_ int efd = openat(dirfd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+  return efd < 0 || populated(efd);
+}
+
+void confine_cgroup_kill_fd(int dirfd, double seconds) {
+  int kfd = openat(dirfd, "cgroup.kill", O_WRONLY | O_CLOEXEC);
+  if (kfd >= 0) {
+    (void)!write(kfd, "1", 1);
+    close(kfd);
+  }
+  _cleanup_close_ int efd = openat(dirfd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+  if (efd < 0)
+    return;
+  double until = fs_now() + seconds;
+  while (populated(efd) && fs_now() < until) {
+    struct pollfd pfd = {.fd = efd, .events = POLLPRI};
+    poll(&pfd, 1, 10);
+  }
+}
+
+static void kill_v1(const char *dir) {
+  _cleanup_free_ char *procs = read_small(dir, "cgroup.procs");
+  for (char *p = procs; p && *p;) {
+    char *end = NULL;
+    long pid = strtol(p, &end, 10);
+    if (end == p)
+      break;
+    if (pid > 0)
+      kill((pid_t)pid, SIGKILL);
+    p = end;
+  }
+}
+
+void confine_cgroups_kill(const struct confine_cgroups *cg) {
+  if (cg->v2) {
+    _cleanup_close_ int fd = open(cg->v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0)
+      confine_cgroup_kill_fd(fd, 1.0);
+  }
+  for (int i = 0; i < CONFINE_CG_V1_COUNT; i++)
+    if (cg->v1[i])
+      kill_v1(cg->v1[i]);
+}
+
+/* rmdir, retrying while exiting processes keep it busy. */
+static int remove_dir(const char *dir, bool v2, struct cordon_error **err) {
+  /* Leaves first (the holder makes one per exec under the v2 cgroup). */
+  if (v2) {
+    _cleanup_closedir_ DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+      if (de->d_type != DT_DIR || de->d_name[0] == '.')
+        continue;
+      _cleanup_free_ char *sub = NULL;
+      if (asprintf(&sub, "%s/%s", dir, de->d_name) >= 0)
+        remove_dir(sub, true, NULL);
+    }
+  }
+  for (int attempt = 0; attempt < 200; attempt++) {
+    if (rmdir(dir) == 0 || errno == ENOENT)
+      return 0;
+    if (errno != EBUSY)
+      break;
+    if (v2) {
+      _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd >= 0)
+        confine_cgroup_kill_fd(fd, 0.05);
+    } else {
+      kill_v1(dir);
+      poll(NULL, 0, 5);
+    }
+  }
+  return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot remove cgroup %s", dir);
+}
+
+int confine_cgroups_remove(const struct confine_cgroups *cg, struct cordon_error **err) {
+  int r = 0;
+  if (cg->v2 && remove_dir(cg->v2, true, err) < 0)
+    r = -1;
+  for (int i = 0; i < CONFINE_CG_V1_COUNT; i++)
+    if (cg->v1[i] && remove_dir(cg->v1[i], false, r < 0 ? NULL : err) < 0)
+      r = -1;
+  return r;
+}

@@ -1,0 +1,56 @@
+/* cgroups of a sandbox: resource limits (memory, pids, CPU) and a handle to kill everything.
+ *
+ * A session's cgroups nest under the caller's own (read from /proc/self/cgroup). The v2
+ * hierarchy is used for a limit when it offers the controller there; otherwise the v1
+ * hierarchy of that controller (hybrid hosts mount memory, pids and cpu on v1). A v2 cgroup is
+ * made in any case when possible: its cgroup.kill reaches every process, and delegated to the
+ * sandbox's holder it hosts one leaf per exec. A requested limit with no writable hierarchy is
+ * refused by name, never dropped. */
+#ifndef CORDON_CONFINE_CGROUP_H
+#define CORDON_CONFINE_CGROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cordon/backend.h>
+
+enum confine_cgroup_v1 { CONFINE_CG_MEMORY = 0, CONFINE_CG_PIDS, CONFINE_CG_CPU, CONFINE_CG_V1_COUNT };
+
+struct confine_cgroups {
+  char *v2;                        /* NULL when no v2 cgroup could be made */
+  char *v1[CONFINE_CG_V1_COUNT];   /* v1 cgroups used for limits, NULL when unused */
+};
+
+#define CONFINE_CG_MAX_DIRS (1 + CONFINE_CG_V1_COUNT)
+
+/* Make the cgroups for `name` with `limits` (pids gets `pids_extra` added, for the runtime's own
+ * processes). When the caller is not delegate_uid, the v2 cgroup is delegated to
+ * delegate_uid/gid (it may create children and move processes between them). */
+int confine_cgroups_create(const char *name, const struct cordon_limits *limits,
+                           uint64_t pids_extra, uid_t delegate_uid, gid_t delegate_gid,
+                           struct confine_cgroups *out, struct cordon_error **err);
+
+/* Open cgroup.procs of each v1 cgroup (-1 padded), for a child to join with
+ * confine_cgroups_join_fds() between fork and anything else. (The v2 cgroup is joined at birth:
+ * clone3 CLONE_INTO_CGROUP with a directory fd.) */
+int confine_cgroups_open_v1_procs(const struct confine_cgroups *cg,
+                                  int fds[CONFINE_CG_MAX_DIRS], struct cordon_error **err);
+/* Async-signal-safe: write "0" (this process) to each fd. Returns 0 or -errno. */
+int confine_cgroups_join_fds(const int fds[CONFINE_CG_MAX_DIRS]);
+
+/* Kill every process in the cgroups (v2 cgroup.kill; v1: SIGKILL to each listed pid). */
+void confine_cgroups_kill(const struct confine_cgroups *cg);
+
+/* Remove the cgroups (and any leaves under the v2 one), killing stragglers; bounded wait. */
+int confine_cgroups_remove(const struct confine_cgroups *cg, struct cordon_error **err);
+
+void confine_cgroups_clear(struct confine_cgroups *cg);
+
+/* Whether the v2 cgroup dirfd still holds a process (cgroup.events). */
+bool confine_cgroup_populated(int dirfd);
+
+/* Kill everything in the v2 cgroup dirfd and wait (up to `seconds`) until it is empty. */
+void confine_cgroup_kill_fd(int dirfd, double seconds);
+
+#endif

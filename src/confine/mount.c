@@ -1,0 +1,411 @@
+/* Mount setup (see mount.h). Runs in the holder, in its new user + mount + pid namespaces,
+ * before anything untrusted exists; every host tree is taken as a detached clone first, so the
+ * staging mount cannot hide a source and no later path lookup can be redirected. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "confine/mount.h"
+#include "confine/syscalls.h"
+
+#define LABEL "the sandbox root"
+
+int confine_tree_prepare(const char *source, uint64_t attr_set, int userns_fd,
+                         struct cordon_error **err) {
+  int fd = sys_open_tree(AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+  if (fd < 0)
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
+                            errno, "cannot clone the mount of %s", source);
+  struct confine_mount_attr attr = {.attr_set = attr_set};
+  if (userns_fd >= 0) {
+    attr.attr_set |= MOUNT_ATTR_IDMAP;
+    attr.userns_fd = (uint64_t)userns_fd;
+  }
+  if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) < 0) {
+    int e = errno;
+    close(fd);
+    if (userns_fd >= 0 && (e == EINVAL || e == EOPNOTSUPP || e == EPERM))
+      return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, e,
+                              "cannot make an id-mapped mount of %s (its file system may not "
+                              "support idmapped mounts)",
+                              source);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot set the mount flags of %s",
+                            source);
+  }
+  return fd;
+}
+
+int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_error **err) {
+  const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  for (size_t i = 0; i < spec->n_trees; i++) {
+    struct confine_tree *t = &spec->trees[i];
+    if (t->link || t->tree_fd >= 0)
+      continue;
+    t->tree_fd = confine_tree_prepare(t->source, ro, -1, err);
+    if (t->tree_fd < 0)
+      return -1;
+  }
+  if (spec->workspace.tree_fd < 0) {
+    spec->workspace.tree_fd = confine_tree_prepare(
+        spec->workspace.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
+    if (spec->workspace.tree_fd < 0)
+      return cordon_error_prefix(err, "workspace");
+  }
+  return 0;
+}
+
+/* Create the mount point `target` (absolute, inside the new root) and return an fd of its
+ * parent directory with *base pointing at the last component. */
+static int make_mountpoint(int rootfd, const char *target, bool is_dir, const char **base,
+                           struct cordon_error **err) {
+  const char *rel = target;
+  while (*rel == '/')
+    rel++;
+  const char *slash = strrchr(rel, '/');
+  _cleanup_free_ char *dir = slash ? strndup(rel, (size_t)(slash - rel)) : strdup("");
+  if (!dir)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", target);
+  *base = slash ? slash + 1 : rel;
+  int dfd = fs_mkdirs_beneath(rootfd, dir, LABEL, err);
+  if (dfd < 0)
+    return -1;
+  int r;
+  if (is_dir) {
+    r = mkdirat(dfd, *base, 0755);
+    if (r < 0 && errno == EEXIST)
+      r = 0;
+  } else {
+    r = openat(dfd, *base, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+    if (r >= 0)
+      r = close(r);
+  }
+  if (r < 0) {
+    int e = errno;
+    close(dfd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create mount point %s", target);
+  }
+  return dfd;
+}
+
+static int attach_tree(int rootfd, const struct confine_tree *t, int tree_fd,
+                       struct cordon_error **err) {
+  const char *base = NULL;
+  _cleanup_close_ int dfd = make_mountpoint(rootfd, t->target, t->is_dir, &base, err);
+  if (dfd < 0)
+    return -1;
+  if (sys_move_mount(tree_fd, "", dfd, base, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount %s at %s",
+                            t->source ? t->source : "a tree", t->target);
+  return 0;
+}
+
+static int make_symlink(int rootfd, const struct confine_tree *t, struct cordon_error **err) {
+  const char *rel = t->target;
+  while (*rel == '/')
+    rel++;
+  const char *slash = strrchr(rel, '/');
+  _cleanup_free_ char *dir = slash ? strndup(rel, (size_t)(slash - rel)) : strdup("");
+  if (!dir)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", t->target);
+  _cleanup_close_ int dfd = fs_mkdirs_beneath(rootfd, dir, LABEL, err);
+  if (dfd < 0)
+    return -1;
+  if (symlinkat(t->link, dfd, slash ? slash + 1 : rel) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create symlink %s",
+                            t->target);
+  return 0;
+}
+
+static int mount_fs_at(int dirfd, const char *name, const char *fstype, unsigned long flags,
+                       const char *data, struct cordon_error **err) {
+  char path[64];
+  /* mount(2) takes a path: reach the directory through its fd, never by a name that could be
+   * looked up differently. */
+  _cleanup_close_ int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open mount point /%s", name);
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  if (mount(fstype, path, fstype, flags, data) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount %s on /%s", fstype,
+                            name);
+  return 0;
+}
+
+static int set_attr_at(int dirfd, const char *name, uint64_t set, bool recursive,
+                       struct cordon_error **err) {
+  struct confine_mount_attr attr = {.attr_set = set};
+  unsigned flags = (recursive ? AT_RECURSIVE : 0) | AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH);
+  if (sys_mount_setattr(dirfd, name, flags, &attr) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot set mount flags of /%s", name);
+  return 0;
+}
+
+/* Cover dirfd/name with a read-only recursive clone of itself. */
+static int bind_self_readonly(int dirfd, const char *name, struct cordon_error **err) {
+  _cleanup_close_ int tree =
+      sys_open_tree(dirfd, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+                                     (*name ? 0 : AT_EMPTY_PATH));
+  if (tree < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone %s", name);
+  if (set_attr_at(tree, "", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true,
+                  err) < 0)
+    return -1;
+  if (sys_move_mount(tree, "", dirfd, name,
+                     MOVE_MOUNT_F_EMPTY_PATH | (*name ? 0 : MOVE_MOUNT_T_EMPTY_PATH)) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot cover %s read-only", name);
+  return 0;
+}
+
+static int setup_dev(int rootfd, struct cordon_error **err) {
+  static const char *const nodes[] = {"null", "zero", "full", "random", "urandom"};
+  static const char *const links[][2] = {
+      {"fd", "/proc/self/fd"},
+      {"stdin", "/proc/self/fd/0"},
+      {"stdout", "/proc/self/fd/1"},
+      {"stderr", "/proc/self/fd/2"},
+  };
+  if (mkdirat(rootfd, "dev", 0755) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /dev");
+  if (mount_fs_at(rootfd, "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k", err) < 0)
+    return -1;
+  _cleanup_close_ int dev = openat(rootfd, "dev", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dev < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open /dev");
+  for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+    char host[32];
+    snprintf(host, sizeof(host), "/dev/%s", nodes[i]);
+    int fd = openat(dev, nodes[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
+    if (fd < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /dev/%s", nodes[i]);
+    close(fd);
+    _cleanup_close_ int tree = sys_open_tree(AT_FDCWD, host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (tree < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone %s", host);
+    if (sys_move_mount(tree, "", dev, nodes[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount %s", host);
+  }
+  for (size_t i = 0; i < ARRAY_SIZE(links); i++)
+    if (symlinkat(links[i][1], dev, links[i][0]) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /dev/%s",
+                              links[i][0]);
+  if (mkdirat(dev, "shm", 01777) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /dev/shm");
+  if (mount_fs_at(dev, "shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777", err) < 0)
+    return -1;
+  /* Device binds keep their device access but lose suid/exec; the /dev tmpfs itself becomes
+   * read-only so nothing can be planted there. */
+  if (set_attr_at(dev, "", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, true, err) < 0 ||
+      set_attr_at(dev, "", MOUNT_ATTR_RDONLY, false, err) < 0)
+    return cordon_error_prefix(err, "/dev");
+  return 0;
+}
+
+static int setup_proc(int rootfd, bool deny_user_namespaces, struct cordon_error **err) {
+  if (mkdirat(rootfd, "proc", 0555) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /proc");
+  if (mount_fs_at(rootfd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0)
+    return -1;
+  _cleanup_close_ int proc = openat(rootfd, "proc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (proc < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open /proc");
+  if (deny_user_namespaces) {
+    /* Defence in depth behind seccomp: this namespace may create no further user namespaces.
+     * The knob is per user namespace; we own ours. Best effort: seccomp is the real gate. */
+    int fd = openat(proc, "sys/user/max_user_namespaces", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)!write(fd, "0\n", 2);
+      close(fd);
+    }
+  }
+  /* What the kernel exposes for writing to a namespace's root stays read-only. */
+  static const char *const ro[] = {"sys", "sysrq-trigger", "irq", "bus"};
+  for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
+    if (faccessat(proc, ro[i], F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+      continue;
+    if (bind_self_readonly(proc, ro[i], err) < 0)
+      return cordon_error_prefix(err, "/proc");
+  }
+  return 0;
+}
+
+/* Open `path` beneath the mounted workspace with no symlink anywhere: the policy was resolved
+ * to canonical paths before, so a symlink here means something changed since. */
+static int open_policy_path(int wsfd, const char *path, struct cordon_error **err) {
+  struct open_how how = {
+      .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+      .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+  };
+  int fd = (int)syscall(SYS_openat2, wsfd, path, &how, sizeof(how));
+  if (fd < 0)
+    return cordon_error_set(err, errno == ELOOP || errno == EXDEV ? CORDON_ERR_DENIED
+                                                                  : CORDON_ERR_SYSTEM,
+                            errno, "policy path %s changed before it could be applied", path);
+  return fd;
+}
+
+static int mask_dir(int pfd, const char *path, struct cordon_error **err) {
+  _cleanup_close_ int fs = sys_fsopen("tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "fsopen tmpfs");
+  if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0555", 0) < 0 ||
+      sys_fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+      sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create a tmpfs to hide %s",
+                            path);
+  _cleanup_close_ int mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC,
+                                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                            MOUNT_ATTR_NOEXEC);
+  if (mnt < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount a tmpfs to hide %s",
+                            path);
+  if (sys_move_mount(mnt, "", pfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hide %s", path);
+  return 0;
+}
+
+#define EMPTY_FILE ".cordon-empty"
+#define PASSWD_FILE ".cordon-passwd"
+#define GROUP_FILE ".cordon-group"
+
+static int mask_file(int rootfd, int pfd, const char *path, struct cordon_error **err) {
+  _cleanup_close_ int tree = sys_open_tree(rootfd, EMPTY_FILE, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone the empty file");
+  if (set_attr_at(tree, "", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                MOUNT_ATTR_NOEXEC, false, err) < 0)
+    return -1;
+  if (sys_move_mount(tree, "", pfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hide %s", path);
+  return 0;
+}
+
+static int write_file_at(int dirfd, const char *name, const char *content, mode_t mode,
+                         struct cordon_error **err) {
+  _cleanup_close_ int fd =
+      openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /%s", name);
+  size_t len = content ? strlen(content) : 0;
+  if (len && write(fd, content, len) != (ssize_t)len)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO, "cannot write /%s",
+                            name);
+  return 0;
+}
+
+/* Bind rootfd/src (a file in the new root) over the existing file `target`. */
+static int bind_file_over(int rootfd, const char *src, const char *target,
+                          struct cordon_error **err) {
+  _cleanup_close_ int tree = sys_open_tree(rootfd, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone /%s", src);
+  if (set_attr_at(tree, "", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                MOUNT_ATTR_NOEXEC, false, err) < 0)
+    return -1;
+  if (sys_move_mount(tree, "", rootfd, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount over /%s", target);
+  return 0;
+}
+
+static int apply_workspace_policy(int rootfd, const struct confine_root_spec *spec,
+                                  struct cordon_error **err) {
+  const char *rel = spec->workspace.target;
+  while (*rel == '/')
+    rel++;
+  _cleanup_close_ int ws = openat(rootfd, rel, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (ws < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open the workspace at %s",
+                            spec->workspace.target);
+  /* Read-only first, so hidden paths inside a read-only tree mask the read-only copy. */
+  for (size_t i = 0; spec->ro_paths && spec->ro_paths[i]; i++) {
+    _cleanup_close_ int pfd = open_policy_path(ws, spec->ro_paths[i], err);
+    if (pfd < 0 || bind_self_readonly(pfd, "", err) < 0)
+      return cordon_error_prefix(err, "read-only path %s", spec->ro_paths[i]);
+  }
+  for (size_t i = 0; spec->hidden_dirs && spec->hidden_dirs[i]; i++) {
+    _cleanup_close_ int pfd = open_policy_path(ws, spec->hidden_dirs[i], err);
+    if (pfd < 0 || mask_dir(pfd, spec->hidden_dirs[i], err) < 0)
+      return -1;
+  }
+  if (spec->hidden_files && spec->hidden_files[0]) {
+    if (write_file_at(rootfd, EMPTY_FILE, NULL, 0444, err) < 0)
+      return -1;
+    for (size_t i = 0; spec->hidden_files[i]; i++) {
+      _cleanup_close_ int pfd = open_policy_path(ws, spec->hidden_files[i], err);
+      if (pfd < 0 || mask_file(rootfd, pfd, spec->hidden_files[i], err) < 0)
+        return -1;
+    }
+    /* The masks keep the inode; the name in the root goes. */
+    unlinkat(rootfd, EMPTY_FILE, 0);
+  }
+  return 0;
+}
+
+static int setup_identity_files(int rootfd, const struct confine_root_spec *spec,
+                                struct cordon_error **err) {
+  if (!spec->passwd || faccessat(rootfd, "etc/passwd", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+    return 0;
+  if (write_file_at(rootfd, PASSWD_FILE, spec->passwd, 0444, err) < 0 ||
+      bind_file_over(rootfd, PASSWD_FILE, "etc/passwd", err) < 0)
+    return -1;
+  unlinkat(rootfd, PASSWD_FILE, 0);
+  if (spec->group && faccessat(rootfd, "etc/group", F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (write_file_at(rootfd, GROUP_FILE, spec->group, 0444, err) < 0 ||
+        bind_file_over(rootfd, GROUP_FILE, "etc/group", err) < 0)
+      return -1;
+    unlinkat(rootfd, GROUP_FILE, 0);
+  }
+  return 0;
+}
+
+int confine_build_root(const struct confine_root_spec *spec, struct cordon_error **err) {
+  /* Nothing we mount may propagate back to the host (the kernel already makes the copied
+   * mounts slaves, as our user namespace is new; say so explicitly). */
+  if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot make / a slave mount");
+  if (mount("tmpfs", spec->staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount the new root on %s",
+                            spec->staging);
+  _cleanup_close_ int rootfd = open(spec->staging, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (rootfd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open the new root");
+
+  /* What the sandbox provides first: grants may land under /tmp. */
+  if (setup_dev(rootfd, err) < 0 || setup_proc(rootfd, spec->deny_user_namespaces, err) < 0)
+    return -1;
+  if (mkdirat(rootfd, "tmp", 01777) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /tmp");
+  if (mount_fs_at(rootfd, "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", err) < 0)
+    return -1;
+  for (size_t i = 0; i < spec->n_trees; i++) {
+    const struct confine_tree *t = &spec->trees[i];
+    int r = t->link ? make_symlink(rootfd, t, err) : attach_tree(rootfd, t, t->tree_fd, err);
+    if (r < 0)
+      return -1;
+  }
+  if (attach_tree(rootfd, &spec->workspace, spec->workspace.tree_fd, err) < 0 ||
+      apply_workspace_policy(rootfd, spec, err) < 0 || setup_identity_files(rootfd, spec, err) < 0)
+    return -1;
+
+  /* pivot_root(".", ".") stacks the old root on the new one; detaching it leaves only ours. */
+  if (fchdir(rootfd) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot enter the new root");
+  if (sys_pivot_root(".", ".") < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pivot_root");
+  if (umount2(".", MNT_DETACH) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot detach the old root");
+  if (chdir("/") < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "chdir /");
+  /* The root tmpfs holds only mount points now: freeze it. */
+  if (set_attr_at(AT_FDCWD, "/", MOUNT_ATTR_RDONLY, false, err) < 0)
+    return -1;
+  return 0;
+}

@@ -1,0 +1,53 @@
+/* Mount setup: build a sandbox's file system from a spec, inside a fresh mount namespace.
+ *
+ * The new root is a tmpfs entered with pivot_root (the old root detached). Host trees arrive as
+ * detached mount trees (open_tree OPEN_TREE_CLONE), their flags set on every submount with
+ * mount_setattr(AT_RECURSIVE): read-only, nosuid, nodev for system paths and grants; nosuid,
+ * nodev (and, as root, an id mapping) for the workspace. The tree can be prepared by a
+ * privileged parent in the host namespace (confine_tree_prepare) and handed over as an fd, or
+ * cloned by the holder itself. Policy paths are re-opened beneath the mounted workspace with
+ * symlinks refused and covered by fd (no path is looked up twice). */
+#ifndef CORDON_CONFINE_MOUNT_H
+#define CORDON_CONFINE_MOUNT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cordon/error.h>
+
+struct confine_tree {
+  const char *target; /* absolute path inside the sandbox */
+  const char *source; /* host path to clone when tree_fd < 0 */
+  const char *link;   /* non-NULL: make a symlink with this content instead of a mount */
+  int tree_fd;        /* detached tree prepared beforehand, or -1 */
+  bool is_dir;
+};
+
+struct confine_root_spec {
+  const char *staging; /* existing host directory the new root is mounted on before pivot */
+  struct confine_tree *trees; /* system paths and read-only grants, parents first */
+  size_t n_trees;
+  struct confine_tree workspace; /* read-write at workspace.target */
+  const char *const *ro_paths;     /* canonical workspace-relative paths */
+  const char *const *hidden_dirs;  /* masked by an empty read-only tmpfs */
+  const char *const *hidden_files; /* masked by an empty read-only file */
+  const char *passwd;              /* contents of /etc/passwd and /etc/group; NULL: host's */
+  const char *group;
+  bool deny_user_namespaces; /* set user.max_user_namespaces to 0 in the new namespace */
+};
+
+/* Clone host path `source` into a detached tree (recursively) with `attr_set` (MOUNT_ATTR_*)
+ * applied to every mount in it; userns_fd >= 0 adds an id mapping. Returns the tree fd. */
+int confine_tree_prepare(const char *source, uint64_t attr_set, int userns_fd,
+                         struct cordon_error **err);
+
+/* Take the trees that are cloned inside the holder (tree_fd < 0, not symlinks) now, before the
+ * staging mount can hide their sources. */
+int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_error **err);
+
+/* Build the root and pivot into it. Must run in a new mount namespace, as pid 1 of a new pid
+ * namespace (for /proc). On return the cwd and root are the sandbox's "/". */
+int confine_build_root(const struct confine_root_spec *spec, struct cordon_error **err);
+
+#endif

@@ -1,0 +1,354 @@
+/* Confinement policy: pure validation and arithmetic (see policy.h). Nothing here touches the
+ * file system or the kernel; every input is a string or a number. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "confine/policy.h"
+
+const char *const confine_default_system_paths[] = {
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", NULL,
+};
+
+/* Directories the sandbox makes itself: nothing from the host may land on or under them. */
+static const char *const provided_dirs[] = {"/proc", "/dev", NULL};
+
+bool confine_path_covers(const char *parent, const char *path) {
+  size_t n = strlen(parent);
+  if (n == 1 && parent[0] == '/')
+    return path[0] == '/';
+  return strncmp(parent, path, n) == 0 && (path[n] == 0 || path[n] == '/');
+}
+
+/* Shared normaliser: collapse empty and "." components, refuse "..". Keeps a leading '/'. */
+static int normalize(const char *path, bool absolute, const char *what, char **out,
+                     struct cordon_error **err) {
+  if (!path || !*path)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s is empty", what);
+  if (absolute != (path[0] == '/'))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s %s must be %s", what, path,
+                            absolute ? "absolute" : "relative to the workspace");
+  size_t len = strlen(path);
+  if (len >= PATH_MAX)
+    return cordon_error_set(err, CORDON_ERR_USAGE, ENAMETOOLONG, "%s", what);
+  char *res = malloc(len + 2);
+  if (!res)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", what);
+  size_t o = 0;
+  for (const char *p = path; *p;) {
+    const char *end = strchrnul(p, '/');
+    size_t n = (size_t)(end - p);
+    if (n == 2 && p[0] == '.' && p[1] == '.') {
+      free(res);
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0, "%s %s contains '..'", what, path);
+    }
+    if (n > 0 && !(n == 1 && p[0] == '.')) {
+      if (o > 0 || absolute)
+        res[o++] = '/';
+      memcpy(res + o, p, n);
+      o += n;
+    }
+    p = *end ? end + 1 : end;
+  }
+  res[o] = 0;
+  if (o == 0) {
+    free(res);
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s %s names the %s itself", what, path,
+                            absolute ? "host root" : "workspace root");
+  }
+  *out = res;
+  return 0;
+}
+
+int confine_normalize_workspace_path(const char *path, const char *what, char **out,
+                                     struct cordon_error **err) {
+  return normalize(path, false, what, out, err);
+}
+
+int confine_normalize_host_path(const char *path, const char *what, char **out,
+                                struct cordon_error **err) {
+  return normalize(path, true, what, out, err);
+}
+
+/* No entry of `list` covers another. */
+static int check_no_overlap(const char *const *list, const char *what,
+                            struct cordon_error **err) {
+  for (size_t i = 0; list && list[i]; i++)
+    for (size_t j = 0; list[j]; j++)
+      if (i != j && confine_path_covers(list[i], list[j]))
+        return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s %s overlaps %s %s", what, list[j],
+                                what, list[i]);
+  return 0;
+}
+
+int confine_check_workspace_lists(const char *const *read_only, const char *const *hidden,
+                                  struct cordon_error **err) {
+  if (check_no_overlap(read_only, "read-only path", err) < 0 ||
+      check_no_overlap(hidden, "hidden path", err) < 0)
+    return -1;
+  for (size_t i = 0; hidden && hidden[i]; i++)
+    for (size_t j = 0; read_only && read_only[j]; j++)
+      if (confine_path_covers(hidden[i], read_only[j]))
+        return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                                "read-only path %s lies under hidden path %s", read_only[j],
+                                hidden[i]);
+  return 0;
+}
+
+int confine_check_host_lists(const char *const *system_paths, const char *const *allow_ro,
+                             const char *sandbox_root, struct cordon_error **err) {
+  if (check_no_overlap(system_paths, "system path", err) < 0)
+    return -1;
+  /* A system path replaces what the sandbox makes itself (/proc, /dev, its own /tmp). */
+  static const char *const own[] = {"/proc", "/dev", "/tmp", NULL};
+  for (size_t j = 0; system_paths && system_paths[j]; j++)
+    for (size_t k = 0; own[k]; k++)
+      if (confine_path_covers(system_paths[j], own[k]) ||
+          confine_path_covers(own[k], system_paths[j]))
+        return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                                "system path %s overlaps %s, which the sandbox provides",
+                                system_paths[j], own[k]);
+  for (size_t i = 0; allow_ro && allow_ro[i]; i++) {
+    const char *a = allow_ro[i];
+    for (size_t j = 0; system_paths && system_paths[j]; j++)
+      if (confine_path_covers(a, system_paths[j]) && strcmp(a, system_paths[j]) != 0)
+        return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                                "read-only grant %s covers the system path %s", a,
+                                system_paths[j]);
+    if (confine_path_covers(a, sandbox_root) || confine_path_covers(sandbox_root, a))
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                              "read-only grant %s overlaps the workspace at %s", a, sandbox_root);
+    for (size_t k = 0; provided_dirs[k]; k++)
+      if (confine_path_covers(a, provided_dirs[k]) || confine_path_covers(provided_dirs[k], a))
+        return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                                "read-only grant %s overlaps %s, which the sandbox provides", a,
+                                provided_dirs[k]);
+  }
+  return 0;
+}
+
+int confine_check_sandbox_root(const char *root, const char *const *system_paths,
+                               struct cordon_error **err) {
+  if (!root || root[0] != '/' || strcmp(root, "/") == 0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "workspace root %s must be an absolute path other than /",
+                            root ? root : "(none)");
+  _cleanup_free_ char *norm = NULL;
+  if (confine_normalize_host_path(root, "workspace root", &norm, err) < 0)
+    return -1;
+  if (strcmp(norm, root) != 0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "workspace root %s is not normalised (%s)",
+                            root, norm);
+  for (size_t k = 0; provided_dirs[k]; k++)
+    if (confine_path_covers(provided_dirs[k], root) || confine_path_covers(root, provided_dirs[k]))
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "workspace root %s overlaps %s", root,
+                              provided_dirs[k]);
+  for (size_t j = 0; system_paths && system_paths[j]; j++)
+    if (confine_path_covers(system_paths[j], root) || confine_path_covers(root, system_paths[j]))
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                              "workspace root %s overlaps the system path %s", root,
+                              system_paths[j]);
+  return 0;
+}
+
+uint64_t confine_cpu_quota_us(double cpus) {
+  double q = cpus * (double)CONFINE_CPU_PERIOD_US;
+  if (q < 1000.0)
+    q = 1000.0; /* the kernel's minimum quota is 1 ms */
+  if (q > 1e15)
+    q = 1e15;
+  return (uint64_t)(q + 0.5);
+}
+
+int confine_check_limits(const struct cordon_limits *l, struct cordon_error **err) {
+  if (l->memory_bytes && l->memory_bytes < (1u << 20))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "memory limit of %llu bytes is below the 1 MiB minimum",
+                            (unsigned long long)l->memory_bytes);
+  if (l->pids > (1u << 22))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "pids limit %llu is above the kernel's",
+                            (unsigned long long)l->pids);
+  if (l->cpus < 0 || l->cpus != l->cpus)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "cpu limit must be a positive number");
+  if (l->cpus > 0 && l->cpus * CONFINE_CPU_PERIOD_US < 1000.0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "cpu limit %g is below the minimum of 0.01 cores", l->cpus);
+  if (l->cpus > 4096)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "cpu limit %g is too large", l->cpus);
+  if (l->nofile && l->nofile < 8)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "open-file limit %llu leaves no room for stdio and libraries",
+                            (unsigned long long)l->nofile);
+  return 0;
+}
+
+int confine_check_egress(enum cordon_egress egress, struct cordon_error **err) {
+  switch (egress) {
+  case CORDON_EGRESS_NONE:
+  case CORDON_EGRESS_LOOPBACK:
+  case CORDON_EGRESS_OPEN:
+    return 0;
+  case CORDON_EGRESS_RESTRICTED:
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "egress class restricted is not implemented by the ns backend yet "
+                            "(use none, loopback or open)");
+  }
+  return cordon_error_set(err, CORDON_ERR_USAGE, 0, "unknown egress class %d", (int)egress);
+}
+
+int confine_format_id_map(unsigned inner, unsigned outer, char *buf, size_t size) {
+  int n = snprintf(buf, size, "%u %u 1\n", inner, outer);
+  if (n < 0 || (size_t)n >= size)
+    return -1;
+  return n;
+}
+
+/* ---- cgroups ------------------------------------------------------------------------------ */
+
+int confine_cgroup_own_path(const char *text, const char *controller, char **path) {
+  for (const char *line = text; line && *line;) {
+    const char *end = strchrnul(line, '\n');
+    /* "ID:CONTROLLERS:PATH" */
+    const char *c1 = memchr(line, ':', (size_t)(end - line));
+    const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+    if (c2) {
+      const char *list = c1 + 1;
+      size_t list_len = (size_t)(c2 - list);
+      bool match = false;
+      if (!controller) {
+        match = list_len == 0 && c1 - line == 1 && line[0] == '0';
+      } else {
+        size_t cl = strlen(controller);
+        for (const char *p = list; p < c2;) {
+          const char *comma = memchr(p, ',', (size_t)(c2 - p));
+          const char *stop = comma ? comma : c2;
+          if ((size_t)(stop - p) == cl && strncmp(p, controller, cl) == 0)
+            match = true;
+          p = stop + 1;
+        }
+      }
+      if (match) {
+        *path = strndup(c2 + 1, (size_t)(end - c2 - 1));
+        return *path ? 0 : -1;
+      }
+    }
+    line = *end ? end + 1 : end;
+  }
+  return -1;
+}
+
+/* Decode mountinfo's octal escapes (\040 for a space, ...). */
+static char *unescape_field(const char *s, size_t n) {
+  char *out = malloc(n + 1);
+  if (!out)
+    return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '\\' && i + 3 < n && s[i + 1] >= '0' && s[i + 1] <= '3' &&
+        s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+      out[o++] = (char)((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+      i += 3;
+    } else {
+      out[o++] = s[i];
+    }
+  }
+  out[o] = 0;
+  return out;
+}
+
+int confine_cgroup_find_mount(const char *text, const char *controller, char **mountpoint,
+                              char **root) {
+  for (const char *line = text; line && *line;) {
+    const char *end = strchrnul(line, '\n');
+    /* id parent major:minor root mountpoint options [optional fields] - fstype source superopts */
+    const char *fields[5];
+    size_t lens[5];
+    const char *p = line;
+    int nf = 0;
+    while (nf < 5 && p < end) {
+      const char *sp = memchr(p, ' ', (size_t)(end - p));
+      const char *stop = sp ? sp : end;
+      fields[nf] = p;
+      lens[nf] = (size_t)(stop - p);
+      nf++;
+      p = sp ? sp + 1 : end;
+    }
+    const char *dash = NULL;
+    for (const char *q = p; q + 2 < end; q++)
+      if (q[0] == ' ' && q[1] == '-' && q[2] == ' ') {
+        dash = q + 3;
+        break;
+      }
+    if (p < end && p[0] == '-' && p + 1 < end && p[1] == ' ')
+      dash = p + 2;
+    if (nf == 5 && dash) {
+      const char *fstype = dash;
+      const char *sp = memchr(fstype, ' ', (size_t)(end - fstype));
+      size_t fl = sp ? (size_t)(sp - fstype) : (size_t)(end - fstype);
+      bool match = false;
+      if (!controller) {
+        match = fl == 7 && strncmp(fstype, "cgroup2", 7) == 0;
+      } else if (fl == 6 && strncmp(fstype, "cgroup", 6) == 0 && sp) {
+        /* super options: the last field, comma-separated, naming the controllers */
+        const char *src_end = memchr(sp + 1, ' ', (size_t)(end - sp - 1));
+        const char *opts = src_end ? src_end + 1 : end;
+        size_t cl = strlen(controller);
+        for (const char *o = opts; o < end;) {
+          const char *comma = memchr(o, ',', (size_t)(end - o));
+          const char *stop = comma ? comma : end;
+          if ((size_t)(stop - o) == cl && strncmp(o, controller, cl) == 0)
+            match = true;
+          o = stop + 1;
+        }
+      }
+      if (match) {
+        *mountpoint = unescape_field(fields[4], lens[4]);
+        *root = unescape_field(fields[3], lens[3]);
+        if (!*mountpoint || !*root) {
+          free(*mountpoint);
+          free(*root);
+          return -1;
+        }
+        return 0;
+      }
+    }
+    line = *end ? end + 1 : end;
+  }
+  return -1;
+}
+
+char *confine_cgroup_dir(const char *mountpoint, const char *mount_root, const char *cgroup_path,
+                         const char *leaf) {
+  if (!confine_path_covers(mount_root, cgroup_path))
+    return NULL;
+  const char *rel = cgroup_path + (strcmp(mount_root, "/") == 0 ? 0 : strlen(mount_root));
+  /* rel is "" or starts with '/' */
+  size_t ml = strlen(mountpoint);
+  while (ml > 1 && mountpoint[ml - 1] == '/')
+    ml--;
+  if (strcmp(rel, "/") == 0)
+    rel = "";
+  char *out = NULL;
+  if (asprintf(&out, "%.*s%s%s%s", (int)ml, mountpoint, rel, leaf ? "/" : "", leaf ? leaf : "") <
+      0)
+    return NULL;
+  return out;
+}
+
+bool confine_cgroup_list_has(const char *list, const char *controller) {
+  size_t cl = strlen(controller);
+  for (const char *p = list; p && *p;) {
+    while (*p == ' ' || *p == '\n')
+      p++;
+    const char *stop = p;
+    while (*stop && *stop != ' ' && *stop != '\n')
+      stop++;
+    if ((size_t)(stop - p) == cl && strncmp(p, controller, cl) == 0)
+      return true;
+    p = stop;
+  }
+  return false;
+}

@@ -1,0 +1,93 @@
+/* User namespaces (see userns.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "confine/policy.h"
+#include "confine/userns.h"
+
+static int write_proc_file(pid_t pid, const char *name, const char *data, size_t len,
+                           struct cordon_error **err) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", path);
+  ssize_t n = write(fd, data, len);
+  if (n != (ssize_t)len)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, n < 0 ? errno : EIO, "cannot write %s",
+                            path);
+  return 0;
+}
+
+int confine_userns_write_maps(pid_t pid, uid_t inner_uid, uid_t outer_uid, gid_t inner_gid,
+                              gid_t outer_gid, bool deny_setgroups, struct cordon_error **err) {
+  char line[64];
+  int n = confine_format_id_map(inner_uid, outer_uid, line, sizeof(line));
+  if (n < 0 || write_proc_file(pid, "uid_map", line, (size_t)n, err) < 0)
+    return cordon_error_prefix(err, "user namespace uid map");
+  if (deny_setgroups && write_proc_file(pid, "setgroups", "deny", 4, err) < 0)
+    return -1;
+  n = confine_format_id_map(inner_gid, outer_gid, line, sizeof(line));
+  if (n < 0 || write_proc_file(pid, "gid_map", line, (size_t)n, err) < 0)
+    return cordon_error_prefix(err, "user namespace gid map");
+  return 0;
+}
+
+/* The child only has to exist until its namespace is opened: it waits for the pipe to close.
+ * It shares our memory (CLONE_VM), so it makes raw system calls only. */
+__attribute__((no_sanitize("address", "undefined"))) static int idmap_child(void *arg) {
+  const int *fds = arg;
+  char c;
+  syscall(SYS_close, fds[1]); /* our copy of the write end, or the read would never see EOF */
+  syscall(SYS_read, fds[0], &c, 1);
+  syscall(SYS_exit, 0);
+  return 0;
+}
+
+int confine_userns_idmap_fd(uid_t from_uid, uid_t to_uid, gid_t from_gid, gid_t to_gid,
+                            struct cordon_error **err) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
+  _cleanup_close_ int wait_read = p[0];
+  _cleanup_close_ int wait_write = p[1];
+  const size_t stack_size = 16384;
+  _cleanup_free_ char *stack = malloc(stack_size);
+  if (!stack)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "id-map namespace");
+  /* CLONE_VM: no page tables to copy, so this costs a few microseconds. */
+  int fds[2] = {wait_read, wait_write};
+  pid_t pid = clone(idmap_child, stack + stack_size, CLONE_NEWUSER | CLONE_VM | SIGCHLD, fds);
+  if (pid < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
+                            "cannot create a user namespace for the id-mapped workspace");
+  char line[64];
+  int r = 0;
+  int n = confine_format_id_map(from_uid, to_uid, line, sizeof(line));
+  if (n < 0 || write_proc_file(pid, "uid_map", line, (size_t)n, err) < 0)
+    r = -1;
+  n = confine_format_id_map(from_gid, to_gid, line, sizeof(line));
+  if (r == 0 && (n < 0 || write_proc_file(pid, "gid_map", line, (size_t)n, err) < 0))
+    r = -1;
+  int fd = -1;
+  if (r == 0) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", path);
+  }
+  close(steal_fd(&wait_write));
+  while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+    ;
+  return r < 0 ? -1 : fd;
+}

@@ -1,0 +1,26 @@
+/* Pieces the snapshot module's files share: loading a verified manifest, storing a new one. */
+#ifndef CORDON_SNAPSHOT_INTERNAL_H
+#define CORDON_SNAPSHOT_INTERNAL_H
+
+#include <cordon/snapshot.h>
+
+#include "snapshot/manifest.h"
+#include "store/cas.h"
+
+/* Parse a snapshot id (64 lowercase hex digits). */
+int snap_parse_id(const char *hex, unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err);
+
+/* Read the manifest blob (verified against its id) and parse it strictly. */
+int snap_load_manifest(struct cordon_cas *cas, const unsigned char id[CAS_DIGEST_LEN],
+                       struct snap_manifest *out, struct cordon_error **err);
+
+/* Encode entries, store the manifest (fsync'd, with a sidecar naming its type) and add a ref;
+ * id receives the snapshot id. */
+int snap_store_manifest(struct cordon_cas *cas, const struct snap_entry *entries, size_t count,
+                        unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err);
+
+/* Store already-encoded manifest bytes and add a ref. */
+int snap_store_manifest_bytes(struct cordon_cas *cas, const struct snap_buf *bytes,
+                              unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err);
+
+#endif

@@ -1,0 +1,598 @@
+/* Snapshots: taking one (walk, manifest, store, ref, stat cache), listing and forgetting them,
+ * materialising shared overlay bases and terminal snapshots of overlay upper layers. Restore
+ * lives in restore.c, images in tar.c, gc in gc.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cordon/snapshot.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/strv.h"
+#include "snapshot/internal.h"
+#include "snapshot/statcache.h"
+#include "snapshot/walk.h"
+
+int snap_parse_id(const char *hex, unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err) {
+  if (cas_unhex(hex, id) < 0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "'%s' is not a snapshot id (64 lowercase hex digits)",
+                            hex ? hex : "");
+  return 0;
+}
+
+int snap_load_manifest(struct cordon_cas *cas, const unsigned char id[CAS_DIGEST_LEN],
+                       struct snap_manifest *out, struct cordon_error **err) {
+  char hex[CAS_HEX_LEN + 1];
+  cas_hex(id, hex);
+  unsigned char *data = NULL;
+  size_t len = 0;
+  struct cordon_error *read_err = NULL;
+  if (cas_read_verified(cas, id, SNAP_MANIFEST_MAX, &data, &len, &read_err) < 0) {
+    int r;
+    if (read_err->kind == CORDON_ERR_NOT_FOUND)
+      r = cordon_error_set(err, CORDON_ERR_NOT_FOUND, 0, "no snapshot %s in store %s", hex,
+                           cas->dir);
+    else
+      r = cordon_error_set(err, read_err->kind, read_err->errnum, "snapshot %s: %s", hex,
+                           read_err->message);
+    cordon_error_free(read_err);
+    return r;
+  }
+  int r = snap_manifest_parse(data, len, out, err);
+  free(data);
+  if (r < 0)
+    return cordon_error_prefix(err, "snapshot %s", hex);
+  return 0;
+}
+
+int snap_store_manifest_bytes(struct cordon_cas *cas, const struct snap_buf *bytes,
+                              unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err) {
+  if (cas_put_internal(cas, bytes->data, bytes->length, CAS_MANIFEST_TYPE, NULL, id, err) < 0)
+    return cordon_error_prefix(err, "cannot store the manifest");
+  return cas_ref_add(cas, id, err);
+}
+
+int snap_store_manifest(struct cordon_cas *cas, const struct snap_entry *entries, size_t count,
+                        unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err) {
+  struct snap_buf buf = {0};
+  int r = snap_manifest_encode(entries, count, &buf, err);
+  if (r == 0)
+    r = snap_store_manifest_bytes(cas, &buf, id, err);
+  snap_buf_free(&buf);
+  return r;
+}
+
+/* ---- taking a snapshot -------------------------------------------------------------------- */
+
+struct take_setup {
+  char **roots;
+  char **exclude;
+  struct walk_skip skip[2];
+  size_t n_skip;
+  char cache_name[CAS_HEX_LEN / 2 + 1];
+  char resolved[PATH_MAX];
+};
+
+static void take_setup_free(struct take_setup *s) {
+  strv_free(s->roots);
+  strv_free(s->exclude);
+}
+
+static int add_root(struct take_setup *s, const char *path) {
+  char *norm = snap_normalize_absolute(path);
+  if (!norm)
+    return -1;
+  for (size_t i = 0; s->roots && s->roots[i]; i++) {
+    if (!strcmp(s->roots[i], norm)) {
+      free(norm);
+      return 0;
+    }
+  }
+  return strv_push_take(&s->roots, norm);
+}
+
+/* Root aliases, exclusions and the directories of the store itself (never snapshotted). */
+static int prepare(struct cordon_cas *cas, const char *dir, int rootfd,
+                   const struct cordon_snapshot_options *o, struct take_setup *s,
+                   struct cordon_error **err) {
+  memset(s, 0, sizeof(*s));
+  s->roots = calloc(1, sizeof(char *));
+  s->exclude = calloc(1, sizeof(char *));
+  if (!s->roots || !s->exclude)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  char link[64];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", rootfd);
+  if (!realpath(dir, s->resolved)) {
+    ssize_t n = readlink(link, s->resolved, sizeof(s->resolved) - 1);
+    if (n < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "snapshot: %s", dir);
+    s->resolved[n] = 0;
+  }
+  if (add_root(s, s->resolved) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  if (dir[0] == '/') {
+    if (add_root(s, dir) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  } else {
+    char cwd[PATH_MAX];
+    _cleanup_free_ char *abs = NULL;
+    if (getcwd(cwd, sizeof(cwd)) && asprintf(&abs, "%s/%s", cwd, dir) >= 0 &&
+        add_root(s, abs) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  }
+  for (size_t i = 0; o->root_aliases && o->root_aliases[i]; i++) {
+    if (o->root_aliases[i][0] != '/')
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "root alias %s is not absolute",
+                              o->root_aliases[i]);
+    if (add_root(s, o->root_aliases[i]) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  }
+  for (size_t i = 0; o->exclude && o->exclude[i]; i++) {
+    char *norm = NULL;
+    if (fs_normalize_relative(o->exclude[i], &norm, err) < 0)
+      return -1;
+    if (!*norm) {
+      free(norm);
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "cannot exclude the root itself");
+    }
+    if (strv_push_take(&s->exclude, norm) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  }
+  struct stat st;
+  if (fstat(cas->rootfd, &st) == 0)
+    s->skip[s->n_skip++] = (struct walk_skip){st.st_dev, st.st_ino};
+  char store_real[PATH_MAX];
+  if (realpath(cas->dir, store_real)) {
+    char *slash = strrchr(store_real, '/');
+    if (slash && slash != store_real) {
+      *slash = 0;
+      const char *base = strrchr(store_real, '/');
+      if (base && !strcmp(base + 1, ".cordon") && stat(store_real, &st) == 0)
+        s->skip[s->n_skip++] = (struct walk_skip){st.st_dev, st.st_ino};
+    }
+  }
+  unsigned char key[CAS_DIGEST_LEN];
+  char hex[CAS_HEX_LEN + 1];
+  if (cas_sha256(s->resolved, strlen(s->resolved), key) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  cas_hex(key, hex);
+  memcpy(s->cache_name, hex, CAS_HEX_LEN / 2);
+  s->cache_name[CAS_HEX_LEN / 2] = 0;
+  return 0;
+}
+
+static int open_statcache_dir(struct cordon_cas *cas) {
+  return openat(cas->rootfd, CAS_STATCACHE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Entries of a walk, in canonical order (views into the nodes). */
+static int walk_entries(struct walk_tree *t, struct walk_node ***nodes, struct snap_entry **entries,
+                        size_t *count, struct cordon_error **err) {
+  if (walk_flatten(t, nodes, count) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  *entries = malloc(*count * sizeof(**entries));
+  if (!*entries) {
+    free(*nodes);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  }
+  for (size_t i = 0; i < *count; i++)
+    walk_node_entry((*nodes)[i], &(*entries)[i]);
+  return 0;
+}
+
+/* When the snapshot has exactly the cache's file names, update the records in place: a few
+ * pwrites instead of rewriting the whole cache. Returns false when a rewrite is needed. */
+static bool update_statcache(struct statcache *cache, struct walk_node **nodes, size_t count) {
+  if (!cache->storage || cache->fd < 0)
+    return false;
+  size_t files = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (nodes[i]->kind != SNAP_FILE)
+      continue;
+    if (nodes[i]->cache_index < 0)
+      return false;
+    files++;
+  }
+  if (files != cache->n_files)
+    return false;
+  size_t *changed = NULL, n_changed = 0, cap = 0;
+  for (size_t i = 0; i < count; i++) {
+    const struct walk_node *n = nodes[i];
+    if (n->kind != SNAP_FILE ||
+        !statcache_set(cache, (size_t)n->cache_index, &n->st, n->digest, n->cacheable))
+      continue;
+    if (n_changed == cap) {
+      cap = cap ? cap * 2 : 16;
+      size_t *grown = realloc(changed, cap * sizeof(*grown));
+      if (!grown) {
+        free(changed);
+        return false;
+      }
+      changed = grown;
+    }
+    changed[n_changed++] = (size_t)n->cache_index;
+  }
+  bool ok = statcache_write_back(cache, changed, n_changed) == 0;
+  free(changed);
+  return ok;
+}
+
+static void save_statcache(struct cordon_cas *cas, const struct take_setup *s,
+                           struct walk_node **nodes, size_t count, const struct stat *root_st) {
+  struct statcache_writer w = {0};
+  for (size_t i = 0; i < count; i++) {
+    const struct walk_node *d = nodes[i];
+    if (d->kind != SNAP_DIR)
+      continue;
+    bool opened = false;
+    for (uint32_t k = 0; k < d->n_children; k++) {
+      const struct walk_node *n = d->children[k];
+      if (n->kind != SNAP_FILE)
+        continue;
+      if (!opened)
+        statcache_writer_dir(&w, d->path, d->path_len);
+      opened = true;
+      statcache_writer_file(&w, n->name, n->path_len - (size_t)(n->name - n->path), &n->st,
+                            n->digest, n->cacheable);
+    }
+  }
+  struct snap_buf bytes = {0};
+  if (statcache_writer_finish(&w, (uint64_t)root_st->st_dev, (uint64_t)root_st->st_ino,
+                              &bytes) < 0)
+    return;
+  _cleanup_close_ int dir = open_statcache_dir(cas);
+  struct cordon_error *ignored = NULL;
+  if (dir >= 0)
+    statcache_save(dir, s->cache_name, &bytes, &ignored); /* only an optimisation */
+  cordon_error_free(ignored);
+  snap_buf_free(&bytes);
+}
+
+int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
+                         const struct cordon_snapshot_options *options,
+                         char id_hex[CORDON_DIGEST_HEX_SIZE], struct cordon_snapshot_stats *stats,
+                         struct cordon_error **err) {
+  static const struct cordon_snapshot_options defaults;
+  const struct cordon_snapshot_options *o = options ? options : &defaults;
+  double start = fs_now();
+  _cleanup_close_ int rootfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (rootfd < 0)
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
+                            errno, "snapshot: directory %s", dir);
+  struct stat root_st;
+  if (fstat(rootfd, &root_st) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "snapshot: directory %s", dir);
+  struct take_setup s;
+  struct statcache cache = {.fd = -1};
+  struct cas_batch *batch = NULL;
+  struct walk_tree *tree = NULL;
+  struct walk_node **nodes = NULL;
+  struct snap_buf manifest = {0};
+  size_t count = 0;
+  int r = -1;
+  if (prepare(cas, dir, rootfd, o, &s, err) < 0)
+    goto out;
+  if (!o->no_stat_cache) {
+    _cleanup_close_ int cdir = open_statcache_dir(cas);
+    if (cdir >= 0)
+      statcache_load(cdir, s.cache_name, &cache);
+    if (cache.root_dev != (uint64_t)root_st.st_dev ||
+        cache.root_ino != (uint64_t)root_st.st_ino)
+      statcache_free(&cache); /* a different directory now lives at that path */
+  }
+  struct walk_options wo = {
+      .roots = (const char *const *)s.roots,
+      .exclude = (const char *const *)s.exclude,
+      .threads = o->threads,
+      .cache = o->no_stat_cache ? NULL : &cache,
+      .threshold = statcache_threshold(),
+      .skip = s.skip,
+      .n_skip = s.n_skip,
+      .progress = o->progress,
+  };
+  if (cas_batch_new(cas, &batch, err) < 0)
+    goto out;
+  double t1 = fs_now();
+  if (walk_run(cas, batch, rootfd, &wo, &tree, err) < 0) {
+    cordon_error_prefix(err, "snapshot of %s", dir);
+    goto out;
+  }
+  double t2 = fs_now();
+  /* The walk built the tree in canonical order: encode it directly. */
+  if (walk_flatten(tree, &nodes, &count) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+    goto out;
+  }
+  snap_buf_reserve(&manifest, count * 112 + 64); /* a typical entry is 80-110 bytes */
+  snap_buf_append(&manifest, SNAP_MANIFEST_MAGIC, strlen(SNAP_MANIFEST_MAGIC));
+  for (size_t i = 0; i < count; i++) {
+    struct snap_entry e;
+    walk_node_entry(nodes[i], &e);
+    snap_entry_encode(&manifest, &e);
+  }
+  if (manifest.oom) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+    goto out;
+  }
+  uint64_t staged = cas_batch_staged(batch);
+  double t3 = fs_now();
+  if (cas_batch_commit(batch, err) < 0)
+    goto out;
+  double t4 = fs_now();
+  unsigned char id[CAS_DIGEST_LEN];
+  if (snap_store_manifest_bytes(cas, &manifest, id, err) < 0)
+    goto out;
+  double t5 = fs_now();
+  struct walk_counts wc;
+  walk_get_counts(tree, &wc);
+  if (!o->no_stat_cache && !update_statcache(&cache, nodes, count))
+    save_statcache(cas, &s, nodes, count, &root_st);
+  if (getenv("CORDON_DEBUG_TIMING"))
+    fprintf(stderr, "setup %.4f walk %.4f flatten %.4f commit %.4f manifest %.4f cache %.4f\n",
+            t1 - start, t2 - t1, t3 - t2, t4 - t3, t5 - t4, fs_now() - t5);
+  cas_hex(id, id_hex);
+  if (stats) {
+    stats->entries = count;
+    stats->files = wc.files;
+    stats->bytes = wc.bytes;
+    stats->hashed_files = wc.hashed_files;
+    stats->hashed_bytes = wc.hashed_bytes;
+    stats->new_blobs = staged;
+    stats->seconds = fs_now() - start;
+  }
+  r = 0;
+out:
+  snap_buf_free(&manifest);
+  free(nodes);
+  walk_free(tree);
+  cas_batch_free(batch);
+  statcache_free(&cache);
+  take_setup_free(&s);
+  return r;
+}
+
+/* ---- listing ------------------------------------------------------------------------------ */
+
+int cordon_snapshot_entries(struct cordon_cas *cas, const char *id_hex,
+                            struct cordon_snapshot_entry **out, size_t *count,
+                            struct cordon_error **err) {
+  unsigned char id[CAS_DIGEST_LEN];
+  if (snap_parse_id(id_hex, id, err) < 0)
+    return -1;
+  struct snap_manifest m;
+  if (snap_load_manifest(cas, id, &m, err) < 0)
+    return -1;
+  struct cordon_snapshot_entry *list = calloc(m.count ? m.count : 1, sizeof(*list));
+  if (!list) {
+    snap_manifest_free(&m);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot entries");
+  }
+  for (size_t i = 0; i < m.count; i++) {
+    const struct snap_entry *e = &m.entries[i];
+    struct cordon_snapshot_entry *x = &list[i];
+    x->path = malloc(e->path_len + 1);
+    if (x->path) {
+      memcpy(x->path, e->path, e->path_len);
+      x->path[e->path_len] = 0;
+    }
+    x->path_length = e->path_len;
+    x->kind = (enum cordon_snapshot_kind)e->kind;
+    x->mode = e->mode;
+    x->size = e->size;
+    if (e->kind == SNAP_FILE)
+      cas_hex(e->digest, x->digest);
+    if (e->target)
+      x->target = strdup(e->target);
+    x->major = e->major;
+    x->minor = e->minor;
+    if (!x->path || (e->target && !x->target)) {
+      cordon_snapshot_entries_free(list, i + 1);
+      snap_manifest_free(&m);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot entries");
+    }
+  }
+  *out = list;
+  *count = m.count;
+  snap_manifest_free(&m);
+  return 0;
+}
+
+void cordon_snapshot_entries_free(struct cordon_snapshot_entry *entries, size_t count) {
+  for (size_t i = 0; entries && i < count; i++) {
+    free(entries[i].path);
+    free(entries[i].target);
+  }
+  free(entries);
+}
+
+int cordon_snapshot_list(struct cordon_cas *cas, char ***ids, struct cordon_error **err) {
+  return cas_ref_list(cas, ids, err);
+}
+
+int cordon_snapshot_forget(struct cordon_cas *cas, const char *id_hex,
+                           struct cordon_error **err) {
+  unsigned char id[CAS_DIGEST_LEN];
+  if (snap_parse_id(id_hex, id, err) < 0)
+    return -1;
+  return cas_ref_remove(cas, id, err);
+}
+
+/* ---- overlay bases and terminal snapshots ------------------------------------------------- */
+
+int cordon_snapshot_materialize_base(struct cordon_cas *cas, const char *id_hex,
+                                     const char *bases_dir, char **path_out,
+                                     struct cordon_error **err) {
+  unsigned char id[CAS_DIGEST_LEN];
+  if (snap_parse_id(id_hex, id, err) < 0)
+    return -1;
+  if (fs_mkdir_p(bases_dir, 0700, err) < 0)
+    return -1;
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "%s/%s", bases_dir, id_hex) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "base %s", id_hex);
+  /* A base appears only by the atomic rename at the end of a verified restore, so one that
+   * exists is complete. */
+  struct stat st;
+  if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    goto done;
+  struct cordon_error *restore_err = NULL;
+  if (cordon_snapshot_restore(cas, id_hex, path, NULL, &restore_err) < 0) {
+    /* Another process may have won the race; its base is as good as ours. */
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+      cordon_error_free(restore_err);
+      goto done;
+    }
+    if (err && !*err)
+      *err = restore_err;
+    else
+      cordon_error_free(restore_err);
+    return -1;
+  }
+done:
+  if (path_out)
+    *path_out = steal_ptr(&path);
+  return 0;
+}
+
+static bool in_subtree(const struct snap_entry *e, const char *prefix, size_t prefix_len) {
+  if (prefix_len == 0)
+    return e->path_len > 0; /* everything below the root */
+  return e->path_len > prefix_len && e->path[prefix_len] == '/' &&
+         memcmp(e->path, prefix, prefix_len) == 0;
+}
+
+/* Merge the base manifest with the upper layer (both canonical). */
+static int overlay_merge(const struct snap_manifest *base, struct walk_node **upper,
+                         size_t n_upper, struct snap_entry **out, size_t *count,
+                         struct cordon_error **err) {
+  size_t cap = base->count + n_upper, n = 0;
+  struct snap_entry *res = malloc((cap ? cap : 1) * sizeof(*res));
+  if (!res)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "overlay snapshot");
+  size_t i = 0, j = 0;
+  const char *hide = NULL; /* a base subtree that the upper layer replaced or deleted */
+  size_t hide_len = 0;
+  while (i < base->count || j < n_upper) {
+    if (i < base->count && hide) {
+      if (in_subtree(&base->entries[i], hide, hide_len)) {
+        i++;
+        continue;
+      }
+      hide = NULL;
+    }
+    int cmp;
+    if (i >= base->count)
+      cmp = 1;
+    else if (j >= n_upper)
+      cmp = -1;
+    else
+      cmp = snap_path_compare(base->entries[i].path, base->entries[i].path_len, upper[j]->path,
+                              upper[j]->path_len);
+    if (cmp < 0) {
+      res[n++] = base->entries[i++];
+      continue;
+    }
+    const struct walk_node *u = upper[j++];
+    if (cmp == 0) {
+      const struct snap_entry *b = &base->entries[i++];
+      bool merge_dirs = b->kind == SNAP_DIR && u->kind == SNAP_DIR && !u->opaque && !u->whiteout;
+      if (b->kind == SNAP_DIR && !merge_dirs) {
+        hide = b->path;
+        hide_len = b->path_len;
+      }
+    }
+    if (u->whiteout)
+      continue;
+    walk_node_entry(u, &res[n++]);
+  }
+  *out = res;
+  *count = n;
+  return 0;
+}
+
+int cordon_snapshot_take_overlay(struct cordon_cas *cas, const char *base_hex,
+                                 const char *upper_dir,
+                                 const struct cordon_snapshot_options *options,
+                                 char id_hex[CORDON_DIGEST_HEX_SIZE],
+                                 struct cordon_snapshot_stats *stats, struct cordon_error **err) {
+  static const struct cordon_snapshot_options defaults;
+  const struct cordon_snapshot_options *o = options ? options : &defaults;
+  double start = fs_now();
+  unsigned char base_id[CAS_DIGEST_LEN];
+  if (snap_parse_id(base_hex, base_id, err) < 0)
+    return -1;
+  _cleanup_close_ int rootfd = open(upper_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (rootfd < 0)
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
+                            errno, "overlay snapshot: upper directory %s", upper_dir);
+  struct snap_manifest base = {0};
+  struct take_setup s;
+  struct cas_batch *batch = NULL;
+  struct walk_tree *tree = NULL;
+  struct walk_node **nodes = NULL;
+  struct snap_entry *upper_entries = NULL, *merged = NULL;
+  size_t n_nodes = 0, n_merged = 0;
+  int r = -1;
+  if (prepare(cas, upper_dir, rootfd, o, &s, err) < 0 ||
+      snap_load_manifest(cas, base_id, &base, err) < 0)
+    goto out;
+  struct walk_options wo = {
+      .roots = (const char *const *)s.roots,
+      .exclude = (const char *const *)s.exclude,
+      .threads = o->threads,
+      .overlay = true,
+      .threshold = statcache_threshold(),
+      .skip = s.skip,
+      .n_skip = s.n_skip,
+      .progress = o->progress,
+  };
+  if (cas_batch_new(cas, &batch, err) < 0)
+    goto out;
+  if (walk_run(cas, batch, rootfd, &wo, &tree, err) < 0) {
+    cordon_error_prefix(err, "overlay snapshot of %s", upper_dir);
+    goto out;
+  }
+  if (walk_entries(tree, &nodes, &upper_entries, &n_nodes, err) < 0 ||
+      overlay_merge(&base, nodes, n_nodes, &merged, &n_merged, err) < 0)
+    goto out;
+  uint64_t staged = cas_batch_staged(batch);
+  if (cas_batch_commit(batch, err) < 0)
+    goto out;
+  unsigned char id[CAS_DIGEST_LEN];
+  if (snap_store_manifest(cas, merged, n_merged, id, err) < 0)
+    goto out;
+  cas_hex(id, id_hex);
+  if (stats) {
+    struct walk_counts wc;
+    walk_get_counts(tree, &wc);
+    memset(stats, 0, sizeof(*stats));
+    stats->entries = n_merged;
+    for (size_t i = 0; i < n_merged; i++) {
+      if (merged[i].kind == SNAP_FILE) {
+        stats->files++;
+        stats->bytes += merged[i].size;
+      }
+    }
+    stats->hashed_files = wc.hashed_files;
+    stats->hashed_bytes = wc.hashed_bytes;
+    stats->new_blobs = staged;
+    stats->seconds = fs_now() - start;
+  }
+  r = 0;
+out:
+  free(merged);
+  free(upper_entries);
+  free(nodes);
+  walk_free(tree);
+  cas_batch_free(batch);
+  snap_manifest_free(&base);
+  take_setup_free(&s);
+  return r;
+}

@@ -1,0 +1,680 @@
+/* The parallel tree walk (see walk.h).
+ *
+ * Jobs are nodes on one LIFO stack: a directory job lists and stats a directory and pushes its
+ * subdirectories and the files the stat cache cannot vouch for; a file job reads, hashes and
+ * stages one file. Nodes live in per-worker arenas (no locking, freed at once). Only the
+ * calling thread reports progress, so callbacks need not be thread-safe. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "snapshot/anchor.h"
+#include "snapshot/walk.h"
+
+#define READ_BUFFER ((size_t)1 << 20)
+#define DENTS_BUFFER ((size_t)64 << 10)
+#define ARENA_CHUNK ((size_t)2 << 20)
+#define MAX_THREADS 64
+
+enum { JOB_DIR = 1, JOB_FILE = 2 };
+
+struct arena_chunk {
+  struct arena_chunk *next;
+  size_t used, size;
+  _Alignas(16) char data[];
+};
+
+struct arena {
+  struct arena_chunk *head;
+};
+
+static void *arena_alloc(struct arena *a, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  struct arena_chunk *c = a->head;
+  if (!c || c->size - c->used < n) {
+    size_t size = n > ARENA_CHUNK / 4 ? n : ARENA_CHUNK - sizeof(*c);
+    /* Populated up front: one call instead of a page fault per 4 KiB, which is what a walk of
+     * tens of thousands of nodes would otherwise spend its time on in some VMs. */
+    void *mem = mmap(NULL, sizeof(*c) + size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (mem == MAP_FAILED)
+      return NULL;
+    struct arena_chunk *fresh = mem;
+    fresh->used = 0;
+    fresh->size = size;
+    if (n > ARENA_CHUNK / 4 && c) {
+      /* A big one-off: keep the current chunk in front for the small allocations. */
+      fresh->next = c->next;
+      c->next = fresh;
+    } else {
+      fresh->next = c;
+      a->head = fresh;
+    }
+    c = fresh;
+  }
+  void *p = c->data + c->used;
+  c->used += n;
+  return p;
+}
+
+static void arena_free(struct arena *a) {
+  struct arena_chunk *c = a->head;
+  while (c) {
+    struct arena_chunk *next = c->next;
+    munmap(c, sizeof(*c) + c->size);
+    c = next;
+  }
+  a->head = NULL;
+}
+
+struct worker {
+  struct walk_tree *tree;
+  unsigned index;
+  struct arena arena;
+  unsigned char *buf;
+  char *dents;
+  struct cas_hasher hasher;
+  struct walk_node **scratch; /* children of the directory being listed */
+  size_t scratch_cap;
+  struct cordon_error *err;
+};
+
+struct walk_tree {
+  struct cordon_cas *cas;
+  struct cas_batch *batch;
+  int rootfd;
+  const struct walk_options *o;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct walk_node *stack;
+  size_t outstanding;
+  bool failed;
+  struct walk_node *root;
+  struct worker workers[MAX_THREADS];
+  unsigned n_workers;
+  uint64_t entries, files, bytes, hashed_files, hashed_bytes, files_done;
+  double last_progress;
+};
+
+static void push_jobs(struct walk_tree *t, struct walk_node *first, struct walk_node *last,
+                      size_t n) {
+  if (n == 0)
+    return;
+  pthread_mutex_lock(&t->mu);
+  last->next_job = t->stack;
+  t->stack = first;
+  t->outstanding += n;
+  if (n == 1)
+    pthread_cond_signal(&t->cv);
+  else
+    pthread_cond_broadcast(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+}
+
+static int changed_error(struct worker *w, const struct walk_node *n, int e) {
+  if (e == ENOENT)
+    return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0,
+                            "%s vanished while the snapshot was taken", n->path);
+  if (e == ELOOP || e == ENOTDIR || e == EXDEV)
+    return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0,
+                            "%s changed while the snapshot was taken (a directory on its path "
+                            "became a symlink or a file); refusing to follow it",
+                            *n->path ? n->path : ".");
+  return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, e, "%s", *n->path ? n->path : ".");
+}
+
+static bool excluded(const struct walk_options *o, const char *path) {
+  for (size_t i = 0; o->exclude && o->exclude[i]; i++)
+    if (!strcmp(o->exclude[i], path))
+      return true;
+  return false;
+}
+
+static bool skipped_dir(const struct walk_options *o, const struct stat *st) {
+  for (size_t i = 0; i < o->n_skip; i++)
+    if (o->skip[i].dev == st->st_dev && o->skip[i].ino == st->st_ino)
+      return true;
+  return false;
+}
+
+static int by_name(const void *a, const void *b) {
+  const struct walk_node *x = *(struct walk_node *const *)a, *y = *(struct walk_node *const *)b;
+  return strcmp(x->name, y->name);
+}
+
+static bool xattr_is(int fd, const char *trusted, const char *user, const char *value) {
+  char buf[8];
+  size_t vl = strlen(value);
+  ssize_t n = fgetxattr(fd, trusted, buf, sizeof(buf));
+  if (n == (ssize_t)vl && !memcmp(buf, value, vl))
+    return true;
+  n = fgetxattr(fd, user, buf, sizeof(buf));
+  return n == (ssize_t)vl && !memcmp(buf, value, vl);
+}
+
+static bool xattr_present(int fd, const char *trusted, const char *user) {
+  return fgetxattr(fd, trusted, NULL, 0) >= 0 || fgetxattr(fd, user, NULL, 0) >= 0;
+}
+
+static struct walk_node *new_child(struct worker *w, const struct walk_node *parent,
+                                   const char *name, size_t name_len) {
+  struct walk_node *c = arena_alloc(&w->arena, sizeof(*c));
+  size_t plen = parent->path_len ? parent->path_len + 1 + name_len : name_len;
+  char *path = arena_alloc(&w->arena, plen + 1);
+  if (!c || !path)
+    return NULL;
+  memset(c, 0, sizeof(*c));
+  size_t o = 0;
+  if (parent->path_len) {
+    memcpy(path, parent->path, parent->path_len);
+    path[parent->path_len] = '/';
+    o = parent->path_len + 1;
+  }
+  memcpy(path + o, name, name_len);
+  path[plen] = 0;
+  c->path = path;
+  c->path_len = plen;
+  c->name = path + o;
+  return c;
+}
+
+static int read_link(struct worker *w, int dirfd, struct walk_node *c, const struct stat *st) {
+  size_t cap = st->st_size > 0 && st->st_size < PATH_MAX ? (size_t)st->st_size + 1 : PATH_MAX;
+  _cleanup_free_ char *buf = malloc(cap);
+  if (!buf)
+    return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, ENOMEM, "%s", c->path);
+  ssize_t n = readlinkat(dirfd, c->name, buf, cap);
+  if (n < 0)
+    return changed_error(w, c, errno);
+  if ((size_t)n >= cap) {
+    if (cap >= PATH_MAX)
+      return cordon_error_set(&w->err, CORDON_ERR_INVALID, ENAMETOOLONG, "symlink %s",
+                              c->path);
+    return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0,
+                            "symlink %s changed while the snapshot was taken", c->path);
+  }
+  buf[n] = 0;
+  if (n == 0)
+    return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0, "symlink %s has an empty target",
+                            c->path);
+  char *canon = NULL;
+  if (snap_symlink_canonical(buf, c->path, w->tree->o->roots, &canon) < 0)
+    return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, ENOMEM, "%s", c->path);
+  size_t len = strlen(canon);
+  c->target = arena_alloc(&w->arena, len + 1);
+  if (!c->target) {
+    free(canon);
+    return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, ENOMEM, "%s", c->path);
+  }
+  memcpy(c->target, canon, len + 1);
+  free(canon);
+  return 0;
+}
+
+/* The cached files of the directory being listed, consumed in name order. */
+struct cache_cursor {
+  const struct statcache *c;
+  size_t next, end;
+};
+
+static int compare_names(const char *a, size_t a_len, const char *b, size_t b_len) {
+  int r = memcmp(a, b, a_len < b_len ? a_len : b_len);
+  return r ? r : a_len < b_len ? -1 : a_len > b_len ? 1 : 0;
+}
+
+static int64_t cursor_find(struct cache_cursor *cur, const char *name, size_t len) {
+  while (cur->next < cur->end) {
+    const struct statcache_file *f = &cur->c->files[cur->next];
+    int r = compare_names(statcache_name(cur->c, f), f->name_len, name, len);
+    if (r > 0)
+      return -1;
+    cur->next++;
+    if (r == 0)
+      return (int64_t)cur->next - 1;
+  }
+  return -1;
+}
+
+/* Classify a child from its lstat. Returns 1 for a file job, 2 for a directory job, 0 when the
+ * node is complete, -1 on error. */
+static int classify(struct worker *w, int dirfd, struct walk_node *c, const struct stat *st,
+                    struct cache_cursor *cur) {
+  struct walk_tree *t = w->tree;
+  c->mode = (uint16_t)(st->st_mode & 07777);
+  switch (st->st_mode & S_IFMT) {
+  case S_IFDIR:
+    c->kind = SNAP_DIR;
+    return 2;
+  case S_IFREG: {
+    c->kind = SNAP_FILE;
+    c->cache_index =
+        cur->c ? cursor_find(cur, c->name, c->path_len - (size_t)(c->name - c->path)) : -1;
+    const struct statcache_file *f = c->cache_index >= 0 ? &cur->c->files[c->cache_index] : NULL;
+    struct snap_stat now;
+    snap_stat_from(&now, st);
+    if (f && statcache_matches(f, &now)) {
+      memcpy(c->digest, f->digest, CAS_DIGEST_LEN);
+      c->size = now.size;
+      c->st = now;
+      c->cacheable = true;
+      return 0;
+    }
+    return 1;
+  }
+  case S_IFLNK:
+    c->kind = SNAP_SYMLINK;
+    c->mode = 0777;
+    return read_link(w, dirfd, c, st) < 0 ? -1 : 0;
+  case S_IFIFO:
+    c->kind = SNAP_FIFO;
+    return 0;
+  case S_IFSOCK:
+    c->kind = SNAP_SOCKET;
+    return 0;
+  case S_IFCHR:
+  case S_IFBLK:
+    c->kind = S_ISCHR(st->st_mode) ? SNAP_CHAR : SNAP_BLOCK;
+    c->major = major(st->st_rdev);
+    c->minor = minor(st->st_rdev);
+    if (t->o->overlay && c->kind == SNAP_CHAR && st->st_rdev == 0)
+      c->whiteout = true;
+    return 0;
+  default:
+    return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0, "%s has an unknown file type",
+                            c->path);
+  }
+}
+
+static int process_dir(struct worker *w, struct walk_node *node) {
+  struct walk_tree *t = w->tree;
+  _cleanup_close_ int fd = anchor_open(t->rootfd, node->path, O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0)
+    return changed_error(w, node, errno);
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return changed_error(w, node, errno);
+  node->mode = (uint16_t)(st.st_mode & 07777);
+  node->kind = SNAP_DIR;
+  if (t->o->overlay) {
+    if (xattr_present(fd, "trusted.overlay.redirect", "user.overlay.redirect"))
+      return cordon_error_set(&w->err, CORDON_ERR_UNSUPPORTED, 0,
+                              "upper layer directory %s is a redirect (overlayfs redirect_dir); "
+                              "cannot snapshot it against the base",
+                              *node->path ? node->path : ".");
+    node->opaque = xattr_is(fd, "trusted.overlay.opaque", "user.overlay.opaque", "y");
+  }
+  size_t n = 0;
+  for (;;) {
+    ssize_t got = getdents64(fd, w->dents, DENTS_BUFFER);
+    if (got < 0)
+      return changed_error(w, node, errno);
+    if (got == 0)
+      break;
+    for (ssize_t off = 0; off < got;) {
+      struct dirent64 *de = (struct dirent64 *)(w->dents + off);
+      off += de->d_reclen;
+      const char *name = de->d_name;
+      if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+        continue;
+      struct walk_node *c = new_child(w, node, name, strlen(name));
+      if (!c)
+        return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, ENOMEM, "walk");
+      if (excluded(t->o, c->path))
+        continue;
+      if (n == w->scratch_cap) {
+        size_t cap = w->scratch_cap ? w->scratch_cap * 2 : 256;
+        struct walk_node **grown = realloc(w->scratch, cap * sizeof(*grown));
+        if (!grown)
+          return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, ENOMEM, "walk");
+        w->scratch = grown;
+        w->scratch_cap = cap;
+      }
+      w->scratch[n++] = c;
+    }
+  }
+  qsort(w->scratch, n, sizeof(*w->scratch), by_name);
+  node->children = arena_alloc(&w->arena, (n ? n : 1) * sizeof(*node->children));
+  if (!node->children)
+    return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, ENOMEM, "walk");
+  struct cache_cursor cur = {0};
+  if (t->o->cache && statcache_find_dir(t->o->cache, node->path, node->path_len, &cur.next,
+                                        &cur.end)) {
+    cur.c = t->o->cache;
+    cur.end += cur.next;
+  }
+  struct walk_node *first = NULL, *last = NULL;
+  size_t jobs = 0, kept = 0;
+  uint64_t files = 0, bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct walk_node *c = w->scratch[i];
+    struct stat cst;
+    if (fstatat(fd, c->name, &cst, AT_SYMLINK_NOFOLLOW) < 0) {
+      if (errno == ENOENT)
+        continue; /* removed since the listing: not part of this snapshot */
+      return changed_error(w, c, errno);
+    }
+    if (S_ISDIR(cst.st_mode) && skipped_dir(t->o, &cst))
+      continue;
+    int r = classify(w, fd, c, &cst, &cur);
+    if (r < 0)
+      return -1;
+    if (c->kind == SNAP_FILE) {
+      files++;
+      if (r == 0)
+        bytes += c->size;
+    }
+    node->children[kept++] = c;
+    if (r > 0) {
+      c->job = r == 1 ? JOB_FILE : JOB_DIR;
+      c->next_job = NULL;
+      if (last)
+        last->next_job = c;
+      else
+        first = c;
+      last = c;
+      jobs++;
+    }
+  }
+  node->n_children = (uint32_t)kept;
+  __atomic_add_fetch(&t->entries, kept, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&t->files, files, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&t->bytes, bytes, __ATOMIC_RELAXED);
+  push_jobs(t, first, last, jobs);
+  return 0;
+}
+
+static int process_file(struct worker *w, struct walk_node *n) {
+  struct walk_tree *t = w->tree;
+  _cleanup_close_ int fd = anchor_open(t->rootfd, n->path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0);
+  if (fd < 0)
+    return changed_error(w, n, errno);
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return changed_error(w, n, errno);
+  if (!S_ISREG(st.st_mode))
+    return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0,
+                            "%s changed type while the snapshot was taken", n->path);
+  if (t->o->overlay && xattr_present(fd, "trusted.overlay.metacopy", "user.overlay.metacopy"))
+    return cordon_error_set(&w->err, CORDON_ERR_UNSUPPORTED, 0,
+                            "upper layer file %s is a metacopy (overlayfs metacopy=on); "
+                            "its data lives in the lower layer",
+                            n->path);
+  /* Read the whole file when it fits the buffer. A read that returns exactly the size fstat
+   * reported is taken as the end: a regular file only reads short at its end. */
+  size_t want = (uint64_t)st.st_size < READ_BUFFER ? (size_t)st.st_size + 1 : READ_BUFFER;
+  size_t filled = 0;
+  for (;;) {
+    ssize_t r = read(fd, w->buf + filled, want - filled);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "read %s", n->path);
+    }
+    filled += (size_t)r;
+    if (r == 0 || filled == want || filled == (size_t)st.st_size)
+      break;
+  }
+  uint64_t size = filled;
+  if (filled < READ_BUFFER && (filled < want || filled == (size_t)st.st_size)) {
+    if (cas_batch_add_buffer(t->batch, w->buf, filled, n->digest, &w->err) < 0)
+      return cordon_error_prefix(&w->err, "%s", n->path);
+  } else {
+    struct cas_stage stage;
+    if (cas_stage_open(t->batch, &w->hasher, &stage, &w->err) < 0)
+      return cordon_error_prefix(&w->err, "%s", n->path);
+    if (cas_stage_write(&stage, w->buf, filled, &w->err) < 0) {
+      cas_stage_abort(&stage);
+      return cordon_error_prefix(&w->err, "%s", n->path);
+    }
+    for (;;) {
+      ssize_t r = read(fd, w->buf, READ_BUFFER);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0) {
+        int e = errno;
+        cas_stage_abort(&stage);
+        return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, e, "read %s", n->path);
+      }
+      if (r == 0)
+        break;
+      if (cas_stage_write(&stage, w->buf, (size_t)r, &w->err) < 0) {
+        cas_stage_abort(&stage);
+        return cordon_error_prefix(&w->err, "%s", n->path);
+      }
+    }
+    size = stage.size;
+    if (cas_stage_close(&stage, n->digest, &w->err) < 0)
+      return cordon_error_prefix(&w->err, "%s", n->path);
+  }
+  /* No second fstat: a write during the read moves mtime past the racy threshold, away from
+   * the stat recorded here, so the next snapshot reads the file again. */
+  bool steady = size == (uint64_t)st.st_size;
+  snap_stat_from(&n->st, &st);
+  n->size = size;
+  n->mode = (uint16_t)(st.st_mode & 07777);
+  /* A file written during the read, or too recently to trust its timestamps, is read again
+   * next time. */
+  n->cacheable = steady && !statcache_racy(&n->st, &t->o->threshold);
+  __atomic_add_fetch(&t->hashed_files, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&t->hashed_bytes, size, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&t->bytes, size, __ATOMIC_RELAXED);
+  return 0;
+}
+
+static void maybe_progress(struct worker *w) {
+  struct walk_tree *t = w->tree;
+  const struct cordon_progress *p = t->o->progress;
+  if (w->index != 0 || !p || !p->update)
+    return;
+  double now = fs_now();
+  if (now - t->last_progress < 0.1)
+    return;
+  t->last_progress = now;
+  uint64_t done = __atomic_load_n(&t->files_done, __ATOMIC_RELAXED);
+  uint64_t seen = __atomic_load_n(&t->files, __ATOMIC_RELAXED);
+  p->update(p->data, "snapshot", done, seen);
+}
+
+static void *worker_main(void *arg) {
+  struct worker *w = arg;
+  struct walk_tree *t = w->tree;
+  for (;;) {
+    pthread_mutex_lock(&t->mu);
+    while (!t->stack && t->outstanding > 0 && !t->failed)
+      pthread_cond_wait(&t->cv, &t->mu);
+    if (t->failed || !t->stack) {
+      pthread_mutex_unlock(&t->mu);
+      break;
+    }
+    struct walk_node *job = t->stack;
+    t->stack = job->next_job;
+    pthread_mutex_unlock(&t->mu);
+    int r;
+    if (job->job == JOB_DIR) {
+      r = process_dir(w, job);
+    } else {
+      r = process_file(w, job);
+      __atomic_add_fetch(&t->files_done, 1, __ATOMIC_RELAXED);
+    }
+    maybe_progress(w);
+    pthread_mutex_lock(&t->mu);
+    if (r < 0)
+      t->failed = true;
+    t->outstanding--;
+    if (t->outstanding == 0 || t->failed)
+      pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+  }
+  return NULL;
+}
+
+int walk_run(struct cordon_cas *cas, struct cas_batch *batch, int rootfd,
+             const struct walk_options *o, struct walk_tree **out, struct cordon_error **err) {
+  struct walk_tree *t = calloc(1, sizeof(*t));
+  if (!t)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "walk");
+  t->cas = cas;
+  t->batch = batch;
+  t->rootfd = rootfd;
+  t->o = o;
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->cv, NULL);
+  unsigned n = o->threads ? o->threads : cas_default_threads();
+  if (n > MAX_THREADS)
+    n = MAX_THREADS;
+  t->n_workers = n;
+  for (unsigned i = 0; i < n; i++) {
+    struct worker *w = &t->workers[i];
+    w->tree = t;
+    w->index = i;
+    w->buf = malloc(READ_BUFFER);
+    w->dents = malloc(DENTS_BUFFER);
+    if (!w->buf || !w->dents) {
+      walk_free(t);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "walk");
+    }
+  }
+  t->root = arena_alloc(&t->workers[0].arena, sizeof(*t->root));
+  if (!t->root) {
+    walk_free(t);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "walk");
+  }
+  memset(t->root, 0, sizeof(*t->root));
+  t->root->path = "";
+  t->root->name = "";
+  t->root->kind = SNAP_DIR;
+  t->root->job = JOB_DIR;
+  t->entries = 1;
+  push_jobs(t, t->root, t->root, 1);
+  pthread_t threads[MAX_THREADS];
+  unsigned started = 0;
+  for (unsigned i = 1; i < n; i++, started++)
+    if (pthread_create(&threads[started], NULL, worker_main, &t->workers[i]) != 0)
+      break;
+  worker_main(&t->workers[0]);
+  for (unsigned i = 0; i < started; i++)
+    pthread_join(threads[i], NULL);
+  if (t->failed) {
+    for (unsigned i = 0; i < n; i++) {
+      if (t->workers[i].err) {
+        if (err && !*err)
+          *err = steal_ptr(&t->workers[i].err);
+        break;
+      }
+    }
+    walk_free(t);
+    return -1;
+  }
+  if (o->progress && o->progress->update)
+    o->progress->update(o->progress->data, "snapshot", t->files_done, t->files_done);
+  *out = t;
+  return 0;
+}
+
+struct walk_node *walk_root(struct walk_tree *t) {
+  return t->root;
+}
+
+void walk_get_counts(struct walk_tree *t, struct walk_counts *c) {
+  c->entries = t->entries;
+  c->files = t->files;
+  c->bytes = t->bytes;
+  c->hashed_files = t->hashed_files;
+  c->hashed_bytes = t->hashed_bytes;
+}
+
+int walk_flatten(struct walk_tree *t, struct walk_node ***nodes, size_t *count) {
+  size_t cap = t->entries ? t->entries : 1, n = 0;
+  struct walk_node **out = malloc(cap * sizeof(*out));
+  /* Explicit stack: trees may be deeper than the C stack allows. Each frame is a directory and
+   * the index of its next child. */
+  size_t scap = 64, depth = 0;
+  struct frame {
+    struct walk_node *dir;
+    uint32_t next;
+  } *stack = malloc(scap * sizeof(*stack));
+  if (!out || !stack) {
+    free(out);
+    free(stack);
+    return -1;
+  }
+  out[n++] = t->root;
+  stack[depth++] = (struct frame){t->root, 0};
+  while (depth > 0) {
+    struct frame *f = &stack[depth - 1];
+    if (f->next == f->dir->n_children) {
+      depth--;
+      continue;
+    }
+    struct walk_node *c = f->dir->children[f->next++];
+    if (n == cap) {
+      cap *= 2;
+      struct walk_node **grown = realloc(out, cap * sizeof(*out));
+      if (!grown) {
+        free(out);
+        free(stack);
+        return -1;
+      }
+      out = grown;
+    }
+    out[n++] = c;
+    if (c->kind == SNAP_DIR && c->n_children > 0) {
+      if (depth == scap) {
+        scap *= 2;
+        struct frame *grown = realloc(stack, scap * sizeof(*stack));
+        if (!grown) {
+          free(out);
+          free(stack);
+          return -1;
+        }
+        stack = grown;
+      }
+      stack[depth++] = (struct frame){c, 0};
+    }
+  }
+  free(stack);
+  *nodes = out;
+  *count = n;
+  return 0;
+}
+
+void walk_node_entry(const struct walk_node *n, struct snap_entry *e) {
+  memset(e, 0, sizeof(*e));
+  e->path = n->path;
+  e->path_len = n->path_len;
+  e->kind = n->kind;
+  e->mode = n->mode;
+  e->size = n->kind == SNAP_FILE ? n->size : 0;
+  memcpy(e->digest, n->digest, CAS_DIGEST_LEN);
+  e->target = n->target;
+  e->major = n->major;
+  e->minor = n->minor;
+}
+
+void walk_free(struct walk_tree *t) {
+  if (!t)
+    return;
+  for (unsigned i = 0; i < t->n_workers; i++) {
+    struct worker *w = &t->workers[i];
+    arena_free(&w->arena);
+    free(w->buf);
+    free(w->dents);
+    free(w->scratch);
+    cas_hasher_free(&w->hasher);
+    cordon_error_free(w->err);
+  }
+  pthread_mutex_destroy(&t->mu);
+  pthread_cond_destroy(&t->cv);
+  free(t);
+}

@@ -1,0 +1,1504 @@
+/* The content-addressed store: blobs at <store>/<2 hex>/<64 hex>, optional sidecars, temp files
+ * in <store>/tmp, snapshot refs in <store>/refs, the writer lock <store>/lock.
+ *
+ * Every write goes to a temp file first and becomes visible by rename, so a killed writer leaves
+ * at most a temp file, never a partial blob. A single put fsyncs the blob and its directory; a
+ * batch (a snapshot's thousands of files) writes all its temp files, makes them durable with one
+ * syncfs, and only then renames them into place: the same guarantee (a visible name always has
+ * durable, complete content) at the cost of two syncs instead of two per blob.
+ *
+ * Reads never follow a symlink below the store root and never block on a FIFO: shards are
+ * opened O_NOFOLLOW|O_DIRECTORY from the root fd, blobs are lstat'ed, opened
+ * O_NOFOLLOW|O_NONBLOCK and required to be regular files on the descriptor. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cordon/cas.h>
+#include <cordon/session.h>
+
+#include "backend/context.h"
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/strv.h"
+#include "store/cas.h"
+
+#define COPY_BUFFER ((size_t)1 << 20)
+/* Blobs up to this size are staged in memory by get_to_fd; larger ones in a temp file. */
+#define MEMFD_MAX ((uint64_t)64 << 20)
+
+bool cordon_digest_valid(const char *s) {
+  return cas_hex_valid(s);
+}
+
+unsigned cas_default_threads(void) {
+  const char *env = getenv("CORDON_THREADS");
+  if (env && *env) {
+    char *end = NULL;
+    unsigned long v = strtoul(env, &end, 10);
+    if (!*end && v >= 1 && v <= 64)
+      return (unsigned)v;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1)
+    n = 1;
+  return n > 8 ? 8 : (unsigned)n;
+}
+
+int cas_write_all(int fd, const void *data, size_t length) {
+  const unsigned char *p = data;
+  while (length > 0) {
+    ssize_t n = write(fd, p, length);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    p += n;
+    length -= (size_t)n;
+  }
+  return 0;
+}
+
+static ssize_t read_retry(int fd, void *buf, size_t n) {
+  for (;;) {
+    ssize_t r = read(fd, buf, n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    return r;
+  }
+}
+
+static const char *kind_word(mode_t mode) {
+  if (S_ISLNK(mode))
+    return "a symlink";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode))
+    return "a device node";
+  return "not a regular file";
+}
+
+int cas_integrity_error(struct cordon_error **err, const unsigned char expected[CAS_DIGEST_LEN],
+                        const unsigned char actual[CAS_DIGEST_LEN]) {
+  char want[CAS_HEX_LEN + 1], got[CAS_HEX_LEN + 1];
+  cas_hex(expected, want);
+  cas_hex(actual, got);
+  return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
+                          "integrity error: blob %s is corrupt: its content hashes to %s", want,
+                          got);
+}
+
+/* ---- open and close ----------------------------------------------------------------------- */
+
+static int open_subdir(int rootfd, const char *dir, const char *name, int *out,
+                       struct cordon_error **err) {
+  if (mkdirat(rootfd, name, 0700) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s/%s", dir, name);
+  int fd = openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return cordon_error_set(err, errno == ELOOP || errno == ENOTDIR ? CORDON_ERR_INTEGRITY
+                                                                   : CORDON_ERR_SYSTEM,
+                            errno, "store %s: %s", dir, name);
+  *out = fd;
+  return 0;
+}
+
+int cordon_cas_open(const char *dir, struct cordon_cas **out, struct cordon_error **err) {
+  if (!dir || !*dir)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "no store directory given");
+  struct stat st;
+  if (stat(dir, &st) < 0) {
+    if (errno != ENOENT)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s", dir);
+    if (fs_mkdir_p(dir, 0700, err) < 0)
+      return -1;
+  }
+  struct cordon_cas *cas = calloc(1, sizeof(*cas));
+  if (!cas)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store %s", dir);
+  cas->rootfd = cas->tmpfd = cas->lockfd = -1;
+  for (size_t i = 0; i < 256; i++)
+    cas->shard[i] = -1;
+  pthread_mutex_init(&cas->mu, NULL);
+  int refs = -1, statcache = -1;
+  _cleanup_free_ char *prefix = NULL;
+  cas->dir = strdup(dir);
+  if (!cas->dir) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store %s", dir);
+    goto fail;
+  }
+  /* The root may be a symlink (operator configuration); nothing below it is followed. */
+  cas->rootfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (cas->rootfd < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open store %s", dir);
+    goto fail;
+  }
+  if (open_subdir(cas->rootfd, dir, CAS_TMP_DIR, &cas->tmpfd, err) < 0 ||
+      open_subdir(cas->rootfd, dir, CAS_REFS_DIR, &refs, err) < 0 ||
+      open_subdir(cas->rootfd, dir, CAS_STATCACHE_DIR, &statcache, err) < 0)
+    goto fail;
+  close(refs);
+  close(statcache);
+  refs = statcache = -1;
+  cas->lockfd =
+      openat(cas->rootfd, CAS_LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (cas->lockfd < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: lock file", dir);
+    goto fail;
+  }
+  /* All 256 shards exist from the start: a lookup is then one fstatat, never an open that
+   * fails, and the batch commit never creates directories. */
+  struct stat shard_st;
+  if (fstatat(cas->rootfd, "ff", &shard_st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+    for (unsigned i = 0; i < 256; i++) {
+      char name[3];
+      snprintf(name, sizeof(name), "%02x", i);
+      if (mkdirat(cas->rootfd, name, 0700) < 0 && errno != EEXIST) {
+        cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: cannot create shard %s",
+                         dir, name);
+        goto fail;
+      }
+    }
+  }
+  if (fs_random_hex(8, &prefix, err) < 0)
+    goto fail;
+  memcpy(cas->tmp_prefix, prefix, 16);
+  cas->tmp_prefix[16] = 0;
+  *out = cas;
+  return 0;
+fail:
+  if (refs >= 0)
+    close(refs);
+  if (statcache >= 0)
+    close(statcache);
+  cordon_cas_close(cas);
+  return -1;
+}
+
+int cordon_cas_open_project(struct cordon_context *ctx, struct cordon_cas **out,
+                            struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL;
+  if (context_ensure_dir(ctx, "cas", &dir, err) < 0)
+    return -1;
+  return cordon_cas_open(dir, out, err);
+}
+
+void cordon_cas_close(struct cordon_cas *cas) {
+  if (!cas)
+    return;
+  for (size_t i = 0; i < 256; i++)
+    if (cas->shard[i] >= 0)
+      close(cas->shard[i]);
+  if (cas->rootfd >= 0)
+    close(cas->rootfd);
+  if (cas->tmpfd >= 0)
+    close(cas->tmpfd);
+  if (cas->lockfd >= 0)
+    close(cas->lockfd);
+  pthread_mutex_destroy(&cas->mu);
+  free(cas->dir);
+  free(cas);
+}
+
+const char *cordon_cas_dir(const struct cordon_cas *cas) {
+  return cas->dir;
+}
+
+/* ---- locking ------------------------------------------------------------------------------ */
+
+static int flock_retry(int fd, int op) {
+  int r;
+  do
+    r = flock(fd, op);
+  while (r < 0 && errno == EINTR);
+  return r;
+}
+
+int cas_lock_shared(struct cordon_cas *cas, struct cordon_error **err) {
+  pthread_mutex_lock(&cas->mu);
+  if (cas->shared_holds == 0 && flock_retry(cas->lockfd, LOCK_SH) < 0) {
+    int e = errno;
+    pthread_mutex_unlock(&cas->mu);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: lock", cas->dir);
+  }
+  cas->shared_holds++;
+  pthread_mutex_unlock(&cas->mu);
+  return 0;
+}
+
+void cas_unlock_shared(struct cordon_cas *cas) {
+  pthread_mutex_lock(&cas->mu);
+  if (cas->shared_holds > 0 && --cas->shared_holds == 0)
+    flock_retry(cas->lockfd, LOCK_UN);
+  pthread_mutex_unlock(&cas->mu);
+}
+
+int cas_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err) {
+  /* A separate open file description: flock locks belong to it, not to the process. */
+  int fd = openat(cas->rootfd, CAS_LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: lock file", cas->dir);
+  if (flock_retry(fd, LOCK_EX) < 0) {
+    int e = errno;
+    close(fd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: lock", cas->dir);
+  }
+  return fd;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+int cas_shard_fd(struct cordon_cas *cas, unsigned byte, bool create, struct cordon_error **err) {
+  pthread_mutex_lock(&cas->mu);
+  int fd = cas->shard[byte & 255];
+  if (fd >= 0) {
+    pthread_mutex_unlock(&cas->mu);
+    return fd;
+  }
+  char name[3];
+  snprintf(name, sizeof(name), "%02x", byte & 255);
+  fd = openat(cas->rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && create) {
+    if (mkdirat(cas->rootfd, name, 0700) < 0 && errno != EEXIST) {
+      int e = errno;
+      pthread_mutex_unlock(&cas->mu);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: cannot create shard %s",
+                              cas->dir, name);
+    }
+    fd = openat(cas->rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
+  if (fd < 0) {
+    int e = errno;
+    pthread_mutex_unlock(&cas->mu);
+    if (e == ENOENT)
+      return -2;
+    if (e == ELOOP || e == ENOTDIR) {
+      struct stat st;
+      const char *what = fstatat(cas->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
+                             ? kind_word(st.st_mode)
+                             : "not a directory";
+      return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
+                              "store %s: shard %s is unreadable: it is %s, not a directory",
+                              cas->dir, name, what);
+    }
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: shard %s", cas->dir, name);
+  }
+  cas->shard[byte & 255] = fd;
+  pthread_mutex_unlock(&cas->mu);
+  return fd;
+}
+
+static int unreadable(struct cordon_error **err, const char *hex, const char *what) {
+  return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
+                          "blob %s is unreadable: it is %s, not a regular file", hex, what);
+}
+
+int cas_open_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                  struct stat *st, struct cordon_error **err) {
+  char hex[CAS_HEX_LEN + 1];
+  cas_hex(digest, hex);
+  int shard = cas_shard_fd(cas, digest[0], false, err);
+  if (shard == -2)
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, 0, "blob %s not found", hex);
+  if (shard < 0)
+    return cordon_error_prefix(err, "blob %s", hex);
+  /* O_NOFOLLOW refuses a symlink, O_NONBLOCK keeps a FIFO from hanging the open; the type is
+   * then checked on the descriptor itself. */
+  int fd = openat(shard, hex, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return cordon_error_set(err, CORDON_ERR_NOT_FOUND, 0, "blob %s not found", hex);
+    if (errno == ELOOP)
+      return unreadable(err, hex, "a symlink");
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s", hex);
+  }
+  if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+    int e = errno;
+    mode_t m = st->st_mode;
+    close(fd);
+    return S_ISREG(m) ? cordon_error_set(err, CORDON_ERR_SYSTEM, e, "blob %s", hex)
+                      : unreadable(err, hex, kind_word(m));
+  }
+  return fd;
+}
+
+int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                     uint64_t size) {
+  int shard = cas_shard_fd(cas, digest[0], false, NULL);
+  if (shard < 0)
+    return 0;
+  char hex[CAS_HEX_LEN + 1];
+  cas_hex(digest, hex);
+  struct stat st;
+  if (fstatat(shard, hex, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return 0;
+  /* A blob cut short by a crash on a filesystem that lost its tail has the wrong size: it is
+   * replaced rather than trusted. */
+  return S_ISREG(st.st_mode) && (uint64_t)st.st_size == size;
+}
+
+int cas_read_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                      size_t max, unsigned char **data, size_t *length,
+                      struct cordon_error **err) {
+  struct stat st;
+  _cleanup_close_ int fd = cas_open_blob(cas, digest, &st, err);
+  if (fd < 0)
+    return -1;
+  char hex[CAS_HEX_LEN + 1];
+  cas_hex(digest, hex);
+  if ((uint64_t)st.st_size > max)
+    return cordon_error_set(err, CORDON_ERR_INVALID, E2BIG, "blob %s is larger than %zu bytes",
+                            hex, max);
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  if (fs_read_fd(fd, max, &buf, &len, err) < 0)
+    return cordon_error_prefix(err, "blob %s", hex);
+  unsigned char actual[CAS_DIGEST_LEN];
+  if (cas_sha256(buf, len, actual) < 0) {
+    free(buf);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "blob %s", hex);
+  }
+  if (memcmp(actual, digest, CAS_DIGEST_LEN) != 0) {
+    free(buf);
+    return cas_integrity_error(err, digest, actual);
+  }
+  *data = buf;
+  *length = len;
+  return 0;
+}
+
+static int parse_digest(const char *hex, unsigned char digest[CAS_DIGEST_LEN],
+                        struct cordon_error **err) {
+  if (cas_unhex(hex, digest) < 0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "'%s' is not a digest (64 lowercase hex digits)", hex ? hex : "");
+  return 0;
+}
+
+int cordon_cas_has(struct cordon_cas *cas, const char *hex, struct cordon_error **err) {
+  unsigned char digest[CAS_DIGEST_LEN];
+  if (parse_digest(hex, digest, err) < 0)
+    return -1;
+  struct stat st;
+  struct cordon_error *open_err = NULL;
+  int fd = cas_open_blob(cas, digest, &st, &open_err);
+  if (fd >= 0) {
+    close(fd);
+    return 1;
+  }
+  if (open_err && open_err->kind == CORDON_ERR_NOT_FOUND) {
+    cordon_error_free(open_err);
+    return 0;
+  }
+  if (err && !*err)
+    *err = open_err;
+  else
+    cordon_error_free(open_err);
+  return -1;
+}
+
+int cordon_cas_get(struct cordon_cas *cas, const char *hex, size_t max, unsigned char **data,
+                   size_t *length, struct cordon_error **err) {
+  unsigned char digest[CAS_DIGEST_LEN];
+  if (parse_digest(hex, digest, err) < 0)
+    return -1;
+  return cas_read_verified(cas, digest, max, data, length, err);
+}
+
+static int staging_fd(struct cordon_cas *cas, uint64_t size) {
+  if (size <= MEMFD_MAX) {
+    int fd = memfd_create("cordon-blob", MFD_CLOEXEC);
+    if (fd >= 0)
+      return fd;
+  }
+  return openat(cas->tmpfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+}
+
+int cordon_cas_get_to_fd(struct cordon_cas *cas, const char *hex, int out,
+                         struct cordon_error **err) {
+  unsigned char digest[CAS_DIGEST_LEN];
+  if (parse_digest(hex, digest, err) < 0)
+    return -1;
+  struct stat st;
+  _cleanup_close_ int fd = cas_open_blob(cas, digest, &st, err);
+  if (fd < 0)
+    return -1;
+  _cleanup_close_ int stage = staging_fd(cas, (uint64_t)st.st_size);
+  if (stage < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s: staging file", hex);
+  _cleanup_free_ unsigned char *buf = malloc(COPY_BUFFER);
+  struct cas_hasher h = {0};
+  if (!buf || cas_hasher_init(&h) < 0) {
+    cas_hasher_free(&h);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "blob %s", hex);
+  }
+  for (;;) {
+    ssize_t n = read_retry(fd, buf, COPY_BUFFER);
+    if (n < 0) {
+      cas_hasher_free(&h);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s", hex);
+    }
+    if (n == 0)
+      break;
+    cas_hasher_update(&h, buf, (size_t)n);
+    if (cas_write_all(stage, buf, (size_t)n) < 0) {
+      cas_hasher_free(&h);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s: staging file", hex);
+    }
+  }
+  unsigned char actual[CAS_DIGEST_LEN];
+  cas_hasher_final(&h, actual);
+  cas_hasher_free(&h);
+  if (memcmp(actual, digest, CAS_DIGEST_LEN) != 0)
+    return cas_integrity_error(err, digest, actual);
+  if (lseek(stage, 0, SEEK_SET) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s: staging file", hex);
+  for (;;) {
+    ssize_t n = read_retry(stage, buf, COPY_BUFFER);
+    if (n < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s: staging file", hex);
+    if (n == 0)
+      break;
+    if (cas_write_all(out, buf, (size_t)n) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s: output", hex);
+  }
+  return 0;
+}
+
+/* ---- sidecars ----------------------------------------------------------------------------- */
+
+static int read_sidecar(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                        json_t **out, struct cordon_error **err) {
+  char hex[CAS_HEX_LEN + 1], name[CAS_HEX_LEN + sizeof(CAS_SIDECAR_SUFFIX)];
+  cas_hex(digest, hex);
+  snprintf(name, sizeof(name), "%s%s", hex, CAS_SIDECAR_SUFFIX);
+  *out = NULL;
+  int shard = cas_shard_fd(cas, digest[0], false, err);
+  if (shard == -2)
+    return 0;
+  if (shard < 0)
+    return -1;
+  struct stat st;
+  if (fstatat(shard, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+    if (errno == ENOENT)
+      return 0;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "sidecar of %s", hex);
+  }
+  if (!S_ISREG(st.st_mode))
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
+                            "sidecar of %s is unreadable: it is %s, not a regular file", hex,
+                            kind_word(st.st_mode));
+  _cleanup_close_ int fd =
+      openat(shard, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return cordon_error_set(err, errno == ELOOP ? CORDON_ERR_INTEGRITY : CORDON_ERR_SYSTEM,
+                            errno, "sidecar of %s", hex);
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
+                            "sidecar of %s is unreadable: not a regular file", hex);
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t len = 0;
+  if (fs_read_fd(fd, CAS_SIDECAR_MAX, &text, &len, err) < 0)
+    return cordon_error_prefix(err, "sidecar of %s", hex);
+  json_error_t jerr;
+  json_t *doc = json_loadb((const char *)text, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!json_is_object(doc)) {
+    json_decref(doc);
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0, "sidecar of %s is not a JSON object",
+                            hex);
+  }
+  *out = doc;
+  return 1;
+}
+
+/* Check a sidecar's fields against its blob. Returns NULL when fine, else a static reason. */
+static const char *sidecar_problem(json_t *doc, const char *hex, uint64_t blob_size) {
+  json_t *digest = NULL, *size = NULL, *type = NULL, *meta = NULL;
+  json_error_t jerr;
+  if (json_unpack_ex(doc, &jerr, JSON_STRICT, "{s:o, s:o, s:o, s?o}", "content_type", &type,
+                     "digest", &digest, "size", &size, "metadata", &meta) < 0)
+    return "unexpected or missing fields";
+  if (!json_is_string(type))
+    return "content_type is not a string";
+  if (!json_is_string(digest) || strcmp(json_string_value(digest), hex) != 0)
+    return "names another digest";
+  if (!json_is_integer(size) || json_integer_value(size) < 0 ||
+      (uint64_t)json_integer_value(size) != blob_size)
+    return "size does not match the blob";
+  if (meta && !json_is_object(meta))
+    return "metadata is not an object";
+  return NULL;
+}
+
+/* The sidecar's bytes: canonical-enough JSON (sorted keys, compact) and a newline. */
+static int sidecar_text(const unsigned char digest[CAS_DIGEST_LEN], uint64_t size,
+                        const char *content_type, const char *metadata_json, char **out,
+                        size_t *out_len, struct cordon_error **err) {
+  char hex[CAS_HEX_LEN + 1];
+  cas_hex(digest, hex);
+  json_t *meta = NULL;
+  if (metadata_json) {
+    json_error_t jerr;
+    meta = json_loads(metadata_json, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(meta)) {
+      json_decref(meta);
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "metadata must be a JSON object: %s",
+                              jerr.text[0] ? jerr.text : "not an object");
+    }
+  }
+  json_t *doc = json_pack("{s:s, s:s, s:I}", "content_type",
+                          content_type ? content_type : "application/octet-stream", "digest",
+                          hex, "size", (json_int_t)size);
+  if (doc && meta)
+    json_object_set_new(doc, "metadata", meta);
+  else
+    json_decref(meta);
+  char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  json_decref(doc);
+  if (!text)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "sidecar of %s", hex);
+  size_t len = strlen(text);
+  text[len] = '\n'; /* json_dumps leaves room: the NUL is replaced, length grows by one */
+  *out = text;
+  *out_len = len + 1;
+  return 0;
+}
+
+/* True when the sidecar on disk already holds exactly these bytes. */
+static bool sidecar_same(int shard, const char *name, const char *text, size_t len) {
+  int fd = openat(shard, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  struct stat st;
+  bool same = false;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == len) {
+    char *buf = malloc(len + 1);
+    if (buf && read_retry(fd, buf, len + 1) == (ssize_t)len && !memcmp(buf, text, len))
+      same = true;
+    free(buf);
+  }
+  close(fd);
+  return same;
+}
+
+/* Write a temp file with data and make it durable; name receives its name. */
+static int write_temp(struct cordon_cas *cas, const void *data, size_t length, char *name,
+                      size_t name_size, struct cordon_error **err) {
+  cas_tmp_name(cas, name, name_size);
+  int fd = openat(cas->tmpfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", cas->dir);
+  if (cas_write_all(fd, data, length) < 0 || fdatasync(fd) < 0) {
+    int e = errno;
+    close(fd);
+    unlinkat(cas->tmpfd, name, 0);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", cas->dir);
+  }
+  close(fd);
+  return 0;
+}
+
+int cordon_cas_info(struct cordon_cas *cas, const char *hex, struct cordon_blob_info *info,
+                    struct cordon_error **err) {
+  memset(info, 0, sizeof(*info));
+  unsigned char digest[CAS_DIGEST_LEN];
+  if (parse_digest(hex, digest, err) < 0)
+    return -1;
+  struct stat st;
+  int fd = cas_open_blob(cas, digest, &st, err);
+  if (fd < 0)
+    return -1;
+  close(fd);
+  info->size = (uint64_t)st.st_size;
+  json_t *doc = NULL;
+  int r = read_sidecar(cas, digest, &doc, err);
+  if (r < 0)
+    return -1;
+  if (r == 0)
+    return 0;
+  const char *why = sidecar_problem(doc, hex, info->size);
+  if (why) {
+    json_decref(doc);
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0, "sidecar of %s: %s", hex, why);
+  }
+  info->has_sidecar = true;
+  info->content_type = strdup(json_string_value(json_object_get(doc, "content_type")));
+  json_t *meta = json_object_get(doc, "metadata");
+  if (meta)
+    info->metadata = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(doc);
+  if (!info->content_type || (meta && !info->metadata)) {
+    cordon_blob_info_clear(info);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "blob %s", hex);
+  }
+  return 0;
+}
+
+void cordon_blob_info_clear(struct cordon_blob_info *info) {
+  free(info->content_type);
+  free(info->metadata);
+  memset(info, 0, sizeof(*info));
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+void cas_tmp_name(struct cordon_cas *cas, char *out, size_t size) {
+  uint64_t n = __atomic_add_fetch(&cas->tmp_counter, 1, __ATOMIC_RELAXED);
+  snprintf(out, size, "%s-%llu.tmp", cas->tmp_prefix, (unsigned long long)n);
+}
+
+/* Rename a durable temp file into its shard, unless an intact copy is already there. Returns 1
+ * when renamed (the shard must be synced), 0 when the temp was dropped. */
+static int publish(struct cordon_cas *cas, const char *tmp,
+                   const unsigned char digest[CAS_DIGEST_LEN], uint64_t size, int *shard_out,
+                   struct cordon_error **err) {
+  char hex[CAS_HEX_LEN + 1];
+  cas_hex(digest, hex);
+  int shard = cas_shard_fd(cas, digest[0], true, err);
+  if (shard < 0)
+    return cordon_error_prefix(err, "blob %s", hex);
+  *shard_out = shard;
+  if (cas_blob_present(cas, digest, size)) {
+    unlinkat(cas->tmpfd, tmp, 0);
+    return 0;
+  }
+  if (renameat(cas->tmpfd, tmp, shard, hex) < 0) {
+    int e = errno;
+    unlinkat(cas->tmpfd, tmp, 0);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot store blob %s", hex);
+  }
+  return 1;
+}
+
+int cas_put_internal(struct cordon_cas *cas, const void *data, size_t length,
+                     const char *content_type, const char *metadata_json,
+                     unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
+  if (cas_sha256(data, length, digest) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "put");
+  _cleanup_free_ char *side = NULL;
+  size_t side_len = 0;
+  if ((content_type || metadata_json) &&
+      sidecar_text(digest, length, content_type, metadata_json, &side, &side_len, err) < 0)
+    return -1;
+  if (cas_lock_shared(cas, err) < 0)
+    return -1;
+  char hex[CAS_HEX_LEN + 1], side_name[CAS_HEX_LEN + sizeof(CAS_SIDECAR_SUFFIX)];
+  cas_hex(digest, hex);
+  snprintf(side_name, sizeof(side_name), "%s%s", hex, CAS_SIDECAR_SUFFIX);
+  char blob_tmp[48] = "", side_tmp[48] = "";
+  int r = -1;
+  int shard = cas_shard_fd(cas, digest[0], true, err);
+  if (shard < 0)
+    goto out;
+  bool need_blob = !cas_blob_present(cas, digest, length);
+  bool need_side = side && !sidecar_same(shard, side_name, side, side_len);
+  if (!need_blob && !need_side) {
+    r = 0;
+    goto out;
+  }
+  /* Both durable before either name appears; the blob's name before its sidecar's. */
+  if ((need_blob && write_temp(cas, data, length, blob_tmp, sizeof(blob_tmp), err) < 0) ||
+      (need_side && write_temp(cas, side, side_len, side_tmp, sizeof(side_tmp), err) < 0))
+    goto out;
+  if (need_blob && renameat(cas->tmpfd, blob_tmp, shard, hex) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot store blob %s", hex);
+    goto out;
+  }
+  blob_tmp[0] = 0;
+  if (need_side && renameat(cas->tmpfd, side_tmp, shard, side_name) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot store the sidecar of %s", hex);
+    goto out;
+  }
+  side_tmp[0] = 0;
+  if (fsync(shard) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
+    goto out;
+  }
+  r = 0;
+out:
+  if (blob_tmp[0])
+    unlinkat(cas->tmpfd, blob_tmp, 0);
+  if (side_tmp[0])
+    unlinkat(cas->tmpfd, side_tmp, 0);
+  cas_unlock_shared(cas);
+  return r;
+}
+
+int cordon_cas_put(struct cordon_cas *cas, const void *data, size_t length,
+                   const char *content_type, const char *metadata_json,
+                   char hex[CORDON_DIGEST_HEX_SIZE], struct cordon_error **err) {
+  unsigned char digest[CAS_DIGEST_LEN];
+  if (cas_put_internal(cas, data, length, content_type, metadata_json, digest, err) < 0)
+    return -1;
+  cas_hex(digest, hex);
+  return 0;
+}
+
+int cordon_cas_put_fd(struct cordon_cas *cas, int in, const char *content_type,
+                      const char *metadata_json, char hex[CORDON_DIGEST_HEX_SIZE],
+                      struct cordon_error **err) {
+  if (cas_lock_shared(cas, err) < 0)
+    return -1;
+  int r = -1;
+  char tmp[48];
+  cas_tmp_name(cas, tmp, sizeof(tmp));
+  _cleanup_free_ unsigned char *buf = malloc(COPY_BUFFER);
+  struct cas_hasher h = {0};
+  unsigned char digest[CAS_DIGEST_LEN];
+  uint64_t size = 0;
+  int fd = -1;
+  if (!buf || cas_hasher_init(&h) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "put");
+    goto out;
+  }
+  fd = openat(cas->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+  if (fd < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", cas->dir);
+    goto out;
+  }
+  for (;;) {
+    ssize_t n = read_retry(in, buf, COPY_BUFFER);
+    if (n < 0) {
+      cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "put: read");
+      goto out;
+    }
+    if (n == 0)
+      break;
+    cas_hasher_update(&h, buf, (size_t)n);
+    if (cas_write_all(fd, buf, (size_t)n) < 0) {
+      cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", cas->dir);
+      goto out;
+    }
+    size += (uint64_t)n;
+  }
+  if (fsync(fd) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", cas->dir);
+    goto out;
+  }
+  close(fd);
+  fd = -1;
+  cas_hasher_final(&h, digest);
+  int shard = -1;
+  int p = publish(cas, tmp, digest, size, &shard, err);
+  tmp[0] = 0; /* published or dropped */
+  if (p < 0)
+    goto out;
+  if (p == 1 && fsync(shard) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
+    goto out;
+  }
+  if (content_type || metadata_json) {
+    _cleanup_free_ char *side = NULL;
+    size_t side_len = 0;
+    char side_tmp[48], name[CAS_HEX_LEN + sizeof(CAS_SIDECAR_SUFFIX)], dhex[CAS_HEX_LEN + 1];
+    cas_hex(digest, dhex);
+    snprintf(name, sizeof(name), "%s%s", dhex, CAS_SIDECAR_SUFFIX);
+    if (sidecar_text(digest, size, content_type, metadata_json, &side, &side_len, err) < 0)
+      goto out;
+    if (!sidecar_same(shard, name, side, side_len)) {
+      if (write_temp(cas, side, side_len, side_tmp, sizeof(side_tmp), err) < 0)
+        goto out;
+      if (renameat(cas->tmpfd, side_tmp, shard, name) < 0) {
+        cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot store the sidecar of %s", dhex);
+        unlinkat(cas->tmpfd, side_tmp, 0);
+        goto out;
+      }
+      fsync(shard);
+    }
+  }
+  cas_hex(digest, hex);
+  r = 0;
+out:
+  if (fd >= 0)
+    close(fd);
+  if (r < 0 && tmp[0])
+    unlinkat(cas->tmpfd, tmp, 0);
+  cas_hasher_free(&h);
+  cas_unlock_shared(cas);
+  return r;
+}
+
+/* ---- batches ------------------------------------------------------------------------------ */
+
+struct cas_pending {
+  char name[48];
+  unsigned char digest[CAS_DIGEST_LEN];
+  uint64_t size;
+};
+
+struct cas_batch {
+  struct cordon_cas *cas;
+  pthread_mutex_t mu;
+  struct cas_pending *items;
+  size_t n, cap;
+  bool committed;
+};
+
+int cas_batch_new(struct cordon_cas *cas, struct cas_batch **out, struct cordon_error **err) {
+  struct cas_batch *b = calloc(1, sizeof(*b));
+  if (!b)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store batch");
+  if (cas_lock_shared(cas, err) < 0) {
+    free(b);
+    return -1;
+  }
+  b->cas = cas;
+  pthread_mutex_init(&b->mu, NULL);
+  *out = b;
+  return 0;
+}
+
+void cas_batch_free(struct cas_batch *b) {
+  if (!b)
+    return;
+  for (size_t i = 0; i < b->n; i++)
+    if (b->items[i].name[0])
+      unlinkat(b->cas->tmpfd, b->items[i].name, 0);
+  cas_unlock_shared(b->cas);
+  pthread_mutex_destroy(&b->mu);
+  free(b->items);
+  free(b);
+}
+
+uint64_t cas_batch_staged(struct cas_batch *b) {
+  pthread_mutex_lock(&b->mu);
+  uint64_t n = b->n;
+  pthread_mutex_unlock(&b->mu);
+  return n;
+}
+
+static int batch_push(struct cas_batch *b, const char *name,
+                      const unsigned char digest[CAS_DIGEST_LEN], uint64_t size,
+                      struct cordon_error **err) {
+  pthread_mutex_lock(&b->mu);
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 256;
+    struct cas_pending *grown = realloc(b->items, cap * sizeof(*grown));
+    if (!grown) {
+      pthread_mutex_unlock(&b->mu);
+      unlinkat(b->cas->tmpfd, name, 0);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store batch");
+    }
+    b->items = grown;
+    b->cap = cap;
+  }
+  struct cas_pending *p = &b->items[b->n++];
+  snprintf(p->name, sizeof(p->name), "%s", name);
+  memcpy(p->digest, digest, CAS_DIGEST_LEN);
+  p->size = size;
+  pthread_mutex_unlock(&b->mu);
+  return 0;
+}
+
+/* Start writeback now, so the commit's sync waits for less. */
+static void start_writeback(int fd) {
+  if (getenv("CORDON_WRITEBACK"))
+    sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
+                         unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
+  struct cordon_cas *cas = b->cas;
+  if (cas_sha256(data, length, digest) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hash");
+  if (cas_blob_present(cas, digest, length))
+    return 0;
+  char tmp[48];
+  cas_tmp_name(cas, tmp, sizeof(tmp));
+  int fd = openat(cas->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", cas->dir);
+  if (cas_write_all(fd, data, length) < 0) {
+    int e = errno;
+    close(fd);
+    unlinkat(cas->tmpfd, tmp, 0);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", cas->dir);
+  }
+  start_writeback(fd);
+  if (close(fd) < 0) {
+    int e = errno;
+    unlinkat(cas->tmpfd, tmp, 0);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", cas->dir);
+  }
+  return batch_push(b, tmp, digest, length, err);
+}
+
+int cas_stage_open(struct cas_batch *b, struct cas_hasher *hasher, struct cas_stage *st,
+                   struct cordon_error **err) {
+  memset(st, 0, sizeof(*st));
+  st->batch = b;
+  st->hasher = hasher;
+  st->fd = -1;
+  if (cas_hasher_init(hasher) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hash");
+  cas_tmp_name(b->cas, st->name, sizeof(st->name));
+  st->fd = openat(b->cas->tmpfd, st->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0444);
+  if (st->fd < 0) {
+    st->name[0] = 0;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", b->cas->dir);
+  }
+  return 0;
+}
+
+int cas_stage_write(struct cas_stage *st, const void *data, size_t length,
+                    struct cordon_error **err) {
+  cas_hasher_update(st->hasher, data, length);
+  if (cas_write_all(st->fd, data, length) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file",
+                            st->batch->cas->dir);
+  st->size += length;
+  return 0;
+}
+
+void cas_stage_abort(struct cas_stage *st) {
+  if (st->fd >= 0)
+    close(st->fd);
+  st->fd = -1;
+  if (st->name[0])
+    unlinkat(st->batch->cas->tmpfd, st->name, 0);
+  st->name[0] = 0;
+}
+
+int cas_stage_close(struct cas_stage *st, unsigned char digest[CAS_DIGEST_LEN],
+                    struct cordon_error **err) {
+  start_writeback(st->fd);
+  int r = close(st->fd);
+  st->fd = -1;
+  if (r < 0) {
+    int e = errno;
+    cas_stage_abort(st);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file",
+                            st->batch->cas->dir);
+  }
+  cas_hasher_final(st->hasher, digest);
+  if (cas_blob_present(st->batch->cas, digest, st->size)) {
+    cas_stage_abort(st);
+    return 0;
+  }
+  r = batch_push(st->batch, st->name, digest, st->size, err);
+  st->name[0] = 0; /* the batch owns it now (or unlinked it on failure) */
+  return r;
+}
+
+int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
+  struct cordon_cas *cas = b->cas;
+  if (b->n == 0) {
+    b->committed = true;
+    return 0;
+  }
+  /* 1. Every staged byte durable before any name appears: a few files one by one, many with
+   * one syncfs. */
+  if (b->n <= 16) {
+    for (size_t i = 0; i < b->n; i++) {
+      int fd = openat(cas->tmpfd, b->items[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      int r = fd < 0 ? -1 : fdatasync(fd);
+      int e = errno;
+      if (fd >= 0)
+        close(fd);
+      if (r < 0)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: sync", cas->dir);
+    }
+  } else if (syncfs(cas->tmpfd) < 0) {
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
+  }
+  /* 2. Publish. */
+  bool dirty[256] = {false};
+  size_t n_dirty = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    struct cas_pending *p = &b->items[i];
+    char hex[CAS_HEX_LEN + 1];
+    cas_hex(p->digest, hex);
+    int shard = cas_shard_fd(cas, p->digest[0], true, err);
+    if (shard < 0)
+      return cordon_error_prefix(err, "blob %s", hex);
+    /* A copy that appeared meanwhile has the same bytes: replacing it is harmless. */
+    if (renameat(cas->tmpfd, p->name, shard, hex) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot store blob %s", hex);
+    p->name[0] = 0;
+    if (!dirty[p->digest[0]]) {
+      dirty[p->digest[0]] = true;
+      n_dirty++;
+    }
+  }
+  /* 3. The renames durable: a few directories are synced one by one, many at once. */
+  if (n_dirty > 8) {
+    if (syncfs(cas->rootfd) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
+  } else {
+    for (unsigned i = 0; i < 256; i++)
+      if (dirty[i] && fsync(cas->shard[i]) < 0)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
+  }
+  b->committed = true;
+  return 0;
+}
+
+/* ---- refs --------------------------------------------------------------------------------- */
+
+static int open_refs(struct cordon_cas *cas, struct cordon_error **err) {
+  int fd = openat(cas->rootfd, CAS_REFS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return cordon_error_set(err, errno == ELOOP || errno == ENOTDIR ? CORDON_ERR_INTEGRITY
+                                                                   : CORDON_ERR_SYSTEM,
+                            errno, "store %s: refs", cas->dir);
+  return fd;
+}
+
+int cas_ref_add(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                struct cordon_error **err) {
+  char hex[CAS_HEX_LEN + 1];
+  cas_hex(digest, hex);
+  _cleanup_close_ int dir = open_refs(cas, err);
+  if (dir < 0)
+    return -1;
+  struct stat st;
+  if (fstatat(dir, hex, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+    return 0;
+  /* The name is the content: an empty file needs no temp file to appear atomically. */
+  int fd = openat(dir, hex, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+  if (fd < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "ref %s", hex);
+  if (fd >= 0)
+    close(fd);
+  if (fsync(dir) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "ref %s", hex);
+  return 0;
+}
+
+int cas_ref_remove(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                   struct cordon_error **err) {
+  char hex[CAS_HEX_LEN + 1];
+  cas_hex(digest, hex);
+  _cleanup_close_ int dir = open_refs(cas, err);
+  if (dir < 0)
+    return -1;
+  if (unlinkat(dir, hex, 0) < 0 && errno != ENOENT)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "ref %s", hex);
+  fsync(dir);
+  return 0;
+}
+
+int cas_ref_list(struct cordon_cas *cas, char ***out, struct cordon_error **err) {
+  int dir = open_refs(cas, err);
+  if (dir < 0)
+    return -1;
+  _cleanup_closedir_ DIR *d = fdopendir(dir);
+  if (!d) {
+    close(dir);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: refs", cas->dir);
+  }
+  char **list = calloc(1, sizeof(char *));
+  if (!list)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "refs");
+  struct dirent *de;
+  while ((errno = 0, de = readdir(d))) {
+    if (!cas_hex_valid(de->d_name))
+      continue;
+    if (strv_push(&list, de->d_name) < 0) {
+      strv_free(list);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "refs");
+    }
+  }
+  if (errno) {
+    int e = errno;
+    strv_free(list);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: refs", cas->dir);
+  }
+  strv_sort(list);
+  *out = list;
+  return 0;
+}
+
+/* ---- listing, removal, verification ------------------------------------------------------- */
+
+static bool is_blob_name(const char *name, unsigned byte, unsigned char digest[CAS_DIGEST_LEN]) {
+  return strlen(name) == CAS_HEX_LEN && cas_unhex(name, digest) == 0 && digest[0] == byte;
+}
+
+static bool is_sidecar_name(const char *name, unsigned byte,
+                            unsigned char digest[CAS_DIGEST_LEN]) {
+  size_t n = strlen(name);
+  return n == CAS_HEX_LEN + strlen(CAS_SIDECAR_SUFFIX) &&
+         !strcmp(name + CAS_HEX_LEN, CAS_SIDECAR_SUFFIX) && cas_unhex_n(name, digest) == 0 &&
+         digest[0] == byte;
+}
+
+/* Visit every entry of every shard. fn returns < 0 to stop. */
+typedef int (*shard_visit_fn)(void *ctx, unsigned byte, const char *name);
+
+static int visit_shards(struct cordon_cas *cas, shard_visit_fn fn, void *ctx,
+                        struct cordon_error **err) {
+  for (unsigned byte = 0; byte < 256; byte++) {
+    int shard = cas_shard_fd(cas, byte, false, err);
+    if (shard == -2)
+      continue;
+    if (shard < 0)
+      return -1;
+    int fd = openat(shard, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: shard %02x", cas->dir,
+                              byte);
+    DIR *d = fdopendir(fd);
+    if (!d) {
+      close(fd);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s", cas->dir);
+    }
+    struct dirent *de;
+    int r = 0;
+    while ((errno = 0, de = readdir(d))) {
+      if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+        continue;
+      if ((r = fn(ctx, byte, de->d_name)) < 0)
+        break;
+    }
+    int e = errno;
+    closedir(d);
+    if (r < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store %s", cas->dir);
+    if (e)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: shard %02x", cas->dir, byte);
+  }
+  return 0;
+}
+
+static int push_digest(unsigned char (**arr)[CAS_DIGEST_LEN], size_t *n, size_t *cap,
+                       const unsigned char digest[CAS_DIGEST_LEN]) {
+  if (*n == *cap) {
+    size_t c = *cap ? *cap * 2 : 256;
+    void *grown = realloc(*arr, c * CAS_DIGEST_LEN);
+    if (!grown)
+      return -1;
+    *arr = grown;
+    *cap = c;
+  }
+  memcpy((*arr)[(*n)++], digest, CAS_DIGEST_LEN);
+  return 0;
+}
+
+static int list_visit(void *ctx, unsigned byte, const char *name) {
+  struct cas_blob_list *l = ctx;
+  unsigned char digest[CAS_DIGEST_LEN];
+  if (!is_blob_name(name, byte, digest))
+    return 0;
+  return push_digest(&l->digests, &l->count, &l->capacity, digest);
+}
+
+int cas_list_blobs(struct cordon_cas *cas, struct cas_blob_list *out, struct cordon_error **err) {
+  memset(out, 0, sizeof(*out));
+  if (visit_shards(cas, list_visit, out, err) < 0) {
+    cas_blob_list_free(out);
+    return -1;
+  }
+  return 0;
+}
+
+void cas_blob_list_free(struct cas_blob_list *list) {
+  free(list->digests);
+  memset(list, 0, sizeof(*list));
+}
+
+int cas_remove_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                    uint64_t *freed, struct cordon_error **err) {
+  char hex[CAS_HEX_LEN + 1], name[CAS_HEX_LEN + sizeof(CAS_SIDECAR_SUFFIX)];
+  cas_hex(digest, hex);
+  snprintf(name, sizeof(name), "%s%s", hex, CAS_SIDECAR_SUFFIX);
+  int shard = cas_shard_fd(cas, digest[0], false, err);
+  if (shard == -2)
+    return 0;
+  if (shard < 0)
+    return -1;
+  struct stat st;
+  if (freed && fstatat(shard, hex, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    *freed = (uint64_t)st.st_size;
+  if (unlinkat(shard, name, 0) < 0 && errno != ENOENT)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot remove sidecar of %s", hex);
+  if (unlinkat(shard, hex, 0) < 0 && errno != ENOENT)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot remove blob %s", hex);
+  return 0;
+}
+
+int cas_clean_tmp(struct cordon_cas *cas, uint64_t *removed, struct cordon_error **err) {
+  int fd = openat(cas->tmpfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: tmp", cas->dir);
+  _cleanup_closedir_ DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: tmp", cas->dir);
+  }
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+      continue;
+    if (fs_remove_tree_at(cas->tmpfd, de->d_name, err) < 0)
+      return cordon_error_prefix(err, "store %s: tmp", cas->dir);
+    if (removed)
+      (*removed)++;
+  }
+  return 0;
+}
+
+struct verify_state {
+  struct cordon_cas *cas;
+  struct cordon_cas_verify_report *report;
+  pthread_mutex_t mu;
+  /* blobs and sidecars found while listing */
+  unsigned char (*blobs)[CAS_DIGEST_LEN];
+  size_t n_blobs, cap_blobs;
+  unsigned char (*sidecars)[CAS_DIGEST_LEN];
+  size_t n_sidecars, cap_sidecars;
+  size_t next; /* work index for the hashing threads */
+  uint64_t done_bytes, total_bytes;
+  const struct cordon_progress *progress;
+  double last_progress;
+  bool oom;
+};
+
+static void add_problem(struct verify_state *v, const char *object, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void add_problem(struct verify_state *v, const char *object, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = NULL;
+  if (vasprintf(&msg, fmt, ap) < 0)
+    msg = NULL;
+  va_end(ap);
+  pthread_mutex_lock(&v->mu);
+  struct cordon_cas_verify_report *r = v->report;
+  struct cordon_cas_problem *grown =
+      realloc(r->problems, (r->n_problems + 1) * sizeof(*r->problems));
+  char *obj = strdup(object);
+  if (!grown || !msg || !obj) {
+    if (grown)
+      r->problems = grown;
+    free(msg);
+    free(obj);
+    v->oom = true;
+  } else {
+    r->problems = grown;
+    r->problems[r->n_problems].object = obj;
+    r->problems[r->n_problems].message = msg;
+    r->n_problems++;
+  }
+  pthread_mutex_unlock(&v->mu);
+}
+
+static int verify_visit(void *ctx, unsigned byte, const char *name) {
+  struct verify_state *v = ctx;
+  unsigned char digest[CAS_DIGEST_LEN];
+  if (is_blob_name(name, byte, digest))
+    return push_digest(&v->blobs, &v->n_blobs, &v->cap_blobs, digest);
+  if (is_sidecar_name(name, byte, digest))
+    return push_digest(&v->sidecars, &v->n_sidecars, &v->cap_sidecars, digest);
+  char object[300];
+  snprintf(object, sizeof(object), "%02x/%s", byte, name);
+  add_problem(v, object, "unexpected entry in the store (not a blob or sidecar of this shard)");
+  return 0;
+}
+
+static void verify_progress(struct verify_state *v, uint64_t add) {
+  pthread_mutex_lock(&v->mu);
+  v->done_bytes += add;
+  double now = fs_now();
+  if (v->progress && v->progress->update && now - v->last_progress >= 0.1) {
+    v->last_progress = now;
+    v->progress->update(v->progress->data, "verify", v->done_bytes, v->total_bytes);
+  }
+  pthread_mutex_unlock(&v->mu);
+}
+
+static void verify_blob(struct verify_state *v, const unsigned char digest[CAS_DIGEST_LEN],
+                        unsigned char *buf, struct cas_hasher *h) {
+  char hex[CAS_HEX_LEN + 1];
+  cas_hex(digest, hex);
+  struct cordon_error *e = NULL;
+  struct stat st;
+  int fd = cas_open_blob(v->cas, digest, &st, &e);
+  if (fd < 0) {
+    add_problem(v, hex, "%s", e ? e->message : "cannot open");
+    cordon_error_free(e);
+    return;
+  }
+  if (cas_hasher_init(h) < 0) {
+    close(fd);
+    add_problem(v, hex, "out of memory");
+    return;
+  }
+  uint64_t size = 0;
+  for (;;) {
+    ssize_t n = read_retry(fd, buf, COPY_BUFFER);
+    if (n < 0) {
+      add_problem(v, hex, "read error: %s", strerror(errno));
+      close(fd);
+      return;
+    }
+    if (n == 0)
+      break;
+    cas_hasher_update(h, buf, (size_t)n);
+    size += (uint64_t)n;
+    if (size >= ((uint64_t)8 << 20)) {
+      verify_progress(v, size);
+      size = 0;
+    }
+  }
+  verify_progress(v, size);
+  close(fd);
+  unsigned char actual[CAS_DIGEST_LEN];
+  cas_hasher_final(h, actual);
+  if (memcmp(actual, digest, CAS_DIGEST_LEN) != 0) {
+    char got[CAS_HEX_LEN + 1];
+    cas_hex(actual, got);
+    add_problem(v, hex, "integrity error: content hashes to %s", got);
+  }
+}
+
+static void *verify_worker(void *arg) {
+  struct verify_state *v = arg;
+  unsigned char *buf = malloc(COPY_BUFFER);
+  struct cas_hasher h = {0};
+  if (!buf) {
+    v->oom = true;
+    return NULL;
+  }
+  for (;;) {
+    size_t i = __atomic_fetch_add(&v->next, 1, __ATOMIC_RELAXED);
+    if (i >= v->n_blobs)
+      break;
+    verify_blob(v, v->blobs[i], buf, &h);
+  }
+  cas_hasher_free(&h);
+  free(buf);
+  return NULL;
+}
+
+static int digest_cmp(const void *a, const void *b) {
+  return memcmp(a, b, CAS_DIGEST_LEN);
+}
+
+static void verify_sidecar(struct verify_state *v, const unsigned char digest[CAS_DIGEST_LEN]) {
+  char hex[CAS_HEX_LEN + 1], object[CAS_HEX_LEN + 16];
+  cas_hex(digest, hex);
+  snprintf(object, sizeof(object), "%s%s", hex, CAS_SIDECAR_SUFFIX);
+  if (!bsearch(digest, v->blobs, v->n_blobs, CAS_DIGEST_LEN, digest_cmp)) {
+    add_problem(v, object, "sidecar without its blob");
+    return;
+  }
+  struct cordon_error *e = NULL;
+  json_t *doc = NULL;
+  if (read_sidecar(v->cas, digest, &doc, &e) <= 0) {
+    add_problem(v, object, "%s", e ? e->message : "vanished");
+    cordon_error_free(e);
+    return;
+  }
+  struct stat st;
+  int shard = cas_shard_fd(v->cas, digest[0], false, NULL);
+  uint64_t size = shard >= 0 && fstatat(shard, hex, &st, AT_SYMLINK_NOFOLLOW) == 0
+                      ? (uint64_t)st.st_size
+                      : UINT64_MAX;
+  const char *why = sidecar_problem(doc, hex, size);
+  if (why)
+    add_problem(v, object, "%s", why);
+  json_decref(doc);
+}
+
+int cordon_cas_verify(struct cordon_cas *cas, const struct cordon_progress *progress,
+                      struct cordon_cas_verify_report *report, struct cordon_error **err) {
+  memset(report, 0, sizeof(*report));
+  struct verify_state v = {.cas = cas, .report = report, .progress = progress};
+  pthread_mutex_init(&v.mu, NULL);
+  int r = visit_shards(cas, verify_visit, &v, err);
+  if (r == 0) {
+    qsort(v.blobs, v.n_blobs, CAS_DIGEST_LEN, digest_cmp);
+    for (size_t i = 0; i < v.n_blobs; i++) {
+      struct stat st;
+      char hex[CAS_HEX_LEN + 1];
+      cas_hex(v.blobs[i], hex);
+      int shard = cas_shard_fd(cas, v.blobs[i][0], false, NULL);
+      if (shard >= 0 && fstatat(shard, hex, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        v.total_bytes += (uint64_t)st.st_size;
+    }
+    unsigned n_threads = cas_default_threads();
+    if (n_threads > v.n_blobs)
+      n_threads = v.n_blobs ? (unsigned)v.n_blobs : 1;
+    pthread_t threads[64];
+    unsigned started = 0;
+    for (; started + 1 < n_threads; started++)
+      if (pthread_create(&threads[started], NULL, verify_worker, &v) != 0)
+        break;
+    verify_worker(&v);
+    for (unsigned i = 0; i < started; i++)
+      pthread_join(threads[i], NULL);
+    for (size_t i = 0; i < v.n_sidecars; i++)
+      verify_sidecar(&v, v.sidecars[i]);
+    /* Refs must name snapshots that are there. */
+    char **refs = NULL;
+    struct cordon_error *e = NULL;
+    if (cas_ref_list(cas, &refs, &e) == 0) {
+      for (size_t i = 0; refs[i]; i++) {
+        unsigned char d[CAS_DIGEST_LEN];
+        cas_unhex(refs[i], d);
+        if (!bsearch(d, v.blobs, v.n_blobs, CAS_DIGEST_LEN, digest_cmp)) {
+          char object[CAS_HEX_LEN + 8];
+          snprintf(object, sizeof(object), "refs/%s", refs[i]);
+          add_problem(&v, object, "ref names a snapshot whose manifest is missing");
+        }
+      }
+      strv_free(refs);
+    } else {
+      add_problem(&v, "refs", "%s", e->message);
+      cordon_error_free(e);
+    }
+    /* Leftover temp files are not problems: they are never visible as blobs. */
+    int fd = openat(cas->tmpfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0)
+      close(fd);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+      if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+        report->temporaries++;
+    if (d)
+      closedir(d);
+    report->blobs = v.n_blobs;
+    report->sidecars = v.n_sidecars;
+    report->bytes = v.total_bytes;
+    if (progress && progress->update)
+      progress->update(progress->data, "verify", v.total_bytes, v.total_bytes);
+    if (v.oom)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "verify");
+  }
+  free(v.blobs);
+  free(v.sidecars);
+  pthread_mutex_destroy(&v.mu);
+  if (r < 0)
+    cordon_cas_verify_report_clear(report);
+  return r;
+}
+
+void cordon_cas_verify_report_clear(struct cordon_cas_verify_report *report) {
+  for (size_t i = 0; i < report->n_problems; i++) {
+    free(report->problems[i].object);
+    free(report->problems[i].message);
+  }
+  free(report->problems);
+  memset(report, 0, sizeof(*report));
+}

@@ -1,0 +1,264 @@
+#!/bin/bash
+# The escape suite: run every attack of tests/escape/probe.c inside `cordon run --backend ns`,
+# as root and as an unprivileged user, and require each to be blocked.
+#
+#   escape.sh CORDON PROBE            (meson test runs it; needs root for the root half)
+#
+# The probe exits 0 when an attack SUCCEEDED, 1 when it was blocked, 2 when it could not even
+# try (a broken test, which fails the suite too). Controls run first to prove the probe and the
+# host fixtures work (a suite of attacks that cannot succeed anywhere proves nothing).
+# Output is TAP; the exit status is non-zero if anything escaped or broke.
+set -u
+
+if [ "${1:-}" = "--as-user" ]; then
+  shift
+  role=user
+else
+  role=root
+fi
+CORDON=$(readlink -f "$1")
+PROBE=$(readlink -f "$2")
+here=$(cd "$(dirname "$0")" && pwd)
+
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - [$role] $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - [$role] $*"; }
+skip() { n=$((n + 1)); echo "ok $n - [$role] $1 # SKIP $2"; }
+note() { echo "# [$role] $*"; }
+
+if [ "$role" = root ] && [ "$(id -u)" -ne 0 ]; then
+  echo "1..0 # SKIP the escape suite's root half needs root (run as root; it also runs the"
+  echo "#   unprivileged half itself)"
+  exit 0
+fi
+
+# ---- fixtures ------------------------------------------------------------------------------
+project=$(mktemp -d "/tmp/cordon-escape-$role.XXXXXX")
+outside=$(mktemp -d "/tmp/cordon-escape-outside-$role.XXXXXX")
+chmod 755 "$project" "$outside"
+export CORDON_PROJECT="$project"
+unset CORDON_BACKEND CORDON_SANDBOX CORDON_SANDBOX_ALLOW
+ws="$project"               # the project is the workspace: .cordon/ lives inside it
+cp "$PROBE" "$ws/probe"
+mkdir -p "$ws/ro" "$ws/hidden-dir" "$ws/conf" "$ws/.cordon"
+echo "read-only" > "$ws/ro/file"
+echo "secret" > "$ws/hidden-dir/secret"
+echo "token" > "$ws/conf/token"
+echo "state" > "$ws/.cordon/marker"
+echo "host file" > "$outside/file"
+ln -s "$outside" "$ws/out-link"   # a symlink planted in the workspace, pointing outside
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$project" "$outside"
+}
+trap cleanup EXIT
+
+# A host process the sandbox must neither see nor signal.
+bash -c 'exec -a cordon-escape-marker sleep 600' &
+marker_pid=$!
+pids+=("$marker_pid")
+
+# A TCP listener on the host's loopback and an abstract unix socket, both must be unreachable.
+portfile="$outside/port"
+python3 - "$portfile" "cordon-escape-$role-$$" <<'EOF' &
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+a = socket.socket(socket.AF_UNIX); a.bind("\0" + sys.argv[2]); a.listen(16)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+time.sleep(600)
+EOF
+pids+=("$!")
+for _ in $(seq 100); do [ -s "$portfile" ] && break; sleep 0.05; done
+port=$(cat "$portfile" 2>/dev/null || echo 1)
+abstract="cordon-escape-$role-$$"
+nameserver=$(awk '/^nameserver/ && $2 ~ /^[0-9.]+$/ {print $2; exit}' /etc/resolv.conf 2>/dev/null)
+nameserver=${nameserver:-8.8.8.8}
+
+# ---- helpers -------------------------------------------------------------------------------
+policy=(--workspace "$ws" --ro ro --hide hidden-dir --hide conf/token)
+
+# run_probe [cordon run flags...] -- VERB ARGS...: sets $code and $out
+run_probe() {
+  local flags=()
+  while [ "$1" != "--" ]; do flags+=("$1"); shift; done
+  shift
+  out=$("$CORDON" run --backend ns "${policy[@]}" "${flags[@]}" -- /workspace/probe "$@" 2>&1)
+  code=$?
+}
+
+# attack NAME [flags...] -- VERB ARGS...: must be blocked (probe exit 1)
+attack() {
+  local name=$1
+  shift
+  run_probe "$@"
+  case $code in
+    1) ok "$name: $(echo "$out" | tail -1)" ;;
+    0) not_ok "$name ESCAPED: $out" ;;
+    *) not_ok "$name: exit $code (expected the probe's 'blocked'): $out" ;;
+  esac
+}
+
+# control NAME [flags...] -- VERB ARGS...: must succeed (proves the probe can see an escape)
+control() {
+  local name=$1
+  shift
+  run_probe "$@"
+  if [ "$code" -eq 0 ]; then ok "control $name"; else not_ok "control $name: exit $code: $out"; fi
+}
+
+# limited NAME LIMIT-FLAGS... -- VERB ARGS...: blocked (1), killed by the limit (137), or the
+# limit refused by name as unenforceable (125) are all fine; success is an escape.
+limited() {
+  local name=$1
+  shift
+  run_probe "$@"
+  case $code in
+    1 | 137) ok "$name: $(echo "$out" | tail -1)" ;;
+    125)
+      if echo "$out" | grep -q "limit cannot be enforced"; then
+        ok "$name: refused as unenforceable here: $(echo "$out" | tail -1)"
+      else
+        not_ok "$name: cordon failed: $out"
+      fi
+      ;;
+    0) not_ok "$name ESCAPED: $out" ;;
+    *) not_ok "$name: exit $code: $out" ;;
+  esac
+}
+
+# ---- controls ------------------------------------------------------------------------------
+control "read a workspace file" -- read-file /workspace/ro/file
+control "write the workspace" -- write-file /workspace/written
+control "loopback inside with --net loopback" --net loopback -- loopback-self
+if "$PROBE" connect 127.0.0.1 "$port" >/dev/null; then ok "control host listener is up"
+else not_ok "control host listener is up (port $port)"; fi
+if "$PROBE" see-host >/dev/null; then ok "control marker visible on the host"
+else not_ok "control marker visible on the host"; fi
+if "$PROBE" connect-abstract "$abstract" >/dev/null; then ok "control abstract socket is up"
+else not_ok "control abstract socket is up"; fi
+if "$PROBE" dns "$nameserver" >/dev/null; then host_dns=yes; else host_dns=no; fi
+note "DNS from the host to $nameserver: $host_dns (the sandbox must get no answer either way)"
+control "fork 50 processes without a limit" -- forkbomb 50
+
+# ---- attacks -------------------------------------------------------------------------------
+attack "read /etc/shadow" -- read-file /etc/shadow
+attack "list /root" -- list-dir /root
+for home in /home/*; do
+  [ -d "$home" ] || continue
+  attack "list another user's home $home" -- list-dir "$home"
+done
+attack "read a hidden file" -- read-file /workspace/conf/token
+attack "read inside a hidden directory" -- read-file /workspace/hidden-dir/secret
+attack "list a hidden directory" -- list-dir /workspace/hidden-dir
+attack "list cordon's .cordon/" -- list-dir /workspace/.cordon
+attack "read cordon's .cordon/marker" -- read-file /workspace/.cordon/marker
+attack "write a read-only file" -- write-file /workspace/ro/file
+attack "create in a read-only directory" -- write-file /workspace/ro/new
+attack "write /usr" -- write-file /usr/cordon-escape
+attack "write /etc/passwd" -- write-file /etc/passwd
+attack "write the sandbox root" -- write-file /cordon-escape
+attack "write through a planted symlink to the host" -- write-file /workspace/out-link/pwned
+if [ -e "$outside/pwned" ]; then not_ok "host file written through the planted symlink"
+else ok "nothing written outside through the planted symlink"; fi
+attack "hard-link a host file into the workspace" -- link-out /etc/passwd /workspace/pw
+attack "write through the planted /etc/passwd symlink" -- write-file /workspace/pw.sym
+attack "hard-link a read-only workspace file out of its mount" -- link-out /workspace/ro/file /workspace/ro-link
+attack "TIOCSTI / TIOCLINUX injection (plain and high-bit)" -- tiocsti
+attack "ptrace the holder (pid 1)" -- ptrace 1
+attack "ptrace the worker (pid 2)" -- ptrace 2
+attack "see a host process by pid" -- see-pid "$marker_pid"
+attack "see any host process" -- see-host
+attack "signal a host process" -- signal "$marker_pid"
+if kill -0 "$marker_pid" 2>/dev/null; then ok "the host marker process is untouched"
+else not_ok "the host marker process died"; fi
+attack "fds beyond 0, 1, 2" -- proc-fds
+attack "fchdir through a leaked fd" -- fd-chdir
+attack "write /proc/1/exe" -- write-exe /proc/1/exe
+attack "write the runtime binary" -- write-exe "$CORDON"
+attack "read the holder's memory, environment or fds" -- proc-holder
+attack "kill the holder (pid 1)" -- kill-holder
+# kill(-1) takes our own worker down (same uid): the exec fails, and nothing may linger.
+rm -f "$ws/kill-all-survivor"
+run_probe -- kill-all /workspace/kill-all-survivor
+sleep 3
+if [ "$code" -eq 0 ]; then not_ok "kill(-1) reported success: $out"
+elif [ -e "$ws/kill-all-survivor" ]; then not_ok "a process outlived its killed supervisor"
+else ok "kill(-1) ends the exec and nothing outlives it (exit $code)"; fi
+for verb in mount unshare setns keyctl bpf userfaultfd io-uring perf open-by-handle \
+            personality chroot raw-socket clone-newuser clone3 sysctl-write; do
+  attack "$verb" -- "$verb"
+done
+attack "mknod a device in /tmp" -- mknod /tmp/null-device
+attack "mknod a device in the workspace" -- mknod /workspace/null-device
+if [ "$role" = root ]; then
+  suid_dir="$outside/suid"
+  mkdir -p "$suid_dir"
+  cp "$PROBE" "$suid_dir/probe"
+  chown root:root "$suid_dir/probe"
+  chmod 4755 "$suid_dir/probe"
+  out=$("$CORDON" run --backend ns "${policy[@]}" --allow-ro "$suid_dir" -- "$suid_dir/probe" suid 2>&1)
+  code=$?
+  if [ "$code" -eq 1 ]; then ok "privilege gain through a setuid-root binary: $out"
+  else not_ok "privilege gain through a setuid-root binary: exit $code: $out"; fi
+else
+  skip "privilege gain through a setuid-root binary" "an unprivileged user cannot make one"
+fi
+attack "TCP to the host's loopback (--net none)" --net none -- connect 127.0.0.1 "$port"
+attack "TCP to the host's loopback (--net loopback)" --net loopback -- connect 127.0.0.1 "$port"
+attack "abstract unix socket on the host (--net none)" --net none -- connect-abstract "$abstract"
+attack "abstract unix socket on the host (--net loopback)" --net loopback -- connect-abstract "$abstract"
+attack "DNS lookup (--net none)" --net none -- dns "$nameserver"
+attack "loopback inside with --net none" --net none -- loopback-self
+limited "fork bomb stopped by --pids 64" --pids 64 -- forkbomb 2000
+limited "memory hog stopped by --memory 64M" --memory 64M -- memory 1024
+
+# A daemon (setsid + double fork) must not outlive the session.
+rm -f "$ws/survivor"
+run_probe -- daemon /workspace/survivor 3
+sleep 4
+if [ -e "$ws/survivor" ]; then not_ok "a daemonised process survived the session (wrote survivor)"
+elif pgrep -f "probe daemon /workspace/survivor" >/dev/null; then
+  not_ok "a daemonised process survived the session (still running)"
+else ok "a daemonised process did not survive the session"; fi
+
+# Nothing of the sessions is left: no holder, no session state.
+leaked=0
+for p in $(pgrep -f '^cordon: holder'); do
+  grep -qF "$project" "/proc/$p/mountinfo" 2>/dev/null && leaked=$((leaked + 1))
+done
+if [ "$leaked" -eq 0 ]; then ok "no holder outlived its session"
+else not_ok "$leaked holders outlived their sessions"; fi
+left=$(ls "$project/.cordon/sessions" 2>/dev/null | wc -l)
+if [ "$left" -eq 0 ]; then ok "every session was destroyed"
+else not_ok "$left sessions left behind"; fi
+
+# ---- the unprivileged half -----------------------------------------------------------------
+if [ "$role" = root ]; then
+  user_dir=$(mktemp -d /tmp/cordon-escape-bin.XXXXXX)
+  chmod 755 "$user_dir"
+  cp "$CORDON" "$user_dir/cordon"
+  cp "$PROBE" "$user_dir/probe"
+  cp "$0" "$user_dir/escape.sh"
+  chmod 755 "$user_dir"/*
+  as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all
+           env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$user_dir" LANG=C.UTF-8)
+  if ! "${as_user[@]}" unshare -U true 2>/dev/null; then
+    skip "unprivileged half" "unprivileged user namespaces are unavailable here"
+  elif ! "${as_user[@]}" "$user_dir/cordon" backends 2>/dev/null | grep -q '^ns .* yes'; then
+    skip "unprivileged half" "the ns backend is unavailable to an unprivileged user: $("${as_user[@]}" "$user_dir/cordon" backends 2>&1 | grep '^ns')"
+  else
+    echo "# ---- as uid 65534 ----"
+    "${as_user[@]}" "$user_dir/escape.sh" --as-user "$user_dir/cordon" "$user_dir/probe" | sed '/^1\.\./d'
+    user_status=${PIPESTATUS[0]}
+    if [ "$user_status" -eq 0 ]; then ok "unprivileged half passed"
+    else not_ok "unprivileged half failed (see above)"; fi
+  fi
+  rm -rf "$user_dir"
+fi
+
+echo "1..$n"
+[ "$failed" -eq 0 ]

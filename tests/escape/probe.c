@@ -1,0 +1,627 @@
+/* The escape probe: one verb per attack, run inside a sandbox by tests/escape/escape.sh.
+ *
+ * Exit status: 0 the attack SUCCEEDED (an escape), 1 it was blocked, 2 the probe could not
+ * even attempt it (a broken test, never a pass). Each verb prints one line saying what it did
+ * and what the kernel answered. Built static, so it runs in any sandbox root.
+ *
+ *   probe read-file PATH          open and read one byte
+ *   probe list-dir PATH           see any entry in a directory
+ *   probe write-file PATH         create/append to a file
+ *   probe link-out TARGET NAME    plant a hard link (and a symlink NAME.sym) to TARGET
+ *   probe tiocsti                 inject a byte into a terminal (plain and high-bit ioctl)
+ *   probe ptrace PID              attach to PID / read its memory (process_vm_readv)
+ *   probe signal PID              signal a process by host pid (kill 0 and SIGCONT)
+ *   probe see-pid PID             see /proc/PID
+ *   probe proc-fds                find an fd other than 0, 1, 2 in /proc/self/fd
+ *   probe fd-chdir                fchdir through any inherited fd
+ *   probe write-exe PATH          open a runtime binary (or /proc/1/exe) for writing
+ *   probe proc-holder             read the holder's memory, environment or fds (/proc/1)
+ *   probe kill-holder             signal pid 1 (SIGKILL, SIGTERM, ...: all must be ignored)
+ *   probe kill-all FILE           kill(-1): our own worker dies too; then outlive the exec and
+ *                                 write FILE (the holder must kill us as an orphan first)
+ *   probe mount | unshare | setns | keyctl | bpf | userfaultfd | io-uring | perf |
+ *         open-by-handle | personality | chroot | raw-socket | clone-newuser | clone3
+ *   probe suid                    succeed if running with an euid other than our uid
+ *   probe mknod PATH              create a character device
+ *   probe connect HOST PORT       TCP connect
+ *   probe connect-abstract NAME   connect to an abstract unix socket
+ *   probe dns SERVER              UDP DNS query (A example.com) to SERVER, wait 2 s
+ *   probe loopback-self           listen on 127.0.0.1 and connect to ourselves
+ *   probe forkbomb N              fork N sleeping children (success: all N started)
+ *   probe memory MIB              allocate and touch MIB mebibytes
+ *   probe daemon FILE SECONDS     daemonise (setsid, double fork); write FILE after SECONDS
+ *   probe sysctl-write            write /proc/sys/kernel/hostname or sysrq-trigger
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <linux/perf_event.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+enum { ESCAPED = 0, BLOCKED = 1, BROKEN = 2 };
+
+static int verdict(int code, const char *verb, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int verdict(int code, const char *verb, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s: %s: ", verb, code == ESCAPED ? "ESCAPED" : code == BLOCKED ? "blocked" : "BROKEN");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  fflush(stdout);
+  return code;
+}
+
+#define BLOCK_ERRNO(verb, what) verdict(BLOCKED, verb, "%s: %s", what, strerror(errno))
+
+static int read_file(const char *path) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK);
+  if (fd < 0)
+    return BLOCK_ERRNO("read-file", path);
+  char c;
+  ssize_t n = read(fd, &c, 1);
+  if (n < 0)
+    return BLOCK_ERRNO("read-file", path);
+  if (n == 0)
+    return verdict(BLOCKED, "read-file", "%s is empty", path);
+  return verdict(ESCAPED, "read-file", "read a byte of %s", path);
+}
+
+static int list_dir(const char *path) {
+  DIR *d = opendir(path);
+  if (!d)
+    return BLOCK_ERRNO("list-dir", path);
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+      verdict(ESCAPED, "list-dir", "%s holds %s", path, de->d_name);
+      closedir(d);
+      return ESCAPED;
+    }
+  closedir(d);
+  return verdict(BLOCKED, "list-dir", "%s is empty", path);
+}
+
+static int write_file(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY, 0644);
+  if (fd < 0)
+    return BLOCK_ERRNO("write-file", path);
+  if (write(fd, "cordon-escape\n", 14) != 14)
+    return BLOCK_ERRNO("write-file", path);
+  close(fd);
+  return verdict(ESCAPED, "write-file", "wrote %s", path);
+}
+
+static int link_out(const char *target, const char *name) {
+  char sym[4096];
+  snprintf(sym, sizeof(sym), "%s.sym", name);
+  int made_symlink = symlink(target, sym) == 0;
+  if (link(target, name) == 0)
+    return verdict(ESCAPED, "link-out", "hard-linked %s to %s", name, target);
+  /* The symlink is planted for the driver's later checks; making one is not an escape. */
+  return verdict(BLOCKED, "link-out", "link %s: %s (symlink %s)", target, strerror(errno),
+                 made_symlink ? "planted" : "refused");
+}
+
+static int tiocsti(void) {
+  char c = 'x';
+  int fds[] = {0, 1, 2, open("/dev/tty", O_RDWR | O_NOCTTY)};
+  for (size_t i = 0; i < 4; i++) {
+    if (fds[i] < 0)
+      continue;
+    if (syscall(SYS_ioctl, fds[i], (unsigned long)TIOCSTI, &c) == 0)
+      return verdict(ESCAPED, "tiocsti", "TIOCSTI on fd %d", fds[i]);
+    int plain = errno;
+    /* the kernel truncates the command to 32 bits: a filter comparing 64 bits would miss it */
+    if (syscall(SYS_ioctl, fds[i], (unsigned long)TIOCSTI | 0xdead00000000ul, &c) == 0)
+      return verdict(ESCAPED, "tiocsti", "high-bit TIOCSTI on fd %d", fds[i]);
+    int high = errno;
+    if (i == 0)
+      printf("tiocsti: fd 0: plain %s, high-bit %s\n", strerror(plain), strerror(high));
+  }
+  /* TIOCLINUX too (console injection) */
+  char sub = 6;
+  if (syscall(SYS_ioctl, 0, (unsigned long)TIOCLINUX, &sub) == 0)
+    return verdict(ESCAPED, "tiocsti", "TIOCLINUX");
+  return verdict(BLOCKED, "tiocsti", "no injection possible (%s)", strerror(errno));
+}
+
+static int do_ptrace(pid_t pid) {
+  if (ptrace(PTRACE_ATTACH, pid, NULL, NULL) == 0)
+    return verdict(ESCAPED, "ptrace", "attached to %d", (int)pid);
+  int e = errno;
+  if (ptrace(PTRACE_SEIZE, pid, NULL, NULL) == 0)
+    return verdict(ESCAPED, "ptrace", "seized %d", (int)pid);
+  char buf[16];
+  struct iovec local = {buf, sizeof(buf)}, remote = {(void *)0x400000, sizeof(buf)};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) >= 0)
+    return verdict(ESCAPED, "ptrace", "process_vm_readv of %d", (int)pid);
+  return verdict(BLOCKED, "ptrace", "attach: %s, process_vm_readv: %s", strerror(e),
+                 strerror(errno));
+}
+
+static int do_signal(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+  char cmd[256] = "";
+  int fd = open(path, O_RDONLY);
+  if (fd >= 0) {
+    ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
+    cmd[n > 0 ? n : 0] = 0;
+    close(fd);
+  }
+  /* A pid of ours may collide with the host pid: only a match on the marker counts. */
+  if (kill(pid, SIGCONT) == 0 && strstr(cmd, "cordon-escape-marker"))
+    return verdict(ESCAPED, "signal", "signalled host process %d", (int)pid);
+  return verdict(BLOCKED, "signal", "pid %d: %s", (int)pid,
+                 cmd[0] ? "is one of ours, not the host's" : strerror(errno));
+}
+
+static int see_pid(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0)
+    return BLOCK_ERRNO("see-pid", path);
+  char cmd[256];
+  ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
+  close(fd);
+  cmd[n > 0 ? n : 0] = 0;
+  for (ssize_t i = 0; i < n; i++)
+    if (!cmd[i])
+      cmd[i] = ' ';
+  if (strstr(cmd, "cordon-escape-marker"))
+    return verdict(ESCAPED, "see-pid", "sees host process %d: %s", (int)pid, cmd);
+  return verdict(BLOCKED, "see-pid", "pid %d is a sandbox process (%s)", (int)pid, cmd);
+}
+
+/* Also scan every visible process for the host marker. */
+static int see_host(void) {
+  DIR *d = opendir("/proc");
+  if (!d)
+    return verdict(BROKEN, "see-host", "no /proc: %s", strerror(errno));
+  struct dirent *de;
+  int seen = 0;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] < '0' || de->d_name[0] > '9')
+      continue;
+    seen++;
+    char path[300], cmd[512];
+    snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+      continue;
+    ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
+    close(fd);
+    for (ssize_t i = 0; i < n; i++)
+      if (!cmd[i])
+        cmd[i] = ' ';
+    cmd[n > 0 ? n : 0] = 0;
+    if (strstr(cmd, "cordon-escape-marker")) {
+      closedir(d);
+      return verdict(ESCAPED, "see-host", "host process %s visible", de->d_name);
+    }
+  }
+  closedir(d);
+  return verdict(BLOCKED, "see-host", "%d processes visible, none from the host", seen);
+}
+
+static int proc_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d)
+    return verdict(BROKEN, "proc-fds", "opendir: %s", strerror(errno));
+  int own = dirfd(d);
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] == '.')
+      continue;
+    int fd = atoi(de->d_name);
+    if (fd > 2 && fd != own) {
+      char path[64], target[256] = "";
+      snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+      ssize_t n = readlink(path, target, sizeof(target) - 1);
+      target[n > 0 ? n : 0] = 0;
+      closedir(d);
+      return verdict(ESCAPED, "proc-fds", "fd %d is open (%s)", fd, target);
+    }
+  }
+  closedir(d);
+  return verdict(BLOCKED, "proc-fds", "only 0, 1, 2");
+}
+
+static int fd_chdir(void) {
+  for (int fd = 3; fd < 4096; fd++)
+    if (fchdir(fd) == 0) {
+      char cwd[4096];
+      return verdict(ESCAPED, "fd-chdir", "fchdir(%d) reached %s", fd,
+                     getcwd(cwd, sizeof(cwd)) ? cwd : "?");
+    }
+  return verdict(BLOCKED, "fd-chdir", "no inherited directory fd");
+}
+
+static int write_exe(const char *path) {
+  int fd = open(path, O_WRONLY);
+  if (fd < 0)
+    return BLOCK_ERRNO("write-exe", path);
+  close(fd);
+  return verdict(ESCAPED, "write-exe", "opened %s for writing", path);
+}
+
+static int proc_holder(void) {
+  static const char *const paths[] = {"/proc/1/mem", "/proc/1/environ", "/proc/1/exe",
+                                      "/proc/1/cwd/.", "/proc/1/root/proc/1/environ",
+                                      "/proc/2/mem", "/proc/2/environ"};
+  for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+    int fd = open(paths[i], O_RDONLY);
+    if (fd >= 0) {
+      char c;
+      ssize_t n = read(fd, &c, 1);
+      close(fd);
+      if (n > 0 || strstr(paths[i], "cwd"))
+        return verdict(ESCAPED, "proc-holder", "read %s", paths[i]);
+    }
+  }
+  if (opendir("/proc/1/fd"))
+    return verdict(ESCAPED, "proc-holder", "listed /proc/1/fd");
+  return verdict(BLOCKED, "proc-holder", "holder's memory, environment and fds unreadable");
+}
+
+static int kill_holder(void) {
+  static const int sigs[] = {SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGSEGV, SIGCHLD, SIGSTOP};
+  for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+    kill(1, sigs[i]);
+  usleep(100000);
+  if (kill(1, 0) < 0)
+    return verdict(ESCAPED, "kill-holder", "pid 1 is gone");
+  return verdict(BLOCKED, "kill-holder", "pid 1 ignored every signal");
+}
+
+/* Kill everything we may signal (our own supervisor included, it runs as our uid), then try
+ * to outlive the exec: the holder must reap and kill us as an orphan. */
+static int kill_all(const char *file) {
+  kill(-1, SIGKILL);
+  sleep(2);
+  int fd = open(file, O_WRONLY | O_CREAT, 0644);
+  if (fd >= 0)
+    (void)!write(fd, "survived\n", 9);
+  return verdict(BLOCKED, "kill-all", "still alive after killing everything");
+}
+
+static int syscalls(const char *verb) {
+  long r = -1;
+  if (!strcmp(verb, "mount")) {
+    r = mount("tmpfs", "/tmp", "tmpfs", 0, NULL);
+    if (r < 0)
+      r = mount("/", "/tmp", NULL, MS_BIND, NULL);
+  } else if (!strcmp(verb, "unshare")) {
+    r = unshare(CLONE_NEWUSER);
+    if (r < 0)
+      r = unshare(CLONE_NEWNS);
+    if (r < 0)
+      r = unshare(CLONE_NEWNET);
+  } else if (!strcmp(verb, "setns")) {
+    int fd = open("/proc/1/ns/mnt", O_RDONLY);
+    if (fd < 0)
+      fd = open("/proc/self/ns/user", O_RDONLY);
+    r = fd < 0 ? -1 : setns(fd, 0);
+  } else if (!strcmp(verb, "keyctl")) {
+    r = syscall(SYS_keyctl, 1 /* KEYCTL_JOIN_SESSION_KEYRING */, NULL);
+    if (r < 0)
+      r = syscall(SYS_add_key, "user", "cordon", "x", 1, -3 /* session */);
+  } else if (!strcmp(verb, "bpf")) {
+    union bpf_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.map_type = BPF_MAP_TYPE_ARRAY;
+    attr.key_size = 4;
+    attr.value_size = 4;
+    attr.max_entries = 1;
+    r = syscall(SYS_bpf, BPF_MAP_CREATE, &attr, sizeof(attr));
+  } else if (!strcmp(verb, "userfaultfd")) {
+    r = syscall(SYS_userfaultfd, O_CLOEXEC | 1 /* UFFD_USER_MODE_ONLY */);
+    if (r < 0)
+      r = syscall(SYS_userfaultfd, O_CLOEXEC);
+  } else if (!strcmp(verb, "io-uring")) {
+    char params[120];
+    memset(params, 0, sizeof(params));
+    r = syscall(SYS_io_uring_setup, 4, params);
+  } else if (!strcmp(verb, "perf")) {
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.exclude_kernel = 1;
+    r = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+  } else if (!strcmp(verb, "open-by-handle")) {
+    /* "shocker": open a file by handle, bypassing path permissions */
+    struct {
+      unsigned int bytes;
+      int type;
+      unsigned char f_handle[8];
+    } h = {8, 1, {2, 0, 0, 0, 0, 0, 0, 0}};
+    r = syscall(SYS_open_by_handle_at, AT_FDCWD, &h, O_RDONLY);
+    if (r < 0) {
+      int mount_id;
+      struct {
+        unsigned int bytes;
+        int type;
+        unsigned char f_handle[128];
+      } nh = {128, 0, {0}};
+      r = syscall(SYS_name_to_handle_at, AT_FDCWD, "/", &nh, &mount_id, 0);
+    }
+  } else if (!strcmp(verb, "personality")) {
+    r = personality(ADDR_NO_RANDOMIZE);
+    if (r >= 0 && (personality(0xffffffff) & ADDR_NO_RANDOMIZE) == 0)
+      r = -1; /* accepted but not applied */
+  } else if (!strcmp(verb, "chroot")) {
+    r = chroot("/tmp");
+  } else if (!strcmp(verb, "raw-socket")) {
+    r = socket(AF_PACKET, SOCK_RAW, htons(3 /* ETH_P_ALL */));
+    if (r < 0)
+      r = socket(AF_INET, SOCK_RAW, IPPROTO_ICMP);
+  } else if (!strcmp(verb, "clone-newuser")) {
+    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL, NULL, 0);
+    if (pid == 0)
+      _exit(0);
+    if (pid > 0)
+      waitpid(pid, NULL, 0);
+    r = pid;
+  } else if (!strcmp(verb, "clone3")) {
+    struct {
+      uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+    } args = {.flags = CLONE_NEWUSER | CLONE_NEWNS, .exit_signal = SIGCHLD};
+    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+    if (pid == 0)
+      _exit(0);
+    if (pid > 0)
+      waitpid(pid, NULL, 0);
+    r = pid;
+  } else {
+    return BROKEN;
+  }
+  if (r >= 0)
+    return verdict(ESCAPED, verb, "the call succeeded");
+  return BLOCK_ERRNO(verb, "refused");
+}
+
+static int suid(void) {
+  if (geteuid() != getuid() || getegid() != getgid())
+    return verdict(ESCAPED, "suid", "euid %d (uid %d)", (int)geteuid(), (int)getuid());
+  return verdict(BLOCKED, "suid", "euid %d = uid", (int)geteuid());
+}
+
+static int do_mknod(const char *path) {
+  if (mknod(path, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    int fd = open(path, O_RDWR);
+    unlink(path);
+    return verdict(ESCAPED, "mknod", "made a device node%s", fd >= 0 ? " and opened it" : "");
+  }
+  return BLOCK_ERRNO("mknod", path);
+}
+
+static int tcp_connect(const char *host, const char *port) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return verdict(BROKEN, "connect", "socket: %s", strerror(errno));
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
+  if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+    return verdict(BROKEN, "connect", "bad address %s", host);
+  if (connect(s, (struct sockaddr *)&a, sizeof(a)) == 0)
+    return verdict(ESCAPED, "connect", "connected to %s:%s", host, port);
+  return BLOCK_ERRNO("connect", host);
+}
+
+static int connect_abstract(const char *name) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  size_t n = strlen(name);
+  if (s < 0 || n + 1 > sizeof(a.sun_path))
+    return verdict(BROKEN, "connect-abstract", "socket");
+  memcpy(a.sun_path + 1, name, n);
+  if (connect(s, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0)
+    return verdict(ESCAPED, "connect-abstract", "connected to @%s", name);
+  return BLOCK_ERRNO("connect-abstract", name);
+}
+
+static int dns(const char *server) {
+  static const unsigned char query[] = {
+      0x12, 0x34, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* header */
+      7,    'e',  'x',  'a',  'm',  'p',  'l',  'e',  3,    'c',  'o',  'm',  0,
+      0x00, 0x01, 0x00, 0x01, /* A, IN */
+  };
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return verdict(BROKEN, "dns", "socket: %s", strerror(errno));
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
+  if (inet_pton(AF_INET, server, &a.sin_addr) != 1)
+    return verdict(BROKEN, "dns", "bad address %s", server);
+  if (sendto(s, query, sizeof(query), 0, (struct sockaddr *)&a, sizeof(a)) < 0)
+    return BLOCK_ERRNO("dns", "sendto");
+  struct pollfd p = {.fd = s, .events = POLLIN};
+  if (poll(&p, 1, 2000) == 1) {
+    unsigned char reply[512];
+    if (recv(s, reply, sizeof(reply), 0) > 12 && reply[0] == 0x12 && reply[1] == 0x34)
+      return verdict(ESCAPED, "dns", "%s answered", server);
+  }
+  return verdict(BLOCKED, "dns", "no answer from %s", server);
+}
+
+static int loopback_self(void) {
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(a);
+  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
+      getsockname(l, (struct sockaddr *)&a, &len) < 0)
+    return BLOCK_ERRNO("loopback-self", "listen on 127.0.0.1");
+  int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (connect(c, (struct sockaddr *)&a, sizeof(a)) < 0)
+    return BLOCK_ERRNO("loopback-self", "connect to ourselves");
+  return verdict(ESCAPED, "loopback-self", "talked to ourselves on 127.0.0.1:%d",
+                 ntohs(a.sin_port));
+}
+
+static int forkbomb(int n) {
+  setpgid(0, 0);
+  int started = 0;
+  for (; started < n; started++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      pause();
+      _exit(0);
+    }
+    if (pid < 0)
+      break;
+  }
+  int e = errno;
+  signal(SIGTERM, SIG_IGN);
+  kill(0, SIGTERM);
+  while (wait(NULL) > 0)
+    ;
+  if (started >= n)
+    return verdict(ESCAPED, "forkbomb", "started all %d processes", n);
+  return verdict(BLOCKED, "forkbomb", "stopped after %d processes: %s", started, strerror(e));
+}
+
+static int memory(long mib) {
+  long done = 0;
+  for (; done < mib; done += 16) {
+    char *p = mmap(NULL, 16 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      break;
+    memset(p, 1, 16 << 20);
+  }
+  if (done >= mib)
+    return verdict(ESCAPED, "memory", "touched %ld MiB", done);
+  return verdict(BLOCKED, "memory", "stopped at %ld MiB", done);
+}
+
+static int daemonise(const char *file, int seconds) {
+  pid_t pid = fork();
+  if (pid < 0)
+    return verdict(BROKEN, "daemon", "fork: %s", strerror(errno));
+  if (pid > 0) {
+    waitpid(pid, NULL, 0);
+    return verdict(ESCAPED, "daemon", "daemon started; the driver checks it is gone");
+  }
+  setsid();
+  if (fork() != 0)
+    _exit(0);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  int null_fd = open("/dev/null", O_RDWR);
+  dup2(null_fd, 0);
+  dup2(null_fd, 1);
+  dup2(null_fd, 2);
+  sleep((unsigned)seconds);
+  int fd = open(file, O_WRONLY | O_CREAT, 0644);
+  if (fd >= 0)
+    (void)!write(fd, "survived\n", 9);
+  _exit(0);
+}
+
+static int sysctl_write(void) {
+  static const char *const paths[] = {"/proc/sys/kernel/hostname", "/proc/sysrq-trigger",
+                                      "/proc/sys/vm/drop_caches",
+                                      "/proc/sys/user/max_user_namespaces"};
+  for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+    int fd = open(paths[i], O_WRONLY);
+    if (fd >= 0) {
+      ssize_t n = write(fd, "h", 1);
+      close(fd);
+      if (n == 1)
+        return verdict(ESCAPED, "sysctl-write", "wrote %s", paths[i]);
+    }
+  }
+  return verdict(BLOCKED, "sysctl-write", "kernel knobs are read-only");
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc < 2)
+    return verdict(BROKEN, "probe", "usage: probe VERB [ARGS]");
+  const char *v = argv[1];
+  const char *a = argc > 2 ? argv[2] : NULL, *b = argc > 3 ? argv[3] : NULL;
+  if (!strcmp(v, "read-file") && a)
+    return read_file(a);
+  if (!strcmp(v, "list-dir") && a)
+    return list_dir(a);
+  if (!strcmp(v, "write-file") && a)
+    return write_file(a);
+  if (!strcmp(v, "link-out") && a && b)
+    return link_out(a, b);
+  if (!strcmp(v, "tiocsti"))
+    return tiocsti();
+  if (!strcmp(v, "ptrace") && a)
+    return do_ptrace((pid_t)atoi(a));
+  if (!strcmp(v, "signal") && a)
+    return do_signal((pid_t)atoi(a));
+  if (!strcmp(v, "see-pid") && a)
+    return see_pid((pid_t)atoi(a));
+  if (!strcmp(v, "see-host"))
+    return see_host();
+  if (!strcmp(v, "proc-fds"))
+    return proc_fds();
+  if (!strcmp(v, "fd-chdir"))
+    return fd_chdir();
+  if (!strcmp(v, "write-exe") && a)
+    return write_exe(a);
+  if (!strcmp(v, "proc-holder"))
+    return proc_holder();
+  if (!strcmp(v, "kill-holder"))
+    return kill_holder();
+  if (!strcmp(v, "kill-all") && a)
+    return kill_all(a);
+  if (!strcmp(v, "suid"))
+    return suid();
+  if (!strcmp(v, "mknod") && a)
+    return do_mknod(a);
+  if (!strcmp(v, "connect") && a && b)
+    return tcp_connect(a, b);
+  if (!strcmp(v, "connect-abstract") && a)
+    return connect_abstract(a);
+  if (!strcmp(v, "dns") && a)
+    return dns(a);
+  if (!strcmp(v, "loopback-self"))
+    return loopback_self();
+  if (!strcmp(v, "forkbomb") && a)
+    return forkbomb(atoi(a));
+  if (!strcmp(v, "memory") && a)
+    return memory(atol(a));
+  if (!strcmp(v, "daemon") && a && b)
+    return daemonise(a, atoi(b));
+  if (!strcmp(v, "sysctl-write"))
+    return sysctl_write();
+  int r = syscalls(v);
+  if (r != BROKEN)
+    return r;
+  return verdict(BROKEN, v, "unknown verb or missing arguments");
+}

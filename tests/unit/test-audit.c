@@ -1,0 +1,658 @@
+/* Unit tests of the HMAC-chained audit log (src/audit/): the chain verifies; any single changed
+ * byte is caught; torn tails, removed, reordered and forged lines are named precisely;
+ * concurrent appenders from four processes leave one unforked chain; rotation keeps the chain
+ * continuous across segments. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <cordon/audit.h>
+#include <cordon/keys.h>
+
+#include "base/fs.h"
+
+static char tmp_root[] = "/tmp/cordon-test-audit.XXXXXX";
+static char key_dir[256];
+
+static int setup(void **state) {
+  (void)state;
+  if (!mkdtemp(tmp_root))
+    return -1;
+  snprintf(key_dir, sizeof(key_dir), "%s/keys", tmp_root);
+  return cordon_key_init(key_dir, NULL, NULL);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  fs_remove_tree(tmp_root, NULL);
+  return 0;
+}
+
+static char *fresh_dir(const char *name) {
+  char *p = NULL;
+  assert_true(asprintf(&p, "%s/%s", tmp_root, name) > 0);
+  fs_remove_tree(p, NULL);
+  return p;
+}
+
+static struct cordon_audit_log *open_log(const char *dir, uint64_t rotate) {
+  struct cordon_audit_options opts = {.key_dir = key_dir, .rotate_bytes = rotate};
+  struct cordon_audit_log *log = NULL;
+  assert_int_equal(cordon_audit_open(dir, &opts, &log, NULL), 0);
+  return log;
+}
+
+static void append_n(struct cordon_audit_log *log, int n, const char *tag) {
+  for (int i = 0; i < n; i++) {
+    char id[64], details[128];
+    snprintf(id, sizeof(id), "%s-%d", tag, i);
+    snprintf(details, sizeof(details), "{\"i\":%d,\"note\":\"entry %d of %s\",\"ok\":true}", i, i,
+             tag);
+    struct cordon_audit_event ev = {"test.event", "user:tester", "thing", id, details};
+    struct cordon_error *err = NULL;
+    char hmac[65];
+    if (cordon_audit_append(log, &ev, hmac, &err) < 0)
+      fail_msg("append: %s", err ? err->message : "?");
+    assert_int_equal(strlen(hmac), 64);
+  }
+}
+
+static void verify(struct cordon_audit_log *log, struct cordon_audit_report *report) {
+  struct cordon_error *err = NULL;
+  if (cordon_audit_verify(log, report, &err) < 0)
+    fail_msg("verify could not run: %s", err ? err->message : "?");
+}
+
+static void expect_ok(struct cordon_audit_log *log, uint64_t entries) {
+  struct cordon_audit_report r;
+  verify(log, &r);
+  if (r.problem != CORDON_AUDIT_OK)
+    fail_msg("verify: %s at %s:%llu: %s", cordon_audit_problem_name(r.problem), r.file,
+             (unsigned long long)r.line, r.reason);
+  assert_int_equal(r.entries, entries);
+  cordon_audit_report_clear(&r);
+}
+
+static void expect_problem(struct cordon_audit_log *log, enum cordon_audit_problem problem,
+                           const char *file_suffix, uint64_t line) {
+  struct cordon_audit_report r;
+  verify(log, &r);
+  if (r.problem != problem)
+    fail_msg("expected %s, got %s (%s)", cordon_audit_problem_name(problem),
+             cordon_audit_problem_name(r.problem), r.reason ? r.reason : "");
+  assert_non_null(r.reason);
+  assert_non_null(r.file);
+  if (file_suffix) {
+    size_t n = strlen(r.file), m = strlen(file_suffix);
+    assert_true(n >= m && !strcmp(r.file + n - m, file_suffix));
+  }
+  if (line)
+    assert_int_equal(r.line, line);
+  cordon_audit_report_clear(&r);
+}
+
+static char *segment_path(const char *dir, int n) {
+  char *p = NULL;
+  assert_true(asprintf(&p, "%s/audit-%06d.jsonl", dir, n) > 0);
+  return p;
+}
+
+static char *slurp(const char *path, size_t *length) {
+  unsigned char *data = NULL;
+  assert_int_equal(fs_read_file(path, 1u << 26, &data, length, NULL), 0);
+  return (char *)data;
+}
+
+static void put(const char *path, const char *data, size_t length) {
+  int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, data, length), (ssize_t)length);
+  close(fd);
+}
+
+/* The n-th line (1-based) of text: start offset and length including its newline. */
+static void line_span(const char *text, int n, size_t *start, size_t *length) {
+  size_t at = 0;
+  for (int i = 1; i < n; i++)
+    at += strcspn(text + at, "\n") + 1;
+  *start = at;
+  *length = strcspn(text + at, "\n") + 1;
+}
+
+static void test_chain_verifies(void **state) {
+  (void)state;
+  char *dir = fresh_dir("basic");
+  struct cordon_audit_log *log = open_log(dir, 0);
+  expect_ok(log, 0); /* no log yet: nothing to verify */
+  append_n(log, 5, "a");
+  struct cordon_audit_report r;
+  verify(log, &r);
+  assert_int_equal(r.problem, CORDON_AUDIT_OK);
+  assert_int_equal(r.entries, 5);
+  assert_int_equal(r.segments, 1);
+  char head[65];
+  strcpy(head, r.head);
+  cordon_audit_report_clear(&r);
+
+  char *seg = segment_path(dir, 1);
+  struct stat st;
+  assert_int_equal(stat(seg, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0600);
+  size_t length;
+  char *text = slurp(seg, &length);
+  /* The first entry links to genesis, the file ends in a newline, the head is the last HMAC. */
+  assert_non_null(strstr(text, "\"prev\":\"0000000000000000000000000000000000000000000000000000000"
+                               "000000000\""));
+  assert_int_equal(text[length - 1], '\n');
+  assert_non_null(strstr(text, head));
+  assert_true(strncmp(text, "{\"actor\":\"user:tester\",\"details\":{\"i\":0,", 40) == 0);
+  free(text);
+
+  /* A fresh handle (another process, say) goes on from the same head. */
+  struct cordon_audit_log *again = open_log(dir, 0);
+  char hmac[65];
+  struct cordon_audit_event ev = {"x", "y", "z", NULL, NULL};
+  assert_int_equal(cordon_audit_append(again, &ev, hmac, NULL), 0);
+  text = slurp(seg, &length);
+  char want[80];
+  snprintf(want, sizeof(want), "\"prev\":\"%s\"", head);
+  assert_non_null(strstr(text, want));
+  assert_non_null(strstr(text, "\"details\":{}"));
+  assert_non_null(strstr(text, "\"resource_id\":\"\""));
+  free(text);
+  expect_ok(log, 6);
+  /* A temp file left by a crashed segment creation is swept by the next append. */
+  char *stale = NULL;
+  assert_true(asprintf(&stale, "%s/.audit-000002.jsonl.tmp-0123456789abcdef", dir) > 0);
+  assert_int_equal(fs_write_atomic(stale, "x", 1, 0600, NULL), 0);
+  assert_int_equal(cordon_audit_append(again, &ev, hmac, NULL), 0);
+  assert_int_equal(access(stale, F_OK), -1);
+  free(stale);
+  expect_ok(log, 7);
+  cordon_audit_close(again);
+  cordon_audit_close(log);
+  free(seg);
+  free(dir);
+}
+
+/* Flip every byte of the log, one at a time: verify must fail every time. */
+static void test_every_byte_flip_detected(void **state) {
+  (void)state;
+  char *dir = fresh_dir("flip");
+  struct cordon_audit_log *log = open_log(dir, 0);
+  append_n(log, 3, "f");
+  char *seg = segment_path(dir, 1);
+  size_t length;
+  char *orig = slurp(seg, &length);
+  char *copy = malloc(length);
+  static const unsigned char flips[] = {0x01, 0x02, 0x20, 0x80};
+  for (size_t i = 0; i < length; i++) {
+    for (size_t f = 0; f < sizeof(flips); f++) {
+      memcpy(copy, orig, length);
+      copy[i] = (char)(copy[i] ^ flips[f]);
+      put(seg, copy, length);
+      struct cordon_audit_report r;
+      verify(log, &r);
+      if (r.problem == CORDON_AUDIT_OK)
+        fail_msg("byte %zu ^ %02x went unnoticed", i, flips[f]);
+      assert_non_null(r.reason);
+      cordon_audit_report_clear(&r);
+    }
+  }
+  put(seg, orig, length);
+  expect_ok(log, 3);
+  free(copy);
+  free(orig);
+  free(seg);
+  cordon_audit_close(log);
+  free(dir);
+}
+
+static void test_torn_tail(void **state) {
+  (void)state;
+  char *dir = fresh_dir("torn");
+  struct cordon_audit_log *log = open_log(dir, 0);
+  append_n(log, 4, "t");
+  char *seg = segment_path(dir, 1);
+  size_t length;
+  char *orig = slurp(seg, &length);
+  /* A crash in the middle of writing a fifth line. */
+  int fd = open(seg, O_WRONLY | O_APPEND | O_CLOEXEC);
+  assert_int_equal(write(fd, orig, 57), 57);
+  close(fd);
+
+  struct cordon_audit_report r;
+  verify(log, &r);
+  assert_int_equal(r.problem, CORDON_AUDIT_MISSING_NEWLINE);
+  assert_int_equal(r.line, 5);
+  assert_int_equal(r.offset, length);
+  assert_int_equal(r.entries, 4);
+  assert_non_null(strstr(r.reason, "57 bytes"));
+  assert_string_equal(r.file, seg);
+  cordon_audit_report_clear(&r);
+
+  /* Appending over it is refused, naming the line. */
+  struct cordon_audit_event ev = {"x", "y", "z", "", NULL};
+  struct cordon_error *err = NULL;
+  assert_true(cordon_audit_append(log, &ev, NULL, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_INTEGRITY);
+  assert_non_null(strstr(err->message, "line 5"));
+  assert_non_null(strstr(err->message, "torn"));
+  cordon_error_free(err);
+
+  /* repair drops exactly the torn bytes and records itself in the chain. */
+  uint64_t dropped = 0;
+  assert_int_equal(cordon_audit_repair(log, "user:tester", &dropped, NULL), 0);
+  assert_int_equal(dropped, 57);
+  expect_ok(log, 5);
+  size_t after;
+  char *text = slurp(seg, &after);
+  assert_memory_equal(text, orig, length);
+  assert_non_null(strstr(text + length, "\"event\":\"audit.repair\""));
+  assert_non_null(strstr(text + length, "\"dropped_bytes\":57"));
+  free(text);
+  assert_int_equal(cordon_audit_repair(log, NULL, &dropped, NULL), 0);
+  assert_int_equal(dropped, 0);
+
+  /* A torn line that is the whole file. */
+  char *dir2 = fresh_dir("torn-only");
+  assert_int_equal(fs_mkdir_p(dir2, 0700, NULL), 0);
+  char *seg2 = segment_path(dir2, 1);
+  assert_int_equal(fs_write_atomic(seg2, "{\"actor\":", 9, 0600, NULL), 0);
+  struct cordon_audit_log *log2 = open_log(dir2, 0);
+  verify(log2, &r);
+  assert_int_equal(r.problem, CORDON_AUDIT_MISSING_NEWLINE);
+  assert_int_equal(r.line, 1);
+  assert_int_equal(r.offset, 0);
+  cordon_audit_report_clear(&r);
+  cordon_audit_close(log2);
+  free(seg2);
+  free(dir2);
+
+  free(orig);
+  free(seg);
+  cordon_audit_close(log);
+  free(dir);
+}
+
+static void test_removed_reordered_forged(void **state) {
+  (void)state;
+  char *dir = fresh_dir("tamper");
+  struct cordon_audit_log *log = open_log(dir, 0);
+  append_n(log, 6, "r");
+  char *seg = segment_path(dir, 1);
+  size_t length;
+  char *orig = slurp(seg, &length);
+  char *work = malloc(2 * length);
+
+  /* Remove line 3: line 4 (now line 3) does not link. */
+  size_t s3, l3, s4, l4;
+  line_span(orig, 3, &s3, &l3);
+  line_span(orig, 4, &s4, &l4);
+  memcpy(work, orig, s3);
+  memcpy(work + s3, orig + s3 + l3, length - s3 - l3);
+  put(seg, work, length - l3);
+  expect_problem(log, CORDON_AUDIT_BROKEN_LINK, "audit-000001.jsonl", 3);
+
+  /* Swap lines 3 and 4. */
+  memcpy(work, orig, length);
+  memcpy(work + s3, orig + s4, l4);
+  memcpy(work + s3 + l4, orig + s3, l3);
+  put(seg, work, length);
+  expect_problem(log, CORDON_AUDIT_BROKEN_LINK, NULL, 3);
+
+  /* Duplicate line 2. */
+  size_t s2, l2;
+  line_span(orig, 2, &s2, &l2);
+  memcpy(work, orig, s2 + l2);
+  memcpy(work + s2 + l2, orig + s2, length - s2);
+  put(seg, work, length + l2);
+  expect_problem(log, CORDON_AUDIT_BROKEN_LINK, NULL, 3);
+
+  /* Drop the first line: the new first line does not link to genesis. */
+  size_t s1, l1;
+  line_span(orig, 1, &s1, &l1);
+  put(seg, orig + l1, length - l1);
+  expect_problem(log, CORDON_AUDIT_BROKEN_LINK, NULL, 1);
+
+  /* Change a value and keep the line canonical: bad HMAC. */
+  memcpy(work, orig, length);
+  char *hit = strstr(work + s4, "entry 3 of r");
+  assert_non_null(hit);
+  hit[6] = '9';
+  put(seg, work, length);
+  expect_problem(log, CORDON_AUDIT_BAD_HMAC, NULL, 4);
+
+  /* A non-canonical spelling of the same entry. */
+  memcpy(work, orig, s2);
+  work[s2] = ' ';
+  memcpy(work + s2 + 1, orig + s2, length - s2);
+  put(seg, work, length + 1);
+  expect_problem(log, CORDON_AUDIT_MALFORMED, NULL, 2);
+
+  /* Garbage, an empty line, and a wrong shape. */
+  memcpy(work, orig, s2);
+  memcpy(work + s2, "hello\n", 6);
+  memcpy(work + s2 + 6, orig + s2, length - s2);
+  put(seg, work, length + 6);
+  expect_problem(log, CORDON_AUDIT_MALFORMED, NULL, 2);
+  memcpy(work + s2, "\n", 1);
+  memcpy(work + s2 + 1, orig + s2, length - s2);
+  put(seg, work, length + 1);
+  expect_problem(log, CORDON_AUDIT_MALFORMED, NULL, 2);
+  memcpy(work + s2, "{}\n", 3);
+  memcpy(work + s2 + 3, orig + s2, length - s2);
+  put(seg, work, length + 3);
+  expect_problem(log, CORDON_AUDIT_MALFORMED, NULL, 2);
+
+  /* Appending past a forged last line is refused. */
+  size_t s6, l6;
+  line_span(orig, 6, &s6, &l6);
+  memcpy(work, orig, length);
+  hit = strstr(work + s6, "tester");
+  assert_non_null(hit);
+  hit[0] = 'T';
+  put(seg, work, length);
+  struct cordon_audit_event ev = {"x", "y", "z", "", NULL};
+  struct cordon_error *err = NULL;
+  assert_true(cordon_audit_append(log, &ev, NULL, &err) < 0);
+  assert_non_null(strstr(err->message, "bad_hmac"));
+  cordon_error_free(err);
+
+  put(seg, orig, length);
+  expect_ok(log, 6);
+  free(work);
+  free(orig);
+  free(seg);
+  cordon_audit_close(log);
+  free(dir);
+}
+
+static void test_wrong_or_missing_key(void **state) {
+  (void)state;
+  char *dir = fresh_dir("wrongkey");
+  struct cordon_audit_log *log = open_log(dir, 0);
+  append_n(log, 2, "k");
+  cordon_audit_close(log);
+
+  char *other = fresh_dir("otherkeys");
+  assert_int_equal(cordon_key_init(other, NULL, NULL), 0);
+  struct cordon_audit_options opts = {.key_dir = other};
+  assert_int_equal(cordon_audit_open(dir, &opts, &log, NULL), 0);
+  expect_problem(log, CORDON_AUDIT_BAD_HMAC, NULL, 1);
+  cordon_audit_close(log);
+
+  /* With entries present, a missing key is never silently replaced. */
+  char *none = fresh_dir("nokeys");
+  opts.key_dir = none;
+  assert_int_equal(cordon_audit_open(dir, &opts, &log, NULL), 0);
+  struct cordon_audit_event ev = {"x", "y", "z", "", NULL};
+  struct cordon_error *err = NULL;
+  assert_true(cordon_audit_append(log, &ev, NULL, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_NOT_FOUND);
+  cordon_error_free(err);
+  err = NULL;
+  struct cordon_audit_report r;
+  assert_true(cordon_audit_verify(log, &r, &err) < 0);
+  cordon_error_free(err);
+  cordon_audit_report_clear(&r);
+  cordon_audit_close(log);
+  assert_int_equal(access(none, F_OK), -1);
+
+  /* An empty log creates its key on the first append. */
+  char *fresh = fresh_dir("freshlog");
+  assert_int_equal(cordon_audit_open(fresh, &opts, &log, NULL), 0);
+  assert_int_equal(cordon_audit_append(log, &ev, NULL, NULL), 0);
+  expect_ok(log, 1);
+  cordon_audit_close(log);
+  free(fresh);
+  free(none);
+  free(other);
+  free(dir);
+}
+
+static void test_bad_events(void **state) {
+  (void)state;
+  char *dir = fresh_dir("badevents");
+  struct cordon_audit_log *log = open_log(dir, 0);
+  append_n(log, 1, "b");
+  struct {
+    struct cordon_audit_event ev;
+    const char *needle;
+  } cases[] = {
+      {{"", "a", "t", "i", NULL}, "event"},
+      {{"e", "", "t", "i", NULL}, "actor"},
+      {{"e", "a", "", "i", NULL}, "resource type"},
+      {{NULL, "a", "t", "i", NULL}, "event"},
+      {{"e", "a", "t", "i", "[1,2]"}, "object"},
+      {{"e", "a", "t", "i", "{\"a\":"}, "invalid JSON"},
+      {{"e", "a", "t", "i", "{\"a\":1,\"a\":2}"}, "invalid JSON"},
+      {{"e\xff", "a", "t", "i", NULL}, "UTF-8"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct cordon_error *err = NULL;
+    assert_true(cordon_audit_append(log, &cases[i].ev, NULL, &err) < 0);
+    assert_int_equal(err->kind, CORDON_ERR_USAGE);
+    if (!strstr(err->message, cases[i].needle))
+      fail_msg("case %zu: '%s' lacks '%s'", i, err->message, cases[i].needle);
+    cordon_error_free(err);
+  }
+  /* A batch with one bad event writes nothing. */
+  struct cordon_audit_event batch[] = {{"ok", "a", "t", "1", NULL}, {"", "a", "t", "2", NULL}};
+  struct cordon_error *err = NULL;
+  assert_true(cordon_audit_append_many(log, batch, 2, NULL, &err) < 0);
+  cordon_error_free(err);
+  /* Too long a field, too long a line. */
+  char *big = malloc(CORDON_AUDIT_MAX_LINE);
+  memset(big, 'x', CORDON_AUDIT_MAX_FIELD + 1);
+  big[CORDON_AUDIT_MAX_FIELD + 1] = 0;
+  struct cordon_audit_event ev = {"e", big, "t", "i", NULL};
+  err = NULL;
+  assert_true(cordon_audit_append(log, &ev, NULL, &err) < 0);
+  cordon_error_free(err);
+  /* Details are bounded (half a line); just under the bound is fine. */
+  for (int over = 1; over >= 0; over--) {
+    size_t n = CORDON_AUDIT_MAX_LINE / 2 + (over ? 10 : -100);
+    memcpy(big, "{\"k\":\"", 6);
+    memset(big + 6, 'y', n - 8);
+    memcpy(big + n - 2, "\"}", 3);
+    ev.actor = "a";
+    ev.details_json = big;
+    err = NULL;
+    int r = cordon_audit_append(log, &ev, NULL, &err);
+    assert_int_equal(r < 0, over);
+    if (over)
+      assert_non_null(strstr(err->message, "larger than"));
+    cordon_error_free(err);
+  }
+  free(big);
+  expect_ok(log, 2);
+  cordon_audit_close(log);
+  free(dir);
+}
+
+/* Four processes appending at once leave one chain that verifies. */
+static void test_concurrent_appenders(void **state) {
+  (void)state;
+  char *dir = fresh_dir("concurrent");
+  enum { PROCS = 4, EACH = 60 };
+  for (int p = 0; p < PROCS; p++) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      struct cordon_audit_options opts = {.key_dir = key_dir, .rotate_bytes = 8192};
+      struct cordon_audit_log *log = NULL;
+      if (cordon_audit_open(dir, &opts, &log, NULL) < 0)
+        _exit(1);
+      for (int i = 0; i < EACH; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "p%d-%d", p, i);
+        struct cordon_audit_event ev = {"concurrent", "proc", "n", id, NULL};
+        if (i % 10 == 8) { /* some batches too */
+          struct cordon_audit_event two[2] = {ev, ev};
+          two[1].event = "concurrent.batch";
+          if (cordon_audit_append_many(log, two, 2, NULL, NULL) < 0)
+            _exit(2);
+          i++;
+          continue;
+        }
+        if (cordon_audit_append(log, &ev, NULL, NULL) < 0)
+          _exit(3);
+      }
+      cordon_audit_close(log);
+      _exit(0);
+    }
+  }
+  for (int p = 0; p < PROCS; p++) {
+    int status;
+    assert_true(wait(&status) > 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+  }
+  struct cordon_audit_log *log = open_log(dir, 8192);
+  struct cordon_audit_report r;
+  verify(log, &r);
+  if (r.problem != CORDON_AUDIT_OK)
+    fail_msg("%s at %s:%llu: %s", cordon_audit_problem_name(r.problem), r.file,
+             (unsigned long long)r.line, r.reason);
+  assert_int_equal(r.entries, PROCS * EACH);
+  assert_true(r.segments > 1);
+  cordon_audit_report_clear(&r);
+  cordon_audit_close(log);
+  free(dir);
+}
+
+struct collected {
+  int count;
+  char last_hmac[65];
+  char first_prev_of_segment2[65];
+  bool ok;
+};
+
+static int collect(const struct cordon_audit_entry *e, void *userdata) {
+  struct collected *c = userdata;
+  c->count++;
+  if (e->index != (uint64_t)c->count)
+    c->ok = false;
+  if (strstr(e->file, "audit-000002.jsonl") && e->line == 1)
+    strcpy(c->first_prev_of_segment2, e->prev);
+  if (!strstr(e->file, "audit-000002.jsonl") && !c->first_prev_of_segment2[0])
+    strcpy(c->last_hmac, e->hmac);
+  return 0;
+}
+
+static void test_rotation(void **state) {
+  (void)state;
+  char *dir = fresh_dir("rotate");
+  struct cordon_audit_log *log = open_log(dir, 1500);
+  append_n(log, 20, "rot");
+  /* And a batch that itself spans segments. */
+  struct cordon_audit_event batch[12];
+  for (int i = 0; i < 12; i++)
+    batch[i] = (struct cordon_audit_event){"batch", "user:tester", "thing", "b",
+                                           "{\"pad\":"
+                                           "\"0123456789012345678901234567890123456789\"}"};
+  char last[65];
+  assert_int_equal(cordon_audit_append_many(log, batch, 12, last, NULL), 0);
+  struct cordon_audit_report r;
+  verify(log, &r);
+  assert_int_equal(r.problem, CORDON_AUDIT_OK);
+  assert_int_equal(r.entries, 32);
+  assert_string_equal(r.head, last);
+  size_t segments = r.segments;
+  assert_true(segments >= 4);
+  cordon_audit_report_clear(&r);
+
+  for (size_t s = 1; s <= segments; s++) {
+    char *p = segment_path(dir, (int)s);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_true(st.st_size > 0 && st.st_size <= 1500);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    free(p);
+  }
+  /* The first entry of segment 2 links to the last HMAC of segment 1. */
+  struct collected c = {.ok = true};
+  assert_int_equal(cordon_audit_foreach(log, collect, &c, NULL), 0);
+  assert_true(c.ok);
+  assert_int_equal(c.count, 32);
+  assert_string_equal(c.first_prev_of_segment2, c.last_hmac);
+
+  /* Cutting the last line of segment 1 breaks the link at segment 2, line 1. */
+  char *seg1 = segment_path(dir, 1);
+  size_t length;
+  char *orig = slurp(seg1, &length);
+  char *nl = memrchr(orig, '\n', length - 1);
+  put(seg1, orig, (size_t)(nl - orig) + 1);
+  expect_problem(log, CORDON_AUDIT_BROKEN_LINK, "audit-000002.jsonl", 1);
+  put(seg1, orig, length);
+  expect_ok(log, 32);
+
+  /* A missing segment in the middle is named. */
+  char *seg2 = segment_path(dir, 2), *moved = NULL;
+  assert_true(asprintf(&moved, "%s.away", seg2) > 0);
+  assert_int_equal(rename(seg2, moved), 0);
+  expect_problem(log, CORDON_AUDIT_MISSING_SEGMENT, "audit-000002.jsonl", 0);
+  assert_int_equal(rename(moved, seg2), 0);
+  expect_ok(log, 32);
+
+  /* Stray files are ignored. */
+  char *stray = NULL;
+  assert_true(asprintf(&stray, "%s/audit-1.jsonl", dir) > 0);
+  assert_int_equal(fs_write_atomic(stray, "junk", 4, 0600, NULL), 0);
+  expect_ok(log, 32);
+  free(stray);
+  free(moved);
+  free(seg2);
+  free(orig);
+  free(seg1);
+  cordon_audit_close(log);
+  free(dir);
+}
+
+static void test_large_batch(void **state) {
+  (void)state;
+  char *dir = fresh_dir("large");
+  struct cordon_audit_log *log = open_log(dir, 256 * 1024);
+  enum { N = 5000 };
+  struct cordon_audit_event *evs = calloc(N, sizeof(*evs));
+  for (int i = 0; i < N; i++)
+    evs[i] = (struct cordon_audit_event){"bulk", "bench", "n", "x", "{\"k\":1}"};
+  assert_int_equal(cordon_audit_append_many(log, evs, N, NULL, NULL), 0);
+  assert_int_equal(cordon_audit_append_many(log, evs, N, NULL, NULL), 0);
+  free(evs);
+  struct cordon_audit_report r;
+  verify(log, &r);
+  assert_int_equal(r.problem, CORDON_AUDIT_OK);
+  assert_int_equal(r.entries, 2 * N);
+  assert_true(r.segments > 2);
+  cordon_audit_report_clear(&r);
+  cordon_audit_close(log);
+  free(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_chain_verifies),
+      cmocka_unit_test(test_every_byte_flip_detected),
+      cmocka_unit_test(test_torn_tail),
+      cmocka_unit_test(test_removed_reordered_forged),
+      cmocka_unit_test(test_wrong_or_missing_key),
+      cmocka_unit_test(test_bad_events),
+      cmocka_unit_test(test_concurrent_appenders),
+      cmocka_unit_test(test_rotation),
+      cmocka_unit_test(test_large_batch),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,436 @@
+/* Tests of the ns backend through the public session API, beyond the conformance suite: the
+ * path policy (read-only, hidden, .cordon/, grants, refusals), identity, egress classes,
+ * sessions re-opened from another handle, a dead holder, limits. Skips (with the reason) where
+ * the host cannot run the backend at all. The attack-by-attack checks live in tests/escape. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include <cordon/session.h>
+
+#include "backend/builtin.h"
+#include "base/fs.h"
+
+#define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define LIST(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static char project[256];
+static struct cordon_context *ctx;
+static const struct cordon_backend *ns = &cordon_backend_ns;
+
+static void write_host(const char *rel, const char *content) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s", project, rel);
+  char *slash = strrchr(path, '/');
+  *slash = 0;
+  struct cordon_error *err = NULL;
+  assert_int_equal(fs_mkdir_p(path, 0755, &err), 0);
+  *slash = '/';
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(content, f);
+  fclose(f);
+}
+
+static char *read_host(const char *rel) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s", project, rel);
+  unsigned char *data = NULL;
+  size_t len = 0;
+  if (fs_read_file(path, 1 << 20, &data, &len, NULL) < 0)
+    return NULL;
+  return (char *)data;
+}
+
+static struct cordon_session *create(struct cordon_manifest *m) {
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  if (cordon_session_create(ctx, ns, m, &s, &err) < 0)
+    fail_msg("create: %s", err->message);
+  return s;
+}
+
+static struct cordon_error *create_fails(struct cordon_manifest *m) {
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  if (cordon_session_create(ctx, ns, m, &s, &err) == 0) {
+    cordon_session_destroy(s, NULL);
+    fail_msg("create succeeded, expected a refusal");
+  }
+  assert_non_null(err);
+  return err;
+}
+
+/* Run `sh -c script`; returns the exit code, stdout in *out (malloc'd) when out != NULL. */
+static int sh(struct cordon_session *s, const char *script, char **out) {
+  struct cordon_exec_request req = {.argv = ARGV("sh", "-c", script), .timeout = 30};
+  struct cordon_exec_result res;
+  struct cordon_error *err = NULL;
+  if (cordon_session_exec(s, &req, &res, &err) < 0)
+    fail_msg("exec %s: %s", script, err->message);
+  int code = res.exit_code;
+  if (out)
+    *out = strdup((char *)res.stdout_data);
+  cordon_exec_result_clear(&res);
+  return code;
+}
+
+static void expect_stdout(struct cordon_session *s, const char *script, const char *want) {
+  char *out = NULL;
+  int code = sh(s, script, &out);
+  if (code != 0 || strcmp(out, want) != 0)
+    fail_msg("%s: exit %d, stdout \"%s\", expected \"%s\"", script, code, out, want);
+  free(out);
+}
+
+static struct cordon_manifest project_manifest(void) {
+  struct cordon_manifest m = {0};
+  m.workspace = project;
+  m.policy.require_enforcement = true;
+  return m;
+}
+
+static void test_identity_and_root(void **state) {
+  struct cordon_manifest m = {0};
+  struct cordon_session *s = create(&m);
+  expect_stdout(s, "id -u; id -g; id -G", "1000\n1000\n1000\n");
+  expect_stdout(s, "pwd", "/workspace\n");
+  expect_stdout(s, "hostname", "cordon\n");
+  /* no capabilities in any set; no_new_privs; seccomp filter */
+  expect_stdout(s, "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "
+                   "/proc/self/status | tr -s '\\t' ' '",
+                "CapInh: 0000000000000000\nCapPrm: 0000000000000000\n"
+                "CapEff: 0000000000000000\nCapBnd: 0000000000000000\n"
+                "CapAmb: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n");
+  /* the sandbox uid maps to an unprivileged host uid, never 0 */
+  char *out = NULL;
+  assert_int_equal(sh(s, "cat /proc/self/uid_map", &out), 0);
+  unsigned inner = 0, outer = 0, count = 0;
+  assert_int_equal(sscanf(out, "%u %u %u", &inner, &outer, &count), 3);
+  assert_int_equal(inner, 1000);
+  assert_int_equal(count, 1);
+  assert_int_not_equal(outer, 0);
+  free(out);
+  /* the holder is pid 1; no host process is visible */
+  expect_stdout(s, "cat /proc/1/cmdline | tr '\\0' '\\n' | head -1", "cordon: holder\n");
+  assert_int_not_equal(sh(s, "cat /etc/shadow", NULL), 0);
+  /* the root is read-only, /tmp is writable, the workspace is writable */
+  assert_int_not_equal(sh(s, "touch /newfile 2>/dev/null", NULL), 0);
+  assert_int_not_equal(sh(s, "touch /usr/newfile 2>/dev/null", NULL), 0);
+  assert_int_not_equal(sh(s, "touch /dev/newfile 2>/dev/null", NULL), 0);
+  expect_stdout(s, "echo hi > /tmp/t && cat /tmp/t", "hi\n");
+  expect_stdout(s, "echo made > made.txt && cat made.txt", "made\n");
+  unsigned char *data = NULL;
+  size_t len = 0;
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_session_read(s, "made.txt", &data, &len, &err), 0);
+  assert_memory_equal(data, "made\n", 5);
+  free(data);
+  /* files the sandbox makes belong to the workspace's owner on the host */
+  char path[512];
+  snprintf(path, sizeof(path), "%s/made.txt", s->workspace);
+  struct stat st, ws;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(stat(s->workspace, &ws), 0);
+  assert_int_equal(st.st_uid, ws.st_uid);
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+}
+
+static void test_read_only_and_hidden(void **state) {
+  write_host("src/main.c", "int main;\n");
+  write_host("secrets/key", "TOPSECRET\n");
+  write_host("conf/token", "TOKEN\n");
+  write_host("src/private/notes", "PRIVATE\n");
+  struct cordon_manifest m = project_manifest();
+  m.policy.read_only = LIST("src");
+  m.policy.hidden = LIST("secrets", "conf/token", "src/private");
+  struct cordon_session *s = create(&m);
+  expect_stdout(s, "cat src/main.c", "int main;\n");
+  assert_int_not_equal(sh(s, "echo x > src/main.c", NULL), 0);
+  assert_int_not_equal(sh(s, "echo x > src/new.c", NULL), 0);
+  assert_int_not_equal(sh(s, "rm src/main.c", NULL), 0);
+  assert_int_not_equal(sh(s, "mv src src2", NULL), 0);
+  expect_stdout(s, "ls -A secrets | wc -l", "0\n");
+  assert_int_not_equal(sh(s, "touch secrets/x", NULL), 0);
+  expect_stdout(s, "wc -c < conf/token", "0\n");
+  assert_int_not_equal(sh(s, "echo x > conf/token", NULL), 0);
+  expect_stdout(s, "ls -A src/private | wc -l", "0\n");
+  /* cordon's own state is hidden when the workspace holds it */
+  expect_stdout(s, "ls -A .cordon | wc -l", "0\n");
+  /* the rest of the workspace stays writable */
+  expect_stdout(s, "echo ok > conf/other && cat conf/other", "ok\n");
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+  char *c = read_host("src/main.c");
+  assert_string_equal(c, "int main;\n");
+  free(c);
+  c = read_host("secrets/key");
+  assert_string_equal(c, "TOPSECRET\n");
+  free(c);
+}
+
+static void test_policy_refusals(void **state) {
+  write_host("data/file", "x\n");
+  write_host("data/sub/file", "y\n");
+  char link[512];
+  snprintf(link, sizeof(link), "%s/escape-link", project);
+  unlink(link);
+  assert_int_equal(symlink("/etc", link), 0);
+  snprintf(link, sizeof(link), "%s/inner-link", project);
+  unlink(link);
+  assert_int_equal(symlink("data", link), 0);
+
+  struct cordon_manifest m = project_manifest();
+  m.policy.read_only = LIST("escape-link");
+  struct cordon_error *err = create_fails(&m);
+  assert_int_equal(err->kind, CORDON_ERR_DENIED);
+  cordon_error_free(err);
+
+  m = project_manifest();
+  m.policy.hidden = LIST("no/such/path");
+  err = create_fails(&m);
+  assert_int_equal(err->kind, CORDON_ERR_NOT_FOUND);
+  cordon_error_free(err);
+
+  m = project_manifest();
+  m.policy.read_only = LIST("../outside");
+  err = create_fails(&m);
+  cordon_error_free(err);
+
+  m = project_manifest();
+  m.policy.read_only = LIST("data/file");
+  m.policy.hidden = LIST("data");
+  err = create_fails(&m);
+  assert_non_null(strstr(err->message, "under hidden path"));
+  cordon_error_free(err);
+
+  /* disjoint by name, overlapping once the symlink is resolved */
+  m = project_manifest();
+  m.policy.read_only = LIST("data", "inner-link/sub");
+  err = create_fails(&m);
+  assert_non_null(strstr(err->message, "overlaps"));
+  cordon_error_free(err);
+
+  m = project_manifest();
+  m.policy.egress = CORDON_EGRESS_RESTRICTED;
+  err = create_fails(&m);
+  assert_non_null(strstr(err->message, "not implemented"));
+  cordon_error_free(err);
+
+  m = project_manifest();
+  m.policy.allow_ro = LIST("/no/such/host/path");
+  err = create_fails(&m);
+  cordon_error_free(err);
+
+  m = project_manifest();
+  m.root = "/usr/ws";
+  err = create_fails(&m);
+  cordon_error_free(err);
+}
+
+static void test_allow_ro(void **state) {
+  char dir[] = "/tmp/cordon-grant-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  chmod(dir, 0755);
+  char file[300];
+  snprintf(file, sizeof(file), "%s/granted.txt", dir);
+  FILE *f = fopen(file, "w");
+  fputs("granted\n", f);
+  fclose(f);
+  chmod(file, 0644);
+  struct cordon_manifest m = {0};
+  m.policy.allow_ro = (const char *const[]){dir, NULL};
+  struct cordon_session *s = create(&m);
+  char script[400];
+  snprintf(script, sizeof(script), "cat %s", file);
+  expect_stdout(s, script, "granted\n");
+  snprintf(script, sizeof(script), "echo x > %s", file);
+  assert_int_not_equal(sh(s, script, NULL), 0);
+  /* a host path not granted is simply not there */
+  assert_int_not_equal(sh(s, "ls /home /root /var 2>/dev/null", NULL), 0);
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+  unlink(file);
+  rmdir(dir);
+}
+
+static void test_egress(void **state) {
+  struct cordon_manifest m = {0};
+  m.policy.egress = CORDON_EGRESS_NONE;
+  struct cordon_session *s = create(&m);
+  expect_stdout(s, "ip -o link | wc -l; ip -o link show lo | grep -c 'state DOWN'", "1\n1\n");
+  cordon_session_destroy(s, NULL);
+  m.policy.egress = CORDON_EGRESS_LOOPBACK;
+  s = create(&m);
+  expect_stdout(s, "ip -o link | wc -l; ip -o addr show lo | grep -c 'inet 127.0.0.1'", "1\n1\n");
+  cordon_session_destroy(s, NULL);
+}
+
+static void test_reopen_and_dead_holder(void **state) {
+  struct cordon_manifest m = {0};
+  struct cordon_session *s = create(&m);
+  char *id = strdup(s->id);
+  expect_stdout(s, "echo one > /tmp/persist; echo ok", "ok\n");
+  cordon_session_close(s);
+
+  struct cordon_registry *reg = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_registry_load(&reg, &err), 0);
+  assert_int_equal(cordon_session_open(ctx, reg, id, &s, &err), 0);
+  /* the same namespaces: /tmp survived between handles */
+  expect_stdout(s, "cat /tmp/persist", "one\n");
+
+  /* kill the holder behind the session's back */
+  json_t *st = json_loads(s->backend_state, 0, NULL);
+  pid_t holder = (pid_t)json_integer_value(json_object_get(st, "holder_pid"));
+  json_decref(st);
+  assert_true(holder > 1);
+  assert_int_equal(kill(holder, SIGKILL), 0);
+  for (int i = 0; i < 200 && kill(holder, 0) == 0; i++)
+    usleep(10000);
+  cordon_session_close(s);
+  assert_int_equal(cordon_session_open(ctx, reg, id, &s, &err), 0);
+  struct cordon_exec_request req = {.argv = ARGV("true")};
+  struct cordon_exec_result res;
+  assert_true(cordon_session_exec(s, &req, &res, &err) < 0);
+  assert_non_null(strstr(err->message, "gone"));
+  cordon_error_free(err);
+  err = NULL;
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+  assert_int_equal(cordon_session_destroy_id(ctx, reg, id, &err), 0);
+  cordon_registry_free(reg);
+  free(id);
+}
+
+static void test_cwd_and_exec_errors(void **state) {
+  struct cordon_manifest m = {0};
+  struct cordon_session *s = create(&m);
+  struct cordon_exec_request req = {.argv = ARGV("pwd"), .cwd = "no/such/dir"};
+  struct cordon_exec_result res;
+  struct cordon_error *err = NULL;
+  assert_true(cordon_session_exec(s, &req, &res, &err) < 0);
+  assert_non_null(strstr(err->message, "no/such/dir"));
+  cordon_error_free(err);
+  err = NULL;
+  req = (struct cordon_exec_request){.argv = ARGV("pwd"), .cwd = "/tmp"};
+  assert_int_equal(cordon_session_exec(s, &req, &res, &err), 0);
+  assert_string_equal((char *)res.stdout_data, "/tmp\n");
+  cordon_exec_result_clear(&res);
+  /* not executable: 126, with a message */
+  assert_int_equal(sh(s, "printf 'x' > noexec; chmod 644 noexec; ./noexec", NULL), 126);
+  req = (struct cordon_exec_request){.argv = ARGV("/workspace/noexec")};
+  assert_int_equal(cordon_session_exec(s, &req, &res, &err), 0);
+  assert_int_equal(res.exit_code, 126);
+  assert_non_null(strstr((char *)res.stderr_data, "noexec"));
+  cordon_exec_result_clear(&res);
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+}
+
+static void test_limits(void **state) {
+  struct cordon_manifest m = {0};
+  m.policy.limits.pids = 16;
+  m.policy.limits.memory_bytes = 64u << 20;
+  m.policy.limits.nofile = 64;
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  if (cordon_session_create(ctx, ns, &m, &s, &err) < 0) {
+    /* refused by name when the host cannot enforce them: that is the contract */
+    assert_int_equal(err->kind, CORDON_ERR_UNAVAILABLE);
+    assert_non_null(strstr(err->message, "limit"));
+    cordon_error_free(err);
+    skip();
+  }
+  expect_stdout(s, "ulimit -n", "64\n");
+  /* the limits sit in the session's cgroups on the host (v2, or v1 on hybrid hosts) */
+  json_t *st = json_loads(s->backend_state, 0, NULL);
+  const char *pids_dir = json_string_value(json_object_get(st, "cgroup_pids"));
+  const char *mem_dir = json_string_value(json_object_get(st, "cgroup_memory"));
+  const char *v2 = json_string_value(json_object_get(st, "cgroup_v2"));
+  char path[600];
+  snprintf(path, sizeof(path), "%s/pids.max", pids_dir ? pids_dir : v2);
+  char *text = NULL;
+  size_t len = 0;
+  assert_int_equal(fs_read_file(path, 4096, (unsigned char **)&text, &len, &err), 0);
+  assert_int_equal(atoi(text), 16 + 3); /* + the holder and two workers */
+  free(text);
+  if (mem_dir)
+    snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", mem_dir);
+  else
+    snprintf(path, sizeof(path), "%s/memory.max", v2);
+  assert_int_equal(fs_read_file(path, 4096, (unsigned char **)&text, &len, &err), 0);
+  assert_int_equal(strtoull(text, NULL, 10), 64u << 20);
+  free(text);
+  json_decref(st);
+  /* a memory hog dies (OOM kill: 128 + 9) instead of taking the host's memory */
+  assert_int_equal(sh(s, "head -c 200m /dev/zero | tail > /dev/null", NULL) != 0, 1);
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+}
+
+static int setup(void **state) {
+  char *reason = NULL;
+  if (ns->available(ns, &reason) != 1) {
+    printf("# skip: the ns backend is unavailable here: %s\n", reason ? reason : "?");
+    free(reason);
+    return -1;
+  }
+  snprintf(project, sizeof(project), "/tmp/cordon-ns-test-XXXXXX");
+  if (!mkdtemp(project))
+    return -1;
+  chmod(project, 0755);
+  struct cordon_error *err = NULL;
+  if (cordon_context_open(project, &ctx, &err) < 0)
+    return -1;
+  /* make .cordon/ exist so the hidden-state rule has something to hide */
+  char dir[400];
+  snprintf(dir, sizeof(dir), "%s/.cordon", project);
+  mkdir(dir, 0700);
+  return 0;
+}
+
+static int teardown(void **state) {
+  /* A failed check leaves its session behind: destroy every one (holder, cgroups included). */
+  char **ids = NULL;
+  struct cordon_registry *reg = NULL;
+  if (cordon_session_list(ctx, &ids, NULL) == 0 && cordon_registry_load(&reg, NULL) == 0)
+    for (size_t i = 0; ids[i]; i++)
+      cordon_session_destroy_id(ctx, reg, ids[i], NULL);
+  cordon_strv_free(ids);
+  cordon_registry_free(reg);
+  cordon_context_free(ctx);
+  struct cordon_error *err = NULL;
+  fs_remove_tree(project, &err);
+  cordon_error_free(err);
+  return 0;
+}
+
+int main(void) {
+  char *reason = NULL;
+  if (cordon_backend_ns.available(&cordon_backend_ns, &reason) != 1) {
+    printf("1..0 # SKIP the ns backend is unavailable here: %s\n", reason ? reason : "?");
+    free(reason);
+    return 0;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_identity_and_root),
+      cmocka_unit_test(test_read_only_and_hidden),
+      cmocka_unit_test(test_policy_refusals),
+      cmocka_unit_test(test_allow_ro),
+      cmocka_unit_test(test_egress),
+      cmocka_unit_test(test_reopen_and_dead_holder),
+      cmocka_unit_test(test_cwd_and_exec_errors),
+      cmocka_unit_test(test_limits),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
