@@ -86,8 +86,8 @@ static void run_round_robin(struct contestant *c, int count, int rounds) {
 }
 
 static void report(const struct contestant *c) {
-  printf("  %-44s %8.2f ms  (%d runs%s)\n", c->name, c->n ? median(c->samples, c->n) : -1.0,
-         c->n, c->failures ? ", some FAILED" : "");
+  printf("  %-44s %8.2f ms  (%d runs%s)\n", c->name, c->n ? median(c->samples, c->n) : -1.0, c->n,
+         c->failures ? ", some FAILED" : "");
 }
 
 int main(int argc, char **argv) {
@@ -101,11 +101,16 @@ int main(int argc, char **argv) {
     rounds = 5;
 
   char *cordon_run[] = {cordon, "run", "--backend", "ns", "--", "true", NULL};
-  char *bwrap[] = {"bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-                   "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-                   "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-                   "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
-                   "--tmpfs", "/tmp", "--", "true", NULL};
+  char *bwrap[] = {"bwrap",     "--unshare-all", "--die-with-parent",
+                   "--ro-bind", "/usr",          "/usr",
+                   "--symlink", "usr/bin",       "/bin",
+                   "--symlink", "usr/sbin",      "/sbin",
+                   "--symlink", "usr/lib",       "/lib",
+                   "--symlink", "usr/lib64",     "/lib64",
+                   "--ro-bind", "/etc",          "/etc",
+                   "--proc",    "/proc",         "--dev",
+                   "/dev",      "--tmpfs",       "/tmp",
+                   "--",        "true",          NULL};
   char *unshare[] = {"unshare", "-Urmpfn", "--mount-proc", "true", NULL};
   char *plain[] = {"true", NULL};
   struct contestant cold[] = {
@@ -121,10 +126,10 @@ int main(int argc, char **argv) {
   run_round_robin(cold, 4, rounds);
   for (int i = 0; i < 4; i++)
     report(&cold[i]);
-  double m_cordon = median(cold[0].samples, cold[0].n), m_bwrap = median(cold[1].samples, cold[1].n);
+  double m_cordon = median(cold[0].samples, cold[0].n),
+         m_bwrap = median(cold[1].samples, cold[1].n);
   printf("  ratio cordon / bwrap: %.2f (target <= 0.75)\n", m_cordon / m_bwrap);
-  printf("  ratio cordon / unshare: %.2f\n\n",
-         m_cordon / median(cold[2].samples, cold[2].n));
+  printf("  ratio cordon / unshare: %.2f\n\n", m_cordon / median(cold[2].samples, cold[2].n));
 
   /* Part 2: an existing session. */
   struct cordon_context *ctx = NULL;

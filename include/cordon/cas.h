@@ -36,8 +36,7 @@ struct cordon_progress {
 
 /* Open (creating it, mode 0700, when missing) the store at dir. dir itself may be a symlink:
  * that is the operator's configuration; nothing beneath it is followed. */
-CORDON_API int cordon_cas_open(const char *dir, struct cordon_cas **out,
-                               struct cordon_error **err);
+CORDON_API int cordon_cas_open(const char *dir, struct cordon_cas **out, struct cordon_error **err);
 /* The project's store: <project>/.cordon/cas. */
 CORDON_API int cordon_cas_open_project(struct cordon_context *ctx, struct cordon_cas **out,
                                        struct cordon_error **err);
@@ -102,9 +101,9 @@ CORDON_API int cordon_cas_verify(struct cordon_cas *cas, const struct cordon_pro
 CORDON_API void cordon_cas_verify_report_clear(struct cordon_cas_verify_report *report);
 
 struct cordon_cas_gc_report {
-  uint64_t roots;         /* snapshot refs and digests named by sessions and receipts */
-  uint64_t kept;          /* blobs kept */
-  uint64_t removed;       /* blobs removed (or that would be, with dry_run) */
+  uint64_t roots;   /* snapshot refs and digests named by sessions and receipts */
+  uint64_t kept;    /* blobs kept */
+  uint64_t removed; /* blobs removed (or that would be, with dry_run) */
   uint64_t removed_bytes;
   char **removed_digests; /* NULL-terminated */
 };

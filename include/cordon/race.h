@@ -1,4 +1,4 @@
-/* cordon — ranking race candidates (TOPSIS).
+/* cordon — ranking race candidates (TOPSIS) and fork-and-race (below).
  *
  * A profile names the axes a candidate is scored on, each with a weight and a direction
  * (benefit: more is better; cost: less is better). cordon_rank_topsis() is a pure function:
@@ -14,8 +14,11 @@
 #ifndef CORDON_RACE_H
 #define CORDON_RACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include <cordon/cas.h>
 #include <cordon/error.h>
 
 #ifdef __cplusplus
@@ -83,6 +86,128 @@ CORDON_API int cordon_rank_profile_parse(const char *text, size_t length,
 CORDON_API void cordon_rank_profile_free(struct cordon_rank_profile *profile);
 CORDON_API int cordon_rank_profile_to_json(const struct cordon_rank_profile *profile, char **out,
                                            struct cordon_error **err);
+
+/* ---- fork-and-race ------------------------------------------------------------------------
+ * cordon_race_run() resumes K candidate sessions from one base snapshot on a backend that
+ * declares SNAPSHOT, runs the same argv in each (CORDON_CANDIDATE_INDEX=0..K-1 in its
+ * environment), takes each terminal snapshot, optionally runs a judge in each, scores and
+ * ranks the candidates, and writes a signed selection receipt (docs/formats.md): canonical JSON
+ * that holds no clock, run id or host value, so the same race gives the same bytes. Everything
+ * is checked before the first session starts; the candidates run concurrently, at most one per
+ * core; if any fails to start, none runs and every started one is destroyed. */
+
+struct cordon_context;
+struct cordon_backend;
+struct cordon_snapshot_entry;
+
+#define CORDON_RACE_MAX_K 256u
+#define CORDON_RACE_TASK_ID_MAX 32 /* "candidate-N" and its NUL */
+#define CORDON_RECEIPT_TYPE "cordon.selection-receipt.v1"
+
+/* The score axes a race produces; a profile may weigh any subset of them. */
+#define CORDON_SCORE_CORRECTNESS "correctness"
+#define CORDON_SCORE_COST "cost"
+#define CORDON_SCORE_REVERSIBILITY "reversibility"
+
+/* How a terminal snapshot differs from the base, from the two manifests alone (pure). An
+ * entry is changed when its kind, mode, size, content digest, link target or device numbers
+ * differ; its "content" is a file's bytes or a symlink's target. */
+struct cordon_race_change {
+  uint64_t base_entries; /* entries of the base, the root included (>= 1) */
+  uint64_t added, removed, modified;
+  uint64_t bytes_added;   /* content of added entries and the new content of modified ones */
+  uint64_t bytes_removed; /* content of removed entries and the old content of modified ones */
+};
+
+/* Both arrays in any order; paths are compared as bytes. */
+CORDON_API int cordon_race_change_compute(const struct cordon_snapshot_entry *base, size_t n_base,
+                                          const struct cordon_snapshot_entry *terminal,
+                                          size_t n_terminal, struct cordon_race_change *out,
+                                          struct cordon_error **err);
+
+/* One candidate's outcome and its score vector (pure, see cordon_race_score):
+ *   correctness   (benefit) without a judge: 1 when the command exited 0 (not timed out), else
+ *                 0; with a judge: the mean of the command's and the judge's pass (0, 0.5, 1);
+ *   cost          (cost) changed entries + bytes_added + bytes_removed;
+ *   reversibility (benefit) the share of the base's entries the candidate left untouched,
+ *                 (base_entries - removed - modified) / base_entries, in [0, 1]: a candidate
+ *                 that only adds is fully reversible by deleting what it added. */
+struct cordon_race_outcome {
+  int exit_code;
+  bool timed_out;
+  bool judged;
+  int judge_exit_code;
+  bool judge_timed_out;
+  struct cordon_race_change change;
+  double correctness, cost, reversibility;
+};
+
+CORDON_API void cordon_race_score(struct cordon_race_outcome *outcome);
+
+enum cordon_race_phase {
+  CORDON_RACE_WAITING = 0,
+  CORDON_RACE_STARTING, /* resuming from the base */
+  CORDON_RACE_READY,    /* started; waiting for every candidate to start */
+  CORDON_RACE_RUNNING,  /* the command */
+  CORDON_RACE_SNAPSHOT, /* the terminal snapshot */
+  CORDON_RACE_JUDGING,  /* the judge */
+  CORDON_RACE_DONE,
+  CORDON_RACE_FAILED,    /* an error (not a non-zero exit: that is DONE) */
+  CORDON_RACE_CANCELLED, /* stopped because another candidate failed */
+};
+
+CORDON_API const char *cordon_race_phase_name(enum cordon_race_phase phase);
+
+struct cordon_race_event {
+  size_t index;
+  const char *task_id;
+  enum cordon_race_phase phase;
+  const struct cordon_race_outcome *outcome; /* with DONE */
+};
+
+/* Progress: update is called from the race's threads, one call at a time. */
+struct cordon_race_observer {
+  void (*update)(void *data, const struct cordon_race_event *event);
+  void *data;
+};
+
+struct cordon_race_options {
+  const char *base;                            /* the base snapshot id (64 hex digits) */
+  unsigned k;                                  /* 1..CORDON_RACE_MAX_K candidates */
+  const struct cordon_backend *backend;        /* must declare SNAPSHOT */
+  const char *const *argv;                     /* the command; never a shell */
+  const char *const *judge_argv;               /* NULL or empty: no judge */
+  const struct cordon_rank_profile *profile;   /* NULL: the default profile */
+  const char *out_path;                        /* where the receipt is written (atomically) */
+  double timeout;                              /* per command and judge, seconds; 0: none */
+  unsigned jobs;                               /* candidates at a time; 0: online cores */
+  const char *key_dir;                         /* NULL: cordon_key_dir() */
+  const char *actor;                           /* audit actor; NULL: "uid:N" */
+  const struct cordon_race_observer *observer; /* may be NULL */
+};
+
+struct cordon_race_candidate {
+  char task_id[CORDON_RACE_TASK_ID_MAX];
+  size_t index; /* CORDON_CANDIDATE_INDEX */
+  char snapshot[CORDON_DIGEST_HEX_SIZE];
+  struct cordon_race_outcome outcome;
+  double closeness;
+};
+
+struct cordon_race_result {
+  struct cordon_race_candidate *candidates; /* k, sorted by task id */
+  size_t n_candidates;
+  size_t winner; /* index into candidates */
+  char *receipt; /* the signed document, newline-terminated */
+  size_t receipt_length;
+  char receipt_sha256[CORDON_DIGEST_HEX_SIZE];
+  char audit_hmac[CORDON_DIGEST_HEX_SIZE]; /* of the race.select entry */
+};
+
+CORDON_API int cordon_race_run(struct cordon_context *ctx,
+                               const struct cordon_race_options *options,
+                               struct cordon_race_result *result, struct cordon_error **err);
+CORDON_API void cordon_race_result_clear(struct cordon_race_result *result);
 
 #ifdef __cplusplus
 }

@@ -50,8 +50,7 @@ struct cordon_snapshot_stats {
 CORDON_API int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
                                     const struct cordon_snapshot_options *options,
                                     char id[CORDON_DIGEST_HEX_SIZE],
-                                    struct cordon_snapshot_stats *stats,
-                                    struct cordon_error **err);
+                                    struct cordon_snapshot_stats *stats, struct cordon_error **err);
 
 struct cordon_restore_options {
   unsigned threads; /* 0: online CPUs, at most 8 */
@@ -83,8 +82,7 @@ CORDON_API int cordon_snapshot_export(struct cordon_cas *cas, const char *id, in
  * refused, and a refused archive leaves nothing in the store. */
 CORDON_API int cordon_snapshot_import(struct cordon_cas *cas, int fd,
                                       const struct cordon_progress *progress,
-                                      char id[CORDON_DIGEST_HEX_SIZE],
-                                      struct cordon_error **err);
+                                      char id[CORDON_DIGEST_HEX_SIZE], struct cordon_error **err);
 
 enum cordon_snapshot_kind {
   CORDON_SNAPSHOT_DIR = 'd',
@@ -111,12 +109,10 @@ struct cordon_snapshot_entry {
 CORDON_API int cordon_snapshot_entries(struct cordon_cas *cas, const char *id,
                                        struct cordon_snapshot_entry **entries, size_t *count,
                                        struct cordon_error **err);
-CORDON_API void cordon_snapshot_entries_free(struct cordon_snapshot_entry *entries,
-                                             size_t count);
+CORDON_API void cordon_snapshot_entries_free(struct cordon_snapshot_entry *entries, size_t count);
 
 /* The snapshots the store keeps (sorted ids, NULL-terminated; free with cordon_strv_free). */
-CORDON_API int cordon_snapshot_list(struct cordon_cas *cas, char ***ids,
-                                    struct cordon_error **err);
+CORDON_API int cordon_snapshot_list(struct cordon_cas *cas, char ***ids, struct cordon_error **err);
 /* Drop a snapshot's ref so gc may reclaim it; an unknown id is not an error. */
 CORDON_API int cordon_snapshot_forget(struct cordon_cas *cas, const char *id,
                                       struct cordon_error **err);

@@ -323,8 +323,7 @@ const struct cordon_backend cordon_backend_worktree = {
     .abi_version = CORDON_BACKEND_ABI_VERSION,
     .name = "worktree",
     .summary = "host directory or git worktree; NO isolation: commands run as you, on the host",
-    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK |
-                    CORDON_CAP_SNAPSHOT,
+    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
     .tier = CORDON_TIER_NONE,
     .available = worktree_available,
     .create = worktree_create,

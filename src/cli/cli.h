@@ -38,5 +38,8 @@ int cmd_run(int argc, char **argv);
 int cmd_session(int argc, char **argv);
 int cmd_backends(int argc, char **argv);
 int cmd_conformance(int argc, char **argv);
+/* In cmd-race.c and cmd-receipt.c. */
+int cmd_race(int argc, char **argv);
+int cmd_receipt(int argc, char **argv);
 
 #endif

@@ -64,8 +64,7 @@ static int parse_args(const char *verb, int argc, char **argv, struct cas_args *
     case 'o': a->output = optarg; break;
     case 'h':
     case OPT_HELP: fputs(cas_usage, stdout); return -1;
-    default:
-      return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
     }
   }
   for (; optind < argc; optind++) {
@@ -194,8 +193,8 @@ static int cas_verify(int argc, char **argv) {
                                                   "message", rep.problems[i].message));
       print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:o}", "ok", rep.n_problems == 0, "blobs",
                            (json_int_t)rep.blobs, "bytes", (json_int_t)rep.bytes, "sidecars",
-                           (json_int_t)rep.sidecars, "temporaries",
-                           (json_int_t)rep.temporaries, "problems", problems));
+                           (json_int_t)rep.sidecars, "temporaries", (json_int_t)rep.temporaries,
+                           "problems", problems));
     } else {
       for (size_t i = 0; i < rep.n_problems; i++)
         printf("%s: %s\n", rep.problems[i].object, rep.problems[i].message);
@@ -235,9 +234,8 @@ static int cas_gc(int argc, char **argv) {
         json_array_append_new(removed, json_string(rep.removed_digests[i]));
       print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:o}", "dry_run", a.dry_run, "roots",
                            (json_int_t)rep.roots, "kept", (json_int_t)rep.kept, "removed",
-                           (json_int_t)rep.removed, "removed_bytes",
-                           (json_int_t)rep.removed_bytes, a.dry_run ? "would_remove" : "removed_digests",
-                           removed));
+                           (json_int_t)rep.removed, "removed_bytes", (json_int_t)rep.removed_bytes,
+                           a.dry_run ? "would_remove" : "removed_digests", removed));
     } else {
       if (a.dry_run)
         for (size_t i = 0; rep.removed_digests[i]; i++)

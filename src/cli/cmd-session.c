@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cordon/cas.h>
+
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
@@ -82,6 +84,7 @@ enum {
   OPT_MODE,
   OPT_CLEAR_ENV,
   OPT_HELP,
+  OPT_FROM,
 };
 
 #define MANIFEST_OPTIONS                                                                          \
@@ -469,6 +472,7 @@ static const char session_usage[] =
     "usage: cordon session SUBVERB [options]\n"
     "\n"
     "  create [options]                 create a session, print its id\n"
+    "  create --from SNAPSHOT [options] resume: a new session whose workspace is the snapshot\n"
     "  exec ID [--cwd D] [--env K=V]... [--timeout S] [--stdin FILE] [--clear-env] [--json]\n"
     "       -- ARGV...                  run ARGV in the session (exit code as `cordon run`)\n"
     "  read ID PATH                     write the file's bytes to stdout\n"
@@ -476,15 +480,18 @@ static const char session_usage[] =
     "  ls ID [PATH] [--json]            list a directory, sorted\n"
     "  list [--json]                    list this project's sessions\n"
     "  shutdown ID                      stop the session's processes, keep its files\n"
+    "  snapshot ID [--json]             snapshot the session's workspace, print the snapshot id\n"
     "  destroy ID...                    destroy sessions (an unknown id is not an error)\n"
     "\n"
     "`cordon session create --help` lists the create options.\n";
 
-static const char create_usage[] = "usage: cordon session create [options]\n"
-                                   "\n"
-                                   "Create a session and print its id.\n"
-                                   "\n"
-                                   "options:\n" MANIFEST_HELP;
+static const char create_usage[] =
+    "usage: cordon session create [options]\n"
+    "\n"
+    "Create a session and print its id.\n"
+    "\n"
+    "options:\n" MANIFEST_HELP "  --from SNAPSHOT       start from a snapshot (its workspace is\n"
+    "                        the snapshot, restored and verified)\n";
 
 struct session_handle {
   struct cordon_registry *reg;
@@ -509,8 +516,10 @@ static int handle_open(const char *id, struct session_handle *h, struct cordon_e
 }
 
 static int session_create(int argc, char **argv) {
-  static const struct option opts[] = {MANIFEST_OPTIONS, {0}};
+  static const struct option opts[] = {
+      MANIFEST_OPTIONS, {"from", required_argument, NULL, OPT_FROM}, {0}};
   struct manifest_opts o = {0};
+  const char *from = NULL;
   int c;
   optind = 1;
   opterr = 0;
@@ -519,6 +528,10 @@ static int session_create(int argc, char **argv) {
       fputs(create_usage, stdout);
       manifest_opts_free(&o);
       return EXIT_OK;
+    }
+    if (c == OPT_FROM) {
+      from = optarg;
+      continue;
     }
     int r = c == '?' ? cli_usage_error("session create", "unknown option or missing value '%s'",
                                        argv[optind - 1])
@@ -531,6 +544,11 @@ static int session_create(int argc, char **argv) {
   if (optind < argc) {
     manifest_opts_free(&o);
     return cli_usage_error("session create", "unexpected argument '%s'", argv[optind]);
+  }
+  if (from && !cordon_digest_valid(from)) {
+    manifest_opts_free(&o);
+    return cli_usage_error(
+        "session create", "--from expects a snapshot id (64 lowercase hex digits), got '%s'", from);
   }
   struct cordon_manifest m;
   struct cordon_repo_spec repo = {0};
@@ -546,7 +564,8 @@ static int session_create(int argc, char **argv) {
   struct cordon_session *s = NULL;
   if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
       cordon_context_open(NULL, &ctx, &err) < 0 ||
-      cordon_session_create(ctx, b, &m, &s, &err) < 0) {
+      (from ? cordon_session_resume(ctx, b, &m, from, &s, &err)
+            : cordon_session_create(ctx, b, &m, &s, &err)) < 0) {
     code = cli_fail(err);
   } else {
     if (o.json) {
@@ -845,6 +864,34 @@ static int session_shutdown(int argc, char **argv) {
   return code;
 }
 
+static int session_snapshot(int argc, char **argv) {
+  struct small_args a;
+  int r = parse_small("session snapshot", argc, argv, false, &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  if (a.n != 1)
+    return cli_usage_error("session snapshot", "expected ID");
+  struct cordon_error *err = NULL;
+  struct session_handle h;
+  if (handle_open(a.positional[0], &h, &err) < 0)
+    return cli_fail(err);
+  char *id = NULL;
+  int code = EXIT_OK;
+  if (cordon_session_snapshot(h.s, &id, &err) < 0) {
+    code = cli_fail(err);
+  } else if (a.json) {
+    json_t *j = json_pack("{s:s, s:s}", "session", a.positional[0], "snapshot", id);
+    json_dumpf(j, stdout, JSON_INDENT(2));
+    putchar('\n');
+    json_decref(j);
+  } else {
+    printf("%s\n", id);
+  }
+  free(id);
+  handle_close(&h);
+  return code;
+}
+
 static int session_destroy(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, NULL, OPT_HELP}, {0}};
   int c;
@@ -891,9 +938,10 @@ int cmd_session(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*fn)(int, char **);
-  } subs[] = {{"create", session_create},     {"exec", session_exec},      {"read", session_read},
-              {"write", session_write},       {"ls", session_ls},          {"list", session_list},
-              {"shutdown", session_shutdown}, {"destroy", session_destroy}};
+  } subs[] = {
+      {"create", session_create},     {"exec", session_exec},       {"read", session_read},
+      {"write", session_write},       {"ls", session_ls},           {"list", session_list},
+      {"shutdown", session_shutdown}, {"destroy", session_destroy}, {"snapshot", session_snapshot}};
   for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
     if (!strcmp(sub, subs[i].name))
       return subs[i].fn(argc - 1, argv + 1);

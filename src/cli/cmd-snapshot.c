@@ -39,7 +39,12 @@ static const char snapshot_usage[] =
     "3 not found, 4 refused.\n";
 
 enum {
-  OPT_JSON = 256, OPT_NO_CACHE, OPT_EXCLUDE, OPT_KEEP_SETID, OPT_ALLOW_DEVICES, OPT_HELP,
+  OPT_JSON = 256,
+  OPT_NO_CACHE,
+  OPT_EXCLUDE,
+  OPT_KEEP_SETID,
+  OPT_ALLOW_DEVICES,
+  OPT_HELP,
 };
 
 struct snap_args {
@@ -84,8 +89,7 @@ static int parse_args(const char *verb, int argc, char **argv, struct snap_args 
     case 'o': a->output = optarg; break;
     case 'h':
     case OPT_HELP: fputs(snapshot_usage, stdout); return -1;
-    default:
-      return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
     }
   }
   for (; optind < argc; optind++)
@@ -156,9 +160,8 @@ static int snapshot_take(int argc, char **argv) {
     if (a.json)
       print_json(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "id", id, "entries",
                            (json_int_t)stats.entries, "files", (json_int_t)stats.files, "bytes",
-                           (json_int_t)stats.bytes, "hashed_files",
-                           (json_int_t)stats.hashed_files, "hashed_bytes",
-                           (json_int_t)stats.hashed_bytes, "new_blobs",
+                           (json_int_t)stats.bytes, "hashed_files", (json_int_t)stats.hashed_files,
+                           "hashed_bytes", (json_int_t)stats.hashed_bytes, "new_blobs",
                            (json_int_t)stats.new_blobs, "seconds", stats.seconds));
     else
       printf("%s\n", id);

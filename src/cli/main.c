@@ -37,6 +37,12 @@ static const char main_usage[] =
     "  cas put|get|verify|gc           the project's content-addressed store\n"
     "  snapshot take|restore|export|import|show|list|forget\n"
     "                                  snapshots of directory trees, canonical tar images\n"
+    "  race --base ID --k K --out RECEIPT -- ARGV...\n"
+    "                                  fork K candidates from a snapshot, rank them, sign\n"
+    "                                  a selection receipt\n"
+    "  receipt verify RECEIPT [--expected-keyid KID]\n"
+    "                                  verify a receipt offline (exit 0 verified, 1 failed,\n"
+    "                                  4 unreadable, 2 incomplete, 3 unanchored)\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -170,6 +176,10 @@ int main(int argc, char **argv) {
     return cmd_cas(argc - 1, argv + 1);
   if (!strcmp(verb, "snapshot"))
     return cmd_snapshot(argc - 1, argv + 1);
+  if (!strcmp(verb, "race"))
+    return cmd_race(argc - 1, argv + 1);
+  if (!strcmp(verb, "receipt"))
+    return cmd_receipt(argc - 1, argv + 1);
   cli_error("unknown verb '%s' (see 'cordon --help')", verb);
   return EXIT_USAGE;
 }

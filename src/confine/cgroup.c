@@ -124,8 +124,7 @@ static int set_v1_limits(const char *dir, const struct cordon_limits *l, uint64_
     /* memory+swap too, or the limit leaks into swap */
     if (file_exists(dir, "memory.memsw.limit_in_bytes") &&
         write_file(dir, "memory.memsw.limit_in_bytes", buf) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/memory.memsw.limit_in_bytes",
-                              dir);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/memory.memsw.limit_in_bytes", dir);
     return 0;
   case CONFINE_CG_PIDS:
     snprintf(buf, sizeof(buf), "%" PRIu64, l->pids + pids_extra);
@@ -166,8 +165,7 @@ int confine_cgroups_create(const char *name, const struct cordon_limits *l, uint
       fs_read_file("/proc/self/mountinfo", 1 << 22, &mountinfo, &len, err) < 0)
     return -1;
   const bool wanted[CONFINE_CG_V1_COUNT] = {l->memory_bytes > 0, l->pids > 0, l->cpus > 0};
-  static const char *const what[CONFINE_CG_V1_COUNT] = {"memory limit", "pids limit",
-                                                        "cpu limit"};
+  static const char *const what[CONFINE_CG_V1_COUNT] = {"memory limit", "pids limit", "cpu limit"};
 
   _cleanup_free_ char *v2_parent = NULL, *v2_dir = NULL;
   int v2_errno = ENOENT;
@@ -196,8 +194,8 @@ int confine_cgroups_create(const char *name, const struct cordon_limits *l, uint
       snprintf(v2_reason, sizeof(v2_reason), "cgroup v2 does not offer the %s controller here",
                v1_names[i]);
     _cleanup_free_ char *parent = NULL, *dir = NULL;
-    if (hierarchy_dirs((char *)proc_cgroup, (char *)mountinfo, v1_names[i], name, &parent,
-                       &dir) < 0) {
+    if (hierarchy_dirs((char *)proc_cgroup, (char *)mountinfo, v1_names[i], name, &parent, &dir) <
+        0) {
       cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
                        "%s cannot be enforced: %s and there is no v1 %s hierarchy", what[i],
                        v2_reason, v1_names[i]);
@@ -205,8 +203,8 @@ int confine_cgroups_create(const char *name, const struct cordon_limits *l, uint
     }
     if (mkdir(dir, 0755) < 0) {
       cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errno,
-                       "%s cannot be enforced: %s and the v1 cgroup %s cannot be created",
-                       what[i], v2_reason, dir);
+                       "%s cannot be enforced: %s and the v1 cgroup %s cannot be created", what[i],
+                       v2_reason, dir);
       goto fail;
     }
     out->v1[i] = steal_ptr(&dir);
@@ -236,8 +234,8 @@ fail:
   return -1;
 }
 
-int confine_cgroups_open_v1_procs(const struct confine_cgroups *cg,
-                                  int fds[CONFINE_CG_MAX_DIRS], struct cordon_error **err) {
+int confine_cgroups_open_v1_procs(const struct confine_cgroups *cg, int fds[CONFINE_CG_MAX_DIRS],
+                                  struct cordon_error **err) {
   const char *dirs[CONFINE_CG_MAX_DIRS] = {NULL, cg->v1[0], cg->v1[1], cg->v1[2]};
   int n = 0;
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
@@ -262,13 +260,15 @@ int confine_cgroups_open_v1_procs(const struct confine_cgroups *cg,
   return 0;
 }
 
-int confine_cgroups_join_fds(const int fds[CONFINE_CG_MAX_DIRS]) {
+int confine_cgroups_join_fds(const int fds[CONFINE_CG_MAX_DIRS], pid_t pid) {
+  char buf[24];
+  int len = snprintf(buf, sizeof(buf), "%d", (int)pid);
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++) {
     if (fds[i] < 0)
       continue;
     ssize_t n;
     do
-      n = write(fds[i], "0", 1);
+      n = write(fds[i], buf, (size_t)len);
     while (n < 0 && errno == EINTR);
     if (n < 0)
       return -errno;

@@ -15,11 +15,16 @@
 
 #include <cordon/backend.h>
 
-enum confine_cgroup_v1 { CONFINE_CG_MEMORY = 0, CONFINE_CG_PIDS, CONFINE_CG_CPU, CONFINE_CG_V1_COUNT };
+enum confine_cgroup_v1 {
+  CONFINE_CG_MEMORY = 0,
+  CONFINE_CG_PIDS,
+  CONFINE_CG_CPU,
+  CONFINE_CG_V1_COUNT
+};
 
 struct confine_cgroups {
-  char *v2;                        /* NULL when no v2 cgroup could be made */
-  char *v1[CONFINE_CG_V1_COUNT];   /* v1 cgroups used for limits, NULL when unused */
+  char *v2;                      /* NULL when no v2 cgroup could be made */
+  char *v1[CONFINE_CG_V1_COUNT]; /* v1 cgroups used for limits, NULL when unused */
 };
 
 #define CONFINE_CG_MAX_DIRS (1 + CONFINE_CG_V1_COUNT)
@@ -34,10 +39,11 @@ int confine_cgroups_create(const char *name, const struct cordon_limits *limits,
 /* Open cgroup.procs of each v1 cgroup (-1 padded), for a child to join with
  * confine_cgroups_join_fds() between fork and anything else. (The v2 cgroup is joined at birth:
  * clone3 CLONE_INTO_CGROUP with a directory fd.) */
-int confine_cgroups_open_v1_procs(const struct confine_cgroups *cg,
-                                  int fds[CONFINE_CG_MAX_DIRS], struct cordon_error **err);
-/* Async-signal-safe: write "0" (this process) to each fd. Returns 0 or -errno. */
-int confine_cgroups_join_fds(const int fds[CONFINE_CG_MAX_DIRS]);
+int confine_cgroups_open_v1_procs(const struct confine_cgroups *cg, int fds[CONFINE_CG_MAX_DIRS],
+                                  struct cordon_error **err);
+/* Move process pid (0: the caller) into each cgroup whose cgroup.procs fd is given.
+ * Async-signal-safe. Returns 0 or -errno. */
+int confine_cgroups_join_fds(const int fds[CONFINE_CG_MAX_DIRS], pid_t pid);
 
 /* Kill every process in the cgroups (v2 cgroup.kill; v1: SIGKILL to each listed pid). */
 void confine_cgroups_kill(const struct confine_cgroups *cg);

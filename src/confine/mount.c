@@ -23,8 +23,8 @@ int confine_tree_prepare(const char *source, uint64_t attr_set, int userns_fd,
                          struct cordon_error **err) {
   int fd = sys_open_tree(AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
   if (fd < 0)
-    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
-                            errno, "cannot clone the mount of %s", source);
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
+                            "cannot clone the mount of %s", source);
   struct confine_mount_attr attr = {.attr_set = attr_set};
   if (userns_fd >= 0) {
     attr.attr_set |= MOUNT_ATTR_IDMAP;
@@ -38,8 +38,7 @@ int confine_tree_prepare(const char *source, uint64_t attr_set, int userns_fd,
                               "cannot make an id-mapped mount of %s (its file system may not "
                               "support idmapped mounts)",
                               source);
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot set the mount flags of %s",
-                            source);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot set the mount flags of %s", source);
   }
   return fd;
 }
@@ -55,8 +54,8 @@ int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_err
       return -1;
   }
   if (spec->workspace.tree_fd < 0) {
-    spec->workspace.tree_fd = confine_tree_prepare(
-        spec->workspace.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
+    spec->workspace.tree_fd =
+        confine_tree_prepare(spec->workspace.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
     if (spec->workspace.tree_fd < 0)
       return cordon_error_prefix(err, "workspace");
   }
@@ -120,8 +119,7 @@ static int make_symlink(int rootfd, const struct confine_tree *t, struct cordon_
   if (dfd < 0)
     return -1;
   if (symlinkat(t->link, dfd, slash ? slash + 1 : rel) < 0 && errno != EEXIST)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create symlink %s",
-                            t->target);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create symlink %s", t->target);
   return 0;
 }
 
@@ -135,15 +133,15 @@ static int mount_fs_at(int dirfd, const char *name, const char *fstype, unsigned
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open mount point /%s", name);
   snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
   if (mount(fstype, path, fstype, flags, data) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount %s on /%s", fstype,
-                            name);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount %s on /%s", fstype, name);
   return 0;
 }
 
 static int set_attr_at(int dirfd, const char *name, uint64_t set, bool recursive,
                        struct cordon_error **err) {
   struct confine_mount_attr attr = {.attr_set = set};
-  unsigned flags = (recursive ? AT_RECURSIVE : 0) | AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH);
+  unsigned flags =
+      (recursive ? AT_RECURSIVE : 0) | AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH);
   if (sys_mount_setattr(dirfd, name, flags, &attr) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot set mount flags of /%s", name);
   return 0;
@@ -151,13 +149,13 @@ static int set_attr_at(int dirfd, const char *name, uint64_t set, bool recursive
 
 /* Cover dirfd/name with a read-only recursive clone of itself. */
 static int bind_self_readonly(int dirfd, const char *name, struct cordon_error **err) {
-  _cleanup_close_ int tree =
-      sys_open_tree(dirfd, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
-                                     (*name ? 0 : AT_EMPTY_PATH));
+  _cleanup_close_ int tree = sys_open_tree(dirfd, name,
+                                           OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+                                               (*name ? 0 : AT_EMPTY_PATH));
   if (tree < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone %s", name);
-  if (set_attr_at(tree, "", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true,
-                  err) < 0)
+  if (set_attr_at(tree, "", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true, err) <
+      0)
     return -1;
   if (sys_move_mount(tree, "", dirfd, name,
                      MOVE_MOUNT_F_EMPTY_PATH | (*name ? 0 : MOVE_MOUNT_T_EMPTY_PATH)) < 0)
@@ -195,8 +193,7 @@ static int setup_dev(int rootfd, struct cordon_error **err) {
   }
   for (size_t i = 0; i < ARRAY_SIZE(links); i++)
     if (symlinkat(links[i][1], dev, links[i][0]) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /dev/%s",
-                              links[i][0]);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /dev/%s", links[i][0]);
   if (mkdirat(dev, "shm", 01777) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /dev/shm");
   if (mount_fs_at(dev, "shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777", err) < 0)
@@ -246,9 +243,9 @@ static int open_policy_path(int wsfd, const char *path, struct cordon_error **er
   };
   int fd = (int)syscall(SYS_openat2, wsfd, path, &how, sizeof(how));
   if (fd < 0)
-    return cordon_error_set(err, errno == ELOOP || errno == EXDEV ? CORDON_ERR_DENIED
-                                                                  : CORDON_ERR_SYSTEM,
-                            errno, "policy path %s changed before it could be applied", path);
+    return cordon_error_set(
+        err, errno == ELOOP || errno == EXDEV ? CORDON_ERR_DENIED : CORDON_ERR_SYSTEM, errno,
+        "policy path %s changed before it could be applied", path);
   return fd;
 }
 
@@ -261,12 +258,11 @@ static int mask_dir(int pfd, const char *path, struct cordon_error **err) {
       sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create a tmpfs to hide %s",
                             path);
-  _cleanup_close_ int mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC,
-                                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                            MOUNT_ATTR_NOEXEC);
+  _cleanup_close_ int mnt =
+      sys_fsmount(fs, FSMOUNT_CLOEXEC,
+                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
   if (mnt < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount a tmpfs to hide %s",
-                            path);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount a tmpfs to hide %s", path);
   if (sys_move_mount(mnt, "", pfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hide %s", path);
   return 0;
@@ -280,8 +276,9 @@ static int mask_file(int rootfd, int pfd, const char *path, struct cordon_error 
   _cleanup_close_ int tree = sys_open_tree(rootfd, EMPTY_FILE, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   if (tree < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone the empty file");
-  if (set_attr_at(tree, "", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                MOUNT_ATTR_NOEXEC, false, err) < 0)
+  if (set_attr_at(tree, "",
+                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                  false, err) < 0)
     return -1;
   if (sys_move_mount(tree, "", pfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hide %s", path);
@@ -296,8 +293,7 @@ static int write_file_at(int dirfd, const char *name, const char *content, mode_
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /%s", name);
   size_t len = content ? strlen(content) : 0;
   if (len && write(fd, content, len) != (ssize_t)len)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO, "cannot write /%s",
-                            name);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO, "cannot write /%s", name);
   return 0;
 }
 
@@ -307,8 +303,9 @@ static int bind_file_over(int rootfd, const char *src, const char *target,
   _cleanup_close_ int tree = sys_open_tree(rootfd, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   if (tree < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone /%s", src);
-  if (set_attr_at(tree, "", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                MOUNT_ATTR_NOEXEC, false, err) < 0)
+  if (set_attr_at(tree, "",
+                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                  false, err) < 0)
     return -1;
   if (sys_move_mount(tree, "", rootfd, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount over /%s", target);

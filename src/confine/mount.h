@@ -25,10 +25,10 @@ struct confine_tree {
 };
 
 struct confine_root_spec {
-  const char *staging; /* existing host directory the new root is mounted on before pivot */
+  const char *staging;        /* existing host directory the new root is mounted on before pivot */
   struct confine_tree *trees; /* system paths and read-only grants, parents first */
   size_t n_trees;
-  struct confine_tree workspace; /* read-write at workspace.target */
+  struct confine_tree workspace;   /* read-write at workspace.target */
   const char *const *ro_paths;     /* canonical workspace-relative paths */
   const char *const *hidden_dirs;  /* masked by an empty read-only tmpfs */
   const char *const *hidden_files; /* masked by an empty read-only file */

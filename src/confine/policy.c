@@ -74,8 +74,7 @@ int confine_normalize_host_path(const char *path, const char *what, char **out,
 }
 
 /* No entry of `list` covers another. */
-static int check_no_overlap(const char *const *list, const char *what,
-                            struct cordon_error **err) {
+static int check_no_overlap(const char *const *list, const char *what, struct cordon_error **err) {
   for (size_t i = 0; list && list[i]; i++)
     for (size_t j = 0; list[j]; j++)
       if (i != j && confine_path_covers(list[i], list[j]))
@@ -116,8 +115,7 @@ int confine_check_host_lists(const char *const *system_paths, const char *const 
     for (size_t j = 0; system_paths && system_paths[j]; j++)
       if (confine_path_covers(a, system_paths[j]) && strcmp(a, system_paths[j]) != 0)
         return cordon_error_set(err, CORDON_ERR_USAGE, 0,
-                                "read-only grant %s covers the system path %s", a,
-                                system_paths[j]);
+                                "read-only grant %s covers the system path %s", a, system_paths[j]);
     if (confine_path_covers(a, sandbox_root) || confine_path_covers(sandbox_root, a))
       return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                               "read-only grant %s overlaps the workspace at %s", a, sandbox_root);
@@ -151,6 +149,23 @@ int confine_check_sandbox_root(const char *root, const char *const *system_paths
       return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                               "workspace root %s overlaps the system path %s", root,
                               system_paths[j]);
+  return 0;
+}
+
+int confine_check_workspace_dir(const char *path, struct cordon_error **err) {
+  static const char *const protected_dirs[] = {
+      "/usr",  "/etc",  "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+      "/boot", "/proc", "/sys", "/dev",  "/run", "/var",   NULL,
+  };
+  if (!path || path[0] != '/')
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "workspace %s is not an absolute path",
+                            path ? path : "(none)");
+  for (size_t i = 0; protected_dirs[i]; i++)
+    if (confine_path_covers(path, protected_dirs[i]))
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                              "workspace %s covers the system directory %s: it would be "
+                              "writable from the sandbox",
+                              path, protected_dirs[i]);
   return 0;
 }
 
@@ -189,8 +204,7 @@ int confine_check_egress(enum cordon_egress egress, struct cordon_error **err) {
   switch (egress) {
   case CORDON_EGRESS_NONE:
   case CORDON_EGRESS_LOOPBACK:
-  case CORDON_EGRESS_OPEN:
-    return 0;
+  case CORDON_EGRESS_OPEN: return 0;
   case CORDON_EGRESS_RESTRICTED:
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
                             "egress class restricted is not implemented by the ns backend yet "
@@ -247,8 +261,8 @@ static char *unescape_field(const char *s, size_t n) {
     return NULL;
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {
-    if (s[i] == '\\' && i + 3 < n && s[i + 1] >= '0' && s[i + 1] <= '3' &&
-        s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+    if (s[i] == '\\' && i + 3 < n && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
+        s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
       out[o++] = (char)((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
       i += 3;
     } else {
@@ -332,8 +346,7 @@ char *confine_cgroup_dir(const char *mountpoint, const char *mount_root, const c
   if (strcmp(rel, "/") == 0)
     rel = "";
   char *out = NULL;
-  if (asprintf(&out, "%.*s%s%s%s", (int)ml, mountpoint, rel, leaf ? "/" : "", leaf ? leaf : "") <
-      0)
+  if (asprintf(&out, "%.*s%s%s%s", (int)ml, mountpoint, rel, leaf ? "/" : "", leaf ? leaf : "") < 0)
     return NULL;
   return out;
 }

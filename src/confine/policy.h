@@ -62,6 +62,11 @@ int confine_check_host_lists(const char *const *system_paths, const char *const 
 int confine_check_sandbox_root(const char *root, const char *const *system_paths,
                                struct cordon_error **err);
 
+/* A workspace directory (absolute, real path) may not be "/" or cover a system directory
+ * (/usr, /etc, /var, /proc, ...): bound read-write and, as root, owner-mapped, it would hand the
+ * host's own files to the sandbox. A workspace under one of them is fine. */
+int confine_check_workspace_dir(const char *path, struct cordon_error **err);
+
 /* Limits: refuse values that make no sense (a memory limit under 1 MiB, a CPU share that rounds
  * to less than 1 ms per period, ...), naming the limit. */
 int confine_check_limits(const struct cordon_limits *limits, struct cordon_error **err);

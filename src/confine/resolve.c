@@ -58,8 +58,8 @@ int confine_resolve_workspace_path(int ws_fd, const char *ws_real, const char *p
     if (e == EXDEV || e == ELOOP)
       return cordon_error_set(err, CORDON_ERR_DENIED, 0,
                               "%s %s resolves outside the workspace (symlink)", what, path);
-    return cordon_error_set(err, e == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, e,
-                            "%s %s", what, path);
+    return cordon_error_set(err, e == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, e, "%s %s",
+                            what, path);
   }
   struct stat st;
   if (fstat(fd, &st) < 0)
@@ -84,8 +84,7 @@ int confine_resolve_workspace_path(int ws_fd, const char *ws_real, const char *p
 }
 
 int confine_resolve_host_path(const char *path, bool system, bool optional, const char *what,
-                              struct confine_path *out, bool *present,
-                              struct cordon_error **err) {
+                              struct confine_path *out, bool *present, struct cordon_error **err) {
   if (present)
     *present = true;
   struct stat st;
@@ -95,8 +94,8 @@ int confine_resolve_host_path(const char *path, bool system, bool optional, cons
         *present = false;
       return 0;
     }
-    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
-                            errno, "%s %s", what, path);
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
+                            "%s %s", what, path);
   }
   if (system && S_ISLNK(st.st_mode)) {
     char buf[PATH_MAX];
@@ -118,8 +117,8 @@ int confine_resolve_host_path(const char *path, bool system, bool optional, cons
         *present = false;
       return 0;
     }
-    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
-                            errno, "%s %s", what, path);
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
+                            "%s %s", what, path);
   }
   bool ok;
   out->kind = kind_of(st.st_mode, &ok);

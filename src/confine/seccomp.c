@@ -26,35 +26,72 @@
 
 const char *const confine_seccomp_denied[] = {
     /* keyrings: shared kernel state with a long CVE history, no use inside a sandbox */
-    "keyctl", "add_key", "request_key",
+    "keyctl",
+    "add_key",
+    "request_key",
     /* kernel attack surface rarely needed by build and test workloads */
-    "userfaultfd", "perf_event_open", "bpf", "io_uring_setup", "io_uring_enter",
+    "userfaultfd",
+    "perf_event_open",
+    "bpf",
+    "io_uring_setup",
+    "io_uring_enter",
     "io_uring_register",
     /* the kernel itself */
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
-    "swapon", "swapoff", "acct", "syslog", "iopl", "ioperm", "quotactl", "quotactl_fd",
-    "lookup_dcookie", "uselib", "vhangup", "nfsservctl",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "syslog",
+    "iopl",
+    "ioperm",
+    "quotactl",
+    "quotactl_fd",
+    "lookup_dcookie",
+    "uselib",
+    "vhangup",
+    "nfsservctl",
     /* file handles bypass path-based access checks */
-    "open_by_handle_at", "name_to_handle_at",
+    "open_by_handle_at",
+    "name_to_handle_at",
     /* the mount table */
-    "mount", "umount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig",
-    "fsmount", "fspick", "mount_setattr",
+    "mount",
+    "umount",
+    "umount2",
+    "pivot_root",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
     /* namespaces (clone and unshare are filtered by flag below) */
     "setns",
     /* other processes' memory and fds */
-    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_getfd",
     NULL,
 };
 
 static const unsigned long namespace_flags[] = {
-    CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
-    CLONE_NEWUSER, CLONE_NEWPID,   CLONE_NEWNET,
+    CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
+    CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET,
 };
 
 /* Personality bits that weaken address-space randomisation or protections. The mask includes
  * bit 31 so that the query value 0xffffffff (all bits) is not caught. */
 static const unsigned long weakening_personality[] = {
-    ADDR_NO_RANDOMIZE, ADDR_COMPAT_LAYOUT, MMAP_PAGE_ZERO, READ_IMPLIES_EXEC,
+    ADDR_NO_RANDOMIZE,
+    ADDR_COMPAT_LAYOUT,
+    MMAP_PAGE_ZERO,
+    READ_IMPLIES_EXEC,
 };
 
 static void release_ctx(scmp_filter_ctx *ctx) {
@@ -93,7 +130,8 @@ static int make_filter(scmp_filter_ctx *out, struct cordon_error **err) {
     return -1;
   for (size_t i = 0; i < sizeof(namespace_flags) / sizeof(namespace_flags[0]); i++) {
     struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, namespace_flags[i], namespace_flags[i]);
-    if (rule(ctx, eperm, "clone", 1, &cmp, err) < 0 || rule(ctx, eperm, "unshare", 1, &cmp, err) < 0)
+    if (rule(ctx, eperm, "clone", 1, &cmp, err) < 0 ||
+        rule(ctx, eperm, "unshare", 1, &cmp, err) < 0)
       return -1;
   }
   struct scmp_arg_cmp newtime = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWTIME, CLONE_NEWTIME);

@@ -9,8 +9,7 @@
 
 #include <linux/filter.h>
 
-/* The compiled filter: built once (libseccomp) by the holder, attached by each command just
- * before execve with one system call. */
+/* A compiled filter (classic BPF), ready for seccomp(SECCOMP_SET_MODE_FILTER). */
 struct confine_seccomp_program {
   struct sock_filter *filter; /* malloc'd */
   unsigned short length;
@@ -21,6 +20,10 @@ int confine_seccomp_build(struct confine_seccomp_program *out, struct cordon_err
 /* Build the filter and load it into the calling thread (setting no_new_privs) in one go; what
  * the caller forks afterwards inherits it. (Used by the docker backend's in-container init.) */
 int confine_seccomp_install(struct cordon_error **err);
+
+/* The same program, compiled at build time (seccomp-gen): attaching it costs one system call
+ * and no compilation. Part of libcordon only. */
+const struct confine_seccomp_program *confine_seccomp_prebuilt(void);
 
 /* Attach the program to the calling thread. no_new_privs must be set already (or the caller
  * must hold CAP_SYS_ADMIN). Async-signal-safe; returns 0 or -errno. */

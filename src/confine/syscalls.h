@@ -59,8 +59,7 @@ static inline int sys_mount_setattr(int dirfd, const char *path, unsigned flags,
 static inline int sys_fsopen(const char *fsname, unsigned flags) {
   return (int)syscall(SYS_fsopen, fsname, flags);
 }
-static inline int sys_fsconfig(int fd, unsigned cmd, const char *key, const void *value,
-                               int aux) {
+static inline int sys_fsconfig(int fd, unsigned cmd, const char *key, const void *value, int aux) {
   return (int)syscall(SYS_fsconfig, fd, cmd, key, value, aux);
 }
 static inline int sys_fsmount(int fd, unsigned flags, unsigned attr_flags) {

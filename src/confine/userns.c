@@ -23,8 +23,7 @@ static int write_proc_file(pid_t pid, const char *name, const char *data, size_t
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", path);
   ssize_t n = write(fd, data, len);
   if (n != (ssize_t)len)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, n < 0 ? errno : EIO, "cannot write %s",
-                            path);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, n < 0 ? errno : EIO, "cannot write %s", path);
   return 0;
 }
 

@@ -51,7 +51,8 @@ static int digest_cmp(const void *a, const void *b) {
 }
 
 static void set_seal(struct digest_set *s) {
-  qsort(s->d, s->n, CAS_DIGEST_LEN, digest_cmp);
+  if (s->n)
+    qsort(s->d, s->n, CAS_DIGEST_LEN, digest_cmp);
   size_t o = 0;
   for (size_t i = 0; i < s->n; i++)
     if (o == 0 || memcmp(s->d[o - 1], s->d[i], CAS_DIGEST_LEN) != 0)

@@ -41,7 +41,7 @@ int snap_buf_reserve(struct snap_buf *b, size_t extra) {
 }
 
 void snap_buf_append(struct snap_buf *b, const void *data, size_t length) {
-  if (snap_buf_reserve(b, length) < 0)
+  if (length == 0 || snap_buf_reserve(b, length) < 0)
     return;
   memcpy(b->data + b->length, data, length);
   b->length += length;
@@ -335,8 +335,7 @@ static int parse_entry(struct cursor *c, struct snap_entry *e) {
         read_decimal(c, UINT32_MAX, &v) < 0)
       return -1;
     e->major = (uint32_t)v;
-    if (expect_char(c, ' ') < 0 || read_decimal(c, UINT32_MAX, &v) < 0 ||
-        expect_char(c, ' ') < 0)
+    if (expect_char(c, ' ') < 0 || read_decimal(c, UINT32_MAX, &v) < 0 || expect_char(c, ' ') < 0)
       return -1;
     e->minor = (uint32_t)v;
     break;
@@ -346,8 +345,7 @@ static int parse_entry(struct cursor *c, struct snap_entry *e) {
     if (read_mode(c, &e->mode) < 0 || expect_char(c, ' ') < 0)
       return -1;
     break;
-  default:
-    return -1;
+  default: return -1;
   }
   size_t len = 0;
   char *path = read_cstring(c, &len);

@@ -79,8 +79,8 @@ void snap_manifest_free(struct snap_manifest *m);
  * roots (absolute paths that name the tree's root) becomes relative to the link's directory;
  * anything else is returned unchanged. link_path is the link's path in the tree. *out is
  * malloc'd. */
-int snap_symlink_canonical(const char *target, const char *link_path,
-                           const char *const *roots, char **out);
+int snap_symlink_canonical(const char *target, const char *link_path, const char *const *roots,
+                           char **out);
 
 /* Lexically normalise an absolute path (drop "." and empty components, resolve ".."); NULL when
  * out of memory. */

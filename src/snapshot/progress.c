@@ -29,7 +29,8 @@ static void update(void *data, const char *phase, uint64_t done, uint64_t total)
   human(a, sizeof(a), done, p->bytes);
   if (total > 0) {
     human(b, sizeof(b), total, p->bytes);
-    size_t width = 30, filled = done >= total ? width : (size_t)((double)done / (double)total * width);
+    size_t width = 30,
+           filled = done >= total ? width : (size_t)((double)done / (double)total * width);
     memset(bar, '#', filled);
     memset(bar + filled, '.', width - filled);
     bar[width] = 0;

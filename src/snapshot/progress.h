@@ -12,9 +12,9 @@
 struct tty_progress {
   struct cordon_progress progress; /* hand &progress to the library */
   FILE *out;
-  bool active;  /* out is a terminal */
-  bool drawn;   /* a line is on screen */
-  bool bytes;   /* done/total are bytes (else counts) */
+  bool active; /* out is a terminal */
+  bool drawn;  /* a line is on screen */
+  bool bytes;  /* done/total are bytes (else counts) */
   double start;
 };
 

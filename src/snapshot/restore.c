@@ -61,8 +61,7 @@ static size_t parent_len(const struct snap_entry *e) {
 }
 
 /* The parent directory of e, reusing the last one when consecutive entries share it. */
-static int worker_parent(struct restore_worker *w, const struct snap_entry *e,
-                         const char **name) {
+static int worker_parent(struct restore_worker *w, const struct snap_entry *e, const char **name) {
   size_t pl = parent_len(e);
   *name = pl ? e->path + pl + 1 : e->path;
   if (w->parent_fd >= 0 && w->parent_len == pl && memcmp(w->parent_path, e->path, pl) == 0)
@@ -106,8 +105,7 @@ static void add_progress(struct restore_worker *w, uint64_t bytes) {
   if (now - r->last_progress < 0.1)
     return;
   r->last_progress = now;
-  p->update(p->data, "restore", __atomic_load_n(&r->done_bytes, __ATOMIC_RELAXED),
-            r->total_bytes);
+  p->update(p->data, "restore", __atomic_load_n(&r->done_bytes, __ATOMIC_RELAXED), r->total_bytes);
 }
 
 static int restore_file(struct restore_worker *w, int pfd, const char *name,
@@ -123,29 +121,30 @@ static int restore_file(struct restore_worker *w, int pfd, const char *name,
   /* Created with its final mode when the umask leaves it intact (the tree is private until
    * the final rename), which saves an fchmod per file. */
   bool exact = r->umask >= 0 && !(mode & 07000) && !(mode & (unsigned)r->umask);
-  _cleanup_close_ int out = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                                   exact ? mode : 0600);
+  _cleanup_close_ int out =
+      openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, exact ? mode : 0600);
   if (out < 0)
     return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "restore %s", e->path);
   if (cas_hasher_init(&w->hasher) < 0)
     return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, ENOMEM, "restore %s", e->path);
-  uint64_t size = 0;
+  uint64_t size = 0, unreported = 0;
   for (;;) {
     ssize_t n = read(in, w->buf, COPY_BUFFER);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
-      return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "restore %s: read blob",
-                              e->path);
+      return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "restore %s: read blob", e->path);
     if (n == 0)
       break;
     cas_hasher_update(&w->hasher, w->buf, (size_t)n);
     if (cas_write_all(out, w->buf, (size_t)n) < 0)
       return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "restore %s", e->path);
     size += (uint64_t)n;
-    /* Blobs of several MiB report as they go. */
-    if (size >= ((uint64_t)8 << 20) && (size & (((uint64_t)8 << 20) - 1)) < COPY_BUFFER)
-      add_progress(w, 0);
+    unreported += (uint64_t)n;
+    if (unreported >= ((uint64_t)8 << 20)) { /* big blobs report as they go */
+      add_progress(w, unreported);
+      unreported = 0;
+    }
   }
   unsigned char actual[CAS_DIGEST_LEN];
   cas_hasher_final(&w->hasher, actual);
@@ -155,11 +154,11 @@ static int restore_file(struct restore_worker *w, int pfd, const char *name,
   }
   if (size != e->size)
     return cordon_error_set(&w->err, CORDON_ERR_INTEGRITY, 0,
-                            "restore %s: the manifest says %llu bytes, the blob has %llu",
-                            e->path, (unsigned long long)e->size, (unsigned long long)size);
+                            "restore %s: the manifest says %llu bytes, the blob has %llu", e->path,
+                            (unsigned long long)e->size, (unsigned long long)size);
   if (!exact && fchmod(out, mode) < 0)
     return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "restore %s", e->path);
-  add_progress(w, size);
+  add_progress(w, unreported);
   return 0;
 }
 
@@ -169,8 +168,7 @@ static int restore_entry(struct restore_worker *w, const struct snap_entry *e) {
   if (pfd < 0)
     return -1;
   switch (e->kind) {
-  case SNAP_FILE:
-    return restore_file(w, pfd, name, e);
+  case SNAP_FILE: return restore_file(w, pfd, name, e);
   case SNAP_SYMLINK:
     if (symlinkat(e->target, pfd, name) < 0)
       return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "restore symlink %s", e->path);
@@ -183,8 +181,7 @@ static int restore_entry(struct restore_worker *w, const struct snap_entry *e) {
                   : e->kind == SNAP_SOCKET ? S_IFSOCK
                   : e->kind == SNAP_CHAR   ? S_IFCHR
                                            : S_IFBLK;
-    dev_t dev = (e->kind == SNAP_CHAR || e->kind == SNAP_BLOCK) ? makedev(e->major, e->minor)
-                                                                : 0;
+    dev_t dev = (e->kind == SNAP_CHAR || e->kind == SNAP_BLOCK) ? makedev(e->major, e->minor) : 0;
     if (mknodat(pfd, name, type | 0600, dev) < 0)
       return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "restore %s", e->path);
     /* We just made it in our private tree, so following the name is safe here. */
@@ -193,8 +190,7 @@ static int restore_entry(struct restore_worker *w, const struct snap_entry *e) {
     return 0;
   }
   default:
-    return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0, "restore %s: unexpected kind",
-                            e->path);
+    return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0, "restore %s: unexpected kind", e->path);
   }
 }
 
@@ -359,11 +355,10 @@ int cordon_snapshot_restore(struct cordon_cas *cas, const char *id_hex, const ch
     goto out;
   }
   for (size_t i = 0; i < m.count; i++) {
-    if ((m.entries[i].kind == SNAP_CHAR || m.entries[i].kind == SNAP_BLOCK) &&
-        !o->allow_devices) {
+    if ((m.entries[i].kind == SNAP_CHAR || m.entries[i].kind == SNAP_BLOCK) && !o->allow_devices) {
       cordon_error_set(err, CORDON_ERR_DENIED, 0,
-                       "snapshot %s holds device node %s; refusing to create device nodes",
-                       id_hex, m.entries[i].path);
+                       "snapshot %s holds device node %s; refusing to create device nodes", id_hex,
+                       m.entries[i].path);
       goto out;
     }
     if (m.entries[i].kind == SNAP_FILE)
@@ -378,8 +373,7 @@ int cordon_snapshot_restore(struct cordon_cas *cas, const char *id_hex, const ch
   int state = target_state(parentfd, base, dir, err);
   if (state < 0)
     goto out;
-  if (fs_random_hex(6, &suffix, err) < 0 ||
-      asprintf(&tmp, ".cordon-restore-%s", suffix) < 0)
+  if (fs_random_hex(6, &suffix, err) < 0 || asprintf(&tmp, ".cordon-restore-%s", suffix) < 0)
     goto out;
   if (mkdirat(parentfd, tmp, 0700) < 0) {
     cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "restore: cannot create a directory beside %s",
@@ -407,8 +401,8 @@ int cordon_snapshot_restore(struct cordon_cas *cas, const char *id_hex, const ch
   int renamed = state == 1 ? renameat(parentfd, tmp, parentfd, base)
                            : renameat2(parentfd, tmp, parentfd, base, RENAME_NOREPLACE);
   if (renamed < 0) {
-    cordon_error_set(err, errno == EEXIST || errno == ENOTEMPTY ? CORDON_ERR_USAGE
-                                                                : CORDON_ERR_SYSTEM,
+    cordon_error_set(err,
+                     errno == EEXIST || errno == ENOTEMPTY ? CORDON_ERR_USAGE : CORDON_ERR_SYSTEM,
                      errno, "restore: cannot move the restored tree to %s", dir);
     goto out;
   }

@@ -22,8 +22,7 @@
 int snap_parse_id(const char *hex, unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err) {
   if (cas_unhex(hex, id) < 0)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
-                            "'%s' is not a snapshot id (64 lowercase hex digits)",
-                            hex ? hex : "");
+                            "'%s' is not a snapshot id (64 lowercase hex digits)", hex ? hex : "");
   return 0;
 }
 
@@ -123,8 +122,7 @@ static int prepare(struct cordon_cas *cas, const char *dir, int rootfd,
   } else {
     char cwd[PATH_MAX];
     _cleanup_free_ char *abs = NULL;
-    if (getcwd(cwd, sizeof(cwd)) && asprintf(&abs, "%s/%s", cwd, dir) >= 0 &&
-        add_root(s, abs) < 0)
+    if (getcwd(cwd, sizeof(cwd)) && asprintf(&abs, "%s/%s", cwd, dir) >= 0 && add_root(s, abs) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
   }
   for (size_t i = 0; o->root_aliases && o->root_aliases[i]; i++) {
@@ -234,7 +232,7 @@ static void save_statcache(struct cordon_cas *cas, const struct take_setup *s,
     bool opened = false;
     for (uint32_t k = 0; k < d->n_children; k++) {
       const struct walk_node *n = d->children[k];
-      if (n->kind != SNAP_FILE)
+      if (n->kind != SNAP_FILE || n->vanished)
         continue;
       if (!opened)
         statcache_writer_dir(&w, d->path, d->path_len);
@@ -244,8 +242,7 @@ static void save_statcache(struct cordon_cas *cas, const struct take_setup *s,
     }
   }
   struct snap_buf bytes = {0};
-  if (statcache_writer_finish(&w, (uint64_t)root_st->st_dev, (uint64_t)root_st->st_ino,
-                              &bytes) < 0)
+  if (statcache_writer_finish(&w, (uint64_t)root_st->st_dev, (uint64_t)root_st->st_ino, &bytes) < 0)
     return;
   _cleanup_close_ int dir = open_statcache_dir(cas);
   struct cordon_error *ignored = NULL;
@@ -264,8 +261,8 @@ int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
   double start = fs_now();
   _cleanup_close_ int rootfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (rootfd < 0)
-    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
-                            errno, "snapshot: directory %s", dir);
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
+                            "snapshot: directory %s", dir);
   struct stat root_st;
   if (fstat(rootfd, &root_st) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "snapshot: directory %s", dir);
@@ -277,14 +274,15 @@ int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
   struct snap_buf manifest = {0};
   size_t count = 0;
   int r = -1;
-  if (prepare(cas, dir, rootfd, o, &s, err) < 0)
+  /* The writer lock first: gc, which drops stat caches with the blobs they name, must not run
+   * between loading the cache and storing the manifest that trusts it. */
+  if (prepare(cas, dir, rootfd, o, &s, err) < 0 || cas_batch_new(cas, &batch, err) < 0)
     goto out;
   if (!o->no_stat_cache) {
     _cleanup_close_ int cdir = open_statcache_dir(cas);
     if (cdir >= 0)
       statcache_load(cdir, s.cache_name, &cache);
-    if (cache.root_dev != (uint64_t)root_st.st_dev ||
-        cache.root_ino != (uint64_t)root_st.st_ino)
+    if (cache.root_dev != (uint64_t)root_st.st_dev || cache.root_ino != (uint64_t)root_st.st_ino)
       statcache_free(&cache); /* a different directory now lives at that path */
   }
   struct walk_options wo = {
@@ -297,14 +295,10 @@ int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
       .n_skip = s.n_skip,
       .progress = o->progress,
   };
-  if (cas_batch_new(cas, &batch, err) < 0)
-    goto out;
-  double t1 = fs_now();
   if (walk_run(cas, batch, rootfd, &wo, &tree, err) < 0) {
     cordon_error_prefix(err, "snapshot of %s", dir);
     goto out;
   }
-  double t2 = fs_now();
   /* The walk built the tree in canonical order: encode it directly. */
   if (walk_flatten(tree, &nodes, &count) < 0) {
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
@@ -322,21 +316,15 @@ int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
     goto out;
   }
   uint64_t staged = cas_batch_staged(batch);
-  double t3 = fs_now();
   if (cas_batch_commit(batch, err) < 0)
     goto out;
-  double t4 = fs_now();
   unsigned char id[CAS_DIGEST_LEN];
   if (snap_store_manifest_bytes(cas, &manifest, id, err) < 0)
     goto out;
-  double t5 = fs_now();
   struct walk_counts wc;
   walk_get_counts(tree, &wc);
   if (!o->no_stat_cache && !update_statcache(&cache, nodes, count))
     save_statcache(cas, &s, nodes, count, &root_st);
-  if (getenv("CORDON_DEBUG_TIMING"))
-    fprintf(stderr, "setup %.4f walk %.4f flatten %.4f commit %.4f manifest %.4f cache %.4f\n",
-            t1 - start, t2 - t1, t3 - t2, t4 - t3, t5 - t4, fs_now() - t5);
   cas_hex(id, id_hex);
   if (stats) {
     stats->entries = count;
@@ -416,8 +404,7 @@ int cordon_snapshot_list(struct cordon_cas *cas, char ***ids, struct cordon_erro
   return cas_ref_list(cas, ids, err);
 }
 
-int cordon_snapshot_forget(struct cordon_cas *cas, const char *id_hex,
-                           struct cordon_error **err) {
+int cordon_snapshot_forget(struct cordon_cas *cas, const char *id_hex, struct cordon_error **err) {
   unsigned char id[CAS_DIGEST_LEN];
   if (snap_parse_id(id_hex, id, err) < 0)
     return -1;
@@ -469,9 +456,8 @@ static bool in_subtree(const struct snap_entry *e, const char *prefix, size_t pr
 }
 
 /* Merge the base manifest with the upper layer (both canonical). */
-static int overlay_merge(const struct snap_manifest *base, struct walk_node **upper,
-                         size_t n_upper, struct snap_entry **out, size_t *count,
-                         struct cordon_error **err) {
+static int overlay_merge(const struct snap_manifest *base, struct walk_node **upper, size_t n_upper,
+                         struct snap_entry **out, size_t *count, struct cordon_error **err) {
   size_t cap = base->count + n_upper, n = 0;
   struct snap_entry *res = malloc((cap ? cap : 1) * sizeof(*res));
   if (!res)
@@ -530,8 +516,8 @@ int cordon_snapshot_take_overlay(struct cordon_cas *cas, const char *base_hex,
     return -1;
   _cleanup_close_ int rootfd = open(upper_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (rootfd < 0)
-    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM,
-                            errno, "overlay snapshot: upper directory %s", upper_dir);
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
+                            "overlay snapshot: upper directory %s", upper_dir);
   struct snap_manifest base = {0};
   struct take_setup s;
   struct cas_batch *batch = NULL;

@@ -40,8 +40,7 @@ int statcache_parse(unsigned char *data, size_t length, struct statcache *out) {
   if (length < HEADER_SIZE + CAS_DIGEST_LEN || memcmp(data, STATCACHE_MAGIC, 8) != 0)
     return -1;
   size_t body = length - CAS_DIGEST_LEN;
-  uint64_t n_dirs = get_u64(data + 24), n_files = get_u64(data + 32),
-           names = get_u64(data + 40);
+  uint64_t n_dirs = get_u64(data + 24), n_files = get_u64(data + 32), names = get_u64(data + 40);
   if (n_dirs > body / sizeof(struct statcache_dir) ||
       n_files > body / sizeof(struct statcache_file) || names > body ||
       HEADER_SIZE + n_dirs * sizeof(struct statcache_dir) +
@@ -159,8 +158,8 @@ int statcache_write_back(struct statcache *c, const size_t *changed, size_t n_ch
   return 0;
 }
 
-bool statcache_find_dir(const struct statcache *c, const char *path, size_t path_len,
-                        size_t *first, size_t *count) {
+bool statcache_find_dir(const struct statcache *c, const char *path, size_t path_len, size_t *first,
+                        size_t *count) {
   size_t lo = 0, hi = c->n_dirs;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -182,8 +181,8 @@ bool statcache_find_dir(const struct statcache *c, const char *path, size_t path
 bool statcache_matches(const struct statcache_file *f, const struct snap_stat *st) {
   return f->dev == st->dev && f->ino == st->ino && f->size == st->size &&
          f->mtime_sec == st->mtime_sec && f->mtime_nsec == st->mtime_nsec &&
-         f->ctime_sec == st->ctime_sec && f->ctime_nsec == st->ctime_nsec &&
-         f->mode == st->mode && (f->flags & STATCACHE_TRUSTED);
+         f->ctime_sec == st->ctime_sec && f->ctime_nsec == st->ctime_nsec && f->mode == st->mode &&
+         (f->flags & STATCACHE_TRUSTED);
 }
 
 static bool not_before(int64_t sec, uint32_t nsec, const struct timespec *threshold) {
@@ -207,16 +206,14 @@ struct timespec statcache_threshold(void) {
 static void close_dir(struct statcache_writer *w) {
   if (!w->dir_open)
     return;
-  struct statcache_dir *d =
-      (struct statcache_dir *)(w->dirs.data + w->dirs.length - sizeof(*d));
+  struct statcache_dir *d = (struct statcache_dir *)(w->dirs.data + w->dirs.length - sizeof(*d));
   d->count = (uint32_t)(w->n_files - d->first);
   w->dir_open = false;
 }
 
 void statcache_writer_dir(struct statcache_writer *w, const char *path, size_t path_len) {
   close_dir(w);
-  struct statcache_dir d = {(uint32_t)w->names.length, (uint32_t)path_len,
-                            (uint32_t)w->n_files, 0};
+  struct statcache_dir d = {(uint32_t)w->names.length, (uint32_t)path_len, (uint32_t)w->n_files, 0};
   snap_buf_append(&w->names, path, path_len);
   snap_buf_append(&w->dirs, &d, sizeof(d));
   if (!w->dirs.oom) {
@@ -251,9 +248,8 @@ int statcache_writer_finish(struct statcache_writer *w, uint64_t root_dev, uint6
   memcpy(header, STATCACHE_MAGIC, 8);
   memcpy(header + 8, fields, sizeof(fields));
   bool oom = w->dirs.oom || w->files.oom || w->names.oom;
-  if (!oom &&
-      snap_buf_reserve(&b, HEADER_SIZE + w->dirs.length + w->files.length + w->names.length +
-                               CAS_DIGEST_LEN) == 0) {
+  if (!oom && snap_buf_reserve(&b, HEADER_SIZE + w->dirs.length + w->files.length +
+                                       w->names.length + CAS_DIGEST_LEN) == 0) {
     snap_buf_append(&b, header, HEADER_SIZE);
     snap_buf_append(&b, w->dirs.data, w->dirs.length);
     snap_buf_append(&b, w->files.data, w->files.length);

@@ -60,7 +60,7 @@ struct statcache_file {
 struct statcache {
   unsigned char *storage; /* a private, writable mapping of the file */
   size_t length;
-  int fd;                 /* the file, open for in-place updates; -1 when none */
+  int fd; /* the file, open for in-place updates; -1 when none */
   const struct statcache_dir *dirs;
   const struct statcache_file *files;
   const char *names;
@@ -84,8 +84,8 @@ bool statcache_set(struct statcache *c, size_t index, const struct snap_stat *st
 int statcache_write_back(struct statcache *c, const size_t *changed, size_t n_changed);
 
 /* The files of directory path (canonical order search); false when the cache has none. */
-bool statcache_find_dir(const struct statcache *c, const char *path, size_t path_len,
-                        size_t *first, size_t *count);
+bool statcache_find_dir(const struct statcache *c, const char *path, size_t path_len, size_t *first,
+                        size_t *count);
 /* A file's name. */
 static inline const char *statcache_name(const struct statcache *c,
                                          const struct statcache_file *f) {

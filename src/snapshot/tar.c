@@ -34,7 +34,7 @@
 #define BLOCK 512
 #define RECORD 10240
 #define IO_BUFFER ((size_t)256 << 10)
-#define PAX_MAX ((size_t)1 << 20)     /* largest pax or GNU long-name header accepted */
+#define PAX_MAX ((size_t)1 << 20) /* largest pax or GNU long-name header accepted */
 #define PATH_MAX_IMPORT ((size_t)1 << 20)
 #define ENTRIES_MAX ((size_t)1 << 24)
 #define OCTAL_SIZE_MAX 077777777777ULL /* what 11 octal digits hold */
@@ -355,8 +355,8 @@ struct imp_entry {
   uint16_t mode;
   uint64_t size;
   unsigned char digest[CAS_DIGEST_LEN];
-  char *target;    /* symlink target */
-  char *link_to;   /* hard link: normalised path of the file it names */
+  char *target;  /* symlink target */
+  char *link_to; /* hard link: normalised path of the file it names */
   bool implicit;
 };
 
@@ -491,8 +491,9 @@ static int parse_pax(struct importer *im, char *data, size_t len, bool global,
     if (!strncmp(key, "GNU.sparse.", 11))
       return refuse(im, err, "sparse files are not supported");
     if (!global) {
-      char **slot = !strcmp(key, "path") ? &im->pax_path : !strcmp(key, "linkpath") ? &im->pax_link
-                                                                                    : NULL;
+      char **slot = !strcmp(key, "path")       ? &im->pax_path
+                    : !strcmp(key, "linkpath") ? &im->pax_link
+                                               : NULL;
       if (slot) {
         if (memchr(value, 0, vlen))
           return refuse(im, err, "pax %s holds a NUL byte", key);
@@ -632,7 +633,10 @@ static int import_data(struct importer *im, struct imp_entry *e, uint64_t size,
 }
 
 static int read_member(struct importer *im, const unsigned char *h, struct cordon_error **err) {
-  bool posix = !memcmp(h + 257, "ustar\0" "00", 8);
+  bool posix = !memcmp(h + 257,
+                       "ustar\0"
+                       "00",
+                       8);
   bool gnu = !memcmp(h + 257, "ustar  \0", 8);
   if (!posix && !gnu)
     return refuse(im, err, "not a ustar, pax or GNU tar header");
@@ -744,13 +748,11 @@ static int read_member(struct importer *im, const unsigned char *h, struct cordo
     e->kind = SNAP_FIFO;
     break;
   case '3':
-  case '4':
-    return refuse(im, err, "device node %s", path);
-  case 'S':
-    return refuse(im, err, "sparse file %s", path);
+  case '4': return refuse(im, err, "device node %s", path);
+  case 'S': return refuse(im, err, "sparse file %s", path);
   default:
-    return refuse(im, err, "unsupported entry type '%c' for %s", type >= 32 && type < 127 ? type : '?',
-                  path);
+    return refuse(im, err, "unsupported entry type '%c' for %s",
+                  type >= 32 && type < 127 ? type : '?', path);
   }
   if (type != '0' && type != '\0' && type != '7' && size != 0)
     return refuse(im, err, "%s carries data but is not a regular file", path);
@@ -773,13 +775,14 @@ static int imp_compare(const void *a, const void *b) {
 static struct imp_entry *find_entry(struct imp_entry *entries, size_t n, const char *path,
                                     size_t len) {
   struct imp_entry key = {.path = (char *)path, .path_len = len};
-  return bsearch(&key, entries, n, sizeof(*entries), imp_compare);
+  return n ? bsearch(&key, entries, n, sizeof(*entries), imp_compare) : NULL;
 }
 
 /* Sort, refuse duplicates and entries below non-directories, resolve hard links, add the
  * directories an archive may leave implicit. */
 static int finish_entries(struct importer *im, struct cordon_error **err) {
-  qsort(im->entries, im->count, sizeof(*im->entries), imp_compare);
+  if (im->count)
+    qsort(im->entries, im->count, sizeof(*im->entries), imp_compare);
   for (size_t i = 1; i < im->count; i++)
     if (imp_compare(&im->entries[i - 1], &im->entries[i]) == 0)
       return refuse(im, err, "%s appears twice",

@@ -199,8 +199,7 @@ static int read_link(struct worker *w, int dirfd, struct walk_node *c, const str
     return changed_error(w, c, errno);
   if ((size_t)n >= cap) {
     if (cap >= PATH_MAX)
-      return cordon_error_set(&w->err, CORDON_ERR_INVALID, ENAMETOOLONG, "symlink %s",
-                              c->path);
+      return cordon_error_set(&w->err, CORDON_ERR_INVALID, ENAMETOOLONG, "symlink %s", c->path);
     return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0,
                             "symlink %s changed while the snapshot was taken", c->path);
   }
@@ -253,9 +252,7 @@ static int classify(struct worker *w, int dirfd, struct walk_node *c, const stru
   struct walk_tree *t = w->tree;
   c->mode = (uint16_t)(st->st_mode & 07777);
   switch (st->st_mode & S_IFMT) {
-  case S_IFDIR:
-    c->kind = SNAP_DIR;
-    return 2;
+  case S_IFDIR: c->kind = SNAP_DIR; return 2;
   case S_IFREG: {
     c->kind = SNAP_FILE;
     c->cache_index =
@@ -276,12 +273,8 @@ static int classify(struct worker *w, int dirfd, struct walk_node *c, const stru
     c->kind = SNAP_SYMLINK;
     c->mode = 0777;
     return read_link(w, dirfd, c, st) < 0 ? -1 : 0;
-  case S_IFIFO:
-    c->kind = SNAP_FIFO;
-    return 0;
-  case S_IFSOCK:
-    c->kind = SNAP_SOCKET;
-    return 0;
+  case S_IFIFO: c->kind = SNAP_FIFO; return 0;
+  case S_IFSOCK: c->kind = SNAP_SOCKET; return 0;
   case S_IFCHR:
   case S_IFBLK:
     c->kind = S_ISCHR(st->st_mode) ? SNAP_CHAR : SNAP_BLOCK;
@@ -291,14 +284,25 @@ static int classify(struct worker *w, int dirfd, struct walk_node *c, const stru
       c->whiteout = true;
     return 0;
   default:
-    return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0, "%s has an unknown file type",
-                            c->path);
+    return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0, "%s has an unknown file type", c->path);
   }
+}
+
+/* Live trees lose files while they are walked (a build's temp files): what is gone by the time
+ * it is read was simply not there. */
+static int vanish(struct walk_tree *t, struct walk_node *n) {
+  n->vanished = true;
+  __atomic_sub_fetch(&t->entries, 1, __ATOMIC_RELAXED);
+  if (n->kind == SNAP_FILE)
+    __atomic_sub_fetch(&t->files, 1, __ATOMIC_RELAXED);
+  return 0;
 }
 
 static int process_dir(struct worker *w, struct walk_node *node) {
   struct walk_tree *t = w->tree;
   _cleanup_close_ int fd = anchor_open(t->rootfd, node->path, O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0 && errno == ENOENT && node != t->root)
+    return vanish(t, node);
   if (fd < 0)
     return changed_error(w, node, errno);
   struct stat st;
@@ -343,13 +347,14 @@ static int process_dir(struct worker *w, struct walk_node *node) {
       w->scratch[n++] = c;
     }
   }
-  qsort(w->scratch, n, sizeof(*w->scratch), by_name);
+  if (n > 1)
+    qsort(w->scratch, n, sizeof(*w->scratch), by_name);
   node->children = arena_alloc(&w->arena, (n ? n : 1) * sizeof(*node->children));
   if (!node->children)
     return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, ENOMEM, "walk");
   struct cache_cursor cur = {0};
-  if (t->o->cache && statcache_find_dir(t->o->cache, node->path, node->path_len, &cur.next,
-                                        &cur.end)) {
+  if (t->o->cache &&
+      statcache_find_dir(t->o->cache, node->path, node->path_len, &cur.next, &cur.end)) {
     cur.c = t->o->cache;
     cur.end += cur.next;
   }
@@ -397,6 +402,8 @@ static int process_dir(struct worker *w, struct walk_node *node) {
 static int process_file(struct worker *w, struct walk_node *n) {
   struct walk_tree *t = w->tree;
   _cleanup_close_ int fd = anchor_open(t->rootfd, n->path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0);
+  if (fd < 0 && errno == ENOENT)
+    return vanish(t, n);
   if (fd < 0)
     return changed_error(w, n, errno);
   struct stat st;
@@ -618,6 +625,8 @@ int walk_flatten(struct walk_tree *t, struct walk_node ***nodes, size_t *count) 
       continue;
     }
     struct walk_node *c = f->dir->children[f->next++];
+    if (c->vanished)
+      continue;
     if (n == cap) {
       cap *= 2;
       struct walk_node **grown = realloc(out, cap * sizeof(*out));

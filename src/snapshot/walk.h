@@ -24,6 +24,7 @@ struct walk_node {
   bool cacheable;
   bool whiteout; /* overlay mode: a character device 0/0 */
   bool opaque;   /* overlay mode: an opaque directory */
+  bool vanished; /* deleted between its listing and its read: not part of the snapshot */
   uint16_t mode;
   char *path; /* "" for the root */
   size_t path_len;
@@ -63,8 +64,7 @@ struct walk_tree;
 
 /* Walk the tree at rootfd; new blobs are staged into batch. */
 int walk_run(struct cordon_cas *cas, struct cas_batch *batch, int rootfd,
-             const struct walk_options *options, struct walk_tree **out,
-             struct cordon_error **err);
+             const struct walk_options *options, struct walk_tree **out, struct cordon_error **err);
 struct walk_node *walk_root(struct walk_tree *t);
 void walk_get_counts(struct walk_tree *t, struct walk_counts *counts);
 /* The nodes in canonical order (root first); *nodes is malloc'd. */

@@ -113,9 +113,9 @@ static int open_subdir(int rootfd, const char *dir, const char *name, int *out,
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s/%s", dir, name);
   int fd = openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
-    return cordon_error_set(err, errno == ELOOP || errno == ENOTDIR ? CORDON_ERR_INTEGRITY
-                                                                   : CORDON_ERR_SYSTEM,
-                            errno, "store %s: %s", dir, name);
+    return cordon_error_set(
+        err, errno == ELOOP || errno == ENOTDIR ? CORDON_ERR_INTEGRITY : CORDON_ERR_SYSTEM, errno,
+        "store %s: %s", dir, name);
   *out = fd;
   return 0;
 }
@@ -157,8 +157,7 @@ int cordon_cas_open(const char *dir, struct cordon_cas **out, struct cordon_erro
   close(refs);
   close(statcache);
   refs = statcache = -1;
-  cas->lockfd =
-      openat(cas->rootfd, CAS_LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  cas->lockfd = openat(cas->rootfd, CAS_LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (cas->lockfd < 0) {
     cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: lock file", dir);
     goto fail;
@@ -171,8 +170,8 @@ int cordon_cas_open(const char *dir, struct cordon_cas **out, struct cordon_erro
       char name[3];
       snprintf(name, sizeof(name), "%02x", i);
       if (mkdirat(cas->rootfd, name, 0700) < 0 && errno != EEXIST) {
-        cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: cannot create shard %s",
-                         dir, name);
+        cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: cannot create shard %s", dir,
+                         name);
         goto fail;
       }
     }
@@ -355,8 +354,7 @@ int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGE
 }
 
 int cas_read_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
-                      size_t max, unsigned char **data, size_t *length,
-                      struct cordon_error **err) {
+                      size_t max, unsigned char **data, size_t *length, struct cordon_error **err) {
   struct stat st;
   _cleanup_close_ int fd = cas_open_blob(cas, digest, &st, err);
   if (fd < 0)
@@ -364,8 +362,8 @@ int cas_read_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIG
   char hex[CAS_HEX_LEN + 1];
   cas_hex(digest, hex);
   if ((uint64_t)st.st_size > max)
-    return cordon_error_set(err, CORDON_ERR_INVALID, E2BIG, "blob %s is larger than %zu bytes",
-                            hex, max);
+    return cordon_error_set(err, CORDON_ERR_INVALID, E2BIG, "blob %s is larger than %zu bytes", hex,
+                            max);
   unsigned char *buf = NULL;
   size_t len = 0;
   if (fs_read_fd(fd, max, &buf, &len, err) < 0)
@@ -508,8 +506,8 @@ static int read_sidecar(struct cordon_cas *cas, const unsigned char digest[CAS_D
   _cleanup_close_ int fd =
       openat(shard, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0)
-    return cordon_error_set(err, errno == ELOOP ? CORDON_ERR_INTEGRITY : CORDON_ERR_SYSTEM,
-                            errno, "sidecar of %s", hex);
+    return cordon_error_set(err, errno == ELOOP ? CORDON_ERR_INTEGRITY : CORDON_ERR_SYSTEM, errno,
+                            "sidecar of %s", hex);
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
     return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
                             "sidecar of %s is unreadable: not a regular file", hex);
@@ -564,8 +562,8 @@ static int sidecar_text(const unsigned char digest[CAS_DIGEST_LEN], uint64_t siz
     }
   }
   json_t *doc = json_pack("{s:s, s:s, s:I}", "content_type",
-                          content_type ? content_type : "application/octet-stream", "digest",
-                          hex, "size", (json_int_t)size);
+                          content_type ? content_type : "application/octet-stream", "digest", hex,
+                          "size", (json_int_t)size);
   if (doc && meta)
     json_object_set_new(doc, "metadata", meta);
   else
@@ -837,10 +835,14 @@ out:
 
 /* ---- batches ------------------------------------------------------------------------------ */
 
+/* A staged blob: a durable-to-be temp file in `dir` (its shard when the digest was known before
+ * writing, <store>/tmp for streamed ones) waiting to be renamed to its digest. Staging in the
+ * shard makes the final rename one within a directory: no filesystem-wide rename lock, and
+ * creates spread over 256 directory locks instead of one. */
 struct cas_pending {
   char name[48];
+  int dir;
   unsigned char digest[CAS_DIGEST_LEN];
-  uint64_t size;
 };
 
 struct cas_batch {
@@ -848,6 +850,8 @@ struct cas_batch {
   pthread_mutex_t mu;
   struct cas_pending *items;
   size_t n, cap;
+  size_t next; /* publish work index */
+  int publish_errno;
   bool committed;
 };
 
@@ -870,7 +874,7 @@ void cas_batch_free(struct cas_batch *b) {
     return;
   for (size_t i = 0; i < b->n; i++)
     if (b->items[i].name[0])
-      unlinkat(b->cas->tmpfd, b->items[i].name, 0);
+      unlinkat(b->items[i].dir, b->items[i].name, 0);
   cas_unlock_shared(b->cas);
   pthread_mutex_destroy(&b->mu);
   free(b->items);
@@ -884,16 +888,15 @@ uint64_t cas_batch_staged(struct cas_batch *b) {
   return n;
 }
 
-static int batch_push(struct cas_batch *b, const char *name,
-                      const unsigned char digest[CAS_DIGEST_LEN], uint64_t size,
-                      struct cordon_error **err) {
+static int batch_push(struct cas_batch *b, int dir, const char *name,
+                      const unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
   pthread_mutex_lock(&b->mu);
   if (b->n == b->cap) {
     size_t cap = b->cap ? b->cap * 2 : 256;
     struct cas_pending *grown = realloc(b->items, cap * sizeof(*grown));
     if (!grown) {
       pthread_mutex_unlock(&b->mu);
-      unlinkat(b->cas->tmpfd, name, 0);
+      unlinkat(dir, name, 0);
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store batch");
     }
     b->items = grown;
@@ -901,16 +904,14 @@ static int batch_push(struct cas_batch *b, const char *name,
   }
   struct cas_pending *p = &b->items[b->n++];
   snprintf(p->name, sizeof(p->name), "%s", name);
+  p->dir = dir;
   memcpy(p->digest, digest, CAS_DIGEST_LEN);
-  p->size = size;
   pthread_mutex_unlock(&b->mu);
   return 0;
 }
 
-/* Start writeback now, so the commit's sync waits for less. */
-static void start_writeback(int fd) {
-  if (getenv("CORDON_WRITEBACK"))
-    sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+bool cas_is_shard_temp(const char *name) {
+  return !strncmp(name, CAS_SHARD_TEMP_PREFIX, strlen(CAS_SHARD_TEMP_PREFIX));
 }
 
 int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
@@ -920,24 +921,28 @@ int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hash");
   if (cas_blob_present(cas, digest, length))
     return 0;
+  int shard = cas_shard_fd(cas, digest[0], true, err);
+  if (shard < 0)
+    return -1;
   char tmp[48];
-  cas_tmp_name(cas, tmp, sizeof(tmp));
-  int fd = openat(cas->tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+  uint64_t n = __atomic_add_fetch(&cas->tmp_counter, 1, __ATOMIC_RELAXED);
+  snprintf(tmp, sizeof(tmp), "%s%s-%llu", CAS_SHARD_TEMP_PREFIX, cas->tmp_prefix,
+           (unsigned long long)n);
+  int fd = openat(shard, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", cas->dir);
   if (cas_write_all(fd, data, length) < 0) {
     int e = errno;
     close(fd);
-    unlinkat(cas->tmpfd, tmp, 0);
+    unlinkat(shard, tmp, 0);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", cas->dir);
   }
-  start_writeback(fd);
   if (close(fd) < 0) {
     int e = errno;
-    unlinkat(cas->tmpfd, tmp, 0);
+    unlinkat(shard, tmp, 0);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", cas->dir);
   }
-  return batch_push(b, tmp, digest, length, err);
+  return batch_push(b, shard, tmp, digest, err);
 }
 
 int cas_stage_open(struct cas_batch *b, struct cas_hasher *hasher, struct cas_stage *st,
@@ -949,8 +954,8 @@ int cas_stage_open(struct cas_batch *b, struct cas_hasher *hasher, struct cas_st
   if (cas_hasher_init(hasher) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hash");
   cas_tmp_name(b->cas, st->name, sizeof(st->name));
-  st->fd = openat(b->cas->tmpfd, st->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                  0444);
+  st->fd =
+      openat(b->cas->tmpfd, st->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
   if (st->fd < 0) {
     st->name[0] = 0;
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", b->cas->dir);
@@ -979,23 +984,42 @@ void cas_stage_abort(struct cas_stage *st) {
 
 int cas_stage_close(struct cas_stage *st, unsigned char digest[CAS_DIGEST_LEN],
                     struct cordon_error **err) {
-  start_writeback(st->fd);
   int r = close(st->fd);
   st->fd = -1;
   if (r < 0) {
     int e = errno;
     cas_stage_abort(st);
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file",
-                            st->batch->cas->dir);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", st->batch->cas->dir);
   }
   cas_hasher_final(st->hasher, digest);
   if (cas_blob_present(st->batch->cas, digest, st->size)) {
     cas_stage_abort(st);
     return 0;
   }
-  r = batch_push(st->batch, st->name, digest, st->size, err);
+  r = batch_push(st->batch, st->batch->cas->tmpfd, st->name, digest, err);
   st->name[0] = 0; /* the batch owns it now (or unlinked it on failure) */
   return r;
+}
+
+static void *publish_worker(void *arg) {
+  struct cas_batch *b = arg;
+  for (;;) {
+    size_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+    if (i >= b->n || __atomic_load_n(&b->publish_errno, __ATOMIC_RELAXED))
+      break;
+    struct cas_pending *p = &b->items[i];
+    char hex[CAS_HEX_LEN + 1];
+    cas_hex(p->digest, hex);
+    /* A copy that appeared meanwhile has the same bytes: replacing it is harmless. */
+    if (renameat(p->dir, p->name, b->cas->shard[p->digest[0]], hex) < 0) {
+      int zero = 0;
+      __atomic_compare_exchange_n(&b->publish_errno, &zero, errno ? errno : EIO, false,
+                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+      break;
+    }
+    p->name[0] = 0;
+  }
+  return NULL;
 }
 
 int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
@@ -1008,7 +1032,7 @@ int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
    * one syncfs. */
   if (b->n <= 16) {
     for (size_t i = 0; i < b->n; i++) {
-      int fd = openat(cas->tmpfd, b->items[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      int fd = openat(b->items[i].dir, b->items[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
       int r = fd < 0 ? -1 : fdatasync(fd);
       int e = errno;
       if (fd >= 0)
@@ -1019,25 +1043,31 @@ int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
   } else if (syncfs(cas->tmpfd) < 0) {
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
   }
-  /* 2. Publish. */
+  /* 2. Publish, on several threads when there is much to rename. */
   bool dirty[256] = {false};
   size_t n_dirty = 0;
   for (size_t i = 0; i < b->n; i++) {
-    struct cas_pending *p = &b->items[i];
-    char hex[CAS_HEX_LEN + 1];
-    cas_hex(p->digest, hex);
-    int shard = cas_shard_fd(cas, p->digest[0], true, err);
-    if (shard < 0)
-      return cordon_error_prefix(err, "blob %s", hex);
-    /* A copy that appeared meanwhile has the same bytes: replacing it is harmless. */
-    if (renameat(cas->tmpfd, p->name, shard, hex) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot store blob %s", hex);
-    p->name[0] = 0;
-    if (!dirty[p->digest[0]]) {
-      dirty[p->digest[0]] = true;
+    unsigned byte = b->items[i].digest[0];
+    if (cas_shard_fd(cas, byte, true, err) < 0)
+      return -1;
+    if (!dirty[byte]) {
+      dirty[byte] = true;
       n_dirty++;
     }
   }
+  unsigned n_threads = b->n >= 2048 ? cas_default_threads() : 1;
+  pthread_t threads[64];
+  unsigned started = 0;
+  b->next = 0;
+  for (; started + 1 < n_threads && started < 64; started++)
+    if (pthread_create(&threads[started], NULL, publish_worker, b) != 0)
+      break;
+  publish_worker(b);
+  for (unsigned i = 0; i < started; i++)
+    pthread_join(threads[i], NULL);
+  if (b->publish_errno)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, b->publish_errno,
+                            "store %s: cannot publish a blob", cas->dir);
   /* 3. The renames durable: a few directories are synced one by one, many at once. */
   if (n_dirty > 8) {
     if (syncfs(cas->rootfd) < 0)
@@ -1056,9 +1086,9 @@ int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
 static int open_refs(struct cordon_cas *cas, struct cordon_error **err) {
   int fd = openat(cas->rootfd, CAS_REFS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
-    return cordon_error_set(err, errno == ELOOP || errno == ENOTDIR ? CORDON_ERR_INTEGRITY
-                                                                   : CORDON_ERR_SYSTEM,
-                            errno, "store %s: refs", cas->dir);
+    return cordon_error_set(
+        err, errno == ELOOP || errno == ENOTDIR ? CORDON_ERR_INTEGRITY : CORDON_ERR_SYSTEM, errno,
+        "store %s: refs", cas->dir);
   return fd;
 }
 
@@ -1133,8 +1163,7 @@ static bool is_blob_name(const char *name, unsigned byte, unsigned char digest[C
   return strlen(name) == CAS_HEX_LEN && cas_unhex(name, digest) == 0 && digest[0] == byte;
 }
 
-static bool is_sidecar_name(const char *name, unsigned byte,
-                            unsigned char digest[CAS_DIGEST_LEN]) {
+static bool is_sidecar_name(const char *name, unsigned byte, unsigned char digest[CAS_DIGEST_LEN]) {
   size_t n = strlen(name);
   return n == CAS_HEX_LEN + strlen(CAS_SIDECAR_SUFFIX) &&
          !strcmp(name + CAS_HEX_LEN, CAS_SIDECAR_SUFFIX) && cas_unhex_n(name, digest) == 0 &&
@@ -1235,7 +1264,18 @@ int cas_remove_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGES
   return 0;
 }
 
+static int clean_visit(void *ctx, unsigned byte, const char *name) {
+  struct cordon_cas *cas = ((void **)ctx)[0];
+  uint64_t *removed = ((void **)ctx)[1];
+  if (cas_is_shard_temp(name) && unlinkat(cas->shard[byte], name, 0) == 0 && removed)
+    (*removed)++;
+  return 0;
+}
+
 int cas_clean_tmp(struct cordon_cas *cas, uint64_t *removed, struct cordon_error **err) {
+  void *ctx[2] = {cas, removed};
+  if (visit_shards(cas, clean_visit, ctx, err) < 0)
+    return -1;
   int fd = openat(cas->tmpfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: tmp", cas->dir);
@@ -1305,6 +1345,10 @@ static void add_problem(struct verify_state *v, const char *object, const char *
 static int verify_visit(void *ctx, unsigned byte, const char *name) {
   struct verify_state *v = ctx;
   unsigned char digest[CAS_DIGEST_LEN];
+  if (cas_is_shard_temp(name)) {
+    v->report->temporaries++;
+    return 0;
+  }
   if (is_blob_name(name, byte, digest))
     return push_digest(&v->blobs, &v->n_blobs, &v->cap_blobs, digest);
   if (is_sidecar_name(name, byte, digest))
@@ -1398,7 +1442,7 @@ static void verify_sidecar(struct verify_state *v, const unsigned char digest[CA
   char hex[CAS_HEX_LEN + 1], object[CAS_HEX_LEN + 16];
   cas_hex(digest, hex);
   snprintf(object, sizeof(object), "%s%s", hex, CAS_SIDECAR_SUFFIX);
-  if (!bsearch(digest, v->blobs, v->n_blobs, CAS_DIGEST_LEN, digest_cmp)) {
+  if (!v->n_blobs || !bsearch(digest, v->blobs, v->n_blobs, CAS_DIGEST_LEN, digest_cmp)) {
     add_problem(v, object, "sidecar without its blob");
     return;
   }
@@ -1427,7 +1471,8 @@ int cordon_cas_verify(struct cordon_cas *cas, const struct cordon_progress *prog
   pthread_mutex_init(&v.mu, NULL);
   int r = visit_shards(cas, verify_visit, &v, err);
   if (r == 0) {
-    qsort(v.blobs, v.n_blobs, CAS_DIGEST_LEN, digest_cmp);
+    if (v.n_blobs)
+      qsort(v.blobs, v.n_blobs, CAS_DIGEST_LEN, digest_cmp);
     for (size_t i = 0; i < v.n_blobs; i++) {
       struct stat st;
       char hex[CAS_HEX_LEN + 1];
@@ -1456,7 +1501,7 @@ int cordon_cas_verify(struct cordon_cas *cas, const struct cordon_progress *prog
       for (size_t i = 0; refs[i]; i++) {
         unsigned char d[CAS_DIGEST_LEN];
         cas_unhex(refs[i], d);
-        if (!bsearch(d, v.blobs, v.n_blobs, CAS_DIGEST_LEN, digest_cmp)) {
+        if (!v.n_blobs || !bsearch(d, v.blobs, v.n_blobs, CAS_DIGEST_LEN, digest_cmp)) {
           char object[CAS_HEX_LEN + 8];
           snprintf(object, sizeof(object), "refs/%s", refs[i]);
           add_problem(&v, object, "ref names a snapshot whose manifest is missing");

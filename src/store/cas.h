@@ -20,6 +20,8 @@
 #define CAS_SIDECAR_SUFFIX ".meta.json"
 #define CAS_SIDECAR_MAX ((size_t)1 << 20)
 #define CAS_MANIFEST_TYPE "application/vnd.cordon.manifest.v1"
+/* Temp files staged inside a shard start with this (never a blob or sidecar name). */
+#define CAS_SHARD_TEMP_PREFIX ".tmp-"
 
 struct cordon_cas {
   char *dir;
@@ -54,8 +56,7 @@ int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGE
 
 /* Read and verify a whole blob (at most max bytes). */
 int cas_read_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
-                      size_t max, unsigned char **data, size_t *length,
-                      struct cordon_error **err);
+                      size_t max, unsigned char **data, size_t *length, struct cordon_error **err);
 
 /* The integrity error every reader reports. */
 int cas_integrity_error(struct cordon_error **err, const unsigned char expected[CAS_DIGEST_LEN],
@@ -134,6 +135,8 @@ int cas_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err);
 /* Remove a blob and its sidecar (sidecar first, so no sidecar is ever left without its blob). */
 int cas_remove_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
                     uint64_t *freed, struct cordon_error **err);
+
+bool cas_is_shard_temp(const char *name);
 
 /* Remove every leftover temp file (only under the exclusive lock). */
 int cas_clean_tmp(struct cordon_cas *cas, uint64_t *removed, struct cordon_error **err);

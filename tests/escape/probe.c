@@ -277,9 +277,13 @@ static int write_exe(const char *path) {
 }
 
 static int proc_holder(void) {
-  static const char *const paths[] = {"/proc/1/mem", "/proc/1/environ", "/proc/1/exe",
-                                      "/proc/1/cwd/.", "/proc/1/root/proc/1/environ",
-                                      "/proc/2/mem", "/proc/2/environ"};
+  static const char *const paths[] = {"/proc/1/mem",
+                                      "/proc/1/environ",
+                                      "/proc/1/exe",
+                                      "/proc/1/cwd/.",
+                                      "/proc/1/root/proc/1/environ",
+                                      "/proc/2/mem",
+                                      "/proc/2/environ"};
   for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
     int fd = open(paths[i], O_RDONLY);
     if (fd >= 0) {
@@ -447,7 +451,8 @@ static int connect_abstract(const char *name) {
   if (s < 0 || n + 1 > sizeof(a.sun_path))
     return verdict(BROKEN, "connect-abstract", "socket");
   memcpy(a.sun_path + 1, name, n);
-  if (connect(s, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0)
+  if (connect(s, (struct sockaddr *)&a,
+              (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0)
     return verdict(ESCAPED, "connect-abstract", "connected to @%s", name);
   return BLOCK_ERRNO("connect-abstract", name);
 }
@@ -455,8 +460,8 @@ static int connect_abstract(const char *name) {
 static int dns(const char *server) {
   static const unsigned char query[] = {
       0x12, 0x34, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* header */
-      7,    'e',  'x',  'a',  'm',  'p',  'l',  'e',  3,    'c',  'o',  'm',  0,
-      0x00, 0x01, 0x00, 0x01, /* A, IN */
+      7,    'e',  'x',  'a',  'm',  'p',  'l',  'e',  3,    'c',  'o',  'm',
+      0,    0x00, 0x01, 0x00, 0x01, /* A, IN */
   };
   int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0)

@@ -92,17 +92,16 @@ static void test_covers(void **state) {
 static void test_workspace_overlaps(void **state) {
   struct cordon_error *err = NULL;
   assert_int_equal(
-      confine_check_workspace_lists(LIST("src", "docs"), LIST("secrets", "src/private"), &err),
-      0);
+      confine_check_workspace_lists(LIST("src", "docs"), LIST("secrets", "src/private"), &err), 0);
   assert_int_equal(confine_check_workspace_lists(NULL, NULL, &err), 0);
-  expect_error(confine_check_workspace_lists(LIST("a", "a/b"), NULL, &err), &err,
-               CORDON_ERR_USAGE, "overlaps");
+  expect_error(confine_check_workspace_lists(LIST("a", "a/b"), NULL, &err), &err, CORDON_ERR_USAGE,
+               "overlaps");
   expect_error(confine_check_workspace_lists(LIST("a", "a"), NULL, &err), &err, CORDON_ERR_USAGE,
                "overlaps");
-  expect_error(confine_check_workspace_lists(NULL, LIST("x/y", "x"), &err), &err,
-               CORDON_ERR_USAGE, "hidden path");
-  expect_error(confine_check_workspace_lists(LIST("s/t"), LIST("s"), &err), &err,
-               CORDON_ERR_USAGE, "under hidden path");
+  expect_error(confine_check_workspace_lists(NULL, LIST("x/y", "x"), &err), &err, CORDON_ERR_USAGE,
+               "hidden path");
+  expect_error(confine_check_workspace_lists(LIST("s/t"), LIST("s"), &err), &err, CORDON_ERR_USAGE,
+               "under hidden path");
   expect_error(confine_check_workspace_lists(LIST("s"), LIST("s"), &err), &err, CORDON_ERR_USAGE,
                "under hidden path");
 }
@@ -110,13 +109,12 @@ static void test_workspace_overlaps(void **state) {
 static void test_host_lists(void **state) {
   struct cordon_error *err = NULL;
   const char *const *sys = LIST("/usr", "/etc");
-  assert_int_equal(confine_check_host_lists(sys, LIST("/srv/data", "/usr/share"), "/workspace",
-                                            &err),
-                   0);
-  expect_error(confine_check_host_lists(LIST("/usr", "/usr/lib"), NULL, "/workspace", &err),
-               &err, CORDON_ERR_USAGE, "system path");
-  expect_error(confine_check_host_lists(sys, LIST("/var"), "/var/ws", &err), &err,
-               CORDON_ERR_USAGE, "workspace");
+  assert_int_equal(
+      confine_check_host_lists(sys, LIST("/srv/data", "/usr/share"), "/workspace", &err), 0);
+  expect_error(confine_check_host_lists(LIST("/usr", "/usr/lib"), NULL, "/workspace", &err), &err,
+               CORDON_ERR_USAGE, "system path");
+  expect_error(confine_check_host_lists(sys, LIST("/var"), "/var/ws", &err), &err, CORDON_ERR_USAGE,
+               "workspace");
   expect_error(confine_check_host_lists(sys, LIST("/workspace/x"), "/workspace", &err), &err,
                CORDON_ERR_USAGE, "workspace");
   expect_error(confine_check_host_lists(sys, LIST("/proc/1"), "/workspace", &err), &err,
@@ -143,6 +141,18 @@ static void test_sandbox_root(void **state) {
   expect_error(confine_check_sandbox_root("/a//b", sys, &err), &err, CORDON_ERR_USAGE,
                "normalised");
   expect_error(confine_check_sandbox_root("/a/../b", sys, &err), &err, CORDON_ERR_DENIED, "..");
+}
+
+static void test_workspace_dir(void **state) {
+  struct cordon_error *err = NULL;
+  assert_int_equal(confine_check_workspace_dir("/home/me/project", &err), 0);
+  assert_int_equal(confine_check_workspace_dir("/tmp/ws", &err), 0);
+  assert_int_equal(confine_check_workspace_dir("/usr/local/src/p", &err), 0); /* under: fine */
+  assert_int_equal(confine_check_workspace_dir("/variable", &err), 0);
+  expect_error(confine_check_workspace_dir("/", &err), &err, CORDON_ERR_DENIED, "covers");
+  expect_error(confine_check_workspace_dir("/etc", &err), &err, CORDON_ERR_DENIED, "/etc");
+  expect_error(confine_check_workspace_dir("/var", &err), &err, CORDON_ERR_DENIED, "/var");
+  expect_error(confine_check_workspace_dir("relative", &err), &err, CORDON_ERR_USAGE, "absolute");
 }
 
 static void test_limits(void **state) {
@@ -174,8 +184,8 @@ static void test_egress(void **state) {
   assert_int_equal(confine_check_egress(CORDON_EGRESS_NONE, &err), 0);
   assert_int_equal(confine_check_egress(CORDON_EGRESS_LOOPBACK, &err), 0);
   assert_int_equal(confine_check_egress(CORDON_EGRESS_OPEN, &err), 0);
-  expect_error(confine_check_egress(CORDON_EGRESS_RESTRICTED, &err), &err,
-               CORDON_ERR_UNAVAILABLE, "not implemented");
+  expect_error(confine_check_egress(CORDON_EGRESS_RESTRICTED, &err), &err, CORDON_ERR_UNAVAILABLE,
+               "not implemented");
 }
 
 static void test_id_map(void **state) {
@@ -239,9 +249,8 @@ static void test_cgroup_mounts(void **state) {
   free(mp);
   free(root);
   assert_int_equal(confine_cgroup_find_mount(mountinfo_hybrid, "blkio", &mp, &root), -1);
-  assert_int_equal(confine_cgroup_find_mount("21 26 0:20 / /proc rw - proc proc rw\n", NULL, &mp,
-                                             &root),
-                   -1);
+  assert_int_equal(
+      confine_cgroup_find_mount("21 26 0:20 / /proc rw - proc proc rw\n", NULL, &mp, &root), -1);
 }
 
 static void test_cgroup_dir(void **state) {
@@ -281,6 +290,7 @@ int main(void) {
       cmocka_unit_test(test_workspace_overlaps),
       cmocka_unit_test(test_host_lists),
       cmocka_unit_test(test_sandbox_root),
+      cmocka_unit_test(test_workspace_dir),
       cmocka_unit_test(test_limits),
       cmocka_unit_test(test_cpu_quota),
       cmocka_unit_test(test_egress),

@@ -4,6 +4,7 @@
  * the host cannot run the backend at all. The attack-by-attack checks live in tests/escape. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -109,8 +110,9 @@ static void test_identity_and_root(void **state) {
   expect_stdout(s, "pwd", "/workspace\n");
   expect_stdout(s, "hostname", "cordon\n");
   /* no capabilities in any set; no_new_privs; seccomp filter */
-  expect_stdout(s, "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "
-                   "/proc/self/status | tr -s '\\t' ' '",
+  expect_stdout(s,
+                "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "
+                "/proc/self/status | tr -s '\\t' ' '",
                 "CapInh: 0000000000000000\nCapPrm: 0000000000000000\n"
                 "CapEff: 0000000000000000\nCapBnd: 0000000000000000\n"
                 "CapAmb: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n");
@@ -153,6 +155,10 @@ static void test_read_only_and_hidden(void **state) {
   write_host("secrets/key", "TOPSECRET\n");
   write_host("conf/token", "TOKEN\n");
   write_host("src/private/notes", "PRIVATE\n");
+  write_host("keys/signing.key", "KEY\n");
+  char keys[400];
+  snprintf(keys, sizeof(keys), "%s/keys", project);
+  setenv("CORDON_KEY_DIR", keys, 1);
   struct cordon_manifest m = project_manifest();
   m.policy.read_only = LIST("src");
   m.policy.hidden = LIST("secrets", "conf/token", "src/private");
@@ -167,12 +173,14 @@ static void test_read_only_and_hidden(void **state) {
   expect_stdout(s, "wc -c < conf/token", "0\n");
   assert_int_not_equal(sh(s, "echo x > conf/token", NULL), 0);
   expect_stdout(s, "ls -A src/private | wc -l", "0\n");
-  /* cordon's own state is hidden when the workspace holds it */
+  /* cordon's own state is hidden when the workspace holds it, and so are its keys */
   expect_stdout(s, "ls -A .cordon | wc -l", "0\n");
+  expect_stdout(s, "ls -A keys | wc -l; cat keys/signing.key | wc -c", "0\n0\n");
   /* the rest of the workspace stays writable */
   expect_stdout(s, "echo ok > conf/other && cat conf/other", "ok\n");
   struct cordon_error *err = NULL;
   assert_int_equal(cordon_session_destroy(s, &err), 0);
+  unsetenv("CORDON_KEY_DIR");
   char *c = read_host("src/main.c");
   assert_string_equal(c, "int main;\n");
   free(c);
@@ -237,6 +245,13 @@ static void test_policy_refusals(void **state) {
   m = project_manifest();
   m.root = "/usr/ws";
   err = create_fails(&m);
+  cordon_error_free(err);
+
+  /* a workspace covering the host's system directories */
+  m = project_manifest();
+  m.workspace = "/";
+  err = create_fails(&m);
+  assert_int_equal(err->kind, CORDON_ERR_DENIED);
   cordon_error_free(err);
 }
 
@@ -363,7 +378,7 @@ static void test_limits(void **state) {
   char *text = NULL;
   size_t len = 0;
   assert_int_equal(fs_read_file(path, 4096, (unsigned char **)&text, &len, &err), 0);
-  assert_int_equal(atoi(text), 16 + 3); /* + the holder and two workers */
+  assert_int_equal(atoi(text), 16 + 4); /* + the holder, 2 workers, an idle command */
   free(text);
   if (mem_dir)
     snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", mem_dir);
@@ -376,6 +391,98 @@ static void test_limits(void **state) {
   /* a memory hog dies (OOM kill: 128 + 9) instead of taking the host's memory */
   assert_int_equal(sh(s, "head -c 200m /dev/zero | tail > /dev/null", NULL) != 0, 1);
   assert_int_equal(cordon_session_destroy(s, &err), 0);
+}
+
+/* A multi-threaded caller must not clone raw: the backend goes through an intermediate. */
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *idle_thread(void *arg) {
+  pthread_mutex_lock(&idle_lock); /* blocks until the test is done */
+  pthread_mutex_unlock(&idle_lock);
+  return NULL;
+}
+
+static void test_threaded_caller(void **state) {
+  pthread_mutex_lock(&idle_lock);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, idle_thread, NULL), 0);
+  struct cordon_manifest m = {0};
+  struct cordon_session *s = create(&m);
+  expect_stdout(s, "echo threaded", "threaded\n");
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+  pthread_mutex_unlock(&idle_lock);
+  pthread_join(t, NULL);
+}
+
+/* Several execs at once in one session: each gets its own worker and command process (made on
+ * demand when the idle one is taken), its own output and status. */
+struct concurrent_exec {
+  struct cordon_session *s;
+  int index;
+  int exit_code;
+  char out[32];
+};
+
+static void *concurrent_exec_thread(void *arg) {
+  struct concurrent_exec *c = arg;
+  char script[64];
+  snprintf(script, sizeof(script), "sleep 0.3; echo %d; exit %d", c->index, c->index);
+  struct cordon_exec_request req = {.argv = ARGV("sh", "-c", script), .timeout = 20};
+  struct cordon_exec_result res;
+  struct cordon_error *err = NULL;
+  c->exit_code = -1;
+  if (cordon_session_exec(c->s, &req, &res, &err) == 0) {
+    c->exit_code = res.exit_code;
+    snprintf(c->out, sizeof(c->out), "%s", (char *)res.stdout_data);
+    cordon_exec_result_clear(&res);
+  }
+  cordon_error_free(err);
+  return NULL;
+}
+
+static void test_concurrent_execs(void **state) {
+  struct cordon_manifest m = {0};
+  struct cordon_session *s = create(&m);
+  enum { N = 4 };
+  struct concurrent_exec c[N];
+  pthread_t t[N];
+  double start = fs_now();
+  for (int i = 0; i < N; i++) {
+    c[i] = (struct concurrent_exec){.s = s, .index = i + 1};
+    assert_int_equal(pthread_create(&t[i], NULL, concurrent_exec_thread, &c[i]), 0);
+  }
+  for (int i = 0; i < N; i++)
+    pthread_join(t[i], NULL);
+  double took = fs_now() - start;
+  for (int i = 0; i < N; i++) {
+    char want[8];
+    snprintf(want, sizeof(want), "%d\n", i + 1);
+    assert_int_equal(c[i].exit_code, i + 1);
+    assert_string_equal(c[i].out, want);
+  }
+  /* they ran side by side, not one after the other */
+  if (took > 0.3 * N)
+    fail_msg("%d concurrent execs of 0.3 s took %.2f s", N, took);
+  /* and back to back afterwards, many times */
+  for (int i = 0; i < 20; i++)
+    expect_stdout(s, "echo again", "again\n");
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+}
+
+/* The conformance suite, through the same entry point as `cordon conformance ns`. */
+static void test_conformance_suite(void **state) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  assert_non_null(out);
+  struct cordon_conformance_summary summary = {0};
+  struct cordon_error *err = NULL;
+  int r = cordon_conformance_run(ctx, ns, out, false, &summary, &err);
+  fclose(out);
+  if (r < 0 || summary.failed != 0 || summary.passed == 0)
+    fail_msg("conformance: %s\n%s", err ? err->message : "", text);
+  free(text);
 }
 
 static int setup(void **state) {
@@ -431,6 +538,9 @@ int main(void) {
       cmocka_unit_test(test_reopen_and_dead_holder),
       cmocka_unit_test(test_cwd_and_exec_errors),
       cmocka_unit_test(test_limits),
+      cmocka_unit_test(test_threaded_caller),
+      cmocka_unit_test(test_concurrent_execs),
+      cmocka_unit_test(test_conformance_suite),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -67,10 +67,9 @@ static void test_encode_refusals(void **state) {
 }
 
 /* Build a raw request from NUL-separated bytes and counts, bypassing the encoder. */
-static int decode_raw(uint32_t magic, uint32_t argc, uint32_t envc, const char *bytes,
-                      size_t len) {
-  struct ns_request_header h = {.magic = magic, .length = (uint32_t)len, .argc = argc,
-                                .envc = envc};
+static int decode_raw(uint32_t magic, uint32_t argc, uint32_t envc, const char *bytes, size_t len) {
+  struct ns_request_header h = {
+      .magic = magic, .length = (uint32_t)len, .argc = argc, .envc = envc};
   struct ns_request req;
   struct cordon_error *err = NULL;
   int r = ns_request_decode(&h, (const unsigned char *)bytes, &req, &err);
@@ -85,12 +84,12 @@ static int decode_raw(uint32_t magic, uint32_t argc, uint32_t envc, const char *
 static void test_decode_refusals(void **state) {
   static const char ok[] = "/w\0true\0A=1"; /* sizeof includes the final NUL */
   assert_int_equal(decode_raw(NS_PROTO_MAGIC, 1, 1, ok, sizeof(ok)), 0);
-  assert_true(decode_raw(0xdeadbeef, 1, 1, ok, sizeof(ok)) < 0);       /* magic */
-  assert_true(decode_raw(NS_PROTO_MAGIC, 0, 2, ok, sizeof(ok)) < 0);   /* no argv */
-  assert_true(decode_raw(NS_PROTO_MAGIC, 2, 1, ok, sizeof(ok)) < 0);   /* too few strings */
-  assert_true(decode_raw(NS_PROTO_MAGIC, 1, 0, ok, sizeof(ok)) < 0);   /* trailing bytes */
+  assert_true(decode_raw(0xdeadbeef, 1, 1, ok, sizeof(ok)) < 0);         /* magic */
+  assert_true(decode_raw(NS_PROTO_MAGIC, 0, 2, ok, sizeof(ok)) < 0);     /* no argv */
+  assert_true(decode_raw(NS_PROTO_MAGIC, 2, 1, ok, sizeof(ok)) < 0);     /* too few strings */
+  assert_true(decode_raw(NS_PROTO_MAGIC, 1, 0, ok, sizeof(ok)) < 0);     /* trailing bytes */
   assert_true(decode_raw(NS_PROTO_MAGIC, 1, 1, ok, sizeof(ok) - 1) < 0); /* unterminated */
-  assert_true(decode_raw(NS_PROTO_MAGIC, 1, 1, ok, 0) < 0);            /* empty */
+  assert_true(decode_raw(NS_PROTO_MAGIC, 1, 1, ok, 0) < 0);              /* empty */
   static const char relative[] = "w\0true\0A=1";
   assert_true(decode_raw(NS_PROTO_MAGIC, 1, 1, relative, sizeof(relative)) < 0);
   static const char empty_prog[] = "/w\0\0A=1";
@@ -103,8 +102,8 @@ static void test_decode_refusals(void **state) {
 
 static void test_header_check(void **state) {
   struct cordon_error *err = NULL;
-  struct ns_request_header h = {.magic = NS_PROTO_MAGIC, .length = NS_PROTO_MAX_PAYLOAD + 1,
-                                .argc = 1};
+  struct ns_request_header h = {
+      .magic = NS_PROTO_MAGIC, .length = NS_PROTO_MAX_PAYLOAD + 1, .argc = 1};
   assert_true(ns_request_check_header(&h, &err) < 0);
   cordon_error_free(err);
   err = NULL;

@@ -146,27 +146,15 @@ static void reset_signals(void) {
 
 /* ---- the command ---------------------------------------------------------------------------- */
 
-struct child_report {
-  int32_t stage;
-  int32_t errnum;
-};
-#define STAGE_EXEC 100 /* not a start failure: the command ends with 126/127 */
+/* Every exec is a pair: a worker, and its command process forked ahead of time. The command
+ * process is born in the exec's cgroup leaf, takes its own session, its limits and the seccomp
+ * filter, and only then waits in accept(): when a client comes, nothing slow is left between
+ * its request and execve (no fork, no filter to compile). It replies 'R' itself, hands the
+ * connection to its worker (which reports the exit status and kills the tree) and execs. */
 
-/* The seccomp program every command attaches, compiled once by the holder. */
-static struct confine_seccomp_program seccomp_program;
-
-struct command {
-  const struct ns_holder_config *cfg;
-  struct ns_request req;
-  int stdio[3];
-  int report_fd;
-};
-
-static _Noreturn void child_fail(int report_fd, int stage, int errnum, int code) {
-  struct child_report r = {.stage = stage, .errnum = errnum};
-  (void)!write(report_fd, &r, sizeof(r));
-  _exit(code);
-}
+/* Sent by the command process to its worker over their socketpair, with the client's
+ * connection attached, right before execve. */
+#define PAIR_CONNECTION 'C'
 
 /* Try execve on each PATH entry, like execvp but with the command's own PATH. Returns the errno
  * to report: EACCES if some candidate was found but not executable, else the last failure. */
@@ -205,48 +193,170 @@ static int exec_search(const char *name, char *const *argv, char *const *envp) {
   return denied ? EACCES : (last == ENOTDIR || last == ELOOP ? ENOENT : last);
 }
 
-/* The command, between fork and execve. It was born in its cgroup leaf, with no capabilities
- * and no_new_privs (inherited from the holder): what is left is its own session, its stdio,
- * its limits, its directory and the seccomp filter. */
-static _Noreturn void child_run(struct command *c) {
+/* Read the request and its three stdio fds from the connection. */
+static int receive_request(int conn, int stdio[3], struct ns_request *req, unsigned char **payload,
+                           struct cordon_error **err) {
+  struct ns_request_header h;
+  union {
+    char buf[CMSG_SPACE(sizeof(int) * 3)];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = {.iov_base = &h, .iov_len = sizeof(h)};
+  struct msghdr msg = {
+      .msg_iov = &iov,
+      .msg_iovlen = 1,
+      .msg_control = control.buf,
+      .msg_controllen = sizeof(control.buf),
+  };
+  ssize_t n;
+  do
+    n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n <= 0)
+    return cordon_error_set(err, CORDON_ERR_INVALID, n < 0 ? errno : 0, "no request");
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+      continue;
+    size_t nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < nfds; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      if (i < 3 && stdio[i] < 0)
+        stdio[i] = fd;
+      else
+        close(fd);
+    }
+  }
+  if ((msg.msg_flags & MSG_CTRUNC) || stdio[0] < 0 || stdio[1] < 0 || stdio[2] < 0)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "request without its three stdio fds");
+  size_t got = (size_t)n;
+  while (got < sizeof(h)) {
+    n = read(conn, (char *)&h + got, sizeof(h) - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return cordon_error_set(err, CORDON_ERR_INVALID, 0, "truncated request");
+    got += (size_t)n;
+  }
+  if (ns_request_check_header(&h, err) < 0)
+    return -1;
+  *payload = malloc(h.length);
+  if (!*payload)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "request");
+  got = 0;
+  while (got < h.length) {
+    n = read(conn, *payload + got, h.length - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return cordon_error_set(err, CORDON_ERR_INVALID, 0, "truncated request");
+    got += (size_t)n;
+  }
+  return ns_request_decode(&h, *payload, req, err);
+}
+
+static int send_fd(int sock, char tag, int fd) {
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof(control));
+  struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (fd >= 0) {
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof(control.buf);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  }
+  ssize_t n;
+  do
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  return n == 1 ? 0 : -1;
+}
+
+/* Tell the client that the command could not start, then go (the worker, seeing us gone
+ * without a connection, goes too). */
+static _Noreturn void command_fail(int conn, int stage, int errnum) {
+  send_reply(conn, NS_REPLY_FAILED, stage, errnum);
+  _exit(1);
+}
+
+/* The command process: everything slow first, then wait for a client. */
+static _Noreturn void command_main(const struct ns_holder_config *cfg, int pair) {
   setsid(); /* new session, no controlling terminal */
-  int report = fcntl(c->report_fd, F_DUPFD_CLOEXEC, 3);
+  int r = 0;
+  if (cfg->rlimits.nofile || cfg->rlimits.fsize)
+    r = confine_apply_rlimits(&cfg->rlimits);
+  /* Compiled and JIT-ed by the kernel here, while nobody waits. From now on only what the
+   * filter allows: accept, recvmsg, sendmsg, dup2, chdir and execve all are. */
+  if (r == 0)
+    r = confine_seccomp_attach(confine_seccomp_prebuilt());
+  if (r < 0)
+    _exit(1); /* the worker sees us gone before any client: it exits and is replaced */
+  int conn;
+  for (;;) {
+    conn = accept4(cfg->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (conn < 0) {
+      if (errno == EINTR || errno == ECONNABORTED)
+        continue;
+      _exit(1);
+    }
+    /* Only processes outside the session's pid namespace may drive it: a peer pid we cannot
+     * see (0) is outside; any visible pid is one of the sandbox's own processes. */
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid == 0)
+      break;
+    close(conn);
+  }
+  close(cfg->listen_fd);
+
+  int stdio[3] = {-1, -1, -1};
+  struct ns_request req = {0};
+  unsigned char *payload = NULL;
+  struct cordon_error *err = NULL;
+  if (receive_request(conn, stdio, &req, &payload, &err) < 0)
+    command_fail(conn, NS_STAGE_SETUP, err && err->errnum ? err->errnum : EPROTO);
+  /* Move stdio above 2 first: one of them may sit on 0..2 and the dup2s would clobber it. */
   int moved[3];
   for (int i = 0; i < 3; i++) {
-    moved[i] = fcntl(c->stdio[i], F_DUPFD_CLOEXEC, 3);
-    if (moved[i] < 0 || report < 0)
-      child_fail(report, NS_STAGE_SETUP, errno, 126);
+    moved[i] = fcntl(stdio[i], F_DUPFD_CLOEXEC, 3);
+    if (moved[i] < 0)
+      command_fail(conn, NS_STAGE_SETUP, errno);
   }
   for (int i = 0; i < 3; i++)
     if (dup2(moved[i], i) < 0)
-      child_fail(report, NS_STAGE_SETUP, errno, 126);
-  /* Everything else goes at execve; the report pipe must survive until then. */
+      command_fail(conn, NS_STAGE_SETUP, errno);
+  /* Everything else, the connection and the pair included, goes at execve. */
   syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
-  if (c->cfg->rlimits.nofile || c->cfg->rlimits.fsize) {
-    int r = confine_apply_rlimits(&c->cfg->rlimits);
-    if (r < 0)
-      child_fail(report, NS_STAGE_SETUP, -r, 126);
-  }
-  if (chdir(c->req.cwd) < 0)
-    child_fail(report, NS_STAGE_CHDIR, errno, 126);
-  /* Last: from here on, only what the filter allows (execve and the command itself). */
-  int r = confine_seccomp_attach(&seccomp_program);
-  if (r < 0)
-    child_fail(report, NS_STAGE_SETUP, -r, 126);
+  if (chdir(req.cwd) < 0)
+    command_fail(conn, NS_STAGE_CHDIR, errno);
+  /* Running: an exec failure from here on is the command's result (126/127), not cordon's.
+   * The connection goes to the worker only now, when we no longer read from it: it wakes the
+   * worker once, which then owns the exit status and the client's kill byte. */
+  send_reply(conn, NS_REPLY_RUNNING, 0, 0);
+  if (send_fd(pair, PAIR_CONNECTION, conn) < 0)
+    _exit(1); /* no worker to report our status: the client sees EOF instead */
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  int e = exec_search(c->req.argv[0], (char *const *)c->req.argv, (char *const *)c->req.envp);
-  dprintf(2, "cordon: %s: %s\n", c->req.argv[0], strerror(e));
-  child_fail(report, STAGE_EXEC, e, e == ENOENT ? 127 : 126);
+  int e = exec_search(req.argv[0], (char *const *)req.argv, (char *const *)req.envp);
+  dprintf(2, "cordon: %s: %s\n", req.argv[0], strerror(e));
+  _exit(e == ENOENT ? 127 : 126);
 }
 
 /* ---- a worker: one exec --------------------------------------------------------------------- */
 
 struct worker {
   const struct ns_holder_config *cfg;
-  int conn;
-  int busy_fd; /* tells the holder to fork our replacement */
+  int conn;    /* the client, once the command process has handed it over */
+  int pair;    /* socketpair with the command process */
+  int busy_fd; /* tells the holder we were claimed (+pid) and are done (-pid) */
   pid_t command;
   bool command_done;
   int status;
@@ -309,69 +419,8 @@ static void worker_kill_tree(struct worker *w) {
   }
 }
 
-static int receive_request(struct worker *w, struct command *c, unsigned char **payload,
-                           struct cordon_error **err) {
-  struct ns_request_header h;
-  union {
-    char buf[CMSG_SPACE(sizeof(int) * 3)];
-    struct cmsghdr align;
-  } control;
-  struct iovec iov = {.iov_base = &h, .iov_len = sizeof(h)};
-  struct msghdr msg = {
-      .msg_iov = &iov,
-      .msg_iovlen = 1,
-      .msg_control = control.buf,
-      .msg_controllen = sizeof(control.buf),
-  };
-  ssize_t n;
-  do
-    n = recvmsg(w->conn, &msg, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
-  if (n <= 0)
-    return cordon_error_set(err, CORDON_ERR_INVALID, n < 0 ? errno : 0, "no request");
-  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-      continue;
-    size_t nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < nfds; i++) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      if (i < 3 && c->stdio[i] < 0)
-        c->stdio[i] = fd;
-      else
-        close(fd);
-    }
-  }
-  if ((msg.msg_flags & MSG_CTRUNC) || c->stdio[0] < 0 || c->stdio[1] < 0 || c->stdio[2] < 0)
-    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "request without its three stdio fds");
-  size_t got = (size_t)n;
-  while (got < sizeof(h)) {
-    n = read(w->conn, (char *)&h + got, sizeof(h) - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return cordon_error_set(err, CORDON_ERR_INVALID, 0, "truncated request");
-    got += (size_t)n;
-  }
-  if (ns_request_check_header(&h, err) < 0)
-    return -1;
-  *payload = malloc(h.length);
-  if (!*payload)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "request");
-  got = 0;
-  while (got < h.length) {
-    n = read(w->conn, *payload + got, h.length - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return cordon_error_set(err, CORDON_ERR_INVALID, 0, "truncated request");
-    got += (size_t)n;
-  }
-  return ns_request_decode(&h, *payload, &c->req, err);
-}
-
-/* A per-exec leaf under the session's delegated v2 cgroup, made while idle (off the exec's
- * critical path). Best effort: without one, the subreaper walk alone finds the tree. */
+/* A per-exec leaf under the session's delegated v2 cgroup. Best effort: without one, the
+ * subreaper walk alone finds the tree. */
 static void worker_make_leaf(struct worker *w) {
   if (w->cfg->cgroup_fd < 0)
     return;
@@ -381,147 +430,147 @@ static void worker_make_leaf(struct worker *w) {
   w->leaf_fd = openat(w->cfg->cgroup_fd, w->leaf_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
-static void worker_remove_leaf(struct worker *w) {
-  if (w->leaf_fd < 0)
-    return;
-  close(w->leaf_fd);
-  w->leaf_fd = -1;
-  unlinkat(w->cfg->cgroup_fd, w->leaf_name, AT_REMOVEDIR);
-}
-
 static _Noreturn void worker_exit(struct worker *w, int code) {
-  worker_remove_leaf(w);
+  if (w->leaf_fd >= 0) {
+    close(w->leaf_fd);
+    unlinkat(w->cfg->cgroup_fd, w->leaf_name, AT_REMOVEDIR);
+  }
   _exit(code);
 }
 
-static _Noreturn void worker_serve(struct worker *w) {
-  struct command c = {.cfg = w->cfg, .stdio = {-1, -1, -1}, .report_fd = -1};
-  _cleanup_free_ unsigned char *payload = NULL;
-  struct cordon_error *err = NULL;
-  if (receive_request(w, &c, &payload, &err) < 0) {
-    send_reply(w->conn, NS_REPLY_FAILED, NS_STAGE_SETUP, err && err->errnum ? err->errnum : EPROTO);
-    worker_exit(w, 1);
-  }
-  int report[2];
-  if (pipe2(report, O_CLOEXEC) < 0) {
-    send_reply(w->conn, NS_REPLY_FAILED, NS_STAGE_SETUP, errno);
-    worker_exit(w, 1);
-  }
-  c.report_fd = report[1];
-  pid_t pid = sys_clone3_fork(0, w->leaf_fd);
-  if (pid < 0 && w->leaf_fd >= 0)
-    pid = sys_clone3_fork(0, -1); /* the leaf refused us: the subreaper walk still holds */
-  if (pid == 0)
-    child_run(&c);
-  int fork_errno = errno;
-  close(report[1]);
-  for (int i = 0; i < 3; i++)
-    close(c.stdio[i]);
-  if (pid < 0) {
-    send_reply(w->conn, NS_REPLY_FAILED, NS_STAGE_SETUP, fork_errno);
-    worker_exit(w, 1);
-  }
-  w->command = pid;
-
-  /* EOF: execve happened. A report: it did not (exec failures still count as started). */
-  struct child_report cr;
+/* Receive one message from the command process: its tag, and an fd when one came along. */
+static int pair_receive(int pair, char *tag, int *fd) {
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = {.iov_base = tag, .iov_len = 1};
+  struct msghdr msg = {
+      .msg_iov = &iov,
+      .msg_iovlen = 1,
+      .msg_control = control.buf,
+      .msg_controllen = sizeof(control.buf),
+  };
+  *fd = -1;
   ssize_t n;
   do
-    n = read(report[0], &cr, sizeof(cr));
+    n = recvmsg(pair, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
-  close(report[0]);
-  if (n == (ssize_t)sizeof(cr) && cr.stage != STAGE_EXEC) {
-    worker_kill_tree(w);
-    send_reply(w->conn, NS_REPLY_FAILED, cr.stage, cr.errnum);
-    worker_exit(w, 1);
-  }
-  bool client_gone = send_reply(w->conn, NS_REPLY_RUNNING, 0, 0) < 0;
-  /* Now that the command runs, the holder may fork our replacement. */
-  int32_t me = getpid();
-  (void)!write(w->busy_fd, &me, sizeof(me));
-  close(w->busy_fd);
+  if (n <= 0)
+    return -1; /* EOF: the command process exec'd or died */
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+      cm->cmsg_len == CMSG_LEN(sizeof(int)))
+    memcpy(fd, CMSG_DATA(cm), sizeof(int));
+  return 0;
+}
 
+static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_fd) {
+  set_title("cordon: worker");
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  struct worker w = {.cfg = cfg, .conn = -1, .pair = -1, .busy_fd = busy_fd, .leaf_fd = -1};
+  worker_make_leaf(&w);
+  int sp[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+    worker_exit(&w, 1);
+  /* Born in the leaf: everything the command starts is in it, with no migration. */
+  pid_t pid = sys_clone3_fork(0, w.leaf_fd);
+  if (pid < 0 && w.leaf_fd >= 0)
+    pid = sys_clone3_fork(0, -1); /* the leaf refused us: the subreaper walk still holds */
+  if (pid == 0) {
+    close(sp[0]);
+    close(busy_fd);
+    command_main(cfg, sp[1]);
+  }
+  close(sp[1]);
+  close(cfg->listen_fd);
+  if (pid < 0)
+    worker_exit(&w, 1);
+  w.command = pid;
+  w.pair = sp[0];
+
+  /* Idle until the command process has started a client's command (or failed, or died: then
+   * we go, and are replaced). */
+  char tag = 0;
+  if (pair_receive(w.pair, &tag, &w.conn) < 0 || tag != PAIR_CONNECTION || w.conn < 0) {
+    worker_kill_tree(&w);
+    worker_exit(&w, 1);
+  }
+  /* Claimed: the holder counts one idle pair less. */
+  int32_t me = getpid();
+  (void)!write(w.busy_fd, &me, sizeof(me));
+  close(w.pair);
   int pidfd = sys_pidfd_open(pid, 0);
-  while (!w->command_done && !client_gone) {
+  bool client_gone = false;
+  while (!w.command_done && !client_gone) {
     struct pollfd pfds[2] = {
-        {.fd = w->conn, .events = POLLIN},
+        {.fd = w.conn, .events = POLLIN},
         {.fd = pidfd, .events = POLLIN},
     };
     /* Without a pidfd (old kernel), poll the command every 10 ms. */
-    int ready = poll(pfds, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 10);
+    int ready = poll(pfds, 2, pidfd >= 0 ? -1 : 10);
     if (ready < 0 && errno != EINTR)
       break;
     if (pfds[0].revents) {
       char byte;
-      ssize_t r = recv(w->conn, &byte, 1, MSG_DONTWAIT);
+      ssize_t r = recv(w.conn, &byte, 1, MSG_DONTWAIT);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
         client_gone = true; /* nobody waits for this command any more: it dies */
-      worker_kill_tree(w);
+      worker_kill_tree(&w);
     }
     int status;
     pid_t got = waitpid(pid, &status, WNOHANG);
     if (got == pid)
-      worker_note_exit(w, got, status);
+      worker_note_exit(&w, got, status);
   }
   /* The command ended (or its client left): nothing it started may stay behind. */
-  worker_kill_tree(w);
-  if (!w->command_done) {
+  worker_kill_tree(&w);
+  if (!w.command_done) {
     int status;
     if (waitpid(pid, &status, 0) == pid)
-      worker_note_exit(w, pid, status);
+      worker_note_exit(&w, pid, status);
   }
   if (!client_gone) {
-    int st = w->status;
+    int st = w.status;
     if (WIFSIGNALED(st))
-      send_reply(w->conn, NS_REPLY_EXITED, 128 + WTERMSIG(st), WTERMSIG(st));
+      send_reply(w.conn, NS_REPLY_EXITED, 128 + WTERMSIG(st), WTERMSIG(st));
     else
-      send_reply(w->conn, NS_REPLY_EXITED, WEXITSTATUS(st), 0);
+      send_reply(w.conn, NS_REPLY_EXITED, WEXITSTATUS(st), 0);
   }
-  worker_exit(w, 0);
-}
-
-/* An idle worker: prepare the exec's leaf, wait for a client, serve. */
-static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_fd) {
-  set_title("cordon: worker");
-  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-  struct worker w = {.cfg = cfg, .conn = -1, .busy_fd = busy_fd, .leaf_fd = -1};
-  worker_make_leaf(&w);
-  for (;;) {
-    int conn = accept4(cfg->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-    if (conn < 0) {
-      if (errno == EINTR || errno == ECONNABORTED)
-        continue;
-      worker_exit(&w, 1);
-    }
-    /* Only processes outside the session's pid namespace may drive it: a peer pid we cannot
-     * see (0) is outside; any visible pid is one of the sandbox's own processes. */
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid != 0) {
-      close(conn);
-      continue;
-    }
-    w.conn = conn;
-    break;
-  }
-  close(cfg->listen_fd);
-  worker_serve(&w);
+  /* Done: now the holder may prepare a replacement, off this exec's critical path. */
+  me = -me;
+  (void)!write(w.busy_fd, &me, sizeof(me));
+  worker_exit(&w, 0);
 }
 
 /* ---- the holder ----------------------------------------------------------------------------- */
 
-/* The holder's bookkeeping: which of its children are workers. Anything else it finds among
- * its children is an orphan whose worker died (killed by the sandbox, which runs as the same
- * uid): it must not outlive its exec. */
+/* The holder's bookkeeping: which of its children are workers, and which of those are idle.
+ * Anything else it finds among its children is an orphan whose worker died (killed by the
+ * sandbox, which runs as the same uid): it must not outlive its exec.
+ *
+ * One idle pair is kept ready. A claimed pair is replaced when its exec is done, so preparing
+ * the next one never competes with a running command for the CPU; a second client arriving
+ * meanwhile (the listening socket has a pending connection and no idle pair) gets a pair made
+ * on demand. */
 #define MAX_WORKERS 1024
 
 struct holder {
   const struct ns_holder_config *cfg;
   int signal_fd, busy_read, busy_write;
-  pid_t idle; /* the worker waiting in accept(), 0 when none */
   pid_t workers[MAX_WORKERS];
+  bool idle[MAX_WORKERS];
   size_t n_workers;
+  double last_spawn;
+  bool idle_died; /* an idle pair died without serving anyone */
 };
+
+static size_t count_idle(const struct holder *h) {
+  size_t n = 0;
+  for (size_t i = 0; i < h->n_workers; i++)
+    n += h->idle[i];
+  return n;
+}
 
 static pid_t spawn_worker(struct holder *h) {
   if (h->n_workers >= MAX_WORKERS)
@@ -532,18 +581,31 @@ static pid_t spawn_worker(struct holder *h) {
     close(h->busy_read);
     worker_main(h->cfg, h->busy_write);
   }
-  if (pid > 0)
-    h->workers[h->n_workers++] = pid;
+  if (pid > 0) {
+    h->workers[h->n_workers] = pid;
+    h->idle[h->n_workers] = true;
+    h->n_workers++;
+  }
   return pid;
 }
 
-static bool forget_worker(struct holder *h, pid_t pid) {
+/* Forget a dead worker; returns whether it was one, and whether it was idle. */
+static bool forget_worker(struct holder *h, pid_t pid, bool *was_idle) {
   for (size_t i = 0; i < h->n_workers; i++)
     if (h->workers[i] == pid) {
-      h->workers[i] = h->workers[--h->n_workers];
+      *was_idle = h->idle[i];
+      h->n_workers--;
+      h->workers[i] = h->workers[h->n_workers];
+      h->idle[i] = h->idle[h->n_workers];
       return true;
     }
   return false;
+}
+
+static void mark_claimed(struct holder *h, pid_t pid) {
+  for (size_t i = 0; i < h->n_workers; i++)
+    if (h->workers[i] == pid)
+      h->idle[i] = false;
 }
 
 static bool is_worker(const struct holder *h, pid_t pid) {
@@ -551,6 +613,14 @@ static bool is_worker(const struct holder *h, pid_t pid) {
     if (h->workers[i] == pid)
       return true;
   return false;
+}
+
+static void kill_orphans(struct holder *h) {
+  pid_t kids[256];
+  size_t n = list_children(kids, ARRAY_SIZE(kids));
+  for (size_t i = 0; i < n; i++)
+    if (!is_worker(h, kids[i]))
+      kill(kids[i], SIGKILL); /* their children come to us in turn, and die the same way */
 }
 
 /* A worker is gone: kill what was in its leaf (if it left one) and every orphan. */
@@ -565,58 +635,68 @@ static void after_worker_death(struct holder *h, pid_t worker) {
       unlinkat(h->cfg->cgroup_fd, name, AT_REMOVEDIR);
     }
   }
-  pid_t kids[256];
-  size_t n = list_children(kids, ARRAY_SIZE(kids));
-  for (size_t i = 0; i < n; i++)
-    if (!is_worker(h, kids[i]))
-      kill(kids[i], SIGKILL); /* their children come to us in turn, and die the same way */
+  kill_orphans(h);
+}
+
+/* Bring the idle pairs up to one. Fork failures (the pids limit) are retried later. */
+static void replenish(struct holder *h) {
+  if (count_idle(h) > 0)
+    return;
+  /* A pair that died before serving anyone (its setup failed, or the sandbox killed it) is
+   * replaced too, but never in a tight loop. */
+  if (h->idle_died && fs_now() - h->last_spawn < 0.01)
+    poll(NULL, 0, 10);
+  h->idle_died = false;
+  h->last_spawn = fs_now();
+  spawn_worker(h);
 }
 
 static _Noreturn void holder_loop(struct holder *h) {
-  h->idle = spawn_worker(h);
+  replenish(h);
   for (;;) {
-    struct pollfd pfds[2] = {
+    /* With no idle pair, a pending connection on the session socket is a client waiting. */
+    bool want_clients = count_idle(h) == 0;
+    struct pollfd pfds[3] = {
         {.fd = h->signal_fd, .events = POLLIN},
         {.fd = h->busy_read, .events = POLLIN},
+        {.fd = want_clients ? h->cfg->listen_fd : -1, .events = POLLIN},
     };
-    /* Without an idle worker (fork failed: the pids limit is reached), retry shortly. */
-    if (poll(pfds, 2, h->idle > 0 ? -1 : 100) < 0 && errno != EINTR)
+    /* A fork that failed (the pids limit) is retried every 100 ms while clients wait. */
+    int timeout = want_clients && h->n_workers == 0 ? 100 : -1;
+    if (poll(pfds, 3, timeout) < 0 && errno != EINTR)
       continue;
     if (pfds[0].revents) {
       struct signalfd_siginfo si;
       while (read(h->signal_fd, &si, sizeof(si)) > 0)
         ;
     }
+    bool refill = pfds[2].revents != 0 || timeout >= 0;
+    if (pfds[1].revents) {
+      int32_t msg;
+      while (read(h->busy_read, &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
+        if (msg > 0)
+          mark_claimed(h, msg);
+        else
+          refill = true; /* an exec is done: prepare the next pair now */
+      }
+    }
     /* Reap everything: workers, and orphans whose worker died (they come to pid 1). */
-    bool worker_died = false;
     for (;;) {
       pid_t pid = waitpid(-1, NULL, WNOHANG);
       if (pid <= 0)
         break;
-      if (pid == h->idle)
-        h->idle = 0;
-      if (forget_worker(h, pid)) {
+      bool was_idle = false;
+      if (forget_worker(h, pid, &was_idle)) {
+        if (was_idle)
+          h->idle_died = true;
         after_worker_death(h, pid);
-        worker_died = true;
+        refill = true;
       }
     }
-    /* Orphans keep arriving while their parents die: sweep again on every wake-up after a
-     * worker death until none is left. */
-    if (!worker_died) {
-      pid_t kids[256];
-      size_t n = list_children(kids, ARRAY_SIZE(kids));
-      for (size_t i = 0; i < n; i++)
-        if (!is_worker(h, kids[i]))
-          kill(kids[i], SIGKILL);
-    }
-    if (pfds[1].revents) {
-      int32_t busy;
-      while (read(h->busy_read, &busy, sizeof(busy)) == (ssize_t)sizeof(busy))
-        if (busy == h->idle)
-          h->idle = 0;
-    }
-    if (h->idle <= 0)
-      h->idle = spawn_worker(h);
+    /* Orphans keep arriving while their parents die: sweep on every wake-up. */
+    kill_orphans(h);
+    if (refill)
+      replenish(h);
   }
 }
 
@@ -689,9 +769,9 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
 
   /* From here on nothing needs a privilege: give them all up, so that every worker and
    * command is born with none, no_new_privs and no core dumps. Nothing in the sandbox may read
-   * our memory or /proc/1/{exe,fd,cwd,root} either (not dumpable). The seccomp filter is
-   * compiled here and attached by each command right before execve: the holder and its
-   * workers need clone3, which the filter denies. */
+   * our memory or /proc/1/{exe,fd,cwd,root} either (not dumpable). The seccomp filter is not
+   * ours: each command process attaches it before it accepts a request (the holder and its
+   * workers need clone3, which the filter denies). */
   static const struct confine_rlimits no_core = {0};
   r = confine_apply_rlimits(&no_core);
   if (r == 0)
@@ -703,18 +783,14 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   report_send(ready_fd, 0, NULL);
   close(ready_fd);
-  /* Compiled after reporting ready, so it overlaps with the caller recording the session; no
-   * worker exists before it, so no command can start without it. If it cannot be built the
-   * session dies (exec then reports the holder gone): never a command without the filter. */
-  if (confine_seccomp_build(&seccomp_program, &err) < 0)
-    _exit(1);
   static struct holder h;
   h = (struct holder){
       .cfg = cfg, .signal_fd = signal_fd, .busy_read = busy[0], .busy_write = busy[1]};
   holder_loop(&h);
 }
 
-/* ---- spawn (in the caller) -------------------------------------------------------------------- */
+/* ---- spawn (in the caller) --------------------------------------------------------------------
+ */
 
 static int namespace_flags(const struct ns_holder_config *cfg) {
   /* The cgroup namespace comes later (holder_main): made here it would be rooted at our
@@ -723,47 +799,64 @@ static int namespace_flags(const struct ns_holder_config *cfg) {
          (cfg->new_network ? CLONE_NEWNET : 0);
 }
 
-/* The intermediate process: joins the cgroups, clones the holder, writes its id maps from the
- * parent namespace, lets it go and exits (so the holder is re-parented away from the caller). */
-static _Noreturn void intermediate_main(const struct ns_holder_config *cfg, int info_fd,
-                                        int go[2], int ready[2]) {
-  struct cordon_error *err = NULL;
-  int r = confine_cgroups_join_fds(cfg->cgroup_join_fds);
-  if (r < 0) {
-    cordon_error_set(&err, CORDON_ERR_SYSTEM, -r, "cannot join the session's cgroups");
-    report_send(info_fd, 0, err);
-    _exit(1);
-  }
-  /* A raw clone3, fork-like: we are single-threaded here. It makes the holder pid 1 of its own
-   * pid namespace directly, born in the session's v2 cgroup (no migration). */
+/* Clone the holder (pid 1 of its own pid namespace, born in the session's v2 cgroup: no
+ * migration), put it in the v1 cgroups, write its id maps from this, the parent, namespace and
+ * let it go. A raw clone3: the caller must be single-threaded. Returns the holder's pid. */
+static pid_t clone_holder(const struct ns_holder_config *cfg, int go[2], int ready[2],
+                          int close_in_child, struct cordon_error **err) {
   pid_t pid = sys_clone3_fork((uint64_t)namespace_flags(cfg), cfg->cgroup_fd);
   if (pid == 0) {
-    close(info_fd);
+    if (close_in_child >= 0)
+      close(close_in_child);
     close(go[1]);
     close(ready[0]);
     holder_main(cfg, go[0], ready[1]);
   }
-  if (pid < 0) {
-    cordon_error_set(&err,
-                     errno == EPERM || errno == ENOSPC || errno == EINVAL ? CORDON_ERR_UNAVAILABLE
-                                                                            : CORDON_ERR_SYSTEM,
-                     errno, "cannot create the sandbox namespaces");
-    report_send(info_fd, 0, err);
-    _exit(1);
+  if (pid < 0)
+    return cordon_error_set(err,
+                            errno == EPERM || errno == ENOSPC || errno == EINVAL
+                                ? CORDON_ERR_UNAVAILABLE
+                                : CORDON_ERR_SYSTEM,
+                            errno, "cannot create the sandbox namespaces");
+  int r = confine_cgroups_join_fds(cfg->cgroup_join_fds, pid);
+  if (r < 0) {
+    kill(pid, SIGKILL);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, -r, "cannot join the session's cgroups");
   }
   if (confine_userns_write_maps(pid, cfg->identity.uid, cfg->outer_uid, cfg->identity.gid,
-                                cfg->outer_gid, cfg->rootless, &err) < 0) {
+                                cfg->outer_gid, cfg->rootless, err) < 0) {
     kill(pid, SIGKILL);
-    report_send(info_fd, 0, err);
-    _exit(1);
+    return -1;
   }
   (void)!write(go[1], "G", 1);
-  report_send(info_fd, pid, NULL);
-  _exit(0);
+  return pid;
 }
 
-int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out,
-                    struct cordon_error **err) {
+/* The intermediate process (for multi-threaded callers, which must not clone raw): clones the
+ * holder, reports its pid and exits, so the holder is re-parented away from the caller. */
+static _Noreturn void intermediate_main(const struct ns_holder_config *cfg, int info_fd, int go[2],
+                                        int ready[2]) {
+  struct cordon_error *err = NULL;
+  pid_t pid = clone_holder(cfg, go, ready, info_fd, &err);
+  report_send(info_fd, pid > 0 ? pid : 0, pid > 0 ? NULL : err);
+  _exit(pid > 0 ? 0 : 1);
+}
+
+/* num_threads, field 20 of /proc/self/stat (after the parenthesised command name). */
+static bool single_threaded(void) {
+  char buf[512];
+  _cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+  if (n <= 0)
+    return false;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  for (int field = 2; p && field < 20; field++)
+    p = strchr(p + 1, ' ');
+  return p && strtol(p + 1, NULL, 10) == 1;
+}
+
+int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out, struct cordon_error **err) {
   int info[2] = {-1, -1}, go[2] = {-1, -1}, ready[2] = {-1, -1};
   if (pipe2(info, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
     int e = errno;
@@ -778,40 +871,56 @@ int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out,
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "pipe");
   }
   _cleanup_close_ int info_read = info[0], ready_read = ready[0];
-  /* Fork with every signal blocked, so no handler of the caller runs in the copies. */
+  /* Every signal blocked while we make copies of ourselves, so no handler of the caller runs
+   * in them (the holder resets every disposition first thing). */
   sigset_t all, old_mask;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, &old_mask);
-  pid_t mid = fork();
-  if (mid == 0) {
-    close(info[0]);
-    intermediate_main(cfg, info[1], go, ready);
+  pid_t holder = -1;
+  if (single_threaded()) {
+    /* The usual case (the CLI): clone the holder ourselves, saving a process and a hop. The
+     * holder is our child until we exit; destroy reaps it if we are still there. */
+    close(info[1]);
+    holder = clone_holder(cfg, go, ready, -1, err);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    close(go[0]);
+    close(go[1]);
+    close(ready[1]);
+    if (holder < 0)
+      return -1;
+  } else {
+    pid_t mid = fork();
+    if (mid == 0) {
+      close(info[0]);
+      intermediate_main(cfg, info[1], go, ready);
+    }
+    int fork_errno = errno;
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    close(info[1]);
+    close(go[0]);
+    close(go[1]);
+    close(ready[1]);
+    if (mid < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, fork_errno, "fork");
+    struct setup_report rep;
+    int got = report_receive(info_read, &rep);
+    while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
+      ;
+    if (got < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox spawner died");
+    if (rep.kind >= 0)
+      return cordon_error_set(err, (enum cordon_error_kind)rep.kind, 0, "%s", rep.message);
+    holder = rep.pid;
   }
-  int fork_errno = errno;
-  sigprocmask(SIG_SETMASK, &old_mask, NULL);
-  close(info[1]);
-  close(go[0]);
-  close(go[1]);
-  close(ready[1]);
-  if (mid < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, fork_errno, "fork");
-
   struct setup_report rep;
-  int got = report_receive(info_read, &rep);
-  while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
-    ;
-  if (got < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox spawner died");
-  if (rep.kind >= 0)
-    return cordon_error_set(err, (enum cordon_error_kind)rep.kind, 0, "%s", rep.message);
-  pid_t holder = rep.pid;
   if (report_receive(ready_read, &rep) < 0) {
     kill(holder, SIGKILL);
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
-                            "the sandbox holder died while setting up");
+    waitpid(holder, NULL, WNOHANG);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox holder died while setting up");
   }
   if (rep.kind >= 0) {
     kill(holder, SIGKILL);
+    waitpid(holder, NULL, WNOHANG);
     return cordon_error_set(err, (enum cordon_error_kind)rep.kind, 0, "sandbox setup: %s",
                             rep.message);
   }

@@ -13,7 +13,6 @@
 #include <jansson.h>
 #include <limits.h>
 #include <poll.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cordon/keys.h>
 #include <cordon/session.h>
 
 #include "backend/builtin.h"
@@ -43,9 +43,10 @@
 
 #define SOCKET_NAME "holder.sock"
 #define STATE_VERSION 1
-/* The runtime's own tasks in the session's pids cgroup: the holder, its idle worker and the
- * worker of the running exec. */
-#define PIDS_OVERHEAD 3
+/* The runtime's own tasks in the session's pids cgroup: the holder, the idle worker and its
+ * waiting command process, and the worker of the running exec (each further concurrent exec
+ * has a worker too, counted against the limit). */
+#define PIDS_OVERHEAD 4
 /* How long exec waits for the holder to answer a request. */
 #define START_TIMEOUT_MS 30000
 /* How long destroy waits for the holder (and with it the namespace) to die. */
@@ -154,10 +155,10 @@ static char **cgroup_slot(struct confine_cgroups *cg, int i) {
 }
 
 static int save_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err) {
-  json_t *o = json_pack("{s:i, s:I, s:I, s:b, s:s}", "version", STATE_VERSION, "holder_pid",
-                        (json_int_t)impl->holder_pid, "holder_start",
-                        (json_int_t)impl->holder_start, "owned_workspace", impl->owned_workspace,
-                        "socket", SOCKET_NAME);
+  json_t *o =
+      json_pack("{s:i, s:I, s:I, s:b, s:s}", "version", STATE_VERSION, "holder_pid",
+                (json_int_t)impl->holder_pid, "holder_start", (json_int_t)impl->holder_start,
+                "owned_workspace", impl->owned_workspace, "socket", SOCKET_NAME);
   if (!o)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session state");
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++) {
@@ -183,8 +184,8 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
   }
   json_t *pid = json_object_get(o, "holder_pid"), *start = json_object_get(o, "holder_start");
   int r = 0;
-  if (json_integer_value(json_object_get(o, "version")) != STATE_VERSION ||
-      !json_is_integer(pid) || !json_is_integer(start) || json_integer_value(pid) <= 0 ||
+  if (json_integer_value(json_object_get(o, "version")) != STATE_VERSION || !json_is_integer(pid) ||
+      !json_is_integer(start) || json_integer_value(pid) <= 0 ||
       json_integer_value(pid) > INT_MAX) {
     r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state lacks a valid holder pid");
   } else {
@@ -194,9 +195,12 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
     for (int i = 0; i < CONFINE_CG_MAX_DIRS && r == 0; i++) {
       const char *dir = json_string_value(json_object_get(o, cgroup_keys[i]));
       /* Only ever remove cgroups: a tampered state must not make us rmdir anything else. */
-      if (dir && strncmp(dir, "/sys/fs/cgroup/", 15) != 0)
-        r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state names a cgroup outside "
-                                                         "/sys/fs/cgroup: %s", dir);
+      if (dir &&
+          (strncmp(dir, "/sys/fs/cgroup/", 15) != 0 || strstr(dir, "/../") || strstr(dir, "/./")))
+        r = cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                             "ns state names a cgroup outside "
+                             "/sys/fs/cgroup: %s",
+                             dir);
       else if (dir && !(*cgroup_slot(&impl->cgroups, i) = strdup(dir)))
         r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
     }
@@ -231,7 +235,7 @@ static void holder_kill(struct ns_impl *impl) {
   struct pollfd pfd = {.fd = fd, .events = POLLIN};
   while (poll(&pfd, 1, DESTROY_WAIT_MS) < 0 && errno == EINTR)
     ;
-  /* If it was our own child (a library caller that is a subreaper), do not leave a zombie. */
+  /* The holder is our child when this process created the session: leave no zombie. */
   waitpid(impl->holder_pid, NULL, WNOHANG);
 }
 
@@ -262,10 +266,10 @@ static int stop_everything(struct cordon_session *s, struct cordon_error **err) 
 /* ---- create -------------------------------------------------------------------------------- */
 
 struct plan {
-  char **system_paths;            /* normalised */
-  struct confine_path *system;    /* resolved; kind DIR/FILE/SYMLINK; path NULL when absent */
+  char **system_paths;         /* normalised */
+  struct confine_path *system; /* resolved; kind DIR/FILE/SYMLINK; path NULL when absent */
   size_t n_system;
-  struct confine_path *grants;    /* resolved allow_ro */
+  struct confine_path *grants; /* resolved allow_ro */
   size_t n_grants;
   char **ro, **hidden_dirs, **hidden_files;
   struct confine_tree *trees;
@@ -292,8 +296,8 @@ static void plan_clear(struct plan *p) {
 
 static int push_resolved(struct plan *p, const struct confine_path *rp, bool read_only,
                          struct cordon_error **err) {
-  char ***list = read_only ? &p->ro
-                           : (rp->kind == CONFINE_KIND_DIR ? &p->hidden_dirs : &p->hidden_files);
+  char ***list =
+      read_only ? &p->ro : (rp->kind == CONFINE_KIND_DIR ? &p->hidden_dirs : &p->hidden_files);
   for (size_t i = 0; *list && (*list)[i]; i++)
     if (strcmp((*list)[i], rp->path) == 0)
       return 0; /* the same path named twice (e.g. .cordon listed explicitly) */
@@ -310,23 +314,25 @@ static int plan_workspace_policy(struct plan *p, const struct cordon_session *s,
   _cleanup_(strv_freep) char **ro_norm = NULL, **hidden_norm = NULL;
   for (size_t i = 0; policy->read_only && policy->read_only[i]; i++) {
     char *n = NULL;
-    if (confine_normalize_workspace_path(policy->read_only[i], "read-only path", &n, err) < 0 ||
-        strv_push_take(&ro_norm, n) < 0)
+    if (confine_normalize_workspace_path(policy->read_only[i], "read-only path", &n, err) < 0)
       return -1;
+    if (strv_push_take(&ro_norm, n) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
   }
   for (size_t i = 0; policy->hidden && policy->hidden[i]; i++) {
     char *n = NULL;
-    if (confine_normalize_workspace_path(policy->hidden[i], "hidden path", &n, err) < 0 ||
-        strv_push_take(&hidden_norm, n) < 0)
+    if (confine_normalize_workspace_path(policy->hidden[i], "hidden path", &n, err) < 0)
       return -1;
+    if (strv_push_take(&hidden_norm, n) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
   }
-  if (confine_check_workspace_lists((const char *const *)ro_norm,
-                                    (const char *const *)hidden_norm, err) < 0)
+  if (confine_check_workspace_lists((const char *const *)ro_norm, (const char *const *)hidden_norm,
+                                    err) < 0)
     return -1;
   for (size_t i = 0; ro_norm && ro_norm[i]; i++) {
     struct confine_path rp = {0};
-    int r = confine_resolve_workspace_path(ws_fd, p->workspace_real, ro_norm[i],
-                                           "read-only path", &rp, err);
+    int r = confine_resolve_workspace_path(ws_fd, p->workspace_real, ro_norm[i], "read-only path",
+                                           &rp, err);
     if (r == 0)
       r = push_resolved(p, &rp, true, err);
     confine_path_clear(&rp);
@@ -335,27 +341,37 @@ static int plan_workspace_policy(struct plan *p, const struct cordon_session *s,
   }
   for (size_t i = 0; hidden_norm && hidden_norm[i]; i++) {
     struct confine_path rp = {0};
-    int r = confine_resolve_workspace_path(ws_fd, p->workspace_real, hidden_norm[i],
-                                           "hidden path", &rp, err);
+    int r = confine_resolve_workspace_path(ws_fd, p->workspace_real, hidden_norm[i], "hidden path",
+                                           &rp, err);
     if (r == 0)
       r = push_resolved(p, &rp, false, err);
     confine_path_clear(&rp);
     if (r < 0)
       return -1;
   }
-  /* cordon's own state is always hidden when the workspace holds it. */
-  char state_real[PATH_MAX];
-  const char *state_dir = s->ctx ? cordon_context_state_dir(s->ctx) : NULL;
-  if (state_dir && realpath(state_dir, state_real)) {
+  /* cordon's own state, and its keys, are always hidden when the workspace holds them (the
+   * keys should live outside every workspace; if they do not, the sandbox still never sees
+   * them). */
+  _cleanup_free_ char *key_dir = NULL;
+  cordon_key_dir(&key_dir, NULL);
+  const char *own[] = {s->ctx ? cordon_context_state_dir(s->ctx) : NULL, key_dir};
+  for (size_t k = 0; k < ARRAY_SIZE(own); k++) {
+    char real[PATH_MAX];
+    struct stat st;
+    if (!own[k] || !realpath(own[k], real) || stat(real, &st) < 0)
+      continue;
     size_t wl = strlen(p->workspace_real);
-    if (strncmp(state_real, p->workspace_real, wl) == 0 && state_real[wl] == '/') {
-      struct confine_path rp = {.path = strdup(state_real + wl + 1), .kind = CONFINE_KIND_DIR};
-      int r = rp.path ? push_resolved(p, &rp, false, err)
-                      : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-      free(rp.path);
-      if (r < 0)
-        return -1;
-    }
+    if (strncmp(real, p->workspace_real, wl) != 0 || real[wl] != '/')
+      continue;
+    struct confine_path rp = {
+        .path = strdup(real + wl + 1),
+        .kind = S_ISDIR(st.st_mode) ? CONFINE_KIND_DIR : CONFINE_KIND_FILE,
+    };
+    int r = rp.path ? push_resolved(p, &rp, false, err)
+                    : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+    free(rp.path);
+    if (r < 0)
+      return -1;
   }
   _cleanup_(strv_freep) char **hidden_all = strv_copy((const char *const *)p->hidden_dirs);
   for (size_t i = 0; hidden_all && p->hidden_files && p->hidden_files[i]; i++)
@@ -371,25 +387,27 @@ static int plan_workspace_policy(struct plan *p, const struct cordon_session *s,
 
 static int plan_host_paths(struct plan *p, const struct cordon_session *s,
                            const struct cordon_policy *policy, struct cordon_error **err) {
-  const char *const *sys = policy->system_paths ? policy->system_paths
-                                                : confine_default_system_paths;
+  const char *const *sys =
+      policy->system_paths ? policy->system_paths : confine_default_system_paths;
   bool optional = policy->system_paths == NULL;
   for (size_t i = 0; sys[i]; i++) {
     char *n = NULL;
-    if (confine_normalize_host_path(sys[i], "system path", &n, err) < 0 ||
-        strv_push_take(&p->system_paths, n) < 0)
+    if (confine_normalize_host_path(sys[i], "system path", &n, err) < 0)
       return -1;
+    if (strv_push_take(&p->system_paths, n) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
   }
   _cleanup_(strv_freep) char **grants = NULL;
   for (size_t i = 0; policy->allow_ro && policy->allow_ro[i]; i++) {
     char *n = NULL;
-    if (confine_normalize_host_path(policy->allow_ro[i], "read-only grant", &n, err) < 0 ||
-        strv_push_take(&grants, n) < 0)
+    if (confine_normalize_host_path(policy->allow_ro[i], "read-only grant", &n, err) < 0)
       return -1;
+    if (strv_push_take(&grants, n) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
   }
   if (confine_check_sandbox_root(s->root, (const char *const *)p->system_paths, err) < 0 ||
-      confine_check_host_lists((const char *const *)p->system_paths,
-                               (const char *const *)grants, s->root, err) < 0)
+      confine_check_host_lists((const char *const *)p->system_paths, (const char *const *)grants,
+                               s->root, err) < 0)
     return -1;
   size_t n_sys = strv_length((const char *const *)p->system_paths);
   size_t n_grants = strv_length((const char *const *)grants);
@@ -402,8 +420,8 @@ static int plan_host_paths(struct plan *p, const struct cordon_session *s,
   p->n_grants = n_grants;
   for (size_t i = 0; i < n_sys; i++) {
     bool present = false;
-    if (confine_resolve_host_path(p->system_paths[i], true, optional, "system path",
-                                  &p->system[i], &present, err) < 0)
+    if (confine_resolve_host_path(p->system_paths[i], true, optional, "system path", &p->system[i],
+                                  &present, err) < 0)
       return -1;
     if (!present)
       continue;
@@ -427,8 +445,8 @@ static int plan_host_paths(struct plan *p, const struct cordon_session *s,
                 (strcmp(grants[j], grants[i]) != 0 || j < i);
     if (covered)
       continue;
-    if (confine_resolve_host_path(grants[i], false, false, "read-only grant", &p->grants[i],
-                                  NULL, err) < 0)
+    if (confine_resolve_host_path(grants[i], false, false, "read-only grant", &p->grants[i], NULL,
+                                  err) < 0)
       return -1;
     struct confine_tree *t = &p->trees[p->n_trees++];
     *t = (struct confine_tree){
@@ -523,6 +541,8 @@ static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
       return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", m->workspace);
     if (!S_ISDIR(st.st_mode))
       return cordon_error_set(err, CORDON_ERR_USAGE, ENOTDIR, "workspace %s", m->workspace);
+    if (confine_check_workspace_dir(real, err) < 0)
+      return -1;
     s->workspace = strdup(real);
   } else {
     if (asprintf(&s->workspace, "%s/workspace", s->state_dir) < 0)
@@ -547,7 +567,8 @@ static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
   /* Identity: as root, the sandbox uid maps to an unprivileged host uid; rootless, to ours. */
   bool rootless = geteuid() != 0;
   struct ns_holder_config cfg = {
-      .identity = {.uid = CONFINE_SANDBOX_UID, .gid = CONFINE_SANDBOX_GID,
+      .identity = {.uid = CONFINE_SANDBOX_UID,
+                   .gid = CONFINE_SANDBOX_GID,
                    .can_setgroups = !rootless},
       .outer_uid = rootless ? geteuid() : env_id("CORDON_SANDBOX_HOST_UID", CONFINE_ROOT_HOST_UID),
       .outer_gid = rootless ? getegid() : env_id("CORDON_SANDBOX_HOST_GID", CONFINE_ROOT_HOST_GID),
@@ -563,8 +584,8 @@ static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
   /* cgroups: limits, and the v2 cgroup whose leaves let each exec's tree be killed at once. */
   char cg_name[96];
   snprintf(cg_name, sizeof(cg_name), "cordon-%s", s->id);
-  if (confine_cgroups_create(cg_name, &policy->limits, PIDS_OVERHEAD, cfg.outer_uid,
-                             cfg.outer_gid, &impl->cgroups, err) < 0)
+  if (confine_cgroups_create(cg_name, &policy->limits, PIDS_OVERHEAD, cfg.outer_uid, cfg.outer_gid,
+                             &impl->cgroups, err) < 0)
     return -1;
   int join_fds[CONFINE_CG_MAX_DIRS] = {-1, -1, -1, -1};
   int r = confine_cgroups_open_v1_procs(&impl->cgroups, join_fds, err);
@@ -617,8 +638,8 @@ static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
                              "workspace: the sandbox uid cannot be given write access: %s",
                              idmap_err->message);
       } else if (chown_tree(ws_fd, cfg.outer_uid, cfg.outer_gid, 0) < 0) {
-        r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
-                             "cannot hand %s to the sandbox uid", s->workspace);
+        r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hand %s to the sandbox uid",
+                             s->workspace);
       } else {
         workspace_tree.tree_fd = confine_tree_prepare(
             plan.workspace_real, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
@@ -635,8 +656,8 @@ static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
                "cordon:x:%u:%u:cordon sandbox:%s:/bin/sh\n"
                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
                CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, s->root) < 0 ||
-      asprintf(&plan.group, "root:x:0:\ncordon:x:%u:\nnogroup:x:65534:\n",
-               CONFINE_SANDBOX_GID) < 0) {
+      asprintf(&plan.group, "root:x:0:\ncordon:x:%u:\nnogroup:x:65534:\n", CONFINE_SANDBOX_GID) <
+          0) {
     plan.passwd = plan.group = NULL;
     if (r == 0)
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
@@ -711,8 +732,8 @@ static void ns_release(struct cordon_session *s) {
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-static int ns_read(struct cordon_session *s, const char *path, unsigned char **data,
-                   size_t *length, struct cordon_error **err) {
+static int ns_read(struct cordon_session *s, const char *path, unsigned char **data, size_t *length,
+                   struct cordon_error **err) {
   return workspace_read(s->workspace, path, data, length, err);
 }
 
@@ -786,8 +807,8 @@ static int launch_start(void *data, const struct exec_spec *spec, const int stdi
   _cleanup_free_ unsigned char *buf = NULL;
   size_t len = 0;
   static const char *const empty[] = {NULL};
-  if (ns_request_encode(spec->cwd, spec->argv, spec->envp ? spec->envp : empty, &buf, &len,
-                        err) < 0)
+  if (ns_request_encode(spec->cwd, spec->argv, spec->envp ? spec->envp : empty, &buf, &len, err) <
+      0)
     return -1;
   l->conn = connect_holder(l->impl, err);
   if (l->conn < 0)
@@ -830,13 +851,14 @@ static int launch_start(void *data, const struct exec_spec *spec, const int stdi
   if (reply.type == NS_REPLY_FAILED) {
     l->ended = true;
     if (reply.a == NS_STAGE_CHDIR)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b, "cannot run %s in %s",
-                              spec->argv[0], spec->cwd);
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b,
-                            "the sandbox could not set up %s", spec->argv[0]);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b, "cannot run %s in %s", spec->argv[0],
+                              spec->cwd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b, "the sandbox could not set up %s",
+                            spec->argv[0]);
   }
   if (reply.type != NS_REPLY_RUNNING)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO, "unexpected reply from the sandbox");
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO, "unexpected reply %u from the sandbox",
+                            reply.type);
   *exit_fd = fcntl(l->conn, F_DUPFD_CLOEXEC, 3);
   if (*exit_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "dup");

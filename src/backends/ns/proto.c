@@ -62,8 +62,7 @@ int ns_request_check_header(const struct ns_request_header *h, struct cordon_err
   if (h->magic != NS_PROTO_MAGIC)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "exec request: bad magic");
   if (h->length == 0 || h->length > NS_PROTO_MAX_PAYLOAD)
-    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "exec request: bad length %u",
-                            h->length);
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "exec request: bad length %u", h->length);
   if (h->argc == 0 || h->argc > NS_PROTO_MAX_STRINGS || h->envc > NS_PROTO_MAX_STRINGS ||
       (uint64_t)h->argc + h->envc + 1 > h->length)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "exec request: bad counts");

@@ -1,0 +1,387 @@
+/* `cordon race`: fork K candidates from a snapshot, run one command in each, rank their
+ * results and write a signed selection receipt (the work is cordon_race_run's; this file
+ * parses flags, draws the live view of the candidates on a terminal and prints the outcome). */
+#include <getopt.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cordon/race.h>
+#include <cordon/receipt.h>
+#include <cordon/session.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/strv.h"
+#include "cli/cli.h"
+
+#define PROFILE_FILE_MAX (64u * 1024u)
+/* Above this many candidates the live view is one summary line instead of one per candidate. */
+#define VIEW_MAX_ROWS 16
+
+static const char race_usage[] =
+    "usage: cordon race --base ID --k K --out RECEIPT [options] -- ARGV...\n"
+    "\n"
+    "Fork K candidate sessions from the snapshot ID, run ARGV (never a shell) in each with\n"
+    "CORDON_CANDIDATE_INDEX=0..K-1 set, take each terminal snapshot, score and rank the\n"
+    "candidates (TOPSIS) and write a signed selection receipt naming the winner. The receipt\n"
+    "holds no time, host or run id: the same race gives the same bytes. It is also appended\n"
+    "to the audit chain; check it later with 'cordon receipt verify'.\n"
+    "\n"
+    "  --base ID          the snapshot every candidate starts from\n"
+    "  --k K              the number of candidates, 1..256\n"
+    "  --out RECEIPT      where to write the receipt (atomically)\n"
+    "  --backend B        a backend that declares SNAPSHOT (default: $CORDON_BACKEND, else\n"
+    "                     the default backend)\n"
+    "  --profile FILE     ranking profile, JSON: {\"axes\":[{\"name\",\"direction\",\"weight\"}],\n"
+    "                     \"name\"}; axes among correctness, cost, reversibility (default:\n"
+    "                     correctness 3 benefit, cost 1 cost, reversibility 1 benefit)\n"
+    "  --judge WORD       one word of a judge command run in each candidate after its\n"
+    "                     terminal snapshot (repeat for every word: --judge test --judge -f\n"
+    "                     --judge out); it sees CORDON_CANDIDATE_INDEX and\n"
+    "                     CORDON_CANDIDATE_EXIT_CODE, its exit code counts for correctness\n"
+    "  --timeout SECONDS  limit for the command and for the judge (default: none)\n"
+    "  --jobs N           candidates run at once (default: the number of cores)\n"
+    "  --json             print the outcome as JSON\n"
+    "\n"
+    "Scores: correctness 1 when the command exits 0 (with a judge: the mean of the command's\n"
+    "and the judge's pass); cost = changed entries + bytes added + bytes removed between the\n"
+    "base and the terminal snapshot; reversibility = the share of the base's entries left\n"
+    "untouched. Everything is checked before anything runs; if a candidate cannot start, none\n"
+    "runs. Sessions are destroyed at the end; their snapshots stay in the store.\n"
+    "\n"
+    "Exit codes: 0 a winner was chosen and the receipt written, 1 failed, 2 usage, 3 not\n"
+    "found (base snapshot, backend, signing key), 4 unavailable or refused.\n";
+
+enum {
+  OPT_BASE = 256,
+  OPT_K,
+  OPT_OUT,
+  OPT_BACKEND,
+  OPT_PROFILE,
+  OPT_JUDGE,
+  OPT_TIMEOUT,
+  OPT_JOBS,
+  OPT_JSON,
+};
+
+struct race_args {
+  const char *base, *out, *backend, *profile;
+  char **judge;
+  unsigned long long k, jobs;
+  bool has_k;
+  double timeout;
+  bool json;
+  char **argv;
+};
+
+/* Returns -1 after printing help, > 0 an exit code, 0 to go on. */
+static int parse_args(int argc, char **argv, struct race_args *a) {
+  static const struct option opts[] = {{"base", required_argument, NULL, OPT_BASE},
+                                       {"k", required_argument, NULL, OPT_K},
+                                       {"out", required_argument, NULL, OPT_OUT},
+                                       {"backend", required_argument, NULL, OPT_BACKEND},
+                                       {"profile", required_argument, NULL, OPT_PROFILE},
+                                       {"judge", required_argument, NULL, OPT_JUDGE},
+                                       {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                       {"jobs", required_argument, NULL, OPT_JOBS},
+                                       {"json", no_argument, NULL, OPT_JSON},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {0}};
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'h': fputs(race_usage, stdout); return -1;
+    case OPT_BASE: a->base = optarg; break;
+    case OPT_OUT: a->out = optarg; break;
+    case OPT_BACKEND: a->backend = optarg; break;
+    case OPT_PROFILE: a->profile = optarg; break;
+    case OPT_JSON: a->json = true; break;
+    case OPT_JUDGE:
+      if (strv_push(&a->judge, optarg) < 0)
+        return EXIT_FAILURE_;
+      break;
+    case OPT_K:
+      if (cli_parse_u64(optarg, &a->k) < 0 || a->k < 1 || a->k > CORDON_RACE_MAX_K)
+        return cli_usage_error("race", "--k needs a number from 1 to %u, not '%s'",
+                               CORDON_RACE_MAX_K, optarg);
+      a->has_k = true;
+      break;
+    case OPT_JOBS:
+      if (cli_parse_u64(optarg, &a->jobs) < 0 || a->jobs < 1 || a->jobs > CORDON_RACE_MAX_K)
+        return cli_usage_error("race", "--jobs needs a number from 1 to %u, not '%s'",
+                               CORDON_RACE_MAX_K, optarg);
+      break;
+    case OPT_TIMEOUT:
+      if (cli_parse_double(optarg, 0, &a->timeout) < 0)
+        return cli_usage_error("race", "--timeout needs a number of seconds, not '%s'", optarg);
+      break;
+    default:
+      return cli_usage_error("race", "unknown option or missing value '%s'", argv[optind - 1]);
+    }
+  }
+  if (!a->base)
+    return cli_usage_error("race", "--base ID is required");
+  if (!a->has_k)
+    return cli_usage_error("race", "--k K is required");
+  if (!a->out)
+    return cli_usage_error("race", "--out RECEIPT is required");
+  if (optind >= argc)
+    return cli_usage_error("race", "no command: give it after --");
+  if (optind > 0 && strcmp(argv[optind - 1], "--"))
+    return cli_usage_error("race", "put the command after -- (found '%s')", argv[optind]);
+  a->argv = argv + optind;
+  return 0;
+}
+
+/* ---- the live view ------------------------------------------------------------------------- */
+
+struct view {
+  FILE *out;
+  bool active;
+  pthread_mutex_t mu; /* the race's threads and the ticker both draw */
+  pthread_t ticker;
+  bool ticking, stop;
+  size_t k;
+  enum cordon_race_phase *phase;
+  int *exit_code;
+  double *since;
+  size_t lines; /* lines on screen */
+  double start, last_draw;
+};
+
+static void view_draw(struct view *v) {
+  if (v->lines)
+    fprintf(v->out, "\033[%zuA", v->lines);
+  double now = fs_now();
+  v->lines = 0;
+  if (v->k > VIEW_MAX_ROWS) {
+    size_t count[CORDON_RACE_CANCELLED + 1] = {0};
+    for (size_t i = 0; i < v->k; i++)
+      count[v->phase[i]]++;
+    fprintf(v->out, "\r\033[Krace: %zu candidates, %.1fs:", v->k, now - v->start);
+    for (int p = 0; p <= CORDON_RACE_CANCELLED; p++)
+      if (count[p])
+        fprintf(v->out, " %zu %s", count[p], cordon_race_phase_name((enum cordon_race_phase)p));
+    fputc('\n', v->out);
+    v->lines = 1;
+  } else {
+    for (size_t i = 0; i < v->k; i++) {
+      fprintf(v->out, "\r\033[K  candidate-%-4zu %-10s", i, cordon_race_phase_name(v->phase[i]));
+      if (v->phase[i] == CORDON_RACE_DONE)
+        fprintf(v->out, " exit %d", v->exit_code[i]);
+      else if (v->phase[i] != CORDON_RACE_WAITING && v->phase[i] != CORDON_RACE_FAILED &&
+               v->phase[i] != CORDON_RACE_CANCELLED)
+        fprintf(v->out, " %.1fs", now - v->since[i]);
+      fputc('\n', v->out);
+      v->lines++;
+    }
+  }
+  fflush(v->out);
+  v->last_draw = now;
+}
+
+/* Called by the race, one call at a time, from its threads. */
+static void view_update(void *data, const struct cordon_race_event *ev) {
+  struct view *v = data;
+  if (!v->active || ev->index >= v->k)
+    return;
+  pthread_mutex_lock(&v->mu);
+  if (v->phase[ev->index] != ev->phase)
+    v->since[ev->index] = fs_now();
+  v->phase[ev->index] = ev->phase;
+  if (ev->outcome)
+    v->exit_code[ev->index] = ev->outcome->exit_code;
+  /* Redraw at most ten times a second, but always for an ending. */
+  bool ending = ev->phase >= CORDON_RACE_DONE;
+  if (!v->stop && (ending || fs_now() - v->last_draw >= 0.1))
+    view_draw(v);
+  pthread_mutex_unlock(&v->mu);
+}
+
+/* Keeps the elapsed times moving while commands run and nothing else happens. */
+static void *view_tick(void *data) {
+  struct view *v = data;
+  for (;;) {
+    usleep(250 * 1000);
+    pthread_mutex_lock(&v->mu);
+    bool stop = v->stop;
+    if (!stop && fs_now() - v->last_draw >= 0.25)
+      view_draw(v);
+    pthread_mutex_unlock(&v->mu);
+    if (stop)
+      return NULL;
+  }
+}
+
+static int view_init(struct view *v, size_t k) {
+  memset(v, 0, sizeof(*v));
+  v->out = stderr;
+  v->active = isatty(fileno(stderr)) == 1;
+  v->k = k;
+  v->start = fs_now();
+  if (!v->active)
+    return 0;
+  v->phase = calloc(k, sizeof(*v->phase));
+  v->exit_code = calloc(k, sizeof(*v->exit_code));
+  v->since = calloc(k, sizeof(*v->since));
+  pthread_mutex_init(&v->mu, NULL);
+  if (!v->phase || !v->exit_code || !v->since)
+    v->active = false;
+  else
+    v->ticking = pthread_create(&v->ticker, NULL, view_tick, v) == 0;
+  return 0;
+}
+
+/* Erase the view: the outcome is printed on stdout afterwards. Safe to call twice. */
+static void view_done(struct view *v) {
+  if (v->ticking) {
+    pthread_mutex_lock(&v->mu);
+    v->stop = true;
+    pthread_mutex_unlock(&v->mu);
+    pthread_join(v->ticker, NULL);
+    v->ticking = false;
+  }
+  if (v->active) {
+    if (v->lines)
+      fprintf(v->out, "\033[%zuA\033[J", v->lines);
+    fflush(v->out);
+    pthread_mutex_destroy(&v->mu);
+    v->active = false;
+  }
+  free(v->phase);
+  free(v->exit_code);
+  free(v->since);
+  v->phase = NULL;
+  v->exit_code = NULL;
+  v->since = NULL;
+}
+
+/* ---- output -------------------------------------------------------------------------------- */
+
+static void print_json(const struct race_args *a, const struct cordon_race_result *res) {
+  json_t *cands = json_array();
+  for (size_t i = 0; i < res->n_candidates; i++) {
+    const struct cordon_race_candidate *c = &res->candidates[i];
+    const struct cordon_race_outcome *o = &c->outcome;
+    json_t *j =
+        json_pack("{s:s, s:s, s:i, s:b, s:f, s:f, s:f, s:f, s:b}", "task_id", c->task_id,
+                  "snapshot", c->snapshot, "exit_code", o->exit_code, "timed_out", o->timed_out,
+                  "correctness", o->correctness, "cost", o->cost, "reversibility", o->reversibility,
+                  "closeness", c->closeness, "winner", i == res->winner);
+    if (o->judged)
+      json_object_set_new(j, "judge_exit_code", json_integer(o->judge_exit_code));
+    json_array_append_new(cands, j);
+  }
+  const struct cordon_race_candidate *w = &res->candidates[res->winner];
+  json_t *out =
+      json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:o}", "receipt", a->out, "receipt_sha256",
+                res->receipt_sha256, "audit_hmac", res->audit_hmac, "base", a->base, "winner",
+                "task_id", w->task_id, "snapshot", w->snapshot, "candidates", cands);
+  json_dumpf(out, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+  putchar('\n');
+  json_decref(out);
+}
+
+static void print_text(const struct race_args *a, const struct cordon_race_result *res) {
+  printf("%-14s %5s %5s %11s %14s %13s %9s  %s\n", "TASK", "EXIT", "JUDGE", "CORRECTNESS", "COST",
+         "REVERSIBILITY", "CLOSENESS", "SNAPSHOT");
+  for (size_t i = 0; i < res->n_candidates; i++) {
+    const struct cordon_race_candidate *c = &res->candidates[i];
+    const struct cordon_race_outcome *o = &c->outcome;
+    char judge[16];
+    if (o->judged)
+      snprintf(judge, sizeof(judge), "%d", o->judge_exit_code);
+    else
+      snprintf(judge, sizeof(judge), "-");
+    printf("%-14s %5d %5s %11.3g %14.0f %13.4f %9.4f  %.12s%s\n", c->task_id, o->exit_code, judge,
+           o->correctness, o->cost, o->reversibility, c->closeness, c->snapshot,
+           i == res->winner ? "  winner" : "");
+  }
+  const struct cordon_race_candidate *w = &res->candidates[res->winner];
+  printf("winner: %s, snapshot %s\n", w->task_id, w->snapshot);
+  printf("receipt: %s (sha256 %s)\n", a->out, res->receipt_sha256);
+}
+
+static char *default_actor(void) {
+  struct passwd *pw = getpwuid(geteuid());
+  char *actor = NULL;
+  if (pw && pw->pw_name && *pw->pw_name ? asprintf(&actor, "user:%s", pw->pw_name) < 0
+                                        : asprintf(&actor, "uid:%u", (unsigned)geteuid()) < 0)
+    actor = NULL;
+  return actor;
+}
+
+static int load_profile(const char *path, struct cordon_rank_profile **out,
+                        struct cordon_error **err) {
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t length = 0;
+  if (fs_read_file(path, PROFILE_FILE_MAX, &text, &length, err) < 0)
+    return cordon_error_prefix(err, "--profile %s", path);
+  if (cordon_rank_profile_parse((const char *)text, length, out, err) < 0)
+    return cordon_error_prefix(err, "--profile %s", path);
+  return 0;
+}
+
+int cmd_race(int argc, char **argv) {
+  struct race_args a = {0};
+  int r = parse_args(argc, argv, &a);
+  if (r) {
+    strv_free(a.judge);
+    return r < 0 ? EXIT_OK : r;
+  }
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct cordon_registry *reg = NULL;
+  struct cordon_rank_profile *profile = NULL;
+  const struct cordon_backend *backend = NULL;
+  struct cordon_race_result res = {0};
+  struct view view;
+  _cleanup_free_ char *actor = default_actor();
+  view_init(&view, a.k);
+  int code = EXIT_OK;
+  if ((a.profile && load_profile(a.profile, &profile, &err) < 0) ||
+      cordon_context_open(NULL, &ctx, &err) < 0 || cordon_registry_load(&reg, &err) < 0 ||
+      cordon_registry_find(reg, a.backend ? a.backend : cordon_registry_default_name(), &backend,
+                           &err) < 0) {
+    code = cli_fail(err);
+    goto out;
+  }
+  struct cordon_race_observer observer = {view_update, &view};
+  struct cordon_race_options o = {
+      .base = a.base,
+      .k = (unsigned)a.k,
+      .backend = backend,
+      .argv = (const char *const *)a.argv,
+      .judge_argv = (const char *const *)a.judge,
+      .profile = profile,
+      .out_path = a.out,
+      .timeout = a.timeout,
+      .jobs = (unsigned)a.jobs,
+      .actor = actor,
+      .observer = &observer,
+  };
+  r = cordon_race_run(ctx, &o, &res, &err);
+  view_done(&view);
+  if (r < 0) {
+    code = cli_fail(err);
+    goto out;
+  }
+  if (a.json)
+    print_json(&a, &res);
+  else
+    print_text(&a, &res);
+out:
+  view_done(&view);
+  cordon_race_result_clear(&res);
+  cordon_rank_profile_free(profile);
+  cordon_registry_free(reg);
+  cordon_context_free(ctx);
+  strv_free(a.judge);
+  return code;
+}

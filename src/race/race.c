@@ -1,0 +1,680 @@
+/* Fork-and-race (include/cordon/race.h): K candidates resumed from one base snapshot, the same
+ * command in each, their terminal snapshots scored and ranked, and the choice sealed in a
+ * signed selection receipt that is appended to the audit chain.
+ *
+ * The pure parts (the change between two manifests, the score vector, the receipt body) are
+ * kept apart from the effects (sessions, threads, files). Work happens in two phases so that a
+ * candidate that cannot start stops the race before any command runs: first every session is
+ * resumed, then every command runs; each phase is a pool of at most one thread per core pulling
+ * candidate indices. Only the generic session API is used, so any backend that declares
+ * SNAPSHOT can race. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include <cordon/audit.h>
+#include <cordon/keys.h>
+#include <cordon/race.h>
+#include <cordon/receipt.h>
+#include <cordon/session.h>
+#include <cordon/snapshot.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "crypto/digest.h"
+#include "crypto/jcs.h"
+
+/* Output of the command and the judge is not kept (results belong in the workspace); a small
+ * bound keeps K concurrent captures cheap. */
+#define RACE_MAX_OUTPUT (64u * 1024u)
+
+/* ---- the change between two manifests (pure) ---------------------------------------------- */
+
+static int compare_entry_paths(const void *pa, const void *pb) {
+  const struct cordon_snapshot_entry *a = *(const struct cordon_snapshot_entry *const *)pa;
+  const struct cordon_snapshot_entry *b = *(const struct cordon_snapshot_entry *const *)pb;
+  size_t n = a->path_length < b->path_length ? a->path_length : b->path_length;
+  int c = memcmp(a->path, b->path, n);
+  if (c)
+    return c;
+  return a->path_length < b->path_length ? -1 : a->path_length > b->path_length;
+}
+
+static uint64_t content_bytes(const struct cordon_snapshot_entry *e) {
+  if (e->kind == CORDON_SNAPSHOT_FILE)
+    return e->size;
+  if (e->kind == CORDON_SNAPSHOT_SYMLINK && e->target)
+    return strlen(e->target);
+  return 0;
+}
+
+static bool entries_equal(const struct cordon_snapshot_entry *a,
+                          const struct cordon_snapshot_entry *b) {
+  if (a->kind != b->kind || a->mode != b->mode || a->size != b->size ||
+      strcmp(a->digest, b->digest) || a->major != b->major || a->minor != b->minor)
+    return false;
+  if (!a->target || !b->target)
+    return a->target == b->target;
+  return !strcmp(a->target, b->target);
+}
+
+static const struct cordon_snapshot_entry **sorted_view(const struct cordon_snapshot_entry *e,
+                                                        size_t n) {
+  const struct cordon_snapshot_entry **v = calloc(n ? n : 1, sizeof(*v));
+  if (!v)
+    return NULL;
+  for (size_t i = 0; i < n; i++)
+    v[i] = &e[i];
+  qsort(v, n, sizeof(*v), compare_entry_paths);
+  return v;
+}
+
+int cordon_race_change_compute(const struct cordon_snapshot_entry *base, size_t n_base,
+                               const struct cordon_snapshot_entry *terminal, size_t n_terminal,
+                               struct cordon_race_change *out, struct cordon_error **err) {
+  memset(out, 0, sizeof(*out));
+  /* Manifests come sorted, but their order is the snapshot module's business: sort views here
+   * so the merge below depends only on the bytes of the paths. */
+  _cleanup_free_ const struct cordon_snapshot_entry **a = sorted_view(base, n_base);
+  _cleanup_free_ const struct cordon_snapshot_entry **b = sorted_view(terminal, n_terminal);
+  if (!a || !b)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot change");
+  out->base_entries = n_base;
+  size_t i = 0, j = 0;
+  while (i < n_base || j < n_terminal) {
+    int c = i == n_base ? 1 : j == n_terminal ? -1 : compare_entry_paths(&a[i], &b[j]);
+    if (c < 0) {
+      out->removed++;
+      out->bytes_removed += content_bytes(a[i++]);
+    } else if (c > 0) {
+      out->added++;
+      out->bytes_added += content_bytes(b[j++]);
+    } else {
+      if (!entries_equal(a[i], b[j])) {
+        out->modified++;
+        out->bytes_removed += content_bytes(a[i]);
+        out->bytes_added += content_bytes(b[j]);
+      }
+      i++;
+      j++;
+    }
+  }
+  return 0;
+}
+
+void cordon_race_score(struct cordon_race_outcome *o) {
+  bool passed = o->exit_code == 0 && !o->timed_out;
+  if (o->judged) {
+    bool judged_ok = o->judge_exit_code == 0 && !o->judge_timed_out;
+    o->correctness = ((passed ? 1.0 : 0.0) + (judged_ok ? 1.0 : 0.0)) / 2;
+  } else {
+    o->correctness = passed ? 1.0 : 0.0;
+  }
+  const struct cordon_race_change *c = &o->change;
+  o->cost = (double)(c->added + c->removed + c->modified) + (double)c->bytes_added +
+            (double)c->bytes_removed;
+  uint64_t touched = c->removed + c->modified;
+  if (c->base_entries == 0)
+    o->reversibility = 1.0;
+  else if (touched >= c->base_entries)
+    o->reversibility = 0.0;
+  else
+    o->reversibility = (double)(c->base_entries - touched) / (double)c->base_entries;
+}
+
+const char *cordon_race_phase_name(enum cordon_race_phase phase) {
+  switch (phase) {
+  case CORDON_RACE_WAITING: return "waiting";
+  case CORDON_RACE_STARTING: return "starting";
+  case CORDON_RACE_READY: return "ready";
+  case CORDON_RACE_RUNNING: return "running";
+  case CORDON_RACE_SNAPSHOT: return "snapshot";
+  case CORDON_RACE_JUDGING: return "judging";
+  case CORDON_RACE_DONE: return "done";
+  case CORDON_RACE_FAILED: return "failed";
+  case CORDON_RACE_CANCELLED: return "cancelled";
+  }
+  return "unknown";
+}
+
+/* ---- the receipt body (pure) --------------------------------------------------------------- */
+
+static json_t *string_array(const char *const *v) {
+  json_t *a = json_array();
+  for (size_t i = 0; a && v && v[i]; i++)
+    if (json_array_append_new(a, json_string(v[i])) < 0) {
+      json_decref(a);
+      return NULL;
+    }
+  return a;
+}
+
+static json_t *outcome_json(const struct cordon_race_outcome *o) {
+  json_t *j =
+      json_pack("{s:I, s:b}", "exit_code", (json_int_t)o->exit_code, "timed_out", o->timed_out);
+  if (j && o->judged &&
+      (json_object_set_new(j, "judge_exit_code", json_integer(o->judge_exit_code)) < 0 ||
+       json_object_set_new(j, "judge_timed_out", json_boolean(o->judge_timed_out)) < 0)) {
+    json_decref(j);
+    return NULL;
+  }
+  return j;
+}
+
+static json_t *change_json(const struct cordon_race_change *c) {
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "added", (json_int_t)c->added, "base_entries",
+                   (json_int_t)c->base_entries, "bytes_added", (json_int_t)c->bytes_added,
+                   "bytes_removed", (json_int_t)c->bytes_removed, "modified",
+                   (json_int_t)c->modified, "removed", (json_int_t)c->removed);
+}
+
+/* The body without its signer: everything in it is a function of the inputs and the results,
+ * nothing of the clock, the host or this run. */
+static int receipt_body(const char *base, const struct cordon_race_options *o,
+                        const struct cordon_rank_profile *profile,
+                        const struct cordon_race_candidate *c, size_t n, size_t winner, char **out,
+                        struct cordon_error **err) {
+  _cleanup_free_ char *profile_text = NULL;
+  if (cordon_rank_profile_to_json(profile, &profile_text, err) < 0)
+    return -1;
+  json_t *profile_json = NULL;
+  if (jcs_parse(profile_text, strlen(profile_text), 0, "ranking profile", &profile_json, err) < 0)
+    return -1;
+  json_t *candidates = json_array(), *losers = json_array();
+  json_t *body = json_pack("{s:s, s:o, s:o, s:o, s:o, s:s, s:{s:s, s:s}}", "base", base,
+                           "candidates", candidates, "command", string_array(o->argv), "losers",
+                           losers, "profile", profile_json, "type", CORDON_RECEIPT_TYPE, "winner",
+                           "snapshot", c[winner].snapshot, "task_id", c[winner].task_id);
+  if (!body)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
+  if (o->judge_argv && o->judge_argv[0] &&
+      json_object_set_new(body, "judge", string_array(o->judge_argv)) < 0)
+    goto oom;
+  const char *tier = cordon_tier_name(o->backend->tier);
+  for (size_t i = 0; i < n; i++) {
+    const struct cordon_race_outcome *x = &c[i].outcome;
+    json_t *entry = json_pack("{s:s, s:o, s:f, s:s, s:o, s:{s:f, s:f, s:f}, s:s, s:s}", "backend",
+                              o->backend->name, "change", change_json(&x->change), "closeness",
+                              c[i].closeness, "isolation_tier", tier, "outcome", outcome_json(x),
+                              "scores", CORDON_SCORE_CORRECTNESS, x->correctness, CORDON_SCORE_COST,
+                              x->cost, CORDON_SCORE_REVERSIBILITY, x->reversibility, "snapshot",
+                              c[i].snapshot, "task_id", c[i].task_id);
+    if (!entry || json_array_append_new(candidates, entry) < 0)
+      goto oom;
+    if (i != winner &&
+        json_array_append_new(losers, json_pack("{s:s, s:s}", "snapshot", c[i].snapshot, "task_id",
+                                                c[i].task_id)) < 0)
+      goto oom;
+  }
+  int r = jcs_dump(body, out, NULL, err);
+  json_decref(body);
+  return r;
+oom:
+  json_decref(body);
+  return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
+}
+
+/* ---- checks made before anything runs ---------------------------------------------------- */
+
+static bool known_axis(const char *name) {
+  return !strcmp(name, CORDON_SCORE_CORRECTNESS) || !strcmp(name, CORDON_SCORE_COST) ||
+         !strcmp(name, CORDON_SCORE_REVERSIBILITY);
+}
+
+/* The receipt is written by rename into its directory: that directory must exist and take a
+ * new file (probed with an unnamed temp file, which also catches a read-only mount where
+ * access(2) would say yes to root), and the path itself must not be a directory. */
+static int check_out_path(const char *path, struct cordon_error **err) {
+  if (!path || !*path)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "no receipt path (--out) given");
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    return cordon_error_set(err, CORDON_ERR_USAGE, EISDIR, "receipt %s", path);
+  _cleanup_free_ char *copy = strdup(path);
+  if (!copy)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt %s", path);
+  char *slash = strrchr(copy, '/');
+  const char *dir = slash ? (slash == copy ? "/" : (*slash = 0, copy)) : ".";
+  if (stat(dir, &st) < 0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, errno, "receipt %s: directory %s", path, dir);
+  if (!S_ISDIR(st.st_mode))
+    return cordon_error_set(err, CORDON_ERR_USAGE, ENOTDIR, "receipt %s: %s", path, dir);
+  int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    close(fd);
+    return 0;
+  }
+  int e = errno;
+  if (e == EOPNOTSUPP || e == EISDIR || e == EINVAL) /* no O_TMPFILE on this filesystem */
+    e = access(dir, W_OK | X_OK) == 0 ? 0 : errno;
+  if (e)
+    return cordon_error_set(err, CORDON_ERR_DENIED, e, "receipt %s: cannot write in %s", path, dir);
+  return 0;
+}
+
+static int check_options(const struct cordon_race_options *o,
+                         const struct cordon_rank_profile *profile, struct cordon_error **err) {
+  if (!o->base || !cordon_digest_valid(o->base))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "--base '%s' is not a snapshot id (64 lowercase hex digits)",
+                            o->base ? o->base : "");
+  if (o->k < 1 || o->k > CORDON_RACE_MAX_K)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "K must be between 1 and %u, not %u",
+                            CORDON_RACE_MAX_K, o->k);
+  if (!o->argv || !o->argv[0] || !*o->argv[0])
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "no command to race");
+  if (!o->backend)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "no backend");
+  if (!(o->backend->capabilities & CORDON_CAP_SNAPSHOT) || !o->backend->resume ||
+      !o->backend->snapshot)
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                            "backend %s does not declare SNAPSHOT: it cannot fork candidates "
+                            "from a snapshot",
+                            o->backend->name);
+  if (o->backend->available) {
+    _cleanup_free_ char *reason = NULL;
+    if (o->backend->available(o->backend, &reason) != 1)
+      return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "backend %s is not available: %s",
+                              o->backend->name, reason ? reason : "unknown reason");
+  }
+  if (!isfinite(o->timeout) || o->timeout < 0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "the timeout must be >= 0 seconds");
+  if (cordon_rank_profile_check(profile, err) < 0)
+    return -1;
+  for (size_t j = 0; j < profile->n_axes; j++)
+    if (!known_axis(profile->axes[j].name))
+      return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                              "ranking profile: a race scores correctness, cost and "
+                              "reversibility, not \"%s\"",
+                              profile->axes[j].name);
+  return check_out_path(o->out_path, err);
+}
+
+/* ---- running the candidates ---------------------------------------------------------------- */
+
+struct race;
+
+struct slot {
+  struct race *race;
+  size_t index;
+  char task_id[CORDON_RACE_TASK_ID_MAX];
+  struct cordon_session *session;
+  char *snapshot;
+  struct cordon_race_outcome outcome;
+  enum cordon_race_phase phase;
+};
+
+struct race {
+  struct cordon_context *ctx;
+  const struct cordon_race_options *o;
+  const struct cordon_snapshot_entry *base_entries;
+  size_t n_base;
+  struct slot *slots;
+  size_t k;
+  pthread_mutex_t mu;
+  size_t next;
+  bool stop;
+  struct cordon_error *first_error; /* the original failure, reported as it is */
+  int (*step)(struct slot *s, struct cordon_error **err);
+};
+
+static void announce_locked(struct slot *s, enum cordon_race_phase phase) {
+  s->phase = phase;
+  const struct cordon_race_observer *ob = s->race->o->observer;
+  if (ob && ob->update) {
+    struct cordon_race_event ev = {s->index, s->task_id, phase,
+                                   phase == CORDON_RACE_DONE ? &s->outcome : NULL};
+    ob->update(ob->data, &ev);
+  }
+}
+
+static void announce(struct slot *s, enum cordon_race_phase phase) {
+  pthread_mutex_lock(&s->race->mu);
+  announce_locked(s, phase);
+  pthread_mutex_unlock(&s->race->mu);
+}
+
+static bool stopping(struct race *r) {
+  pthread_mutex_lock(&r->mu);
+  bool stop = r->stop;
+  pthread_mutex_unlock(&r->mu);
+  return stop;
+}
+
+static int start_step(struct slot *s, struct cordon_error **err) {
+  struct race *r = s->race;
+  announce(s, CORDON_RACE_STARTING);
+  /* Ephemeral: the race destroys its sessions itself, so their state needs no fsync. */
+  struct cordon_manifest m = {.ephemeral = true};
+  if (cordon_session_resume(r->ctx, r->o->backend, &m, r->o->base, &s->session, err) < 0)
+    return cordon_error_prefix(err, "%s cannot start", s->task_id);
+  announce(s, CORDON_RACE_READY);
+  return 0;
+}
+
+static int exec_in(struct slot *s, const char *const *argv, const char *const *env,
+                   struct cordon_exec_result *res, struct cordon_error **err) {
+  struct cordon_exec_request req = {
+      .argv = argv,
+      .env = env,
+      .timeout = s->race->o->timeout > 0 ? s->race->o->timeout : -1,
+      .max_output = RACE_MAX_OUTPUT,
+  };
+  return cordon_session_exec(s->session, &req, res, err);
+}
+
+static int terminal_change(struct slot *s, struct cordon_error **err) {
+  struct cordon_cas *cas = NULL;
+  struct cordon_snapshot_entry *entries = NULL;
+  size_t n = 0;
+  int r = -1;
+  if (cordon_cas_open_project(s->race->ctx, &cas, err) == 0 &&
+      cordon_snapshot_entries(cas, s->snapshot, &entries, &n, err) == 0)
+    r = cordon_race_change_compute(s->race->base_entries, s->race->n_base, entries, n,
+                                   &s->outcome.change, err);
+  cordon_snapshot_entries_free(entries, n);
+  cordon_cas_close(cas);
+  return r;
+}
+
+/* Command, terminal snapshot, judge. The snapshot is taken before the judge runs so that what
+ * the judge leaves behind (test logs, caches) is not part of the candidate's result. */
+static int run_step(struct slot *s, struct cordon_error **err) {
+  struct race *r = s->race;
+  char index_var[64], exit_var[64];
+  snprintf(index_var, sizeof(index_var), "CORDON_CANDIDATE_INDEX=%zu", s->index);
+  const char *const env[] = {index_var, NULL};
+  struct cordon_exec_result res = {0};
+  announce(s, CORDON_RACE_RUNNING);
+  if (exec_in(s, r->o->argv, env, &res, err) < 0)
+    return cordon_error_prefix(err, "%s", s->task_id);
+  s->outcome.exit_code = res.exit_code;
+  s->outcome.timed_out = res.timed_out;
+  cordon_exec_result_clear(&res);
+  if (stopping(r))
+    return 0;
+  announce(s, CORDON_RACE_SNAPSHOT);
+  if (cordon_session_snapshot(s->session, &s->snapshot, err) < 0)
+    return cordon_error_prefix(err, "%s: terminal snapshot", s->task_id);
+  if (terminal_change(s, err) < 0)
+    return cordon_error_prefix(err, "%s: terminal snapshot %s", s->task_id, s->snapshot);
+  if (r->o->judge_argv && r->o->judge_argv[0]) {
+    if (stopping(r))
+      return 0;
+    announce(s, CORDON_RACE_JUDGING);
+    snprintf(exit_var, sizeof(exit_var), "CORDON_CANDIDATE_EXIT_CODE=%d", s->outcome.exit_code);
+    const char *const judge_env[] = {index_var, exit_var, NULL};
+    if (exec_in(s, r->o->judge_argv, judge_env, &res, err) < 0)
+      return cordon_error_prefix(err, "%s: judge", s->task_id);
+    s->outcome.judged = true;
+    s->outcome.judge_exit_code = res.exit_code;
+    s->outcome.judge_timed_out = res.timed_out;
+    cordon_exec_result_clear(&res);
+  }
+  cordon_race_score(&s->outcome);
+  /* Done with the session: its snapshot is in the store; free the workspace now rather than
+   * hold K of them until the end. */
+  struct cordon_session *session = steal_ptr(&s->session);
+  if (cordon_session_destroy(session, err) < 0)
+    return cordon_error_prefix(err, "%s: destroy", s->task_id);
+  announce(s, CORDON_RACE_DONE);
+  return 0;
+}
+
+static void *worker(void *arg) {
+  struct race *r = arg;
+  for (;;) {
+    pthread_mutex_lock(&r->mu);
+    if (r->stop || r->next >= r->k) {
+      pthread_mutex_unlock(&r->mu);
+      return NULL;
+    }
+    struct slot *s = &r->slots[r->next++];
+    pthread_mutex_unlock(&r->mu);
+    struct cordon_error *e = NULL;
+    if (r->step(s, &e) < 0) {
+      pthread_mutex_lock(&r->mu);
+      r->stop = true;
+      if (!r->first_error)
+        r->first_error = steal_ptr(&e);
+      announce_locked(s, CORDON_RACE_FAILED);
+      pthread_mutex_unlock(&r->mu);
+      cordon_error_free(e);
+    }
+  }
+}
+
+static unsigned online_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (unsigned)n : 1;
+}
+
+/* Run step on every slot with a pool of threads; < 0 with the first failure. */
+static int run_phase(struct race *r, int (*step)(struct slot *, struct cordon_error **),
+                     struct cordon_error **err) {
+  r->step = step;
+  r->next = 0;
+  unsigned jobs = r->o->jobs ? r->o->jobs : online_cores();
+  if (jobs > r->k)
+    jobs = (unsigned)r->k;
+  pthread_t threads[CORDON_RACE_MAX_K];
+  unsigned started = 0;
+  /* The calling thread is a worker too, so a race never depends on creating threads. */
+  for (unsigned t = 1; t < jobs; t++) {
+    if (pthread_create(&threads[started], NULL, worker, r) != 0)
+      break;
+    started++;
+  }
+  worker(r);
+  for (unsigned t = 0; t < started; t++)
+    pthread_join(threads[t], NULL);
+  if (!r->first_error)
+    return 0;
+  for (size_t i = 0; i < r->k; i++)
+    if (r->slots[i].phase != CORDON_RACE_FAILED && r->slots[i].phase != CORDON_RACE_DONE &&
+        r->slots[i].phase != CORDON_RACE_WAITING)
+      announce(&r->slots[i], CORDON_RACE_CANCELLED);
+  if (err && !*err)
+    *err = steal_ptr(&r->first_error);
+  return -1;
+}
+
+/* Destroy whatever sessions are still alive; teardown errors after a failure are secondary to
+ * the one being reported. */
+static void destroy_all(struct race *r) {
+  for (size_t i = 0; i < r->k; i++) {
+    struct cordon_session *s = steal_ptr(&r->slots[i].session);
+    if (s) {
+      struct cordon_error *ignored = NULL;
+      cordon_session_destroy(s, &ignored);
+      cordon_error_free(ignored);
+    }
+  }
+}
+
+/* ---- sealing: rank, sign, audit, write ---------------------------------------------------- */
+
+static int compare_task_ids(const void *a, const void *b) {
+  return strcmp(((const struct cordon_race_candidate *)a)->task_id,
+                ((const struct cordon_race_candidate *)b)->task_id);
+}
+
+static int rank(const struct cordon_rank_profile *profile, struct cordon_race_candidate *c,
+                size_t n, size_t *winner, struct cordon_error **err) {
+  _cleanup_free_ struct cordon_rank_candidate *in = calloc(n, sizeof(*in));
+  _cleanup_free_ struct cordon_rank_score *scores = calloc(n * profile->n_axes, sizeof(*scores));
+  if (!in || !scores)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "ranking");
+  for (size_t i = 0; i < n; i++) {
+    struct cordon_rank_score *row = scores + i * profile->n_axes;
+    for (size_t j = 0; j < profile->n_axes; j++) {
+      const char *axis = profile->axes[j].name;
+      row[j].axis = axis;
+      row[j].value = !strcmp(axis, CORDON_SCORE_CORRECTNESS) ? c[i].outcome.correctness
+                     : !strcmp(axis, CORDON_SCORE_COST)      ? c[i].outcome.cost
+                                                             : c[i].outcome.reversibility;
+    }
+    in[i] = (struct cordon_rank_candidate){c[i].task_id, row, profile->n_axes};
+  }
+  struct cordon_rank_result *results = NULL;
+  if (cordon_rank_topsis(profile, in, n, &results, err) < 0)
+    return -1;
+  for (size_t i = 0; i < n; i++)
+    c[results[i].input_index].closeness = results[i].closeness;
+  *winner = results[0].input_index;
+  cordon_rank_results_free(results, n);
+  return 0;
+}
+
+static int audit_receipt(struct cordon_context *ctx, const struct cordon_race_options *o,
+                         struct cordon_race_result *res, struct cordon_error **err) {
+  json_t *receipt = NULL;
+  if (jcs_parse(res->receipt, res->receipt_length - 1, CORDON_DOCUMENT_MAX, "receipt", &receipt,
+                err) < 0)
+    return -1;
+  const struct cordon_race_candidate *w = &res->candidates[res->winner];
+  json_t *details =
+      json_pack("{s:s, s:I, s:o, s:s, s:s}", "base", o->base, "k", (json_int_t)res->n_candidates,
+                "receipt", receipt, "receipt_sha256", res->receipt_sha256, "winner", w->task_id);
+  _cleanup_free_ char *details_text = NULL;
+  if (!details || jcs_dump(details, &details_text, NULL, err) < 0) {
+    json_decref(details);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "audit entry");
+  }
+  json_decref(details);
+  char uid_actor[32];
+  snprintf(uid_actor, sizeof(uid_actor), "uid:%u", (unsigned)geteuid());
+  struct cordon_audit_event ev = {"race.select", o->actor && *o->actor ? o->actor : uid_actor,
+                                  "snapshot", w->snapshot, details_text};
+  struct cordon_audit_options ao = {.key_dir = o->key_dir};
+  struct cordon_audit_log *log = NULL;
+  if (cordon_audit_open_project(ctx, &ao, &log, err) < 0)
+    return -1;
+  /* One append: the lock serialises it against every other writer, so concurrent races
+   * extend one chain. */
+  int r = cordon_audit_append(log, &ev, res->audit_hmac, err);
+  cordon_audit_close(log);
+  return r < 0 ? cordon_error_prefix(err, "audit") : 0;
+}
+
+/* A copy under <project>/.cordon/receipts keeps the snapshots it names from `cas gc` even
+ * once their refs are forgotten, and lists the project's receipts in one place. */
+static int keep_receipt(struct cordon_context *ctx, const struct cordon_race_result *res,
+                        struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL, *path = NULL;
+  if (asprintf(&dir, "%s/receipts", cordon_context_state_dir(ctx)) < 0 ||
+      asprintf(&path, "%s/%s.json", dir, res->receipt_sha256) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
+  if (fs_mkdir_p(dir, 0700, err) < 0)
+    return -1;
+  return fs_write_atomic(path, res->receipt, res->receipt_length, 0644, err);
+}
+
+static int seal(struct cordon_context *ctx, const struct cordon_race_options *o,
+                const struct cordon_rank_profile *profile, const struct cordon_signing_key *key,
+                struct cordon_race_result *res, struct cordon_error **err) {
+  qsort(res->candidates, res->n_candidates, sizeof(*res->candidates), compare_task_ids);
+  if (rank(profile, res->candidates, res->n_candidates, &res->winner, err) < 0)
+    return -1;
+  _cleanup_free_ char *body = NULL;
+  if (receipt_body(o->base, o, profile, res->candidates, res->n_candidates, res->winner, &body,
+                   err) < 0)
+    return -1;
+  if (cordon_document_sign(key, body, strlen(body), &res->receipt, &res->receipt_length, err) < 0)
+    return -1;
+  if (crypto_sha256_hex(res->receipt, res->receipt_length, res->receipt_sha256, err) < 0)
+    return -1;
+  /* The chain first: should writing the file fail afterwards, the chain still holds the whole
+   * receipt; the other way round a receipt could exist that the chain never saw. */
+  if (audit_receipt(ctx, o, res, err) < 0)
+    return -1;
+  if (keep_receipt(ctx, res, err) < 0)
+    return -1;
+  if (fs_write_atomic(o->out_path, res->receipt, res->receipt_length, 0644, err) < 0)
+    return cordon_error_prefix(err, "receipt");
+  return 0;
+}
+
+void cordon_race_result_clear(struct cordon_race_result *result) {
+  if (!result)
+    return;
+  free(result->candidates);
+  free(result->receipt);
+  memset(result, 0, sizeof(*result));
+}
+
+int cordon_race_run(struct cordon_context *ctx, const struct cordon_race_options *o,
+                    struct cordon_race_result *result, struct cordon_error **err) {
+  memset(result, 0, sizeof(*result));
+  const struct cordon_rank_profile *profile =
+      o->profile ? o->profile : cordon_rank_default_profile();
+  if (check_options(o, profile, err) < 0)
+    return -1;
+  struct cordon_signing_key *key = NULL;
+  if (cordon_signing_key_load(o->key_dir, &key, err) < 0)
+    return cordon_error_prefix(err, "the receipt's signing key");
+  struct cordon_cas *cas = NULL;
+  struct cordon_snapshot_entry *base_entries = NULL;
+  size_t n_base = 0;
+  struct race r = {.ctx = ctx, .o = o, .k = o->k};
+  int ret = -1;
+  if (cordon_cas_open_project(ctx, &cas, err) < 0)
+    goto out;
+  /* Reading the base's manifest proves it is a snapshot in this store (the manifest is
+   * verified against its id) and gives the entries every candidate is compared with. */
+  if (cordon_snapshot_entries(cas, o->base, &base_entries, &n_base, err) < 0) {
+    cordon_error_prefix(err, "--base %s is not a snapshot in the store", o->base);
+    goto out;
+  }
+  r.base_entries = base_entries;
+  r.n_base = n_base;
+  pthread_mutex_init(&r.mu, NULL);
+  r.slots = calloc(r.k, sizeof(*r.slots));
+  result->candidates = calloc(r.k, sizeof(*result->candidates));
+  if (!r.slots || !result->candidates) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "race");
+    goto out_mutex;
+  }
+  for (size_t i = 0; i < r.k; i++) {
+    r.slots[i].race = &r;
+    r.slots[i].index = i;
+    snprintf(r.slots[i].task_id, sizeof(r.slots[i].task_id), "candidate-%zu", i);
+    announce(&r.slots[i], CORDON_RACE_WAITING);
+  }
+  if (run_phase(&r, start_step, err) < 0 || run_phase(&r, run_step, err) < 0) {
+    destroy_all(&r);
+    goto out_mutex;
+  }
+  result->n_candidates = r.k;
+  for (size_t i = 0; i < r.k; i++) {
+    struct cordon_race_candidate *c = &result->candidates[i];
+    memcpy(c->task_id, r.slots[i].task_id, sizeof(c->task_id));
+    c->index = i;
+    snprintf(c->snapshot, sizeof(c->snapshot), "%s", r.slots[i].snapshot);
+    c->outcome = r.slots[i].outcome;
+  }
+  if (seal(ctx, o, profile, key, result, err) < 0)
+    goto out_mutex;
+  ret = 0;
+out_mutex:
+  pthread_mutex_destroy(&r.mu);
+out:
+  for (size_t i = 0; r.slots && i < r.k; i++)
+    free(r.slots[i].snapshot);
+  free(r.slots);
+  cordon_error_free(r.first_error);
+  cordon_snapshot_entries_free(base_entries, n_base);
+  cordon_cas_close(cas);
+  cordon_signing_key_free(key);
+  if (ret < 0)
+    cordon_race_result_clear(result);
+  return ret;
+}

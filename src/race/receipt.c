@@ -1,0 +1,770 @@
+/* Verifying selection receipts (include/cordon/receipt.h). One verdict, computed here and
+ * shared by the CLI: the document and its signature, the body's internal consistency (scores
+ * re-derived from the recorded outcomes and changes, the ranking re-run), then the store: the
+ * base's and every candidate's manifest and every blob they name, re-hashed.
+ *
+ * Blobs are opened through the store's own safe open (no symlink followed anywhere below the
+ * store root, non-blocking, a regular file required) and hashed here as a stream: the public
+ * read calls report a planted FIFO and a corrupt blob with the same error kind and stage the
+ * bytes in memory, while the verdict must tell "unreadable" from "tampered" and should not copy
+ * a whole tree to hash it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include <cordon/backend.h>
+#include <cordon/race.h>
+#include <cordon/receipt.h>
+#include <cordon/snapshot.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "crypto/jcs.h"
+#include "store/cas.h"
+
+/* Closeness is re-derived with the same arithmetic; the tolerance only absorbs a platform
+ * that contracts a multiply-add where this one does not. */
+#define CLOSENESS_TOLERANCE 1e-9
+#define READ_BUFFER ((size_t)1 << 20)
+
+/* ---- the report ---------------------------------------------------------------------------- */
+
+static void report_verdict(struct cordon_receipt_report *r, enum cordon_verdict v,
+                           const char *object, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Record a problem. The verdict worsens by precedence; the reason is the first problem of the
+ * worst verdict seen. */
+static void report_verdict(struct cordon_receipt_report *r, enum cordon_verdict v,
+                           const char *object, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *message = NULL;
+  if (vasprintf(&message, fmt, ap) < 0)
+    message = NULL;
+  va_end(ap);
+  enum cordon_verdict worse = cordon_verdict_worse(r->verdict, v);
+  if (worse != r->verdict || !r->reason) {
+    free(r->reason);
+    r->reason = message ? strdup(message) : NULL;
+  }
+  r->verdict = worse;
+  r->problems_total++;
+  if (r->n_problems < CORDON_RECEIPT_MAX_PROBLEMS) {
+    if (!r->problems)
+      r->problems = calloc(CORDON_RECEIPT_MAX_PROBLEMS, sizeof(*r->problems));
+    if (r->problems) {
+      struct cordon_receipt_problem *p = &r->problems[r->n_problems++];
+      p->verdict = v;
+      p->object = strdup(object ? object : "receipt");
+      p->message = steal_ptr(&message);
+    }
+  }
+  free(message);
+}
+
+void cordon_receipt_report_clear(struct cordon_receipt_report *r) {
+  if (!r)
+    return;
+  free(r->reason);
+  free(r->winner_task);
+  for (size_t i = 0; i < r->n_problems; i++) {
+    free(r->problems[i].object);
+    free(r->problems[i].message);
+  }
+  free(r->problems);
+  memset(r, 0, sizeof(*r));
+}
+
+/* ---- the body: shape and internal consistency (pure) --------------------------------------- */
+
+struct body_candidate {
+  const char *task_id;
+  const char *snapshot;
+  double closeness;
+  struct cordon_race_outcome outcome; /* as recorded: scores and change included */
+};
+
+struct body {
+  json_t *root;
+  const char *base;
+  struct body_candidate *c;
+  size_t n;
+  size_t winner;
+  struct cordon_rank_profile *profile;
+};
+
+static void body_free(struct body *b) {
+  json_decref(b->root);
+  free(b->c);
+  cordon_rank_profile_free(b->profile);
+  memset(b, 0, sizeof(*b));
+}
+
+static bool has_exactly(const json_t *o, const char *const *names, size_t n, size_t optional) {
+  if (!json_is_object(o))
+    return false;
+  size_t present = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (json_object_get(o, names[i]))
+      present++;
+    else if (i < n - optional)
+      return false;
+  }
+  return json_object_size(o) == present;
+}
+
+static bool plain_string(const json_t *v, size_t max) {
+  return json_is_string(v) && json_string_length(v) > 0 && json_string_length(v) <= max &&
+         strlen(json_string_value(v)) == json_string_length(v);
+}
+
+static const char *digest_of(const json_t *v) {
+  const char *s = json_string_value(v);
+  return s && cordon_digest_valid(s) ? s : NULL;
+}
+
+static bool string_list(const json_t *v) {
+  if (!json_is_array(v) || json_array_size(v) == 0)
+    return false;
+  for (size_t i = 0; i < json_array_size(v); i++)
+    if (!json_is_string(json_array_get(v, i)))
+      return false;
+  return true;
+}
+
+/* A number that is an integer in [min, max] (every number read back is a double). */
+static bool integer_in(const json_t *v, double min, double max, uint64_t *out) {
+  if (!json_is_number(v))
+    return false;
+  double d = json_number_value(v);
+  if (!(d >= min && d <= max) || d != floor(d))
+    return false;
+  *out = (uint64_t)(d < 0 ? 0 : d);
+  return true;
+}
+
+static bool tier_known(const char *name) {
+  for (int t = CORDON_TIER_NONE; t <= CORDON_TIER_VM; t++)
+    if (!strcmp(name, cordon_tier_name((enum cordon_isolation_tier)t)))
+      return true;
+  return false;
+}
+
+/* Fill one candidate from its JSON; NULL on success, else why not. */
+static const char *read_candidate(const json_t *j, bool judged, struct body_candidate *c) {
+  static const char *const members[] = {"backend", "change", "closeness", "isolation_tier",
+                                        "outcome", "scores", "snapshot",  "task_id"};
+  static const char *const change_members[] = {"added",         "base_entries", "bytes_added",
+                                               "bytes_removed", "modified",     "removed"};
+  static const char *const score_members[] = {CORDON_SCORE_CORRECTNESS, CORDON_SCORE_COST,
+                                              CORDON_SCORE_REVERSIBILITY};
+  static const char *const outcome_members[] = {"exit_code", "timed_out", "judge_exit_code",
+                                                "judge_timed_out"};
+  if (!has_exactly(j, members, ARRAY_SIZE(members), 0))
+    return "a candidate must have exactly backend, change, closeness, isolation_tier, outcome, "
+           "scores, snapshot and task_id";
+  json_t *task = json_object_get(j, "task_id");
+  if (!plain_string(task, CORDON_RACE_TASK_ID_MAX - 1))
+    return "a candidate's task_id must be a non-empty string of at most 31 bytes";
+  c->task_id = json_string_value(task);
+  if (!(c->snapshot = digest_of(json_object_get(j, "snapshot"))))
+    return "a candidate's snapshot is not a digest (64 lowercase hex digits)";
+  if (!plain_string(json_object_get(j, "backend"), 256))
+    return "a candidate's backend must be a non-empty string";
+  const char *tier = json_string_value(json_object_get(j, "isolation_tier"));
+  if (!tier || !tier_known(tier))
+    return "a candidate's isolation_tier must be none, process, container or vm";
+  json_t *closeness = json_object_get(j, "closeness");
+  c->closeness = json_number_value(closeness);
+  if (!json_is_number(closeness) || !(c->closeness >= 0 && c->closeness <= 1))
+    return "a candidate's closeness must be a number in [0, 1]";
+
+  json_t *outcome = json_object_get(j, "outcome");
+  if (!has_exactly(outcome, outcome_members, judged ? 4 : 2, 0))
+    return judged ? "a candidate's outcome must have exactly exit_code, timed_out, "
+                    "judge_exit_code and judge_timed_out (the race had a judge)"
+                  : "a candidate's outcome must have exactly exit_code and timed_out";
+  struct cordon_race_outcome *o = &c->outcome;
+  uint64_t v;
+  if (!integer_in(json_object_get(outcome, "exit_code"), 0, 255, &v) ||
+      !json_is_boolean(json_object_get(outcome, "timed_out")))
+    return "a candidate's exit_code must be 0..255 and timed_out a boolean";
+  o->exit_code = (int)v;
+  o->timed_out = json_is_true(json_object_get(outcome, "timed_out"));
+  if (judged) {
+    if (!integer_in(json_object_get(outcome, "judge_exit_code"), 0, 255, &v) ||
+        !json_is_boolean(json_object_get(outcome, "judge_timed_out")))
+      return "a candidate's judge_exit_code must be 0..255 and judge_timed_out a boolean";
+    o->judged = true;
+    o->judge_exit_code = (int)v;
+    o->judge_timed_out = json_is_true(json_object_get(outcome, "judge_timed_out"));
+  }
+
+  json_t *change = json_object_get(j, "change");
+  if (!has_exactly(change, change_members, ARRAY_SIZE(change_members), 0))
+    return "a candidate's change must have exactly added, base_entries, bytes_added, "
+           "bytes_removed, modified and removed";
+  uint64_t *fields[] = {&o->change.added,         &o->change.base_entries, &o->change.bytes_added,
+                        &o->change.bytes_removed, &o->change.modified,     &o->change.removed};
+  for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+    if (!integer_in(json_object_get(change, change_members[i]), 0, 9007199254740992.0, fields[i]))
+      return "a candidate's change counts must be non-negative integers";
+
+  json_t *scores = json_object_get(j, "scores");
+  if (!has_exactly(scores, score_members, ARRAY_SIZE(score_members), 0))
+    return "a candidate's scores must be exactly correctness, cost and reversibility";
+  /* The scores are a function of the outcome and the change: derive them again. */
+  struct cordon_race_outcome derived = *o;
+  cordon_race_score(&derived);
+  o->correctness = json_number_value(json_object_get(scores, CORDON_SCORE_CORRECTNESS));
+  o->cost = json_number_value(json_object_get(scores, CORDON_SCORE_COST));
+  o->reversibility = json_number_value(json_object_get(scores, CORDON_SCORE_REVERSIBILITY));
+  if (o->correctness != derived.correctness || o->cost != derived.cost ||
+      o->reversibility != derived.reversibility)
+    return "a candidate's scores do not follow from its outcome and change";
+  return NULL;
+}
+
+static int compare_strings(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Re-run the ranking on the recorded scores: every recorded closeness must be what the profile
+ * gives, and no candidate may rank above the winner. */
+static const char *check_ranking(struct body *b, struct cordon_error **err, int *failed) {
+  const struct cordon_rank_profile *p = b->profile;
+  _cleanup_free_ struct cordon_rank_candidate *in = calloc(b->n, sizeof(*in));
+  _cleanup_free_ struct cordon_rank_score *scores = calloc(b->n * p->n_axes, sizeof(*scores));
+  if (!in || !scores) {
+    *failed = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
+    return NULL;
+  }
+  for (size_t i = 0; i < b->n; i++) {
+    struct cordon_rank_score *row = scores + i * p->n_axes;
+    const struct cordon_race_outcome *o = &b->c[i].outcome;
+    for (size_t j = 0; j < p->n_axes; j++) {
+      row[j].axis = p->axes[j].name;
+      row[j].value = !strcmp(row[j].axis, CORDON_SCORE_CORRECTNESS) ? o->correctness
+                     : !strcmp(row[j].axis, CORDON_SCORE_COST)      ? o->cost
+                                                                    : o->reversibility;
+    }
+    in[i] = (struct cordon_rank_candidate){b->c[i].task_id, row, p->n_axes};
+  }
+  struct cordon_rank_result *res = NULL;
+  struct cordon_error *rank_err = NULL;
+  if (cordon_rank_topsis(p, in, b->n, &res, &rank_err) < 0) {
+    static char why[] = "the ranking cannot be re-run on the recorded scores";
+    cordon_error_free(rank_err);
+    return why;
+  }
+  const char *why = NULL;
+  double winner_closeness = 0;
+  for (size_t i = 0; i < b->n; i++)
+    if (res[i].input_index == b->winner)
+      winner_closeness = res[i].closeness;
+  for (size_t i = 0; i < b->n && !why; i++) {
+    const struct body_candidate *c = &b->c[res[i].input_index];
+    if (fabs(c->closeness - res[i].closeness) > CLOSENESS_TOLERANCE)
+      why = "a candidate's closeness is not what the profile gives for the recorded scores";
+    else if (res[i].closeness > winner_closeness + CLOSENESS_TOLERANCE)
+      why = "the winner is not the candidate the profile ranks first";
+  }
+  cordon_rank_results_free(res, b->n);
+  return why;
+}
+
+/* Read and check the body. Returns 0 with b filled, 1 when the body is inconsistent (*why set,
+ * static text), < 0 on an internal error. */
+static int read_body(const char *text, struct body *b, const char **why,
+                     struct cordon_error **err) {
+  static const char *const members[] = {"base",   "candidates", "command", "losers", "profile",
+                                        "signer", "type",       "winner",  "judge"};
+  memset(b, 0, sizeof(*b));
+  struct cordon_error *perr = NULL;
+  if (jcs_parse(text, strlen(text), CORDON_DOCUMENT_MAX, "receipt body", &b->root, &perr) < 0) {
+    cordon_error_free(perr);
+    *why = "the body is not JSON";
+    return 1;
+  }
+  json_t *root = b->root;
+  if (!has_exactly(root, members, ARRAY_SIZE(members), 1)) {
+    *why = "the body must have exactly base, candidates, command, losers, profile, signer, type "
+           "and winner (and judge when the race had one)";
+    return 1;
+  }
+  const char *type = json_string_value(json_object_get(root, "type"));
+  if (!type || strcmp(type, CORDON_RECEIPT_TYPE)) {
+    *why = "not a selection receipt (type is not " CORDON_RECEIPT_TYPE ")";
+    return 1;
+  }
+  if (!(b->base = digest_of(json_object_get(root, "base")))) {
+    *why = "the base is not a digest (64 lowercase hex digits)";
+    return 1;
+  }
+  json_t *judge = json_object_get(root, "judge");
+  if (!string_list(json_object_get(root, "command")) || (judge && !string_list(judge))) {
+    *why = "command (and judge) must be non-empty lists of strings";
+    return 1;
+  }
+  json_t *candidates = json_object_get(root, "candidates");
+  b->n = json_array_size(candidates);
+  if (!json_is_array(candidates) || b->n == 0 || b->n > CORDON_RACE_MAX_K) {
+    *why = "candidates must be a list of 1 to "
+           "256"
+           " candidates";
+    return 1;
+  }
+  if (!(b->c = calloc(b->n, sizeof(*b->c))))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
+  for (size_t i = 0; i < b->n; i++) {
+    if ((*why = read_candidate(json_array_get(candidates, i), judge != NULL, &b->c[i])))
+      return 1;
+    /* Sorted by task id, strictly: the order the ranking used, and no duplicates. */
+    if (i > 0 && strcmp(b->c[i - 1].task_id, b->c[i].task_id) >= 0) {
+      *why = "the candidates are not in strictly increasing task_id order (or one repeats)";
+      return 1;
+    }
+  }
+
+  static const char *const pair[] = {"snapshot", "task_id"};
+  json_t *winner = json_object_get(root, "winner");
+  const char *winner_task = json_string_value(json_object_get(winner, "task_id"));
+  const char *winner_snapshot = digest_of(json_object_get(winner, "snapshot"));
+  if (!has_exactly(winner, pair, 2, 0) || !winner_task || !winner_snapshot) {
+    *why = "the winner must be {snapshot: a digest, task_id}";
+    return 1;
+  }
+  b->winner = b->n;
+  for (size_t i = 0; i < b->n; i++)
+    if (!strcmp(b->c[i].task_id, winner_task))
+      b->winner = i;
+  if (b->winner == b->n) {
+    *why = "the winner is not among the candidates";
+    return 1;
+  }
+  if (strcmp(b->c[b->winner].snapshot, winner_snapshot)) {
+    *why = "the winner's snapshot is not the one recorded for that candidate";
+    return 1;
+  }
+  json_t *losers = json_object_get(root, "losers");
+  if (!json_is_array(losers) || json_array_size(losers) != b->n - 1) {
+    *why = "the losers are not the candidates other than the winner";
+    return 1;
+  }
+  for (size_t i = 0, l = 0; i < b->n; i++) {
+    if (i == b->winner)
+      continue;
+    json_t *x = json_array_get(losers, l++);
+    const char *task = json_string_value(json_object_get(x, "task_id"));
+    const char *snapshot = digest_of(json_object_get(x, "snapshot"));
+    if (!has_exactly(x, pair, 2, 0) || !task || !snapshot || strcmp(task, b->c[i].task_id) ||
+        strcmp(snapshot, b->c[i].snapshot)) {
+      *why = "the losers are not the candidates other than the winner (in task_id order, with "
+             "their snapshots)";
+      return 1;
+    }
+  }
+
+  /* The profile: one the ranker accepts, written exactly as the ranker writes it, weighing
+   * only axes a race scores. */
+  json_t *profile = json_object_get(root, "profile");
+  _cleanup_free_ char *profile_text = NULL, *again = NULL;
+  if (!json_is_object(profile) || jcs_dump(profile, &profile_text, NULL, &perr) < 0 ||
+      cordon_rank_profile_parse(profile_text, strlen(profile_text), &b->profile, &perr) < 0 ||
+      cordon_rank_profile_to_json(b->profile, &again, &perr) < 0 || strcmp(again, profile_text)) {
+    cordon_error_free(perr);
+    *why = "the ranking profile is not a valid profile in its canonical form";
+    return 1;
+  }
+  for (size_t j = 0; j < b->profile->n_axes; j++) {
+    const char *axis = b->profile->axes[j].name;
+    if (strcmp(axis, CORDON_SCORE_CORRECTNESS) && strcmp(axis, CORDON_SCORE_COST) &&
+        strcmp(axis, CORDON_SCORE_REVERSIBILITY)) {
+      *why = "the ranking profile weighs an axis a race does not score";
+      return 1;
+    }
+  }
+  int failed = 0;
+  *why = check_ranking(b, err, &failed);
+  if (failed < 0)
+    return -1;
+  return *why ? 1 : 0;
+}
+
+/* ---- the store: re-hash manifests and blobs ------------------------------------------------ */
+
+enum blob_state { BLOB_OK = 0, BLOB_ABSENT, BLOB_UNREADABLE, BLOB_CORRUPT };
+
+struct blob_check {
+  char digest[CORDON_DIGEST_HEX_SIZE];
+  enum blob_state state;
+  uint64_t bytes;
+  char *message;
+};
+
+/* Open without following links or blocking, require a regular file, hash as a stream. */
+static void check_blob(struct cordon_cas *cas, struct cas_hasher *h, unsigned char *buf,
+                       struct blob_check *b) {
+  unsigned char want[CAS_DIGEST_LEN], got[CAS_DIGEST_LEN];
+  if (cas_unhex(b->digest, want) < 0) {
+    b->state = BLOB_CORRUPT;
+    b->message = strdup("not a digest");
+    return;
+  }
+  struct stat st;
+  struct cordon_error *e = NULL;
+  _cleanup_close_ int fd = cas_open_blob(cas, want, &st, &e);
+  if (fd < 0) {
+    b->state = e && e->kind == CORDON_ERR_NOT_FOUND ? BLOB_ABSENT : BLOB_UNREADABLE;
+    b->message = strdup(e && e->message ? e->message : "cannot open");
+    cordon_error_free(e);
+    return;
+  }
+  if (cas_hasher_init(h) < 0) {
+    b->state = BLOB_UNREADABLE;
+    b->message = strdup("out of memory");
+    return;
+  }
+  for (;;) {
+    ssize_t n = read(fd, buf, READ_BUFFER);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      char *m = NULL;
+      b->state = BLOB_UNREADABLE;
+      if (asprintf(&m, "blob %s: read: %s", b->digest, strerror(errno)) >= 0)
+        b->message = m;
+      cas_hasher_final(h, got);
+      return;
+    }
+    if (n == 0)
+      break;
+    cas_hasher_update(h, buf, (size_t)n);
+    b->bytes += (uint64_t)n;
+  }
+  cas_hasher_final(h, got);
+  if (memcmp(want, got, CAS_DIGEST_LEN) != 0) {
+    struct cordon_error *ie = NULL;
+    cas_integrity_error(&ie, want, got);
+    b->state = BLOB_CORRUPT;
+    b->message = strdup(ie && ie->message ? ie->message : "corrupt");
+    cordon_error_free(ie);
+  }
+}
+
+struct pool {
+  struct cordon_cas *cas;
+  struct blob_check *blobs;
+  size_t n;
+  size_t next;
+  pthread_mutex_t mu;
+};
+
+static void *pool_worker(void *arg) {
+  struct pool *p = arg;
+  struct cas_hasher h = {0};
+  unsigned char *buf = malloc(READ_BUFFER);
+  for (;;) {
+    pthread_mutex_lock(&p->mu);
+    size_t i = p->next++;
+    pthread_mutex_unlock(&p->mu);
+    if (i >= p->n)
+      break;
+    if (!buf) {
+      p->blobs[i].state = BLOB_UNREADABLE;
+      continue;
+    }
+    check_blob(p->cas, &h, buf, &p->blobs[i]);
+  }
+  cas_hasher_free(&h);
+  free(buf);
+  return NULL;
+}
+
+/* Check every blob, on every core (at most 8). */
+static void check_blobs(struct cordon_cas *cas, struct blob_check *blobs, size_t n) {
+  struct pool p = {.cas = cas, .blobs = blobs, .n = n};
+  pthread_mutex_init(&p.mu, NULL);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t threads = cores < 1 ? 1 : cores > 8 ? 8 : (size_t)cores;
+  if (threads > n)
+    threads = n ? n : 1;
+  pthread_t t[8];
+  size_t started = 0;
+  for (size_t i = 1; i < threads; i++)
+    if (pthread_create(&t[started], NULL, pool_worker, &p) == 0)
+      started++;
+  pool_worker(&p);
+  for (size_t i = 0; i < started; i++)
+    pthread_join(t[i], NULL);
+  pthread_mutex_destroy(&p.mu);
+}
+
+static void report_blob(struct cordon_receipt_report *r, const struct blob_check *b,
+                        const char *what) {
+  static const enum cordon_verdict verdict[] = {CORDON_VERDICT_VERIFIED, CORDON_VERDICT_INCOMPLETE,
+                                                CORDON_VERDICT_UNREADABLE, CORDON_VERDICT_FAILED};
+  if (b->state == BLOB_OK)
+    return;
+  /* The store's messages name the blob already. */
+  if (b->state == BLOB_ABSENT)
+    report_verdict(r, verdict[b->state], b->digest, "%s %s is absent from the store", what,
+                   b->digest);
+  else
+    report_verdict(r, verdict[b->state], b->digest, "%s: %s", what,
+                   b->message ? b->message : "cannot be checked");
+}
+
+static bool change_equal(const struct cordon_race_change *a, const struct cordon_race_change *b) {
+  return a->base_entries == b->base_entries && a->added == b->added && a->removed == b->removed &&
+         a->modified == b->modified && a->bytes_added == b->bytes_added &&
+         a->bytes_removed == b->bytes_removed;
+}
+
+struct digest_list {
+  char (*d)[CORDON_DIGEST_HEX_SIZE];
+  size_t n, cap;
+};
+
+static int digest_push(struct digest_list *l, const char *digest) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 1024;
+    void *grown = realloc(l->d, cap * sizeof(*l->d));
+    if (!grown)
+      return -1;
+    l->d = grown;
+    l->cap = cap;
+  }
+  memcpy(l->d[l->n++], digest, CORDON_DIGEST_HEX_SIZE);
+  return 0;
+}
+
+static int compare_digests(const void *a, const void *b) {
+  return memcmp(a, b, CORDON_DIGEST_HEX_SIZE);
+}
+
+/* Re-hash a snapshot's manifest and read its entries, collecting the file blobs it names.
+ * Returns 1 when read, 0 when a problem was reported, < 0 on an internal error. */
+static int load_snapshot(struct cordon_cas *cas, const char *id, const char *what,
+                         struct cas_hasher *h, unsigned char *buf, struct digest_list *files,
+                         struct cordon_snapshot_entry **entries, size_t *n,
+                         struct cordon_receipt_report *r, struct cordon_error **err) {
+  struct blob_check m = {0};
+  snprintf(m.digest, sizeof(m.digest), "%s", id);
+  check_blob(cas, h, buf, &m);
+  r->snapshots_checked++;
+  r->bytes_checked += m.bytes;
+  report_blob(r, &m, what);
+  free(m.message);
+  if (m.state != BLOB_OK)
+    return 0;
+  struct cordon_error *e = NULL;
+  if (cordon_snapshot_entries(cas, id, entries, n, &e) < 0) {
+    report_verdict(
+        r, e && e->kind == CORDON_ERR_NOT_FOUND ? CORDON_VERDICT_INCOMPLETE : CORDON_VERDICT_FAILED,
+        id, "%s %s is not a readable snapshot manifest: %s", what, id,
+        e && e->message ? e->message : "?");
+    cordon_error_free(e);
+    return 0;
+  }
+  for (size_t i = 0; i < *n; i++)
+    if ((*entries)[i].kind == CORDON_SNAPSHOT_FILE &&
+        digest_push(files, (*entries)[i].digest) < 0) {
+      cordon_snapshot_entries_free(*entries, *n);
+      *entries = NULL;
+      *n = 0;
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
+    }
+  return 1;
+}
+
+/* Every distinct snapshot the receipt names: its manifest re-hashed, its entries read and its
+ * change against the base compared with what each candidate recorded; then every distinct file
+ * blob of all of them re-hashed, once. */
+static int check_store(struct cordon_cas *cas, struct body *b, struct cordon_receipt_report *r,
+                       struct cordon_error **err) {
+  _cleanup_free_ const char **ids = calloc(b->n, sizeof(*ids));
+  _cleanup_free_ unsigned char *buf = malloc(READ_BUFFER);
+  if (!ids || !buf)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
+  for (size_t i = 0; i < b->n; i++)
+    ids[i] = b->c[i].snapshot;
+  qsort(ids, b->n, sizeof(*ids), compare_strings);
+
+  struct digest_list files = {0};
+  struct cordon_snapshot_entry *base_entries = NULL;
+  size_t n_base = 0;
+  struct cas_hasher h = {0};
+  int ret = -1;
+  int base_ok =
+      load_snapshot(cas, b->base, "base snapshot", &h, buf, &files, &base_entries, &n_base, r, err);
+  if (base_ok < 0)
+    goto out;
+  for (size_t k = 0; k < b->n; k++) {
+    const char *id = ids[k];
+    if (k > 0 && !strcmp(ids[k - 1], id))
+      continue;
+    struct cordon_snapshot_entry *entries = NULL;
+    size_t n = 0;
+    bool is_base = !strcmp(id, b->base);
+    if (is_base) {
+      if (!base_ok)
+        continue; /* reported once, as the base */
+      entries = base_entries;
+      n = n_base;
+    } else {
+      int loaded = load_snapshot(cas, id, "snapshot", &h, buf, &files, &entries, &n, r, err);
+      if (loaded < 0)
+        goto out;
+      if (!loaded)
+        continue;
+    }
+    int rc = 0;
+    if (base_ok) {
+      struct cordon_race_change change;
+      rc = cordon_race_change_compute(base_entries, n_base, entries, n, &change, err);
+      for (size_t i = 0; rc == 0 && i < b->n; i++)
+        if (!strcmp(b->c[i].snapshot, id) && !change_equal(&change, &b->c[i].outcome.change))
+          report_verdict(r, CORDON_VERDICT_FAILED, id,
+                         "%s: the recorded change does not match its snapshot %s against the "
+                         "base",
+                         b->c[i].task_id, id);
+    }
+    if (!is_base)
+      cordon_snapshot_entries_free(entries, n);
+    if (rc < 0)
+      goto out;
+  }
+
+  if (files.n)
+    qsort(files.d, files.n, sizeof(*files.d), compare_digests);
+  size_t unique = 0;
+  for (size_t i = 0; i < files.n; i++)
+    if (unique == 0 || memcmp(files.d[unique - 1], files.d[i], CORDON_DIGEST_HEX_SIZE))
+      memcpy(files.d[unique++], files.d[i], CORDON_DIGEST_HEX_SIZE);
+  struct blob_check *blobs = calloc(unique ? unique : 1, sizeof(*blobs));
+  if (!blobs) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
+    goto out;
+  }
+  for (size_t i = 0; i < unique; i++)
+    memcpy(blobs[i].digest, files.d[i], CORDON_DIGEST_HEX_SIZE);
+  check_blobs(cas, blobs, unique);
+  for (size_t i = 0; i < unique; i++) {
+    r->blobs_checked++;
+    r->bytes_checked += blobs[i].bytes;
+    report_blob(r, &blobs[i], "blob");
+    free(blobs[i].message);
+  }
+  free(blobs);
+  ret = 0;
+out:
+  cas_hasher_free(&h);
+  free(files.d);
+  cordon_snapshot_entries_free(base_entries, n_base);
+  return ret;
+}
+
+/* ---- entry points -------------------------------------------------------------------------- */
+
+int cordon_receipt_verify(struct cordon_cas *cas, const char *document, size_t length,
+                          const char *expected_kid, struct cordon_receipt_report *r,
+                          struct cordon_error **err) {
+  memset(r, 0, sizeof(*r));
+  r->verdict = CORDON_VERDICT_VERIFIED;
+  struct cordon_document_check check;
+  if (cordon_document_verify(document, length, expected_kid, &check, err) < 0)
+    return -1;
+  memcpy(r->kid, check.kid, sizeof(r->kid));
+  if (check.verdict == CORDON_VERDICT_FAILED) {
+    report_verdict(r, CORDON_VERDICT_FAILED, "receipt", "%s",
+                   check.reason ? check.reason : "bad document");
+    cordon_document_check_clear(&check);
+    return 0;
+  }
+  struct body b;
+  const char *why = NULL;
+  int rb = read_body(check.body_json, &b, &why, err);
+  enum cordon_verdict signature = check.verdict;
+  cordon_document_check_clear(&check);
+  if (rb < 0) {
+    body_free(&b);
+    cordon_receipt_report_clear(r);
+    return -1;
+  }
+  if (rb > 0) {
+    report_verdict(r, CORDON_VERDICT_FAILED, "receipt", "inconsistent receipt: %s", why);
+    body_free(&b);
+    return 0;
+  }
+  snprintf(r->base, sizeof(r->base), "%s", b.base);
+  snprintf(r->winner_snapshot, sizeof(r->winner_snapshot), "%s", b.c[b.winner].snapshot);
+  r->winner_task = strdup(b.c[b.winner].task_id);
+  r->n_candidates = b.n;
+  int ret = 0;
+  if (!cas)
+    report_verdict(r, CORDON_VERDICT_INCOMPLETE, "store", "no store to check the snapshots in");
+  else if (check_store(cas, &b, r, err) < 0)
+    ret = -1;
+  body_free(&b);
+  if (ret < 0) {
+    cordon_receipt_report_clear(r);
+    return -1;
+  }
+  /* Unanchored is not a problem of the receipt: it only caps the verdict, and explains it when
+   * nothing worse was found. */
+  if (signature == CORDON_VERDICT_UNANCHORED && r->verdict == CORDON_VERDICT_VERIFIED) {
+    r->verdict = CORDON_VERDICT_UNANCHORED;
+    free(r->reason);
+    if (asprintf(&r->reason, "signed by %s, but no expected key id was given to anchor it",
+                 r->kid) < 0)
+      r->reason = NULL;
+  }
+  return 0;
+}
+
+int cordon_receipt_verify_file(struct cordon_cas *cas, const char *path, const char *expected_kid,
+                               struct cordon_receipt_report *r, struct cordon_error **err) {
+  memset(r, 0, sizeof(*r));
+  r->verdict = CORDON_VERDICT_VERIFIED;
+  /* Non-blocking, so a FIFO in the receipt's place cannot hang the check. */
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    report_verdict(r, e == ENOENT ? CORDON_VERDICT_INCOMPLETE : CORDON_VERDICT_UNREADABLE,
+                   "receipt", "receipt %s: %s", path, strerror(e));
+    return 0;
+  }
+  struct stat st;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    report_verdict(r, CORDON_VERDICT_UNREADABLE, "receipt", "receipt %s is not a regular file",
+                   path);
+    return 0;
+  }
+  if ((uint64_t)st.st_size > CORDON_DOCUMENT_MAX) {
+    report_verdict(r, CORDON_VERDICT_FAILED, "receipt",
+                   "receipt %s is larger than a receipt can be (%u bytes)", path,
+                   CORDON_DOCUMENT_MAX);
+    return 0;
+  }
+  _cleanup_free_ unsigned char *data = NULL;
+  size_t length = 0;
+  struct cordon_error *read_err = NULL;
+  if (fs_read_fd(fd, CORDON_DOCUMENT_MAX, &data, &length, &read_err) < 0) {
+    report_verdict(r, CORDON_VERDICT_UNREADABLE, "receipt", "receipt %s: %s", path,
+                   read_err && read_err->message ? read_err->message : "cannot be read");
+    cordon_error_free(read_err);
+    return 0;
+  }
+  return cordon_receipt_verify(cas, (const char *)data, length, expected_kid, r, err);
+}

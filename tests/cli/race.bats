@@ -1,0 +1,298 @@
+#!/usr/bin/env bats
+# `cordon race` and `cordon receipt verify` as a user types them, on the worktree backend (fast;
+# ranking needs no isolation), plus one race on `ns` when it declares SNAPSHOT. $CORDON is the
+# binary under test; every test runs in a fresh project with its own key directory.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-race.XXXXXX")
+  KEYS=$(mktemp -d "${TMPDIR:-/tmp}/cordon-race-keys.XXXXXX")
+  export CORDON_PROJECT=$PROJECT
+  export CORDON_KEY_DIR=$KEYS/keys
+  cd "$PROJECT"
+  mkdir -p tree/sub
+  printf 'alpha\n' > tree/a
+  printf 'bravo\n' > tree/sub/b
+  "$CORDON" key init >/dev/null
+  KID=$("$CORDON" key show | sed -n 's/^kid: //p')
+  [ ${#KID} -eq 43 ]
+  BASE=$("$CORDON" snapshot take tree)
+}
+
+teardown() {
+  cd /
+  rm -rf "$PROJECT" "$KEYS"
+}
+
+# Candidate i writes 1000 - 100 i bytes; candidate 1 fails; candidate 2 deletes a base file.
+CMD=(sh -c 'i=$CORDON_CANDIDATE_INDEX; head -c $((1000 - i * 100)) /dev/zero > out; [ $i -eq 2 ] && rm a; [ $i -ne 1 ]')
+
+race() { "$CORDON" race --backend worktree --base "$BASE" "$@"; }
+
+winner_of() { tr -d ' \n' < "$1" | sed -n 's/.*"winner":{"snapshot":"[0-9a-f]*","task_id":"\([^"]*\)"}.*/\1/p'; }
+
+sessions_left() { ls "$PROJECT/.cordon/sessions" 2>/dev/null | wc -l; }
+
+audit_entries() { "$CORDON" audit show --json | wc -l; }
+
+# The store path of the "out" blob of candidate N (each candidate's differs in size).
+out_blob_of() {
+  local d
+  d=$(head -c $((1000 - $1 * 100)) /dev/zero | sha256sum | cut -c1-64)
+  printf '%s/.cordon/cas/%s/%s' "$PROJECT" "${d:0:2}" "$d"
+}
+
+@test "race and receipt: --help, usage errors are exit 2 and one line" {
+  for v in "race" "receipt" "receipt verify"; do
+    run $CORDON $v --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == usage:* ]]
+  done
+  run $CORDON --help
+  [[ "$output" == *"race --base ID"* ]]
+  [[ "$output" == *"receipt verify"* ]]
+  run $CORDON race --k 2 --out r.json -- true
+  [ "$status" -eq 2 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"--base"* ]]
+  run $CORDON race --base "$BASE" --out r.json -- true
+  [ "$status" -eq 2 ]
+  run $CORDON race --base "$BASE" --k 2 -- true
+  [ "$status" -eq 2 ]
+  run $CORDON race --base "$BASE" --k 0 --out r.json -- true
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--k needs a number from 1 to 256"* ]]
+  run $CORDON race --base "$BASE" --k 2 --out r.json
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"no command"* ]]
+  run $CORDON race --base "$BASE" --k 2 --out r.json true
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"after --"* ]]
+  run $CORDON race --bogus
+  [ "$status" -eq 2 ]
+  run $CORDON receipt frob
+  [ "$status" -eq 2 ]
+  run $CORDON receipt verify
+  [ "$status" -eq 2 ]
+  run $CORDON receipt verify r.json --expected-keyid short
+  [ "$status" -eq 2 ]
+}
+
+@test "bad base, unwritable out, bad profile, no SNAPSHOT: refused before anything runs" {
+  run race --k 2 --out r.json -- touch ran
+  [ "$status" -eq 0 ] # the reference: this one runs
+  rm -rf "$PROJECT/.cordon/audit" r.json
+  run $CORDON race --backend worktree --base 0000000000000000000000000000000000000000000000000000000000000000 --k 2 --out r.json -- touch ran
+  [ "$status" -eq 3 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"not a snapshot in the store"* ]]
+  run $CORDON race --backend worktree --base nothex --k 2 --out r.json -- touch ran
+  [ "$status" -eq 2 ]
+  run race --k 2 --out "$PROJECT/no/such/dir/r.json" -- touch ran
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"no/such/dir"* ]]
+  run race --k 2 --out "$PROJECT/tree" -- touch ran
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"Is a directory"* ]]
+  printf '{"axes":[{"name":"speed","direction":"benefit","weight":1}]}' > fast.json
+  run race --k 2 --profile fast.json --out r.json -- touch ran
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"speed"* ]]
+  printf '{"axes":[' > broken.json
+  run race --k 2 --profile broken.json --out r.json -- touch ran
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ]
+  run race --k 2 --profile missing.json --out r.json -- touch ran
+  [ "$status" -eq 3 ]
+  run $CORDON race --backend ns --base "$BASE" --k 2 --out r.json -- touch ran
+  if ! $CORDON backends --json | tr -d ' \n' | grep -q '"name":"ns"[^}]*"snapshot"'; then
+    [ "$status" -eq 4 ]
+    [[ "$output" == *"does not declare SNAPSHOT"* ]]
+  fi
+  run env CORDON_KEY_DIR=$KEYS/none $CORDON race --backend worktree --base "$BASE" --k 2 --out r.json -- touch ran
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"signing key"* ]]
+  # Nothing ran, nothing was written.
+  [ "$(sessions_left)" -eq 0 ]
+  [ ! -e r.json ]
+  [ ! -e "$PROJECT/.cordon/audit/audit-000001.jsonl" ]
+}
+
+@test "the same race twice gives a byte-identical receipt; three K=4 races one winner" {
+  run race --k 4 --out r1.json -- "${CMD[@]}"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"winner: candidate-3"* ]]
+  [ -z "$(race --k 4 --out r2.json -- "${CMD[@]}" 2>&1 >/dev/null)" ] # quiet off a terminal
+  cmp r1.json r2.json
+  [ "$(wc -l < r1.json)" -eq 1 ]
+  for n in 1 2 3; do
+    race --k 4 --jobs $((n % 2 + 1)) --json --out w$n.json -- "${CMD[@]}" > out$n.json
+    winner_of out$n.json > winner$n
+  done
+  [ "$(cat winner1)" = candidate-3 ]
+  cmp winner1 winner2
+  cmp winner1 winner3
+  cmp r1.json w3.json
+  [ "$(sessions_left)" -eq 0 ]
+  # Every race is in the chain, whole.
+  [ "$(audit_entries)" -eq 5 ]
+  run $CORDON audit verify
+  [ "$status" -eq 0 ]
+  run $CORDON audit show
+  [[ "$output" == *"race.select"* ]]
+}
+
+@test "receipt verify: verified with the key id, unanchored without, failed with another" {
+  race --k 2 --out r.json -- "${CMD[@]}" >/dev/null
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  [[ "$output" == verified:* ]]
+  run $CORDON receipt verify r.json
+  [ "$status" -eq 3 ]
+  [[ "$output" == unanchored:* ]]
+  run $CORDON receipt verify r.json --expected-keyid AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"not by the expected key"* ]]
+  run $CORDON receipt verify r.json --json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"verdict": "verified"'* ]]
+  [[ "$output" == *"\"kid\": \"$KID\""* ]]
+}
+
+@test "flipping any single byte of the receipt file makes verify fail (every position)" {
+  race --k 2 --out r.json -- "${CMD[@]}" >/dev/null
+  # One perl process walks every position; cordon runs once per flipped copy.
+  run perl -e '
+    my ($cordon, $file, $kid) = @ARGV;
+    open(my $fh, "<:raw", $file) or die; local $/; my $doc = <$fh>; close $fh;
+    my $bad = 0;
+    for my $i (0 .. length($doc) - 1) {
+      my $copy = $doc;
+      substr($copy, $i, 1) = chr(ord(substr($doc, $i, 1)) ^ 0x01);
+      open(my $out, ">:raw", "flipped.json") or die; print $out $copy; close $out;
+      my $pid = fork() // die;
+      if ($pid == 0) {
+        open(STDOUT, ">", "/dev/null"); open(STDERR, ">", "/dev/null");
+        exec($cordon, "receipt", "verify", "flipped.json", "--expected-keyid", $kid) or exit 99;
+      }
+      waitpid($pid, 0);
+      my $code = $? >> 8;
+      if ($code != 1) { print "byte $i: exit $code\n"; $bad++; }
+    }
+    print "positions: ", length($doc), ", not failed: $bad\n";
+    exit($bad ? 1 : 0);' "$CORDON" r.json "$KID"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"not failed: 0"* ]]
+}
+
+@test "a loser's blob flipped gives 1, deleted 2, a FIFO 4 within a bounded time" {
+  race --k 4 --out r.json -- "${CMD[@]}" >/dev/null
+  blob=$(out_blob_of 0) # candidate-0 lost to candidate-3
+  [ -f "$blob" ]
+  cp "$blob" saved
+  chmod u+w "$blob"
+  perl -e 'open(my $f, "+<:raw", $ARGV[0]) or die; seek($f, 10, 0); print $f "\x01"; close $f' "$blob"
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"corrupt"* ]]
+  rm -f "$blob"
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"absent"* ]]
+  run $CORDON receipt verify r.json
+  [ "$status" -eq 2 ] # incomplete outranks unanchored
+  mkfifo "$blob"
+  SECONDS=0
+  run timeout 20 $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 4 ]
+  [[ "$output" == *"FIFO"* ]]
+  [ "$SECONDS" -lt 10 ]
+  rm -f "$blob"
+  ln -s "$PROJECT/saved" "$blob"
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 4 ]
+  rm -f "$blob"
+  cp saved "$blob"
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+}
+
+@test "a malformed, missing or unreadable receipt file: one line, never a crash" {
+  printf 'not json\n' > bad.json
+  run $CORDON receipt verify bad.json --expected-keyid "$KID"
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ]
+  : > empty.json
+  run $CORDON receipt verify empty.json
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ]
+  printf '{"body":{},"signature":{"alg":"EdDSA","kid":"x","value":"y"}}\n' > shape.json
+  run $CORDON receipt verify shape.json
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ]
+  head -c 100000 /dev/urandom > noise.json
+  run $CORDON receipt verify noise.json
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ]
+  run $CORDON receipt verify missing.json
+  [ "$status" -eq 2 ]
+  [ "${#lines[@]}" -eq 1 ]
+  mkfifo fifo.json
+  run timeout 20 $CORDON receipt verify fifo.json
+  [ "$status" -eq 4 ]
+  [ "${#lines[@]}" -eq 1 ]
+  run $CORDON receipt verify tree
+  [ "$status" -eq 4 ]
+  [ "${#lines[@]}" -eq 1 ]
+}
+
+@test "judge words and a profile file are bound into the receipt" {
+  printf '{"axes":[{"name":"cost","direction":"cost","weight":1}],"name":"cheap"}' > cheap.json
+  run race --k 3 --profile cheap.json --judge sh --judge -c --judge 'test -s out' --json \
+    --out r.json -- sh -c 'head -c $((CORDON_CANDIDATE_INDEX * 10)) /dev/zero > out'
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"judge_exit_code": 1'* ]] # candidate-0's out is empty
+  grep -q '"judge":\["sh","-c","test -s out"\]' r.json
+  grep -q '"name":"cheap"' r.json
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+}
+
+@test "four concurrent races leave one unforked audit chain that verifies" {
+  for n in 1 2 3 4; do
+    race --k 3 --out c$n.json -- "${CMD[@]}" > log$n 2>&1 &
+  done
+  wait
+  for n in 1 2 3 4; do
+    run $CORDON receipt verify c$n.json --expected-keyid "$KID"
+    [ "$status" -eq 0 ]
+  done
+  [ "$(audit_entries)" -eq 4 ]
+  run $CORDON audit verify
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"4 entries"* ]]
+  [ "$(sessions_left)" -eq 0 ]
+}
+
+@test "a live view of the candidates on a terminal" {
+  command -v script >/dev/null || skip "script(1) is not installed"
+  run script -qec "$CORDON race --backend worktree --base $BASE --k 2 --out $PROJECT/t.json -- sh -c 'sleep 0.3'" /dev/null
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"candidate-0"*"running"* ]]
+  [[ "$output" == *"winner: candidate-0"* ]]
+}
+
+@test "a race on ns, when ns declares SNAPSHOT" {
+  if ! $CORDON backends --json | tr -d ' \n' | grep -q '"name":"ns"[^}]*"snapshot"'; then
+    skip "the ns backend does not declare SNAPSHOT (yet)"
+  fi
+  run $CORDON race --backend ns --base "$BASE" --k 2 --out r.json -- "${CMD[@]}"
+  [ "$status" -eq 0 ]
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  grep -q '"backend":"ns"' r.json
+  [ "$(sessions_left)" -eq 0 ]
+}
