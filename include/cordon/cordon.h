@@ -2,8 +2,14 @@
 #ifndef CORDON_CORDON_H
 #define CORDON_CORDON_H
 
+#include <cordon/audit.h>
 #include <cordon/backend.h>
+#include <cordon/cas.h>
 #include <cordon/error.h>
+#include <cordon/keys.h>
+#include <cordon/race.h>
+#include <cordon/receipt.h>
 #include <cordon/session.h>
+#include <cordon/snapshot.h>
 
 #endif

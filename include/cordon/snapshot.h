@@ -128,7 +128,8 @@ CORDON_API int cordon_snapshot_materialize_base(struct cordon_cas *cas, const ch
 
 /* Terminal snapshot of an overlay mount whose lower layer is snapshot base_id and whose upper
  * layer is upper_dir: the base's manifest is reused and only the upper layer is walked.
- * Whiteouts (character devices 0/0) delete, opaque directories (trusted.overlay.opaque or
+ * Whiteouts (character devices 0/0, or files with an overlay whiteout xattr) delete, opaque
+ * directories (trusted.overlay.opaque or
  * user.overlay.opaque = "y") hide the base's contents, everything else in the upper layer
  * replaces or adds. Redirected directories and metacopy-only files are refused. */
 CORDON_API int cordon_snapshot_take_overlay(struct cordon_cas *cas, const char *base_id,

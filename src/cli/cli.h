@@ -38,6 +38,11 @@ int cmd_run(int argc, char **argv);
 int cmd_session(int argc, char **argv);
 int cmd_backends(int argc, char **argv);
 int cmd_conformance(int argc, char **argv);
+int cmd_key(int argc, char **argv);      /* cmd-key.c */
+int cmd_audit(int argc, char **argv);    /* cmd-audit.c */
+int cmd_gc(int argc, char **argv);       /* cmd-gc.c */
+int cmd_cas(int argc, char **argv);      /* cmd-cas.c */
+int cmd_snapshot(int argc, char **argv); /* cmd-snapshot.c */
 /* In cmd-race.c and cmd-receipt.c. */
 int cmd_race(int argc, char **argv);
 int cmd_receipt(int argc, char **argv);

@@ -36,7 +36,7 @@ static const char snapshot_usage[] =
     "  forget ID...           let gc reclaim snapshots\n"
     "\n"
     "Exit codes: 0 ok, 1 failed (integrity errors and refused archives included), 2 usage,\n"
-    "3 not found, 4 refused.\n";
+    "3 not found, 4 refused. CORDON_THREADS sets the worker threads (default: CPUs, max 8).\n";
 
 enum {
   OPT_JSON = 256,

@@ -11,15 +11,6 @@
 
 const char *cli_program = "cordon";
 
-/* Verbs in cmd-key.c and cmd-audit.c. */
-int cmd_key(int argc, char **argv);
-int cmd_audit(int argc, char **argv);
-/* In cmd-gc.c. */
-int cmd_gc(int argc, char **argv);
-/* In cmd-cas.c and cmd-snapshot.c. */
-int cmd_cas(int argc, char **argv);
-int cmd_snapshot(int argc, char **argv);
-
 static const char main_usage[] =
     "usage: cordon VERB [options]\n"
     "\n"
@@ -158,28 +149,25 @@ int main(int argc, char **argv) {
     printf("cordon %s\n", CORDON_VERSION);
     return EXIT_OK;
   }
-  if (!strcmp(verb, "run"))
-    return cmd_run(argc - 1, argv + 1);
-  if (!strcmp(verb, "session"))
-    return cmd_session(argc - 1, argv + 1);
-  if (!strcmp(verb, "backends"))
-    return cmd_backends(argc - 1, argv + 1);
-  if (!strcmp(verb, "conformance"))
-    return cmd_conformance(argc - 1, argv + 1);
-  if (!strcmp(verb, "key"))
-    return cmd_key(argc - 1, argv + 1);
-  if (!strcmp(verb, "audit"))
-    return cmd_audit(argc - 1, argv + 1);
-  if (!strcmp(verb, "gc"))
-    return cmd_gc(argc - 1, argv + 1);
-  if (!strcmp(verb, "cas"))
-    return cmd_cas(argc - 1, argv + 1);
-  if (!strcmp(verb, "snapshot"))
-    return cmd_snapshot(argc - 1, argv + 1);
-  if (!strcmp(verb, "race"))
-    return cmd_race(argc - 1, argv + 1);
-  if (!strcmp(verb, "receipt"))
-    return cmd_receipt(argc - 1, argv + 1);
+  static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+  } verbs[] = {
+      {"run", cmd_run},
+      {"session", cmd_session},
+      {"backends", cmd_backends},
+      {"conformance", cmd_conformance},
+      {"key", cmd_key},
+      {"audit", cmd_audit},
+      {"gc", cmd_gc},
+      {"cas", cmd_cas},
+      {"snapshot", cmd_snapshot},
+      {"race", cmd_race},
+      {"receipt", cmd_receipt},
+  };
+  for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+    if (!strcmp(verb, verbs[i].name))
+      return verbs[i].fn(argc - 1, argv + 1);
   cli_error("unknown verb '%s' (see 'cordon --help')", verb);
   return EXIT_USAGE;
 }

@@ -11,7 +11,7 @@
 
 #include "snapshot/anchor.h"
 
-static int have_openat2 = -1; /* unknown, then 0 or 1; races only repeat the probe */
+static int have_openat2 = -1; /* unknown, then 0 or 1 (atomic: walk threads share it) */
 
 static int open_by_components(int rootfd, const char *path, int flags, unsigned mode) {
   int dirfd = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
@@ -50,7 +50,7 @@ static int open_by_components(int rootfd, const char *path, int flags, unsigned 
 int anchor_open(int rootfd, const char *path, int flags, unsigned mode) {
   if (!*path)
     return openat(rootfd, ".", flags | O_CLOEXEC, mode);
-  if (have_openat2 != 0 && strlen(path) < PATH_MAX) {
+  if (__atomic_load_n(&have_openat2, __ATOMIC_RELAXED) != 0 && strlen(path) < PATH_MAX) {
     struct open_how how = {
         .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
         .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
@@ -59,12 +59,12 @@ int anchor_open(int rootfd, const char *path, int flags, unsigned mode) {
     for (int attempt = 0; attempt < 8; attempt++) {
       int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
       if (fd >= 0) {
-        have_openat2 = 1;
+        __atomic_store_n(&have_openat2, 1, __ATOMIC_RELAXED);
         return fd;
       }
       if (errno == ENOSYS || errno == EPERM) {
         /* ENOSYS: an old kernel; EPERM: a seccomp filter that refuses openat2. */
-        have_openat2 = 0;
+        __atomic_store_n(&have_openat2, 0, __ATOMIC_RELAXED);
         break;
       }
       if (errno != EAGAIN) /* EAGAIN: a concurrent rename, try again */

@@ -207,7 +207,7 @@ static void *restore_worker_main(void *arg) {
     for (size_t i = start; i < end; i++) {
       if (restore_entry(w, &r->m->entries[r->work[i]]) < 0) {
         pthread_mutex_lock(&r->mu);
-        r->failed = true;
+        __atomic_store_n(&r->failed, true, __ATOMIC_RELAXED);
         if (!r->err)
           r->err = steal_ptr(&w->err);
         pthread_mutex_unlock(&r->mu);

@@ -412,6 +412,11 @@ static int process_file(struct worker *w, struct walk_node *n) {
   if (!S_ISREG(st.st_mode))
     return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0,
                             "%s changed type while the snapshot was taken", n->path);
+  /* An "xwhiteout" (overlayfs 6.7+): an empty file marked as a whiteout by an xattr. */
+  if (t->o->overlay && xattr_present(fd, "trusted.overlay.whiteout", "user.overlay.whiteout")) {
+    n->whiteout = true;
+    return 0;
+  }
   if (t->o->overlay && xattr_present(fd, "trusted.overlay.metacopy", "user.overlay.metacopy"))
     return cordon_error_set(&w->err, CORDON_ERR_UNSUPPORTED, 0,
                             "upper layer file %s is a metacopy (overlayfs metacopy=on); "

@@ -752,6 +752,13 @@ int cordon_cas_put(struct cordon_cas *cas, const void *data, size_t length,
 int cordon_cas_put_fd(struct cordon_cas *cas, int in, const char *content_type,
                       const char *metadata_json, char hex[CORDON_DIGEST_HEX_SIZE],
                       struct cordon_error **err) {
+  if (metadata_json) { /* refuse bad metadata before storing anything */
+    json_t *meta = json_loads(metadata_json, JSON_REJECT_DUPLICATES, NULL);
+    bool object = json_is_object(meta);
+    json_decref(meta);
+    if (!object)
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "metadata must be a JSON object");
+  }
   if (cas_lock_shared(cas, err) < 0)
     return -1;
   int r = -1;
@@ -853,7 +860,54 @@ struct cas_batch {
   size_t next; /* publish work index */
   int publish_errno;
   bool committed;
+  /* Early writeback: a big batch syncs in the background while it is still being staged, so
+   * the commit's sync waits only for the tail. */
+  pthread_cond_t cv;
+  pthread_t flusher;
+  bool flusher_started, flusher_stop;
+  uint64_t staged_bytes, flushed_bytes;
 };
+
+#define EARLY_SYNC_STEP ((uint64_t)48 << 20)
+
+static void *flusher_main(void *arg) {
+  struct cas_batch *b = arg;
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    while (!b->flusher_stop && b->staged_bytes - b->flushed_bytes < EARLY_SYNC_STEP)
+      pthread_cond_wait(&b->cv, &b->mu);
+    if (b->flusher_stop)
+      break;
+    b->flushed_bytes = b->staged_bytes;
+    pthread_mutex_unlock(&b->mu);
+    syncfs(b->cas->tmpfd); /* only an optimisation: the commit syncs again */
+    pthread_mutex_lock(&b->mu);
+  }
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+static void flusher_stop(struct cas_batch *b) {
+  pthread_mutex_lock(&b->mu);
+  bool started = b->flusher_started;
+  b->flusher_stop = true;
+  b->flusher_started = false;
+  pthread_cond_signal(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+  if (started)
+    pthread_join(b->flusher, NULL);
+}
+
+/* Account staged bytes (with b->mu held) and wake or start the flusher. */
+static void flusher_account(struct cas_batch *b, uint64_t bytes) {
+  b->staged_bytes += bytes;
+  if (b->staged_bytes - b->flushed_bytes < EARLY_SYNC_STEP || b->flusher_stop ||
+      getenv("CORDON_NO_EARLY_SYNC"))
+    return;
+  if (!b->flusher_started)
+    b->flusher_started = pthread_create(&b->flusher, NULL, flusher_main, b) == 0;
+  pthread_cond_signal(&b->cv);
+}
 
 int cas_batch_new(struct cordon_cas *cas, struct cas_batch **out, struct cordon_error **err) {
   struct cas_batch *b = calloc(1, sizeof(*b));
@@ -865,6 +919,7 @@ int cas_batch_new(struct cordon_cas *cas, struct cas_batch **out, struct cordon_
   }
   b->cas = cas;
   pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->cv, NULL);
   *out = b;
   return 0;
 }
@@ -872,11 +927,13 @@ int cas_batch_new(struct cordon_cas *cas, struct cas_batch **out, struct cordon_
 void cas_batch_free(struct cas_batch *b) {
   if (!b)
     return;
+  flusher_stop(b);
   for (size_t i = 0; i < b->n; i++)
     if (b->items[i].name[0])
       unlinkat(b->items[i].dir, b->items[i].name, 0);
   cas_unlock_shared(b->cas);
   pthread_mutex_destroy(&b->mu);
+  pthread_cond_destroy(&b->cv);
   free(b->items);
   free(b);
 }
@@ -889,8 +946,10 @@ uint64_t cas_batch_staged(struct cas_batch *b) {
 }
 
 static int batch_push(struct cas_batch *b, int dir, const char *name,
-                      const unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
+                      const unsigned char digest[CAS_DIGEST_LEN], uint64_t size,
+                      struct cordon_error **err) {
   pthread_mutex_lock(&b->mu);
+  flusher_account(b, size);
   if (b->n == b->cap) {
     size_t cap = b->cap ? b->cap * 2 : 256;
     struct cas_pending *grown = realloc(b->items, cap * sizeof(*grown));
@@ -942,7 +1001,7 @@ int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
     unlinkat(shard, tmp, 0);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", cas->dir);
   }
-  return batch_push(b, shard, tmp, digest, err);
+  return batch_push(b, shard, tmp, digest, length, err);
 }
 
 int cas_stage_open(struct cas_batch *b, struct cas_hasher *hasher, struct cas_stage *st,
@@ -996,7 +1055,7 @@ int cas_stage_close(struct cas_stage *st, unsigned char digest[CAS_DIGEST_LEN],
     cas_stage_abort(st);
     return 0;
   }
-  r = batch_push(st->batch, st->batch->cas->tmpfd, st->name, digest, err);
+  r = batch_push(st->batch, st->batch->cas->tmpfd, st->name, digest, st->size, err);
   st->name[0] = 0; /* the batch owns it now (or unlinked it on failure) */
   return r;
 }
@@ -1024,6 +1083,7 @@ static void *publish_worker(void *arg) {
 
 int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
   struct cordon_cas *cas = b->cas;
+  flusher_stop(b);
   if (b->n == 0) {
     b->committed = true;
     return 0;

@@ -226,3 +226,12 @@ teardown() {
   run $CORDON session create --backend worktree --from nothex
   [ "$status" -eq 2 ]
 }
+
+@test "a progress bar is drawn on a terminal (and erased), never into a pipe" {
+  command -v script > /dev/null || skip "script(1) is not installed"
+  run -0 script -qec "$CORDON snapshot take tree" /dev/null
+  [[ "$output" == *"snapshot"*"["*"]"* ]]
+  [[ "$output" == *$'\r\033[K'* ]]
+  run --separate-stderr $CORDON snapshot take tree
+  [ -z "$stderr" ]
+}

@@ -333,7 +333,8 @@ static void test_kill9_during_put(void **state) {
         }
       }
     }
-    struct timespec delay = {0, (long)(rand_r(&seed) % 40 + 1) * 1000000L};
+    /* Delays grow over the iterations, so even a slow (sanitised) child gets blobs out. */
+    struct timespec delay = {0, (long)(rand_r(&seed) % (40 + 5 * iter) + 1) * 1000000L};
     nanosleep(&delay, NULL);
     kill(pid, SIGKILL);
     int status = 0;

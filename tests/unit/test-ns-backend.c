@@ -19,7 +19,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include <cordon/cas.h>
 #include <cordon/session.h>
+#include <cordon/snapshot.h>
 
 #include "backend/builtin.h"
 #include "base/fs.h"
@@ -378,7 +380,7 @@ static void test_limits(void **state) {
   char *text = NULL;
   size_t len = 0;
   assert_int_equal(fs_read_file(path, 4096, (unsigned char **)&text, &len, &err), 0);
-  assert_int_equal(atoi(text), 16 + 4); /* + the holder, 2 workers, an idle command */
+  assert_int_equal(atoi(text), 16 + 6); /* + the holder, 3 workers, 2 idle commands */
   free(text);
   if (mem_dir)
     snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", mem_dir);
@@ -471,6 +473,81 @@ static void test_concurrent_execs(void **state) {
 }
 
 /* The conformance suite, through the same entry point as `cordon conformance ns`. */
+/* Fork: 8 sessions resumed from one snapshot, each changing one file of its own from inside;
+ * each terminal snapshot holds the base's entries plus exactly its own file. */
+#define FORKS 8
+static void test_fork_sessions(void **state) {
+  struct cordon_manifest m = {0};
+  m.policy.require_enforcement = true;
+  struct cordon_session *origin = create(&m);
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_session_write(origin, "base/a.txt", "a", 1, 0644, &err), 0);
+  assert_int_equal(cordon_session_write(origin, "base/deep/b.txt", "bb", 2, 0600, &err), 0);
+  assert_int_equal(sh(origin, "ln -s base/a.txt link && mkdir empty", NULL), 0);
+  char *base_id = NULL;
+  if (cordon_session_snapshot(origin, &base_id, &err) < 0)
+    fail_msg("snapshot: %s", err->message);
+  cordon_session_destroy(origin, NULL);
+
+  struct cordon_cas *cas = NULL;
+  assert_int_equal(cordon_cas_open_project(ctx, &cas, &err), 0);
+  struct cordon_snapshot_entry *base = NULL;
+  size_t n_base = 0;
+  assert_int_equal(cordon_snapshot_entries(cas, base_id, &base, &n_base, &err), 0);
+
+  struct cordon_session *forks[FORKS] = {0};
+  double start = fs_now();
+  for (int i = 0; i < FORKS; i++) {
+    struct cordon_manifest fm = {0};
+    fm.policy.require_enforcement = true;
+    if (cordon_session_resume(ctx, ns, &fm, base_id, &forks[i], &err) < 0)
+      fail_msg("resume %d: %s", i, err->message);
+  }
+  printf("# %d forks in %.3f s\n", FORKS, fs_now() - start);
+  for (int i = 0; i < FORKS; i++) {
+    char script[128];
+    snprintf(script, sizeof(script), "cat base/a.txt && echo %d > own-%d.txt", i, i);
+    expect_stdout(forks[i], script, "a");
+  }
+  for (int i = 0; i < FORKS; i++) {
+    char *id = NULL;
+    if (cordon_session_snapshot(forks[i], &id, &err) < 0)
+      fail_msg("snapshot %d: %s", i, err->message);
+    struct cordon_snapshot_entry *e = NULL;
+    size_t n = 0;
+    assert_int_equal(cordon_snapshot_entries(cas, id, &e, &n, &err), 0);
+    /* Exactly one entry more than the base, and it is this fork's own file. */
+    assert_int_equal(n, n_base + 1);
+    char own[32];
+    snprintf(own, sizeof(own), "own-%d.txt", i);
+    size_t j = 0, k = 0;
+    bool seen = false;
+    while (j < n) {
+      if (!seen && strcmp(e[j].path, own) == 0) {
+        assert_int_equal(e[j].kind, CORDON_SNAPSHOT_FILE);
+        assert_int_equal(e[j].size, 2);
+        seen = true;
+        j++;
+        continue;
+      }
+      assert_true(k < n_base);
+      assert_string_equal(e[j].path, base[k].path);
+      assert_int_equal(e[j].kind, base[k].kind);
+      assert_int_equal(e[j].mode, base[k].mode);
+      assert_string_equal(e[j].digest, base[k].digest);
+      j++, k++;
+    }
+    assert_true(seen);
+    cordon_snapshot_entries_free(e, n);
+    free(id);
+  }
+  for (int i = 0; i < FORKS; i++)
+    assert_int_equal(cordon_session_destroy(forks[i], &err), 0);
+  cordon_snapshot_entries_free(base, n_base);
+  cordon_cas_close(cas);
+  free(base_id);
+}
+
 static void test_conformance_suite(void **state) {
   char *text = NULL;
   size_t len = 0;
@@ -540,6 +617,7 @@ int main(void) {
       cmocka_unit_test(test_limits),
       cmocka_unit_test(test_threaded_caller),
       cmocka_unit_test(test_concurrent_execs),
+      cmocka_unit_test(test_fork_sessions),
       cmocka_unit_test(test_conformance_suite),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

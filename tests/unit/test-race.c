@@ -425,6 +425,60 @@ static void test_candidate_fails_to_start(void **state) {
   assert_nothing_ran(f, out);
 }
 
+/* A backend whose second terminal snapshot fails: the race stops, destroys every session and
+ * reports that failure; nothing is signed, audited or written. */
+static int snapshots;
+
+static int failing_snapshot(struct cordon_session *s, char **snapshot_id,
+                            struct cordon_error **err) {
+  pthread_mutex_lock(&resumes_mu);
+  int n = ++snapshots;
+  pthread_mutex_unlock(&resumes_mu);
+  if (n == 2)
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0, "injected snapshot failure");
+  return cordon_backend_worktree.snapshot(s, snapshot_id, err);
+}
+
+static void test_candidate_fails_while_running(void **state) {
+  struct fixture *f = *state;
+  _cleanup_free_ char *out = path_in(f, "r.json");
+  struct cordon_backend flaky = cordon_backend_worktree;
+  flaky.snapshot = failing_snapshot;
+  snapshots = 0;
+  struct cordon_race_options o = options(f, 4, out);
+  o.backend = &flaky;
+  struct cordon_race_result res = {0};
+  struct cordon_error *err = NULL;
+  assert_true(cordon_race_run(f->ctx, &o, &res, &err) < 0);
+  assert_non_null(err);
+  assert_int_equal(err->kind, CORDON_ERR_INTEGRITY);
+  assert_non_null(strstr(err->message, "injected snapshot failure"));
+  cordon_error_free(err);
+  assert_nothing_ran(f, out);
+}
+
+/* A command past its timeout: killed, reported, scored as incorrect; the others unaffected. */
+static void test_timeout(void **state) {
+  struct fixture *f = *state;
+  _cleanup_free_ char *out = path_in(f, "r.json");
+  static const char *const slow_first[] = {"sh", "-c",
+                                           "[ $CORDON_CANDIDATE_INDEX -ne 0 ] || sleep 30", NULL};
+  struct cordon_race_options o = options(f, 2, out);
+  o.argv = slow_first;
+  o.timeout = 0.3;
+  struct cordon_race_result res = {0};
+  double t0 = fs_now();
+  race_ok(f, &o, &res);
+  assert_true(fs_now() - t0 < 20);
+  assert_true(res.candidates[0].outcome.timed_out);
+  assert_true(res.candidates[0].outcome.correctness == 0);
+  assert_false(res.candidates[1].outcome.timed_out);
+  assert_string_equal(res.candidates[res.winner].task_id, "candidate-1");
+  assert_non_null(strstr(res.receipt, "\"timed_out\":true"));
+  assert_int_equal(verify(f, res.receipt, res.receipt_length, f->kid), CORDON_VERDICT_VERIFIED);
+  cordon_race_result_clear(&res);
+}
+
 /* ---- verification ------------------------------------------------------------------------- */
 
 static void test_every_flipped_byte_fails(void **state) {
@@ -694,6 +748,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_judge_and_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refused_before_anything_runs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_candidate_fails_to_start, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_candidate_fails_while_running, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_flipped_byte_fails, setup, teardown),
       cmocka_unit_test_setup_teardown(test_consistency_checks, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tampered_store, setup, teardown),

@@ -1114,12 +1114,12 @@ static void test_kill9_during_snapshot(void **state) {
 
 struct churn {
   const char *tree;
-  volatile bool stop;
+  bool stop; /* atomic */
 };
 
 static void *churn_main(void *arg) {
   struct churn *c = arg;
-  for (unsigned k = 0; !c->stop; k++) {
+  for (unsigned k = 0; !__atomic_load_n(&c->stop, __ATOMIC_RELAXED); k++) {
     char p[512], d[512];
     snprintf(p, sizeof(p), "%s/d%u/tmp-%u", c->tree, k % 10, k % 50);
     snprintf(d, sizeof(d), "%s/gone-%u", c->tree, k % 5);
@@ -1153,12 +1153,12 @@ static void test_live_tree(void **state) {
     struct cordon_error *err = NULL;
     int r = cordon_snapshot_take(f->cas, tree, i % 2 ? &nocache : NULL, id, NULL, &err);
     if (r < 0) {
-      c.stop = true;
+      __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
       pthread_join(th, NULL);
       fail_msg("snapshot of a live tree failed: %s", err->message);
     }
   }
-  c.stop = true;
+  __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
   pthread_join(th, NULL);
   struct cordon_cas_verify_report rep;
   struct cordon_error *err = NULL;
@@ -1183,6 +1183,7 @@ static void test_overlay_terminal_snapshot(void **state) {
   mks(base, "c/old", "old\n", 0644);
   mks(base, "d", "file d\n", 0644);
   mks(base, "keep", "keep\n", 0600);
+  mks(base, "keep2", "gone\n", 0644);
   char base_id[CORDON_DIGEST_HEX_SIZE];
   take(f, base, base_id);
   /* The upper layer: a modified file, a new file, a deleted directory (whiteout), an opaque
@@ -1198,6 +1199,11 @@ static void test_overlay_terminal_snapshot(void **state) {
   free(c);
   mks(upper, "d/inner", "inner\n", 0644);
   mks(upper, "e", "e\n", 0644);
+  /* An xwhiteout (an empty file carrying a whiteout xattr) deletes too. */
+  mks(upper, "keep2", "", 0644);
+  char *xw = path_of(f, "ov-upper/keep2");
+  assert_int_equal(setxattr(xw, "user.overlay.whiteout", "", 0, 0), 0);
+  free(xw);
   /* What the merged view looks like. */
   mks(expect, "a/x", "x2\n", 0644);
   mks(expect, "a/y", "y\n", 0644);

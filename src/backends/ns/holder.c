@@ -549,11 +549,13 @@ static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_f
  * Anything else it finds among its children is an orphan whose worker died (killed by the
  * sandbox, which runs as the same uid): it must not outlive its exec.
  *
- * One idle pair is kept ready. A claimed pair is replaced when its exec is done, so preparing
- * the next one never competes with a running command for the CPU; a second client arriving
- * meanwhile (the listening socket has a pending connection and no idle pair) gets a pair made
+ * Pairs are prepared ahead: one when the session starts, two once an exec has run (so that
+ * back-to-back execs always find one ready). A claimed pair is replaced when its exec is done,
+ * so preparing the next one never competes with a running command for the CPU; a client that
+ * arrives when no pair is idle (the listening socket has a pending connection) gets one made
  * on demand. */
 #define MAX_WORKERS 1024
+#define IDLE_TARGET 2
 
 struct holder {
   const struct ns_holder_config *cfg;
@@ -638,21 +640,22 @@ static void after_worker_death(struct holder *h, pid_t worker) {
   kill_orphans(h);
 }
 
-/* Bring the idle pairs up to one. Fork failures (the pids limit) are retried later. */
-static void replenish(struct holder *h) {
-  if (count_idle(h) > 0)
-    return;
-  /* A pair that died before serving anyone (its setup failed, or the sandbox killed it) is
-   * replaced too, but never in a tight loop. */
-  if (h->idle_died && fs_now() - h->last_spawn < 0.01)
-    poll(NULL, 0, 10);
-  h->idle_died = false;
-  h->last_spawn = fs_now();
-  spawn_worker(h);
+/* Bring the idle pairs up to `target`. Fork failures (the pids limit) are retried later. */
+static void replenish(struct holder *h, size_t target) {
+  while (count_idle(h) < target) {
+    /* A pair that died before serving anyone (its setup failed, or the sandbox killed it) is
+     * replaced too, but never in a tight loop. */
+    if (h->idle_died && fs_now() - h->last_spawn < 0.01)
+      poll(NULL, 0, 10);
+    h->idle_died = false;
+    h->last_spawn = fs_now();
+    if (spawn_worker(h) < 0)
+      return;
+  }
 }
 
 static _Noreturn void holder_loop(struct holder *h) {
-  replenish(h);
+  replenish(h, 1); /* the second pair only after an exec: a one-shot run never needs it */
   for (;;) {
     /* With no idle pair, a pending connection on the session socket is a client waiting. */
     bool want_clients = count_idle(h) == 0;
@@ -670,14 +673,14 @@ static _Noreturn void holder_loop(struct holder *h) {
       while (read(h->signal_fd, &si, sizeof(si)) > 0)
         ;
     }
-    bool refill = pfds[2].revents != 0 || timeout >= 0;
+    size_t target = pfds[2].revents != 0 || timeout >= 0 ? 1 : 0;
     if (pfds[1].revents) {
       int32_t msg;
       while (read(h->busy_read, &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
         if (msg > 0)
           mark_claimed(h, msg);
         else
-          refill = true; /* an exec is done: prepare the next pair now */
+          target = IDLE_TARGET; /* an exec is done: prepare the next pairs now */
       }
     }
     /* Reap everything: workers, and orphans whose worker died (they come to pid 1). */
@@ -690,13 +693,12 @@ static _Noreturn void holder_loop(struct holder *h) {
         if (was_idle)
           h->idle_died = true;
         after_worker_death(h, pid);
-        refill = true;
+        target = IDLE_TARGET;
       }
     }
     /* Orphans keep arriving while their parents die: sweep on every wake-up. */
     kill_orphans(h);
-    if (refill)
-      replenish(h);
+    replenish(h, target);
   }
 }
 

@@ -24,8 +24,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cordon/cas.h>
 #include <cordon/keys.h>
 #include <cordon/session.h>
+#include <cordon/snapshot.h>
 
 #include "backend/builtin.h"
 #include "backend/workspace.h"
@@ -43,10 +45,10 @@
 
 #define SOCKET_NAME "holder.sock"
 #define STATE_VERSION 1
-/* The runtime's own tasks in the session's pids cgroup: the holder, the idle worker and its
- * waiting command process, and the worker of the running exec (each further concurrent exec
+/* The runtime's own tasks in the session's pids cgroup: the holder, two idle workers and their
+ * waiting command processes, and the worker of the running exec (each further concurrent exec
  * has a worker too, counted against the limit). */
-#define PIDS_OVERHEAD 4
+#define PIDS_OVERHEAD 6
 /* How long exec waits for the holder to answer a request. */
 #define START_TIMEOUT_MS 30000
 /* How long destroy waits for the holder (and with it the namespace) to die. */
@@ -62,7 +64,8 @@ struct ns_impl {
   int state_fd; /* O_PATH of the session's state directory: the socket lives there */
   struct confine_cgroups cgroups;
   bool owned_workspace;
-  char *dead; /* why the holder is unusable, or NULL */
+  char *from_snapshot; /* the snapshot this session was resumed from, or NULL */
+  char *dead;          /* why the holder is unusable, or NULL */
 };
 
 static void impl_free(struct ns_impl *impl) {
@@ -71,6 +74,7 @@ static void impl_free(struct ns_impl *impl) {
   if (impl->state_fd >= 0)
     close(impl->state_fd);
   confine_cgroups_clear(&impl->cgroups);
+  free(impl->from_snapshot);
   free(impl->dead);
   free(impl);
 }
@@ -161,6 +165,9 @@ static int save_state(struct cordon_session *s, struct ns_impl *impl, struct cor
                 "owned_workspace", impl->owned_workspace, "socket", SOCKET_NAME);
   if (!o)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session state");
+  /* Also what keeps the snapshot from `cas gc` while the session lives. */
+  if (impl->from_snapshot)
+    json_object_set_new(o, "from_snapshot", json_string(impl->from_snapshot));
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++) {
     char *dir = *cgroup_slot(&impl->cgroups, i);
     if (dir)
@@ -192,6 +199,9 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
     impl->holder_pid = (pid_t)json_integer_value(pid);
     impl->holder_start = (unsigned long long)json_integer_value(start);
     impl->owned_workspace = json_is_true(json_object_get(o, "owned_workspace"));
+    const char *from = json_string_value(json_object_get(o, "from_snapshot"));
+    if (from && !(impl->from_snapshot = strdup(from)))
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
     for (int i = 0; i < CONFINE_CG_MAX_DIRS && r == 0; i++) {
       const char *dir = json_string_value(json_object_get(o, cgroup_keys[i]));
       /* Only ever remove cgroups: a tampered state must not make us rmdir anything else. */
@@ -514,8 +524,10 @@ static uid_t env_id(const char *name, unsigned fallback) {
   return (end && !*end && x > 0 && x < 0xfffffffful) ? (uid_t)x : fallback;
 }
 
-static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
-                     struct cordon_error **err) {
+/* create() and resume(): snapshot_id non-NULL restores that snapshot as the session's own
+ * workspace before anything else. */
+static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
+                    const char *snapshot_id, struct cordon_error **err) {
   const struct cordon_policy *policy = &m->policy;
   struct ns_impl *impl = impl_new();
   if (!impl)
@@ -533,8 +545,29 @@ static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
   if (plan_host_paths(&plan, s, policy, err) < 0)
     return -1;
 
-  /* The workspace: the caller's directory, or a fresh one in the session's state. */
-  if (m->workspace) {
+  /* The workspace: the caller's directory, a fresh one in the session's state, or (resume) the
+   * snapshot restored there with every blob verified. */
+  if (snapshot_id) {
+    if (m->workspace)
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                              "a session resumed from a snapshot gets a fresh workspace; a "
+                              "workspace cannot be given too");
+    if (asprintf(&s->workspace, "%s/workspace", s->state_dir) < 0) {
+      s->workspace = NULL;
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+    }
+    impl->from_snapshot = strdup(snapshot_id);
+    if (!impl->from_snapshot)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+    impl->owned_workspace = true;
+    struct cordon_cas *cas = NULL;
+    if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
+      return -1;
+    int r = cordon_snapshot_restore(cas, snapshot_id, s->workspace, NULL, err);
+    cordon_cas_close(cas);
+    if (r < 0)
+      return -1;
+  } else if (m->workspace) {
     char real[PATH_MAX];
     struct stat st;
     if (!realpath(m->workspace, real) || stat(real, &st) < 0)
@@ -690,6 +723,16 @@ static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
   return save_state(s, impl, err);
 }
 
+static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
+                     struct cordon_error **err) {
+  return ns_start(s, m, NULL, err);
+}
+
+static int ns_resume(struct cordon_session *s, const struct cordon_manifest *m,
+                     const char *snapshot_id, struct cordon_error **err) {
+  return ns_start(s, m, snapshot_id, err);
+}
+
 /* ---- attach, destroy, shutdown --------------------------------------------------------------- */
 
 static int ns_attach(struct cordon_session *s, struct cordon_error **err) {
@@ -745,6 +788,24 @@ static int ns_write(struct cordon_session *s, const char *path, const void *data
 static int ns_ls(struct cordon_session *s, const char *path, struct cordon_dirent **entries,
                  size_t *count, struct cordon_error **err) {
   return workspace_ls(s->workspace, path, entries, count, err);
+}
+
+/* ---- snapshots ------------------------------------------------------------------------------ */
+
+static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cordon_error **err) {
+  /* Symlinks the sandbox made point at its own view of the workspace (s->root). */
+  const char *const aliases[] = {s->root, NULL};
+  struct cordon_snapshot_options o = {.root_aliases = aliases};
+  struct cordon_cas *cas = NULL;
+  if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
+    return -1;
+  char id[CORDON_DIGEST_HEX_SIZE];
+  int r = cordon_snapshot_take(cas, s->workspace, &o, id, NULL, err);
+  cordon_cas_close(cas);
+  if (r < 0)
+    return -1;
+  *snapshot_id = strdup(id);
+  return *snapshot_id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
 }
 
 /* ---- exec: the launcher ------------------------------------------------------------------- */
@@ -936,10 +997,11 @@ const struct cordon_backend cordon_backend_ns = {
     .name = "ns",
     .summary = "Linux namespaces + seccomp + cgroups: a fresh root, no capabilities, "
                "non-root uid (the default)",
-    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK,
+    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
     .tier = CORDON_TIER_CONTAINER,
     .available = ns_available,
     .create = ns_create,
+    .resume = ns_resume,
     .attach = ns_attach,
     .destroy = ns_destroy,
     .shutdown = ns_shutdown,
@@ -948,4 +1010,5 @@ const struct cordon_backend cordon_backend_ns = {
     .write = ns_write,
     .ls = ns_ls,
     .exec = ns_exec,
+    .snapshot = ns_snapshot,
 };
