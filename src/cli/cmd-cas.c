@@ -14,8 +14,6 @@
 #include "cli/cli.h"
 #include "snapshot/progress.h"
 
-int cmd_cas(int argc, char **argv);
-
 static const char cas_usage[] =
     "usage: cordon cas SUBVERB [options]\n"
     "\n"

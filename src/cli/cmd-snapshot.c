@@ -17,8 +17,6 @@
 #include "cli/cli.h"
 #include "snapshot/progress.h"
 
-int cmd_snapshot(int argc, char **argv);
-
 static const char snapshot_usage[] =
     "usage: cordon snapshot SUBVERB [options]\n"
     "\n"

@@ -43,6 +43,37 @@ int confine_tree_prepare(const char *source, uint64_t attr_set, int userns_fd,
   return fd;
 }
 
+int confine_overlay_prepare(const char *lower_dir, int lower_userns_fd, const char *upper_dir,
+                            const char *work_dir, struct cordon_error **err) {
+  _cleanup_close_ int lower = confine_tree_prepare(
+      lower_dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, lower_userns_fd, err);
+  if (lower < 0)
+    return -1;
+  _cleanup_close_ int upper = open(upper_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  _cleanup_close_ int work = open(work_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (upper < 0 || work < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "overlay layer %s",
+                            upper < 0 ? upper_dir : work_dir);
+  _cleanup_close_ int fs = sys_fsopen("overlay", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errno, "the kernel has no overlayfs");
+  const char *step = "lowerdir+";
+  if (sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lower) < 0 ||
+      (step = "upperdir", sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, upper) < 0) ||
+      (step = "workdir", sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, work) < 0) ||
+      (step = "create", sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)) {
+    int e = errno;
+    return cordon_error_set(err, e == EINVAL ? CORDON_ERR_UNAVAILABLE : CORDON_ERR_SYSTEM, e,
+                            "overlayfs over %s (%s): layers by fd need Linux 6.13", lower_dir,
+                            step);
+  }
+  int mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (mnt < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount the overlay of %s",
+                            lower_dir);
+  return mnt;
+}
+
 int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_error **err) {
   const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   for (size_t i = 0; i < spec->n_trees; i++) {

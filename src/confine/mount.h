@@ -42,6 +42,14 @@ struct confine_root_spec {
 int confine_tree_prepare(const char *source, uint64_t attr_set, int userns_fd,
                          struct cordon_error **err);
 
+/* A detached overlayfs mount (nosuid, nodev) over the read-only base lower_dir (id-mapped
+ * through lower_userns_fd when >= 0, so its owner appears as the sandbox's host uid) with
+ * upper_dir and work_dir (same file system, not id-mapped: overlayfs works in them with the
+ * mounter's credentials, which an id mapping would not cover). Layers are passed as fds
+ * (Linux 6.13). Returns the mount's fd; CORDON_ERR_UNAVAILABLE when the kernel cannot. */
+int confine_overlay_prepare(const char *lower_dir, int lower_userns_fd, const char *upper_dir,
+                            const char *work_dir, struct cordon_error **err);
+
 /* Take the trees that are cloned inside the holder (tree_fd < 0, not symlinks) now, before the
  * staging mount can hide their sources. */
 int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_error **err);

@@ -901,8 +901,7 @@ static void flusher_stop(struct cas_batch *b) {
 /* Account staged bytes (with b->mu held) and wake or start the flusher. */
 static void flusher_account(struct cas_batch *b, uint64_t bytes) {
   b->staged_bytes += bytes;
-  if (b->staged_bytes - b->flushed_bytes < EARLY_SYNC_STEP || b->flusher_stop ||
-      getenv("CORDON_NO_EARLY_SYNC"))
+  if (b->staged_bytes - b->flushed_bytes < EARLY_SYNC_STEP || b->flusher_stop)
     return;
   if (!b->flusher_started)
     b->flusher_started = pthread_create(&b->flusher, NULL, flusher_main, b) == 0;

@@ -2,6 +2,7 @@
  * path policy (read-only, hidden, .cordon/, grants, refusals), identity, egress classes,
  * sessions re-opened from another handle, a dead holder, limits. Skips (with the reason) where
  * the host cannot run the backend at all. The attack-by-attack checks live in tests/escape. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -506,6 +507,9 @@ static void test_fork_sessions(void **state) {
   printf("# %d forks in %.3f s\n", FORKS, fs_now() - start);
   for (int i = 0; i < FORKS; i++) {
     char script[128];
+    snprintf(script, sizeof(script), "own-%d.txt", i);
+    /* written on the host first: the sandbox must still own it and overwrite it */
+    assert_int_equal(cordon_session_write(forks[i], script, "h\n", 2, 0644, &err), 0);
     snprintf(script, sizeof(script), "cat base/a.txt && echo %d > own-%d.txt", i, i);
     expect_stdout(forks[i], script, "a");
   }
@@ -538,8 +542,47 @@ static void test_fork_sessions(void **state) {
       j++, k++;
     }
     assert_true(seen);
+    unsigned char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(cordon_session_read(forks[i], own, &data, &len, &err), 0);
+    assert_int_equal(len, 2);
+    assert_int_equal(data[0], '0' + i);
+    free(data);
     cordon_snapshot_entries_free(e, n);
     free(id);
+  }
+  /* As root the forks share one base (.cordon/bases/<id>) and each has only an upper layer:
+   * no session holds a copy of the tree. Rootless resumes restore a full copy instead. */
+  if (geteuid() == 0) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/.cordon/bases/%s/base/a.txt", project, base_id);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    snprintf(path, sizeof(path), "%s/.cordon/bases", project);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    int bases = 0;
+    for (struct dirent *de; (de = readdir(d));)
+      bases += de->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(bases, 1);
+    snprintf(path, sizeof(path), "%s/.cordon/sessions", project);
+    d = opendir(path);
+    assert_non_null(d);
+    int uppers = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+      if (de->d_name[0] == '.')
+        continue;
+      char sub[1024];
+      snprintf(sub, sizeof(sub), "%s/%s/workspace", path, de->d_name);
+      assert_int_not_equal(lstat(sub, &st), 0); /* no private copy */
+      snprintf(sub, sizeof(sub), "%s/%s/upper/base", path, de->d_name);
+      assert_int_not_equal(lstat(sub, &st), 0); /* base untouched: nothing copied up */
+      snprintf(sub, sizeof(sub), "%s/%s/upper", path, de->d_name);
+      uppers += lstat(sub, &st) == 0;
+    }
+    closedir(d);
+    assert_int_equal(uppers, FORKS);
   }
   for (int i = 0; i < FORKS; i++)
     assert_int_equal(cordon_session_destroy(forks[i], &err), 0);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,6 +45,10 @@
 #include "exec/runner.h"
 
 #define SOCKET_NAME "holder.sock"
+/* Resume as root mounts an overlay over a shared base; 0 restores a full copy instead. */
+#ifndef NS_OVERLAY_FORKS
+#define NS_OVERLAY_FORKS 1
+#endif
 #define STATE_VERSION 1
 /* The runtime's own tasks in the session's pids cgroup: the holder, two idle workers and their
  * waiting command processes, and the worker of the running exec (each further concurrent exec
@@ -65,7 +70,13 @@ struct ns_impl {
   struct confine_cgroups cgroups;
   bool owned_workspace;
   char *from_snapshot; /* the snapshot this session was resumed from, or NULL */
-  char *dead;          /* why the holder is unusable, or NULL */
+  /* Resumed as an overlay: lower = the shared base of from_snapshot, upper and work in the
+   * state dir; the workspace is seen through the holder's root. Host-side writes go in as
+   * outer_uid, the owner of everything in the upper layer. */
+  bool overlay;
+  uid_t outer_uid;
+  gid_t outer_gid;
+  char *dead; /* why the holder is unusable, or NULL */
 };
 
 static void impl_free(struct ns_impl *impl) {
@@ -168,6 +179,11 @@ static int save_state(struct cordon_session *s, struct ns_impl *impl, struct cor
   /* Also what keeps the snapshot from `cas gc` while the session lives. */
   if (impl->from_snapshot)
     json_object_set_new(o, "from_snapshot", json_string(impl->from_snapshot));
+  if (impl->overlay) {
+    json_object_set_new(o, "overlay", json_true());
+    json_object_set_new(o, "outer_uid", json_integer(impl->outer_uid));
+    json_object_set_new(o, "outer_gid", json_integer(impl->outer_gid));
+  }
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++) {
     char *dir = *cgroup_slot(&impl->cgroups, i);
     if (dir)
@@ -202,6 +218,13 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
     const char *from = json_string_value(json_object_get(o, "from_snapshot"));
     if (from && !(impl->from_snapshot = strdup(from)))
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
+    impl->overlay = json_is_true(json_object_get(o, "overlay"));
+    json_int_t ou = json_integer_value(json_object_get(o, "outer_uid"));
+    json_int_t og = json_integer_value(json_object_get(o, "outer_gid"));
+    if (impl->overlay && (!from || ou <= 0 || og <= 0 || ou >= 0xffffffffLL || og >= 0xffffffffLL))
+      r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state: overlay without its owner");
+    impl->outer_uid = (uid_t)ou;
+    impl->outer_gid = (gid_t)og;
     for (int i = 0; i < CONFINE_CG_MAX_DIRS && r == 0; i++) {
       const char *dir = json_string_value(json_object_get(o, cgroup_keys[i]));
       /* Only ever remove cgroups: a tampered state must not make us rmdir anything else. */
@@ -218,6 +241,20 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
   json_decref(o);
   return r;
 }
+
+/* Host-side writes into an overlay workspace run with the file-system ids of the upper layer's
+ * owner (per thread), so what the host writes the sandbox owns, as in a plain workspace. */
+#define SANDBOX_OWNER_BEGIN(impl)                   \
+  bool owner_switched_ = (impl) && (impl)->overlay; \
+  if (owner_switched_) {                            \
+    setfsgid((impl)->outer_gid);                    \
+    setfsuid((impl)->outer_uid);                    \
+  }
+#define SANDBOX_OWNER_END() \
+  if (owner_switched_) {    \
+    setfsuid(0);            \
+    setfsgid(0);            \
+  }
 
 /* ---- the holder's lifetime ----------------------------------------------------------------- */
 
@@ -528,6 +565,7 @@ static uid_t env_id(const char *name, unsigned fallback) {
  * workspace before anything else. */
 static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
                     const char *snapshot_id, struct cordon_error **err) {
+  _cleanup_free_ char *overlay_upper = NULL, *overlay_work = NULL;
   const struct cordon_policy *policy = &m->policy;
   struct ns_impl *impl = impl_new();
   if (!impl)
@@ -563,7 +601,34 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
     struct cordon_cas *cas = NULL;
     if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
       return -1;
-    int r = cordon_snapshot_restore(cas, snapshot_id, s->workspace, NULL, err);
+    int r;
+    if (geteuid() == 0 && NS_OVERLAY_FORKS) {
+      /* Fork: one shared read-only base per snapshot, and this session's own upper layer. The
+       * policy is resolved on the base (the merged view's content until the session runs). */
+      impl->overlay = true;
+      impl->outer_uid = env_id("CORDON_SANDBOX_HOST_UID", CONFINE_ROOT_HOST_UID);
+      impl->outer_gid = env_id("CORDON_SANDBOX_HOST_GID", CONFINE_ROOT_HOST_GID);
+      _cleanup_free_ char *bases = NULL;
+      if (asprintf(&bases, "%s/bases", cordon_context_state_dir(s->ctx)) < 0)
+        bases = NULL;
+      if (!bases || asprintf(&overlay_upper, "%s/upper", s->state_dir) < 0 ||
+          asprintf(&overlay_work, "%s/work", s->state_dir) < 0) {
+        cordon_cas_close(cas);
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+      }
+      free(s->workspace);
+      s->workspace = NULL;
+      r = fs_mkdir_p(bases, 0700, err);
+      if (r == 0)
+        r = cordon_snapshot_materialize_base(cas, snapshot_id, bases, &s->workspace, err);
+      if (r == 0 && (mkdir(overlay_upper, 0755) < 0 ||
+                     chown(overlay_upper, impl->outer_uid, impl->outer_gid) < 0 ||
+                     mkdir(overlay_work, 0700) < 0))
+        r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
+                             "cannot create the overlay layers in %s", s->state_dir);
+    } else {
+      r = cordon_snapshot_restore(cas, snapshot_id, s->workspace, NULL, err);
+    }
     cordon_cas_close(cas);
     if (r < 0)
       return -1;
@@ -586,7 +651,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
   }
   if (!s->workspace)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-  if (workspace_write_manifest_files(s->workspace, m, err) < 0)
+  if (!impl->overlay && workspace_write_manifest_files(s->workspace, m, err) < 0)
     return -1;
   _cleanup_close_ int ws_fd = open(s->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (ws_fd < 0)
@@ -658,7 +723,12 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
   }
   struct confine_tree workspace_tree = {
       .target = s->root, .source = plan.workspace_real, .tree_fd = -1, .is_dir = true};
-  if (r == 0 && !rootless) {
+  if (r == 0 && impl->overlay) {
+    workspace_tree.tree_fd =
+        confine_overlay_prepare(plan.workspace_real, idmap_fd, overlay_upper, overlay_work, err);
+    if (workspace_tree.tree_fd < 0)
+      r = -1;
+  } else if (r == 0 && !rootless) {
     struct cordon_error *idmap_err = NULL;
     workspace_tree.tree_fd = confine_tree_prepare(
         plan.workspace_real, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, idmap_fd, &idmap_err);
@@ -720,6 +790,21 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
   impl->holder_start = process_start_time(impl->holder_pid);
   if (!impl->holder_start)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox holder died right away");
+  if (impl->overlay) {
+    /* The merged view exists only in the holder's mount namespace: reach it through the
+     * holder's root (workspace.c stays beneath it with RESOLVE_BENEATH). */
+    free(s->workspace);
+    if (asprintf(&s->workspace, "/proc/%d/root%s", (int)impl->holder_pid, s->root) < 0) {
+      s->workspace = NULL;
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+    }
+    if (save_state(s, impl, err) < 0)
+      return -1;
+    SANDBOX_OWNER_BEGIN(impl);
+    r = workspace_write_manifest_files(s->workspace, m, err);
+    SANDBOX_OWNER_END();
+    return r;
+  }
   return save_state(s, impl, err);
 }
 
@@ -775,19 +860,66 @@ static void ns_release(struct cordon_session *s) {
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
+/* The host path of the workspace for read/write/ls. For an overlay session that is the merged
+ * view in the holder's mount namespace: its root is opened and the holder's start time checked
+ * after the open, so a recycled pid never lends us another process's root; *view_fd keeps it
+ * open and the path goes through it. */
+static int workspace_view(struct cordon_session *s, int *view_fd, char **path,
+                          struct cordon_error **err) {
+  struct ns_impl *impl = s->impl;
+  *view_fd = -1;
+  if (!impl || !impl->overlay) {
+    *path = strdup(s->workspace);
+    return *path ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+  }
+  char root[64];
+  snprintf(root, sizeof(root), "/proc/%d/root", (int)impl->holder_pid);
+  int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || process_start_time(impl->holder_pid) != impl->holder_start) {
+    if (fd >= 0)
+      close(fd);
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "the workspace of session %s lives in its sandbox, which is gone "
+                            "(holder pid %d); snapshot or destroy the session",
+                            s->id, (int)impl->holder_pid);
+  }
+  if (asprintf(path, "/proc/self/fd/%d%s", fd, s->root) < 0) {
+    close(fd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+  }
+  *view_fd = fd;
+  return 0;
+}
+
 static int ns_read(struct cordon_session *s, const char *path, unsigned char **data, size_t *length,
                    struct cordon_error **err) {
-  return workspace_read(s->workspace, path, data, length, err);
+  _cleanup_close_ int view_fd = -1;
+  _cleanup_free_ char *ws = NULL;
+  if (workspace_view(s, &view_fd, &ws, err) < 0)
+    return -1;
+  return workspace_read(ws, path, data, length, err);
 }
 
 static int ns_write(struct cordon_session *s, const char *path, const void *data, size_t length,
                     unsigned mode, struct cordon_error **err) {
-  return workspace_write(s->workspace, path, data, length, mode, err);
+  struct ns_impl *impl = s->impl;
+  _cleanup_close_ int view_fd = -1;
+  _cleanup_free_ char *ws = NULL;
+  if (workspace_view(s, &view_fd, &ws, err) < 0)
+    return -1;
+  SANDBOX_OWNER_BEGIN(impl);
+  int r = workspace_write(ws, path, data, length, mode, err);
+  SANDBOX_OWNER_END();
+  return r;
 }
 
 static int ns_ls(struct cordon_session *s, const char *path, struct cordon_dirent **entries,
                  size_t *count, struct cordon_error **err) {
-  return workspace_ls(s->workspace, path, entries, count, err);
+  _cleanup_close_ int view_fd = -1;
+  _cleanup_free_ char *ws = NULL;
+  if (workspace_view(s, &view_fd, &ws, err) < 0)
+    return -1;
+  return workspace_ls(ws, path, entries, count, err);
 }
 
 /* ---- snapshots ------------------------------------------------------------------------------ */
@@ -800,7 +932,18 @@ static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cord
   if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
     return -1;
   char id[CORDON_DIGEST_HEX_SIZE];
-  int r = cordon_snapshot_take(cas, s->workspace, &o, id, NULL, err);
+  struct ns_impl *impl = s->impl;
+  int r;
+  if (impl && impl->overlay) {
+    /* The base's manifest plus what the upper layer changed. */
+    _cleanup_free_ char *upper = NULL;
+    if (asprintf(&upper, "%s/upper", s->state_dir) < 0)
+      upper = NULL;
+    r = upper ? cordon_snapshot_take_overlay(cas, impl->from_snapshot, upper, &o, id, NULL, err)
+              : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  } else {
+    r = cordon_snapshot_take(cas, s->workspace, &o, id, NULL, err);
+  }
   cordon_cas_close(cas);
   if (r < 0)
     return -1;
