@@ -208,23 +208,6 @@ static int pread_all(int fd, void *buf, size_t length, uint64_t offset) {
   return 0;
 }
 
-static int write_all(int fd, const void *data, size_t length) {
-  const char *p = data;
-  while (length > 0) {
-    ssize_t n = write(fd, p, length);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      if (n == 0)
-        errno = EIO;
-      return -1;
-    }
-    p += n;
-    length -= (size_t)n;
-  }
-  return 0;
-}
-
 /* 1-based number of the line that starts at offset (counts newlines before it). */
 static uint64_t line_number_at(int fd, uint64_t offset) {
   char buf[65536];
@@ -350,7 +333,7 @@ static int create_segment(int dirfd, const char *dir, uint64_t number, const cha
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create a segment in %s", dir);
   int saved = 0;
-  if (write_all(fd, data, length) < 0 || fsync(fd) < 0)
+  if (fs_write_all(fd, data, length) < 0 || fsync(fd) < 0)
     saved = errno;
   if (close(fd) < 0 && !saved)
     saved = errno;
@@ -372,7 +355,7 @@ static int append_to_segment(int dirfd, const char *dir, uint64_t number, const 
   struct stat st;
   if (fstat(fd, &st) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", dir);
-  if (write_all(fd, data, length) < 0 || fdatasync(fd) < 0) {
+  if (fs_write_all(fd, data, length) < 0 || fdatasync(fd) < 0) {
     int saved = errno;
     /* Leave no partial line behind: the chain must end on a whole entry. */
     if (ftruncate(fd, st.st_size) == 0)

@@ -46,7 +46,7 @@ int fs_random_hex(size_t nbytes, char **out, struct cordon_error **err) {
   return 0;
 }
 
-static int write_all(int fd, const void *data, size_t length) {
+int fs_write_all(int fd, const void *data, size_t length) {
   const unsigned char *p = data;
   while (length > 0) {
     ssize_t n = write(fd, p, length);
@@ -85,7 +85,8 @@ int fs_write_replace_at(int dirfd, const char *name, const void *data, size_t le
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", name);
   int saved;
-  if (fchmod(fd, mode & 07777) < 0 || write_all(fd, data, length) < 0 || (durable && fsync(fd) < 0))
+  if (fchmod(fd, mode & 07777) < 0 || fs_write_all(fd, data, length) < 0 ||
+      (durable && fsync(fd) < 0))
     goto fail;
   if (close(fd) < 0) {
     fd = -1;

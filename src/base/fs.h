@@ -21,6 +21,9 @@ int fs_write_replace_at(int dirfd, const char *name, const void *data, size_t le
 int fs_write_atomic(const char *path, const void *data, size_t length, mode_t mode,
                     struct cordon_error **err);
 
+/* write(2) until everything is written, retrying on EINTR and short writes; -1 with errno. */
+int fs_write_all(int fd, const void *data, size_t length);
+
 /* Read a whole fd; more than max bytes is an error (E2BIG). *data is NUL-terminated. */
 int fs_read_fd(int fd, size_t max, unsigned char **data, size_t *length, struct cordon_error **err);
 int fs_read_file(const char *path, size_t max, unsigned char **data, size_t *length,

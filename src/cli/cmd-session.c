@@ -310,19 +310,6 @@ static int select_backend(const struct cordon_registry *reg, const struct manife
 
 /* ---- exec output -------------------------------------------------------------------------- */
 
-static void write_all_fd(int fd, const unsigned char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-}
-
 static json_t *bytes_json(const unsigned char *data, size_t len) {
   json_t *s = json_stringn((const char *)(data ? data : (const unsigned char *)""), len);
   return s ? s : json_null(); /* not UTF-8: the JSON form carries text only */
@@ -342,8 +329,8 @@ static int emit_result(const struct cordon_exec_result *r, bool json, double tim
     putchar('\n');
     json_decref(o);
   } else {
-    write_all_fd(STDOUT_FILENO, r->stdout_data, r->stdout_length);
-    write_all_fd(STDERR_FILENO, r->stderr_data, r->stderr_length);
+    fs_write_all(STDOUT_FILENO, r->stdout_data, r->stdout_length);
+    fs_write_all(STDERR_FILENO, r->stderr_data, r->stderr_length);
     if (r->stdout_truncated)
       cli_error("stdout truncated: kept %zu of %llu bytes", r->stdout_length,
                 (unsigned long long)r->stdout_total);
@@ -741,7 +728,7 @@ static int session_read(int argc, char **argv) {
   if (cordon_session_read(h.s, a.positional[1], &data, &len, &err) < 0)
     code = cli_fail(err);
   else
-    write_all_fd(STDOUT_FILENO, data, len);
+    fs_write_all(STDOUT_FILENO, data, len);
   free(data);
   handle_close(&h);
   return code;

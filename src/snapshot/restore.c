@@ -137,7 +137,7 @@ static int restore_file(struct restore_worker *w, int pfd, const char *name,
     if (n == 0)
       break;
     cas_hasher_update(&w->hasher, w->buf, (size_t)n);
-    if (cas_write_all(out, w->buf, (size_t)n) < 0)
+    if (fs_write_all(out, w->buf, (size_t)n) < 0)
       return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "restore %s", e->path);
     size += (uint64_t)n;
     unreported += (uint64_t)n;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "snapshot/statcache.h"
 #include "store/cas.h"
 
@@ -278,7 +279,7 @@ int statcache_save(int dirfd, const char *name, const struct snap_buf *bytes,
   int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "stat cache");
-  if (cas_write_all(fd, bytes->data, bytes->length) < 0) {
+  if (fs_write_all(fd, bytes->data, bytes->length) < 0) {
     int e = errno;
     close(fd);
     unlinkat(dirfd, tmp, 0);

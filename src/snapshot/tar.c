@@ -50,7 +50,7 @@ struct out_stream {
 };
 
 static void out_flush(struct out_stream *o) {
-  if (o->len && !o->err && cas_write_all(o->fd, o->buf, o->len) < 0)
+  if (o->len && !o->err && fs_write_all(o->fd, o->buf, o->len) < 0)
     o->err = errno ? errno : EIO;
   o->len = 0;
 }
@@ -60,7 +60,7 @@ static void out_write(struct out_stream *o, const void *data, size_t n) {
   o->total += n;
   while (n > 0 && !o->err) {
     if (o->len == 0 && n >= IO_BUFFER) {
-      if (cas_write_all(o->fd, p, n) < 0)
+      if (fs_write_all(o->fd, p, n) < 0)
         o->err = errno ? errno : EIO;
       return;
     }

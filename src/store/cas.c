@@ -57,21 +57,6 @@ unsigned cas_default_threads(void) {
   return n > 8 ? 8 : (unsigned)n;
 }
 
-int cas_write_all(int fd, const void *data, size_t length) {
-  const unsigned char *p = data;
-  while (length > 0) {
-    ssize_t n = write(fd, p, length);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    p += n;
-    length -= (size_t)n;
-  }
-  return 0;
-}
-
 static ssize_t read_retry(int fd, void *buf, size_t n) {
   for (;;) {
     ssize_t r = read(fd, buf, n);
@@ -456,7 +441,7 @@ int cordon_cas_get_to_fd(struct cordon_cas *cas, const char *hex, int out,
     if (n == 0)
       break;
     cas_hasher_update(&h, buf, (size_t)n);
-    if (cas_write_all(stage, buf, (size_t)n) < 0) {
+    if (fs_write_all(stage, buf, (size_t)n) < 0) {
       cas_hasher_free(&h);
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s: staging file", hex);
     }
@@ -474,7 +459,7 @@ int cordon_cas_get_to_fd(struct cordon_cas *cas, const char *hex, int out,
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s: staging file", hex);
     if (n == 0)
       break;
-    if (cas_write_all(out, buf, (size_t)n) < 0)
+    if (fs_write_all(out, buf, (size_t)n) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s: output", hex);
   }
   return 0;
@@ -603,7 +588,7 @@ static int write_temp(struct cordon_cas *cas, const void *data, size_t length, c
   int fd = openat(cas->tmpfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", cas->dir);
-  if (cas_write_all(fd, data, length) < 0 || fdatasync(fd) < 0) {
+  if (fs_write_all(fd, data, length) < 0 || fdatasync(fd) < 0) {
     int e = errno;
     close(fd);
     unlinkat(cas->tmpfd, name, 0);
@@ -787,7 +772,7 @@ int cordon_cas_put_fd(struct cordon_cas *cas, int in, const char *content_type,
     if (n == 0)
       break;
     cas_hasher_update(&h, buf, (size_t)n);
-    if (cas_write_all(fd, buf, (size_t)n) < 0) {
+    if (fs_write_all(fd, buf, (size_t)n) < 0) {
       cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", cas->dir);
       goto out;
     }
@@ -989,7 +974,7 @@ int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
   int fd = openat(shard, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file", cas->dir);
-  if (cas_write_all(fd, data, length) < 0) {
+  if (fs_write_all(fd, data, length) < 0) {
     int e = errno;
     close(fd);
     unlinkat(shard, tmp, 0);
@@ -1024,7 +1009,7 @@ int cas_stage_open(struct cas_batch *b, struct cas_hasher *hasher, struct cas_st
 int cas_stage_write(struct cas_stage *st, const void *data, size_t length,
                     struct cordon_error **err) {
   cas_hasher_update(st->hasher, data, length);
-  if (cas_write_all(st->fd, data, length) < 0)
+  if (fs_write_all(st->fd, data, length) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file",
                             st->batch->cas->dir);
   st->size += length;

@@ -117,9 +117,6 @@ int cas_ref_list(struct cordon_cas *cas, char ***out, struct cordon_error **err)
 
 /* ---- helpers shared with verify and gc --------------------------------------------------- */
 
-/* write(2) until done; -1 with errno on failure. */
-int cas_write_all(int fd, const void *data, size_t length);
-
 /* Every blob in the store (shards 00..ff, names that are 64 hex digits in the right shard). */
 struct cas_blob_list {
   unsigned char (*digests)[CAS_DIGEST_LEN];
