@@ -10,6 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cordon/cas.h>
+#include <cordon/snapshot.h>
+
 #include "backend/workspace.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
@@ -140,4 +143,30 @@ int workspace_write_manifest_files(const char *workspace, const struct cordon_ma
       return cordon_error_prefix(err, "manifest file %s", f->path);
   }
   return 0;
+}
+
+int workspace_snapshot(struct cordon_session *s, const char *const *exclude, char **snapshot_id,
+                       struct cordon_error **err) {
+  const char *const aliases[] = {s->root, NULL};
+  struct cordon_snapshot_options o = {.root_aliases = aliases, .exclude = exclude};
+  struct cordon_cas *cas = NULL;
+  if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
+    return -1;
+  char id[CORDON_DIGEST_HEX_SIZE];
+  int r = cordon_snapshot_take(cas, s->workspace, &o, id, NULL, err);
+  cordon_cas_close(cas);
+  if (r < 0)
+    return -1;
+  *snapshot_id = strdup(id);
+  return *snapshot_id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+}
+
+int workspace_restore(struct cordon_session *s, const char *snapshot_id, const char *dir,
+                      struct cordon_error **err) {
+  struct cordon_cas *cas = NULL;
+  if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
+    return -1;
+  int r = cordon_snapshot_restore(cas, snapshot_id, dir, NULL, err);
+  cordon_cas_close(cas);
+  return r;
 }

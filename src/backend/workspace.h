@@ -21,6 +21,15 @@ int workspace_write(const char *workspace, const char *path, const void *data, s
 /* Entries sorted by name (bytewise), without "." and "..". */
 int workspace_ls(const char *workspace, const char *path, struct cordon_dirent **entries,
                  size_t *count, struct cordon_error **err);
+/* Snapshot the session's host workspace into the project's store (symlinks made inside the
+ * sandbox point at s->root, so that is the root alias); exclude may be NULL. *snapshot_id is
+ * malloc'd. */
+int workspace_snapshot(struct cordon_session *s, const char *const *exclude, char **snapshot_id,
+                       struct cordon_error **err);
+/* Restore a snapshot of the project's store into dir (which must not exist yet). */
+int workspace_restore(struct cordon_session *s, const char *snapshot_id, const char *dir,
+                      struct cordon_error **err);
+
 /* Write the manifest's files into the workspace. */
 int workspace_write_manifest_files(const char *workspace, const struct cordon_manifest *m,
                                    struct cordon_error **err);

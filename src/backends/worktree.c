@@ -213,12 +213,7 @@ static int worktree_resume(struct cordon_session *s, const struct cordon_manifes
                             "repository or workspace cannot be given too");
   if (asprintf(&s->workspace, "%s/workspace", s->state_dir) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-  struct cordon_cas *cas = NULL;
-  if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
-    return -1;
-  int r = cordon_snapshot_restore(cas, snapshot_id, s->workspace, NULL, err);
-  cordon_cas_close(cas);
-  if (r < 0)
+  if (workspace_restore(s, snapshot_id, s->workspace, err) < 0)
     return -1;
   free(s->root);
   s->root = strdup(s->workspace);
@@ -237,18 +232,7 @@ static int worktree_snapshot(struct cordon_session *s, char **snapshot_id,
   bool git = json_object_get(state, "repo") != NULL;
   json_decref(state);
   const char *const exclude[] = {".git", NULL};
-  const char *const aliases[] = {s->root, NULL};
-  struct cordon_snapshot_options o = {.root_aliases = aliases, .exclude = git ? exclude : NULL};
-  struct cordon_cas *cas = NULL;
-  if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
-    return -1;
-  char id[CORDON_DIGEST_HEX_SIZE];
-  int r = cordon_snapshot_take(cas, s->workspace, &o, id, NULL, err);
-  cordon_cas_close(cas);
-  if (r < 0)
-    return -1;
-  *snapshot_id = strdup(id);
-  return *snapshot_id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  return workspace_snapshot(s, git ? exclude : NULL, snapshot_id, err);
 }
 
 static int worktree_attach(struct cordon_session *s, struct cordon_error **err) {

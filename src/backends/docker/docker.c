@@ -272,12 +272,7 @@ static int prepare_workspace(struct cordon_session *s, const struct cordon_manif
     if (asprintf(&dir, "%s/workspace", s->state_dir) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
     if (snapshot_id) {
-      struct cordon_cas *cas = NULL;
-      if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
-        return -1;
-      int r = cordon_snapshot_restore(cas, snapshot_id, dir, NULL, err);
-      cordon_cas_close(cas);
-      if (r < 0)
+      if (workspace_restore(s, snapshot_id, dir, err) < 0)
         return -1;
     } else if (mkdir(dir, 0755) < 0) {
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", dir);
@@ -470,18 +465,7 @@ static int docker_resume(struct cordon_session *s, const struct cordon_manifest 
  * writing meanwhile may or may not make it in, as with any live tree. */
 static int docker_snapshot(struct cordon_session *s, char **snapshot_id,
                            struct cordon_error **err) {
-  const char *const aliases[] = {s->root, NULL};
-  struct cordon_snapshot_options o = {.root_aliases = aliases};
-  struct cordon_cas *cas = NULL;
-  if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
-    return -1;
-  char id[CORDON_DIGEST_HEX_SIZE];
-  int r = cordon_snapshot_take(cas, s->workspace, &o, id, NULL, err);
-  cordon_cas_close(cas);
-  if (r < 0)
-    return -1;
-  *snapshot_id = strdup(id);
-  return *snapshot_id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  return workspace_snapshot(s, NULL, snapshot_id, err);
 }
 
 static int docker_attach(struct cordon_session *s, struct cordon_error **err) {

@@ -925,6 +925,9 @@ static int ns_ls(struct cordon_session *s, const char *path, struct cordon_diren
 /* ---- snapshots ------------------------------------------------------------------------------ */
 
 static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cordon_error **err) {
+  struct ns_impl *impl = s->impl;
+  if (!impl || !impl->overlay)
+    return workspace_snapshot(s, NULL, snapshot_id, err);
   /* Symlinks the sandbox made point at its own view of the workspace (s->root). */
   const char *const aliases[] = {s->root, NULL};
   struct cordon_snapshot_options o = {.root_aliases = aliases};
@@ -932,18 +935,12 @@ static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cord
   if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
     return -1;
   char id[CORDON_DIGEST_HEX_SIZE];
-  struct ns_impl *impl = s->impl;
-  int r;
-  if (impl && impl->overlay) {
-    /* The base's manifest plus what the upper layer changed. */
-    _cleanup_free_ char *upper = NULL;
-    if (asprintf(&upper, "%s/upper", s->state_dir) < 0)
-      upper = NULL;
-    r = upper ? cordon_snapshot_take_overlay(cas, impl->from_snapshot, upper, &o, id, NULL, err)
-              : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
-  } else {
-    r = cordon_snapshot_take(cas, s->workspace, &o, id, NULL, err);
-  }
+  /* The base's manifest plus what the upper layer changed. */
+  _cleanup_free_ char *upper = NULL;
+  if (asprintf(&upper, "%s/upper", s->state_dir) < 0)
+    upper = NULL;
+  int r = upper ? cordon_snapshot_take_overlay(cas, impl->from_snapshot, upper, &o, id, NULL, err)
+                : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
   cordon_cas_close(cas);
   if (r < 0)
     return -1;
