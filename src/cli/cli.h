@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include <cordon/cordon.h>
 
 /* Exit codes of every verb but `run` and `session exec` (which return the command's). */
@@ -33,6 +35,11 @@ int cli_parse_double(const char *s, double min, double *out);
 int cli_parse_u64(const char *s, unsigned long long *out);
 /* Sizes with an optional K, M, G suffix (powers of 1024). */
 int cli_parse_size(const char *s, unsigned long long *out);
+
+/* Print a JSON document on stdout (indented, keys sorted) and release it. */
+void cli_print_json(json_t *doc);
+/* Open the project's context and its store (created if needed); both NULL on failure. */
+int cli_open_store(struct cordon_context **ctx, struct cordon_cas **cas, struct cordon_error **err);
 
 int cmd_run(int argc, char **argv);
 int cmd_session(int argc, char **argv);

@@ -132,12 +132,6 @@ static char *default_actor(void) {
   return actor;
 }
 
-static void print_json(json_t *o) {
-  json_dumpf(o, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-  putchar('\n');
-  json_decref(o);
-}
-
 static int audit_append(int argc, char **argv) {
   struct audit_args a;
   int r = parse_args("audit append", argc, argv,
@@ -160,7 +154,7 @@ static int audit_append(int argc, char **argv) {
   if (open_log(a.rotate, &ctx, &log, &err) < 0 || cordon_audit_append(log, &ev, hmac, &err) < 0)
     code = cli_fail(err);
   else if (a.json)
-    print_json(json_pack("{s:s, s:s}", "hmac", hmac, "dir", cordon_audit_dir(log)));
+    cli_print_json(json_pack("{s:s, s:s}", "hmac", hmac, "dir", cordon_audit_dir(log)));
   else
     printf("%s\n", hmac);
   free(actor);
@@ -258,7 +252,7 @@ static int audit_verify(int argc, char **argv) {
       json_object_set_new(o, "entry", json_integer((json_int_t)rep.entry));
       json_object_set_new(o, "reason", json_string(rep.reason ? rep.reason : ""));
     }
-    print_json(o);
+    cli_print_json(o);
   } else if (ok) {
     printf("audit chain intact: %llu entries in %zu segment%s, head %s\n",
            (unsigned long long)rep.entries, rep.segments, rep.segments == 1 ? "" : "s", rep.head);
@@ -290,7 +284,7 @@ static int audit_repair(int argc, char **argv) {
       cordon_audit_repair(log, a.actor ? a.actor : actor, &dropped, &err) < 0)
     code = cli_fail(err);
   else if (a.json)
-    print_json(
+    cli_print_json(
         json_pack("{s:b, s:I}", "repaired", dropped > 0, "dropped_bytes", (json_int_t)dropped));
   else if (dropped)
     printf("dropped a torn final line of %llu bytes; the repair is recorded in the chain\n",

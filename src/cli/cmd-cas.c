@@ -73,26 +73,6 @@ static int parse_args(const char *verb, int argc, char **argv, struct cas_args *
   return 0;
 }
 
-static int open_store(struct cordon_context **ctx, struct cordon_cas **cas,
-                      struct cordon_error **err) {
-  *ctx = NULL;
-  *cas = NULL;
-  if (cordon_context_open(NULL, ctx, err) < 0)
-    return -1;
-  if (cordon_cas_open_project(*ctx, cas, err) < 0) {
-    cordon_context_free(*ctx);
-    *ctx = NULL;
-    return -1;
-  }
-  return 0;
-}
-
-static void print_json(json_t *j) {
-  json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-  putchar('\n');
-  json_decref(j);
-}
-
 static int cas_put(int argc, char **argv) {
   struct cas_args a;
   int r = parse_args("cas put", argc, argv, &a);
@@ -115,11 +95,11 @@ static int cas_put(int argc, char **argv) {
   struct cordon_cas *cas = NULL;
   char digest[CORDON_DIGEST_HEX_SIZE];
   int code = EXIT_OK;
-  if (open_store(&ctx, &cas, &err) < 0 ||
+  if (cli_open_store(&ctx, &cas, &err) < 0 ||
       cordon_cas_put_fd(cas, fd, a.type, a.meta, digest, &err) < 0) {
     code = cli_fail(err);
   } else if (a.json) {
-    print_json(json_pack("{s:s}", "digest", digest));
+    cli_print_json(json_pack("{s:s}", "digest", digest));
   } else {
     printf("%s\n", digest);
   }
@@ -143,7 +123,7 @@ static int cas_get(int argc, char **argv) {
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
   struct cordon_cas *cas = NULL;
-  if (open_store(&ctx, &cas, &err) < 0)
+  if (cli_open_store(&ctx, &cas, &err) < 0)
     return cli_fail(err);
   int fd = STDOUT_FILENO, code = EXIT_OK;
   if (a.output) {
@@ -173,7 +153,7 @@ static int cas_verify(int argc, char **argv) {
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
   struct cordon_cas *cas = NULL;
-  if (open_store(&ctx, &cas, &err) < 0)
+  if (cli_open_store(&ctx, &cas, &err) < 0)
     return cli_fail(err);
   struct tty_progress bar;
   const struct cordon_progress *progress = tty_progress_init(&bar, stderr, true);
@@ -189,10 +169,10 @@ static int cas_verify(int argc, char **argv) {
       for (size_t i = 0; i < rep.n_problems; i++)
         json_array_append_new(problems, json_pack("{s:s, s:s}", "object", rep.problems[i].object,
                                                   "message", rep.problems[i].message));
-      print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:o}", "ok", rep.n_problems == 0, "blobs",
-                           (json_int_t)rep.blobs, "bytes", (json_int_t)rep.bytes, "sidecars",
-                           (json_int_t)rep.sidecars, "temporaries", (json_int_t)rep.temporaries,
-                           "problems", problems));
+      cli_print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:o}", "ok", rep.n_problems == 0, "blobs",
+                               (json_int_t)rep.blobs, "bytes", (json_int_t)rep.bytes, "sidecars",
+                               (json_int_t)rep.sidecars, "temporaries", (json_int_t)rep.temporaries,
+                               "problems", problems));
     } else {
       for (size_t i = 0; i < rep.n_problems; i++)
         printf("%s: %s\n", rep.problems[i].object, rep.problems[i].message);
@@ -219,7 +199,7 @@ static int cas_gc(int argc, char **argv) {
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
   struct cordon_cas *cas = NULL;
-  if (open_store(&ctx, &cas, &err) < 0)
+  if (cli_open_store(&ctx, &cas, &err) < 0)
     return cli_fail(err);
   struct cordon_cas_gc_report rep;
   int code = EXIT_OK;
@@ -230,10 +210,10 @@ static int cas_gc(int argc, char **argv) {
       json_t *removed = json_array();
       for (size_t i = 0; rep.removed_digests[i]; i++)
         json_array_append_new(removed, json_string(rep.removed_digests[i]));
-      print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:o}", "dry_run", a.dry_run, "roots",
-                           (json_int_t)rep.roots, "kept", (json_int_t)rep.kept, "removed",
-                           (json_int_t)rep.removed, "removed_bytes", (json_int_t)rep.removed_bytes,
-                           a.dry_run ? "would_remove" : "removed_digests", removed));
+      cli_print_json(json_pack(
+          "{s:b, s:I, s:I, s:I, s:I, s:o}", "dry_run", a.dry_run, "roots", (json_int_t)rep.roots,
+          "kept", (json_int_t)rep.kept, "removed", (json_int_t)rep.removed, "removed_bytes",
+          (json_int_t)rep.removed_bytes, a.dry_run ? "would_remove" : "removed_digests", removed));
     } else {
       if (a.dry_run)
         for (size_t i = 0; rep.removed_digests[i]; i++)

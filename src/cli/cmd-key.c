@@ -51,12 +51,6 @@ static int parse_flags(const char *verb, int argc, char **argv, bool allow_json,
   return 0;
 }
 
-static void print_json(json_t *o) {
-  json_dumpf(o, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-  putchar('\n');
-  json_decref(o);
-}
-
 static int key_init(int argc, char **argv) {
   bool json;
   int r = parse_flags("key init", argc, argv, true, &json);
@@ -72,9 +66,9 @@ static int key_init(int argc, char **argv) {
     return cli_fail(err);
   }
   if (json)
-    print_json(json_pack("{s:s, s:s, s:b, s:b}", "dir", dir, "kid", cordon_signing_key_id(key),
-                         "signing_key_created", res.signing_created, "audit_key_created",
-                         res.audit_created));
+    cli_print_json(json_pack("{s:s, s:s, s:b, s:b}", "dir", dir, "kid", cordon_signing_key_id(key),
+                             "signing_key_created", res.signing_created, "audit_key_created",
+                             res.audit_created));
   else
     printf("%s signing key %s in %s%s\n", res.signing_created ? "created" : "kept",
            cordon_signing_key_id(key), dir, res.audit_created ? " (and a new audit key)" : "");
@@ -98,8 +92,8 @@ static int key_show(int argc, char **argv) {
     return cli_fail(err);
   }
   if (json)
-    print_json(json_pack("{s:s, s:s, s:o}", "dir", dir, "kid", cordon_signing_key_id(key), "jwk",
-                         json_loads(jwk, 0, NULL)));
+    cli_print_json(json_pack("{s:s, s:s, s:o}", "dir", dir, "kid", cordon_signing_key_id(key),
+                             "jwk", json_loads(jwk, 0, NULL)));
   else
     printf("kid: %s\njwk: %s\ndir: %s\n", cordon_signing_key_id(key), jwk, dir);
   free(jwk);

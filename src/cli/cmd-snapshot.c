@@ -95,29 +95,9 @@ static int parse_args(const char *verb, int argc, char **argv, struct snap_args 
   return 0;
 }
 
-static int open_store(struct cordon_context **ctx, struct cordon_cas **cas,
-                      struct cordon_error **err) {
-  *ctx = NULL;
-  *cas = NULL;
-  if (cordon_context_open(NULL, ctx, err) < 0)
-    return -1;
-  if (cordon_cas_open_project(*ctx, cas, err) < 0) {
-    cordon_context_free(*ctx);
-    *ctx = NULL;
-    return -1;
-  }
-  return 0;
-}
-
 static void close_store(struct cordon_context *ctx, struct cordon_cas *cas) {
   cordon_cas_close(cas);
   cordon_context_free(ctx);
-}
-
-static void print_json(json_t *j) {
-  json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-  putchar('\n');
-  json_decref(j);
 }
 
 static int check_id(const char *verb, const char *id) {
@@ -149,18 +129,19 @@ static int snapshot_take(int argc, char **argv) {
   struct cordon_snapshot_stats stats;
   char id[CORDON_DIGEST_HEX_SIZE];
   int code = EXIT_OK;
-  if (open_store(&ctx, &cas, &err) < 0 ||
+  if (cli_open_store(&ctx, &cas, &err) < 0 ||
       cordon_snapshot_take(cas, a.positional[0], &o, id, &stats, &err) < 0) {
     tty_progress_done(&bar);
     code = cli_fail(err);
   } else {
     tty_progress_done(&bar);
     if (a.json)
-      print_json(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "id", id, "entries",
-                           (json_int_t)stats.entries, "files", (json_int_t)stats.files, "bytes",
-                           (json_int_t)stats.bytes, "hashed_files", (json_int_t)stats.hashed_files,
-                           "hashed_bytes", (json_int_t)stats.hashed_bytes, "new_blobs",
-                           (json_int_t)stats.new_blobs, "seconds", stats.seconds));
+      cli_print_json(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "id", id, "entries",
+                               (json_int_t)stats.entries, "files", (json_int_t)stats.files, "bytes",
+                               (json_int_t)stats.bytes, "hashed_files",
+                               (json_int_t)stats.hashed_files, "hashed_bytes",
+                               (json_int_t)stats.hashed_bytes, "new_blobs",
+                               (json_int_t)stats.new_blobs, "seconds", stats.seconds));
     else
       printf("%s\n", id);
   }
@@ -191,14 +172,14 @@ static int snapshot_restore(int argc, char **argv) {
       .progress = tty_progress_init(&bar, stderr, true),
   };
   int code = EXIT_OK;
-  if (open_store(&ctx, &cas, &err) < 0 ||
+  if (cli_open_store(&ctx, &cas, &err) < 0 ||
       cordon_snapshot_restore(cas, a.positional[0], a.positional[1], &o, &err) < 0) {
     tty_progress_done(&bar);
     code = cli_fail(err);
   } else {
     tty_progress_done(&bar);
     if (a.json)
-      print_json(json_pack("{s:s, s:s}", "id", a.positional[0], "directory", a.positional[1]));
+      cli_print_json(json_pack("{s:s, s:s}", "id", a.positional[0], "directory", a.positional[1]));
   }
   close_store(ctx, cas);
   args_free(&a);
@@ -229,7 +210,7 @@ static int snapshot_export(int argc, char **argv) {
   struct tty_progress bar;
   const struct cordon_progress *progress = tty_progress_init(&bar, stderr, true);
   int fd = STDOUT_FILENO, code = EXIT_OK;
-  if (open_store(&ctx, &cas, &err) < 0) {
+  if (cli_open_store(&ctx, &cas, &err) < 0) {
     code = cli_fail(err);
   } else {
     if (a.output) {
@@ -286,13 +267,14 @@ static int snapshot_import(int argc, char **argv) {
   const struct cordon_progress *progress = tty_progress_init(&bar, stderr, true);
   char id[CORDON_DIGEST_HEX_SIZE];
   int code = EXIT_OK;
-  if (open_store(&ctx, &cas, &err) < 0 || cordon_snapshot_import(cas, fd, progress, id, &err) < 0) {
+  if (cli_open_store(&ctx, &cas, &err) < 0 ||
+      cordon_snapshot_import(cas, fd, progress, id, &err) < 0) {
     tty_progress_done(&bar);
     code = cli_fail(err);
   } else {
     tty_progress_done(&bar);
     if (a.json)
-      print_json(json_pack("{s:s}", "id", id));
+      cli_print_json(json_pack("{s:s}", "id", id));
     else
       printf("%s\n", id);
   }
@@ -349,7 +331,7 @@ static int snapshot_show(int argc, char **argv) {
   struct cordon_snapshot_entry *e = NULL;
   size_t n = 0;
   int code = EXIT_OK;
-  if (open_store(&ctx, &cas, &err) < 0 ||
+  if (cli_open_store(&ctx, &cas, &err) < 0 ||
       cordon_snapshot_entries(cas, a.positional[0], &e, &n, &err) < 0) {
     code = cli_fail(err);
   } else if (a.json) {
@@ -376,7 +358,7 @@ static int snapshot_show(int argc, char **argv) {
       }
       json_array_append_new(list, o);
     }
-    print_json(json_pack("{s:s, s:o}", "id", a.positional[0], "entries", list));
+    cli_print_json(json_pack("{s:s, s:o}", "id", a.positional[0], "entries", list));
   } else {
     for (size_t i = 0; i < n; i++) {
       printf("%c %04o ", (char)e[i].kind, e[i].mode);
@@ -420,13 +402,13 @@ static int snapshot_list(int argc, char **argv) {
   struct cordon_cas *cas = NULL;
   char **ids = NULL;
   int code = EXIT_OK;
-  if (open_store(&ctx, &cas, &err) < 0 || cordon_snapshot_list(cas, &ids, &err) < 0) {
+  if (cli_open_store(&ctx, &cas, &err) < 0 || cordon_snapshot_list(cas, &ids, &err) < 0) {
     code = cli_fail(err);
   } else if (a.json) {
     json_t *list = json_array();
     for (size_t i = 0; ids[i]; i++)
       json_array_append_new(list, json_string(ids[i]));
-    print_json(list);
+    cli_print_json(list);
   } else {
     for (size_t i = 0; ids[i]; i++)
       printf("%s\n", ids[i]);
@@ -458,7 +440,7 @@ static int snapshot_forget(int argc, char **argv) {
   struct cordon_context *ctx = NULL;
   struct cordon_cas *cas = NULL;
   int code = EXIT_OK;
-  if (open_store(&ctx, &cas, &err) < 0) {
+  if (cli_open_store(&ctx, &cas, &err) < 0) {
     code = cli_fail(err);
   } else {
     for (int i = 0; i < a.n; i++) {

@@ -85,6 +85,26 @@ int cli_usage_error(const char *verb, const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
+void cli_print_json(json_t *doc) {
+  json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+  putchar('\n');
+  json_decref(doc);
+}
+
+int cli_open_store(struct cordon_context **ctx, struct cordon_cas **cas,
+                   struct cordon_error **err) {
+  *ctx = NULL;
+  *cas = NULL;
+  if (cordon_context_open(NULL, ctx, err) < 0)
+    return -1;
+  if (cordon_cas_open_project(*ctx, cas, err) < 0) {
+    cordon_context_free(*ctx);
+    *ctx = NULL;
+    return -1;
+  }
+  return 0;
+}
+
 int cli_parse_double(const char *s, double min, double *out) {
   char *end = NULL;
   errno = 0;
