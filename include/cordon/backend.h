@@ -105,6 +105,9 @@ struct cordon_manifest {
   bool ephemeral; /* destroyed by the process that creates it (`cordon run`): state files are
                      written atomically but without fsync, and backends may skip persistence */
   struct cordon_policy policy;
+  bool one_shot; /* the session runs exactly one exec (a second is refused): backends may build
+                    the sandbox with the command instead of ahead of it. Snapshot stays
+                    available after the exec. */
 };
 
 /* ---- exec --------------------------------------------------------------------------------- */
@@ -179,6 +182,8 @@ struct cordon_session {
   void *impl;
   bool shut_down;
   bool ephemeral; /* from the manifest */
+  bool one_shot;  /* from the manifest */
+  unsigned execs; /* execs started through this handle */
 };
 
 struct cordon_backend {

@@ -126,6 +126,7 @@ static int session_new(struct cordon_context *ctx, const struct cordon_backend *
   s->ctx = ctx;
   s->default_timeout = m->default_timeout;
   s->ephemeral = m->ephemeral;
+  s->one_shot = m->one_shot;
   s->root = strdup(m->root ? m->root : DEFAULT_ROOT);
   s->env = strv_copy(m->env);
   if (!s->root || !s->env || fs_random_hex(8, &s->id, err) < 0 ||
@@ -422,6 +423,9 @@ int cordon_session_exec(struct cordon_session *s, const struct cordon_exec_reque
     return -1;
   if (!req->argv || !req->argv[0] || !req->argv[0][0])
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "exec needs a command");
+  if (s->one_shot && s->execs > 0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "session %s was created for one command, which has run", s->id);
   for (size_t i = 0; req->env && req->env[i]; i++)
     if (!strchr(req->env[i], '=') || req->env[i][0] == '=')
       return cordon_error_set(err, CORDON_ERR_USAGE, 0, "environment entry %s is not KEY=VALUE",
@@ -455,6 +459,7 @@ int cordon_session_exec(struct cordon_session *s, const struct cordon_exec_reque
     resolved.timeout = 0;
   if (resolved.max_output == 0)
     resolved.max_output = CORDON_EXEC_DEFAULT_MAX_OUTPUT;
+  s->execs++;
   int r = s->backend->exec(s, &resolved, res, err);
   strv_free(env);
   if (r < 0)

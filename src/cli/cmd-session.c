@@ -414,6 +414,7 @@ int cmd_run(int argc, char **argv) {
     return EXIT_CORDON;
   }
   m.ephemeral = true; /* destroyed below, by this process */
+  m.one_shot = true;  /* one command: the backend may build the sandbox with it */
   struct cordon_error *err = NULL;
   struct cordon_registry *reg = NULL;
   struct cordon_context *ctx = NULL;

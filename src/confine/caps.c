@@ -1,7 +1,6 @@
 /* Credentials, capabilities and rlimits (see caps.h). Raw system calls only: rlimits are
  * applied between fork and execve. */
 #include <errno.h>
-#include <grp.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <sys/prctl.h>
@@ -16,12 +15,14 @@
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
 
+/* Raw system calls, not glibc's wrappers: in a multi-threaded program those broadcast the change
+ * to every thread, and a process cloned with CLONE_VM (ns one-shot) must change only itself. */
 static int set_ids(const struct confine_identity *id) {
-  if (id->can_setgroups && setgroups(0, NULL) < 0)
+  if (id->can_setgroups && syscall(SYS_setgroups, 0, NULL) < 0)
     return -errno;
-  if (setresgid(id->gid, id->gid, id->gid) < 0)
+  if (syscall(SYS_setresgid, id->gid, id->gid, id->gid) < 0)
     return -errno;
-  if (setresuid(id->uid, id->uid, id->uid) < 0)
+  if (syscall(SYS_setresuid, id->uid, id->uid, id->uid) < 0)
     return -errno;
   return 0;
 }

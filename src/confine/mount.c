@@ -240,7 +240,9 @@ static int setup_dev(int rootfd, struct cordon_error **err) {
 static int setup_proc(int rootfd, bool deny_user_namespaces, struct cordon_error **err) {
   if (mkdirat(rootfd, "proc", 0555) < 0 && errno != EEXIST)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /proc");
-  if (mount_fs_at(rootfd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0)
+  /* hidepid=2: processes the command may not ptrace (pid 1, the runtime's own, not dumpable)
+   * are invisible, their command lines included. */
+  if (mount_fs_at(rootfd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2", err) < 0)
     return -1;
   _cleanup_close_ int proc = openat(rootfd, "proc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (proc < 0)

@@ -352,8 +352,9 @@ static bool stopping(struct race *r) {
 static int start_step(struct slot *s, struct cordon_error **err) {
   struct race *r = s->race;
   announce(s, CORDON_RACE_STARTING);
-  /* Ephemeral: the race destroys its sessions itself, so their state needs no fsync. */
-  struct cordon_manifest m = {.ephemeral = true};
+  /* Ephemeral: the race destroys its sessions itself, so their state needs no fsync. One-shot
+   * unless a judge runs after the command, in the same session. */
+  struct cordon_manifest m = {.ephemeral = true, .one_shot = !r->o->judge_argv};
   if (cordon_session_resume(r->ctx, r->o->backend, &m, r->o->base, &s->session, err) < 0)
     return cordon_error_prefix(err, "%s cannot start", s->task_id);
   announce(s, CORDON_RACE_READY);

@@ -17,6 +17,16 @@
 #define PROFILE_MAX_BYTES (64u * 1024u)
 #define PROFILE_MAX_AXES 64u
 
+/* The values are finite (checked on entry): plain comparisons do, and keep libm's fmax/fmin
+ * (and with them libm itself) out of the CLI. */
+static inline double larger(double a, double b) {
+  return a > b ? a : b;
+}
+
+static inline double smaller(double a, double b) {
+  return a < b ? a : b;
+}
+
 static const struct cordon_rank_axis default_axes[] = {
     {"correctness", 3.0, CORDON_AXIS_BENEFIT},
     {"cost", 1.0, CORDON_AXIS_COST},
@@ -174,7 +184,7 @@ int cordon_rank_topsis(const struct cordon_rank_profile *profile,
     /* L2 norm, scaled by the largest magnitude so that squares cannot overflow. */
     double scale = 0;
     for (size_t i = 0; i < count; i++)
-      scale = fmax(scale, fabs(v[i * m + j]));
+      scale = larger(scale, fabs(v[i * m + j]));
     double norm = 0;
     if (scale > 0) {
       double sum = 0;
@@ -188,8 +198,8 @@ int cordon_rank_topsis(const struct cordon_rank_profile *profile,
       v[i * m + j] = norm > 0 ? weight[j] * (v[i * m + j] / norm) : 0; /* a zero column stays 0 */
     double hi = v[j], lo = v[j];
     for (size_t i = 1; i < count; i++) {
-      hi = fmax(hi, v[i * m + j]);
-      lo = fmin(lo, v[i * m + j]);
+      hi = larger(hi, v[i * m + j]);
+      lo = smaller(lo, v[i * m + j]);
     }
     bool benefit = profile->axes[j].direction == CORDON_AXIS_BENEFIT;
     ideal[j] = benefit ? hi : lo;

@@ -1,8 +1,12 @@
 #!/bin/bash
-# The escape suite: run every attack of tests/escape/probe.c inside `cordon run --backend ns`,
-# as root and as an unprivileged user, and require each to be blocked.
+# The escape suite: run every attack of tests/escape/probe.c inside the ns backend, as root and
+# as an unprivileged user, and require each to be blocked.
 #
 #   escape.sh CORDON PROBE            (meson test runs it; needs root for the root half)
+#
+# CORDON_ESCAPE_MODE picks the path: `run` (the default: `cordon run`, whose sandbox is built
+# with the command, no holder) or `session` (`cordon session create`, then `session exec` into
+# the holder's namespaces). Both must hold the same line.
 #
 # The probe exits 0 when an attack SUCCEEDED, 1 when it was blocked, 2 when it could not even
 # try (a broken test, which fails the suite too). Controls run first to prove the probe and the
@@ -16,16 +20,18 @@ if [ "${1:-}" = "--as-user" ]; then
 else
   role=root
 fi
+mode=${CORDON_ESCAPE_MODE:-run}
+case $mode in run | session) ;; *) echo "escape.sh: CORDON_ESCAPE_MODE must be run or session" >&2; exit 2 ;; esac
 CORDON=$(readlink -f "$1")
 PROBE=$(readlink -f "$2")
 here=$(cd "$(dirname "$0")" && pwd)
 
 n=0
 failed=0
-ok() { n=$((n + 1)); echo "ok $n - [$role] $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - [$role] $*"; }
-skip() { n=$((n + 1)); echo "ok $n - [$role] $1 # SKIP $2"; }
-note() { echo "# [$role] $*"; }
+ok() { n=$((n + 1)); echo "ok $n - [$role/$mode] $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - [$role/$mode] $*"; }
+skip() { n=$((n + 1)); echo "ok $n - [$role/$mode] $1 # SKIP $2"; }
+note() { echo "# [$role/$mode] $*"; }
 
 if [ "$role" = root ] && [ "$(id -u)" -ne 0 ]; then
   echo "1..0 # SKIP the escape suite's root half needs root (run as root; it also runs the"
@@ -86,8 +92,20 @@ run_probe() {
   local flags=()
   while [ "$1" != "--" ]; do flags+=("$1"); shift; done
   shift
-  out=$("$CORDON" run --backend ns "${policy[@]}" "${flags[@]}" -- /workspace/probe "$@" 2>&1)
-  code=$?
+  if [ "$mode" = session ]; then
+    local id
+    if ! id=$("$CORDON" session create --backend ns "${policy[@]}" "${flags[@]}" 2>&1); then
+      out=$id
+      code=125
+      return
+    fi
+    out=$("$CORDON" session exec "$id" -- /workspace/probe "$@" 2>&1)
+    code=$?
+    "$CORDON" session destroy "$id" >/dev/null 2>&1
+  else
+    out=$("$CORDON" run --backend ns "${policy[@]}" "${flags[@]}" -- /workspace/probe "$@" 2>&1)
+    code=$?
+  fi
 }
 
 # attack NAME [flags...] -- VERB ARGS...: must be blocked (probe exit 1)
@@ -225,9 +243,10 @@ elif pgrep -f "probe daemon /workspace/survivor" >/dev/null; then
   not_ok "a daemonised process survived the session (still running)"
 else ok "a daemonised process did not survive the session"; fi
 
-# Nothing of the sessions is left: no holder, no session state.
+# Nothing of the sessions is left: no holder (nor a one-shot sandbox's pid 1, which carries
+# cordon's own name), no session state.
 leaked=0
-for p in $(pgrep -f '^cordon: holder'); do
+for p in $(pgrep -f '^cordon: holder') $(pgrep -x cordon); do
   grep -qF "$project" "/proc/$p/mountinfo" 2>/dev/null && leaked=$((leaked + 1))
 done
 if [ "$leaked" -eq 0 ]; then ok "no holder outlived its session"
@@ -245,7 +264,8 @@ if [ "$role" = root ]; then
   cp "$0" "$user_dir/escape.sh"
   chmod 755 "$user_dir"/*
   as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all
-           env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$user_dir" LANG=C.UTF-8)
+           env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$user_dir" LANG=C.UTF-8
+           CORDON_ESCAPE_MODE="$mode")
   if ! "${as_user[@]}" unshare -U true 2>/dev/null; then
     skip "unprivileged half" "unprivileged user namespaces are unavailable here"
   elif ! "${as_user[@]}" "$user_dir/cordon" backends 2>/dev/null | grep -q '^ns .* yes'; then

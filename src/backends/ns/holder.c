@@ -8,12 +8,14 @@
 #include <limits.h>
 #include <linux/close_range.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -142,6 +144,34 @@ static void reset_signals(void) {
     struct sigaction sa = {.sa_handler = SIG_DFL};
     sigaction(sig, &sa, NULL);
   }
+}
+
+/* ---- the sandbox's own setup, in its first process ----------------------------------------- */
+
+/* Everything pid 1 does before it can start commands, in both forms (the holder and the
+ * one-shot): the cgroup namespace, the sandbox uid (keeping capabilities: it still mounts),
+ * the root, the host name and the loopback interface. */
+static int sandbox_setup(const struct ns_holder_config *cfg, struct cordon_error **err) {
+  /* Our cgroup namespace is rooted at the session's cgroup, where we were born. */
+  if (unshare(CLONE_NEWCGROUP) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create the cgroup namespace");
+  int r = confine_become_keeping_caps(&cfg->identity);
+  if (r < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, -r, "cannot switch to the sandbox uid %u",
+                            (unsigned)cfg->identity.uid);
+  struct confine_root_spec root = cfg->root; /* the tree fds we clone ourselves land here */
+  struct confine_tree trees[64];
+  if (root.n_trees > ARRAY_SIZE(trees))
+    return cordon_error_set(err, CORDON_ERR_USAGE, E2BIG, "too many system paths and grants");
+  memcpy(trees, root.trees, root.n_trees * sizeof(trees[0]));
+  root.trees = trees;
+  if (confine_root_prepare_trees(&root, err) < 0 || confine_build_root(&root, err) < 0)
+    return -1;
+  if (sethostname(HOSTNAME, strlen(HOSTNAME)) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "sethostname");
+  if (cfg->new_network && cfg->loopback && confine_loopback_up(err) < 0)
+    return -1;
+  return 0;
 }
 
 /* ---- the command ---------------------------------------------------------------------------- */
@@ -716,32 +746,7 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
   reset_signals();
   setsid();
   set_title("cordon: holder");
-  /* Our cgroup namespace is rooted at the session's cgroup, where we were born. */
-  if (unshare(CLONE_NEWCGROUP) < 0) {
-    cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "cannot create the cgroup namespace");
-    fail_setup(ready_fd, err);
-  }
-  int r = confine_become_keeping_caps(&cfg->identity);
-  if (r < 0) {
-    cordon_error_set(&err, CORDON_ERR_SYSTEM, -r, "cannot switch to the sandbox uid %u",
-                     (unsigned)cfg->identity.uid);
-    fail_setup(ready_fd, err);
-  }
-  struct confine_root_spec root = cfg->root; /* the tree fds we clone ourselves land here */
-  struct confine_tree trees[64];
-  if (root.n_trees > ARRAY_SIZE(trees)) {
-    cordon_error_set(&err, CORDON_ERR_USAGE, E2BIG, "too many system paths and grants");
-    fail_setup(ready_fd, err);
-  }
-  memcpy(trees, root.trees, root.n_trees * sizeof(trees[0]));
-  root.trees = trees;
-  if (confine_root_prepare_trees(&root, &err) < 0 || confine_build_root(&root, &err) < 0)
-    fail_setup(ready_fd, err);
-  if (sethostname(HOSTNAME, strlen(HOSTNAME)) < 0) {
-    cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "sethostname");
-    fail_setup(ready_fd, err);
-  }
-  if (cfg->new_network && cfg->loopback && confine_loopback_up(&err) < 0)
+  if (sandbox_setup(cfg, &err) < 0)
     fail_setup(ready_fd, err);
 
   /* Daemon: no terminal, no inherited fds, nothing to attach to. */
@@ -775,7 +780,7 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
    * ours: each command process attaches it before it accepts a request (the holder and its
    * workers need clone3, which the filter denies). */
   static const struct confine_rlimits no_core = {0};
-  r = confine_apply_rlimits(&no_core);
+  int r = confine_apply_rlimits(&no_core);
   if (r == 0)
     r = confine_drop_capabilities();
   if (r < 0) {
@@ -927,5 +932,266 @@ int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out, struct c
                             rep.message);
   }
   *pid_out = holder;
+  return 0;
+}
+
+/* ---- one-shot (see holder.h) ------------------------------------------------------------------
+ */
+
+#define ONESHOT_STACK_SIZE (256 * 1024)
+
+/* The functions that run on our own stacks are not instrumented by ASan: it would take their
+ * _exit for a jump off an unknown stack and warn on stderr, which is the command's. */
+#define ON_OWN_STACK __attribute__((no_sanitize_address))
+
+struct ns_oneshot {
+  const struct ns_holder_config *cfg;
+  const struct ns_oneshot_command *cmd;
+  unsigned char *stacks; /* pid 1's, then the command's */
+  pid_t pid1;
+  bool reaped;
+  /* Pipes. Shared memory: the caller closes its copies of pid 1's ends but never changes these
+   * numbers, which pid 1 reads. */
+  int go[2];     /* caller -> pid 1: the id maps are written */
+  int report[2]; /* pid 1 -> caller: one setup_report; EOF when pid 1 is gone */
+  bool child_ends_closed;
+  int dumpable; /* the caller's flag: pid 1 clears it for the memory they share */
+  /* Shared memory: written by pid 1 or the command, read by the caller once pid 1 is reaped
+   * (or, for exec_stage, once pid 1 has reported). */
+  volatile int command_status;
+  volatile int command_done;
+  volatile int exec_stage; /* 0, or NS_STAGE_* when the command failed before execve */
+  volatile int exec_errno;
+};
+
+ON_OWN_STACK static int oneshot_command_main(void *arg) {
+  struct ns_oneshot *o = arg;
+  const struct ns_oneshot_command *cmd = o->cmd;
+  setsid(); /* new session, no controlling terminal */
+  int r = confine_apply_rlimits(&o->cfg->rlimits);
+  if (r == 0)
+    r = confine_seccomp_attach(confine_seccomp_prebuilt());
+  int moved[3] = {-1, -1, -1};
+  /* Move stdio above 2 first: one of them may sit on 0..2 and the dup2s would clobber it. */
+  for (int i = 0; r == 0 && i < 3; i++)
+    if ((moved[i] = fcntl(cmd->stdio[i], F_DUPFD_CLOEXEC, 3)) < 0)
+      r = -errno;
+  for (int i = 0; r == 0 && i < 3; i++)
+    if (dup2(moved[i], i) < 0)
+      r = -errno;
+  if (r < 0) {
+    o->exec_errno = -r;
+    o->exec_stage = NS_STAGE_SETUP;
+    _exit(127);
+  }
+  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (chdir(cmd->cwd) < 0) {
+    o->exec_errno = errno;
+    o->exec_stage = NS_STAGE_CHDIR;
+    _exit(127);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  int e = exec_search(cmd->argv[0], (char *const *)cmd->argv, (char *const *)cmd->envp);
+  o->exec_errno = e; /* a result: the command's 126/127 */
+  dprintf(2, "cordon: %s: %s\n", cmd->argv[0], strerror(e));
+  _exit(e == ENOENT ? 127 : 126);
+}
+
+ON_OWN_STACK static _Noreturn void oneshot_fail(struct ns_oneshot *o, struct cordon_error *err) {
+  report_send(o->report[1], 0, err);
+  cordon_error_free(err); /* the caller's heap: nothing may leak into it */
+  _exit(1);
+}
+
+ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
+  struct ns_oneshot *o = arg;
+  struct cordon_error *err = NULL;
+  char go = 0;
+  ssize_t n;
+  do
+    n = read(o->go[0], &go, 1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1 || go != 'G')
+    _exit(1);      /* the caller reports its own failure */
+  reset_signals(); /* the caller's handlers must never run here */
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  setsid();
+  if (sandbox_setup(o->cfg, &err) < 0)
+    oneshot_fail(o, err);
+  /* Nothing below needs a privilege: the command is born with none. Not dumpable, so nothing in
+   * the sandbox may read this memory, which is also the caller's (its arguments included). */
+  static const struct confine_rlimits no_core = {0};
+  int r = confine_apply_rlimits(&no_core);
+  if (r == 0)
+    r = confine_drop_capabilities();
+  if (r < 0) {
+    cordon_error_set(&err, CORDON_ERR_SYSTEM, -r, "cannot drop capabilities");
+    oneshot_fail(o, err);
+  }
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  int keep[] = {o->report[1], o->cmd->stdio[0], o->cmd->stdio[1], o->cmd->stdio[2]};
+  close_all_except(keep, ARRAY_SIZE(keep));
+  /* Returns once the command has exec'd or failed: it borrows this memory until then. */
+  pid_t pid = clone(oneshot_command_main, o->stacks + 2 * ONESHOT_STACK_SIZE,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD, o);
+  if (pid < 0) {
+    cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "cannot start %s", o->cmd->argv[0]);
+    oneshot_fail(o, err);
+  }
+  if (o->exec_stage) {
+    waitpid(pid, NULL, 0);
+    if (o->exec_stage == NS_STAGE_CHDIR)
+      cordon_error_set(&err, CORDON_ERR_SYSTEM, o->exec_errno, "cannot run %s in %s",
+                       o->cmd->argv[0], o->cmd->cwd);
+    else
+      cordon_error_set(&err, CORDON_ERR_SYSTEM, o->exec_errno, "the sandbox could not set up %s",
+                       o->cmd->argv[0]);
+    oneshot_fail(o, err);
+  }
+  report_send(o->report[1], 0, NULL);
+  for (int i = 0; i < 3; i++)
+    if (o->cmd->stdio[i] > 2)
+      close(o->cmd->stdio[i]);
+  /* From here on only system calls: the caller is running again, in this same memory. The
+   * report pipe stays open until we exit: that EOF is the caller's "ended". */
+  for (;;) {
+    int status;
+    pid_t got = waitpid(-1, &status, __WALL);
+    if (got == pid) {
+      o->command_status = status;
+      o->command_done = 1;
+      break;
+    }
+    if (got < 0 && errno != EINTR)
+      break;
+  }
+  _exit(0); /* pid 1: the kernel kills whatever the command left behind */
+}
+
+static void oneshot_close_child_ends(struct ns_oneshot *o) {
+  if (o->child_ends_closed)
+    return;
+  if (o->go[0] >= 0)
+    close(o->go[0]);
+  if (o->report[1] >= 0)
+    close(o->report[1]);
+  o->child_ends_closed = true;
+}
+
+static void oneshot_close_pipes(struct ns_oneshot *o) {
+  oneshot_close_child_ends(o);
+  if (o->go[1] >= 0)
+    close(o->go[1]);
+  if (o->report[0] >= 0)
+    close(o->report[0]);
+  o->go[1] = o->report[0] = -1;
+}
+
+static void oneshot_wait(struct ns_oneshot *o, int *status) {
+  if (o->reaped || o->pid1 <= 0)
+    return;
+  while (waitpid(o->pid1, status, __WALL) < 0 && errno == EINTR)
+    ;
+  o->reaped = true;
+  prctl(PR_SET_DUMPABLE, o->dumpable, 0, 0, 0);
+}
+
+void ns_oneshot_kill(struct ns_oneshot *o) {
+  if (o && o->pid1 > 0 && !o->reaped)
+    kill(o->pid1, SIGKILL);
+}
+
+void ns_oneshot_free(struct ns_oneshot *o) {
+  if (!o)
+    return;
+  int status;
+  ns_oneshot_kill(o);
+  oneshot_wait(o, &status);
+  oneshot_close_pipes(o);
+  if (o->stacks)
+    munmap(o->stacks, 2 * ONESHOT_STACK_SIZE);
+  free(o);
+}
+
+int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot_command *cmd,
+                     struct ns_oneshot **out, int *exit_fd, struct cordon_error **err) {
+  struct ns_oneshot *o = calloc(1, sizeof(*o));
+  if (!o)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "sandbox");
+  *o = (struct ns_oneshot){.cfg = cfg, .cmd = cmd, .go = {-1, -1}, .report = {-1, -1}};
+  *out = o;
+  o->stacks = mmap(NULL, 2 * ONESHOT_STACK_SIZE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+  if (o->stacks == MAP_FAILED) {
+    o->stacks = NULL;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "sandbox stacks");
+  }
+  if (pipe2(o->go, O_CLOEXEC) < 0 || pipe2(o->report, O_CLOEXEC) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
+  o->dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+  /* Every signal blocked across the clone, so no handler of ours runs in pid 1 before it resets
+   * them all. */
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  pid_t pid = clone(oneshot_pid1_main, o->stacks + ONESHOT_STACK_SIZE,
+                    CLONE_VM | namespace_flags(cfg) | SIGCHLD, o);
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+  if (pid < 0)
+    return cordon_error_set(err,
+                            clone_errno == EPERM || clone_errno == ENOSPC || clone_errno == EINVAL
+                                ? CORDON_ERR_UNAVAILABLE
+                                : CORDON_ERR_SYSTEM,
+                            clone_errno, "cannot create the sandbox namespaces");
+  o->pid1 = pid;
+  oneshot_close_child_ends(o);
+  int r = confine_cgroups_join_fds(cfg->cgroup_join_fds, pid);
+  if (r == 0 && cfg->cgroup_fd >= 0) {
+    char text[16];
+    int len = snprintf(text, sizeof(text), "%d", (int)pid);
+    _cleanup_close_ int procs = openat(cfg->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    if (procs < 0 || write(procs, text, (size_t)len) != len)
+      r = -errno;
+  }
+  if (r < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, -r, "cannot join the session's cgroups");
+  if (confine_userns_write_maps(pid, cfg->identity.uid, cfg->outer_uid, cfg->identity.gid,
+                                cfg->outer_gid, cfg->rootless, err) < 0)
+    return -1;
+  if (write(o->go[1], "G", 1) != 1)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot start the sandbox");
+  struct setup_report rep;
+  if (report_receive(o->report[0], &rep) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox died while setting up");
+  if (rep.kind >= 0)
+    return cordon_error_set(err, (enum cordon_error_kind)rep.kind, rep.errnum, "sandbox setup: %s",
+                            rep.message);
+  *exit_fd = fcntl(o->report[0], F_DUPFD_CLOEXEC, 3);
+  if (*exit_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "dup");
+  return 0;
+}
+
+int ns_oneshot_reap(struct ns_oneshot *o, int *exit_code, int *term_signal,
+                    struct cordon_error **err) {
+  int status = 0;
+  oneshot_wait(o, &status);
+  if (o->command_done)
+    status = o->command_status;
+  else if (!WIFSIGNALED(status))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                            "the sandbox ended without the command's status");
+  /* Not the command's status: pid 1 was killed (the timeout, or from outside), and the command
+   * with it. */
+  if (WIFSIGNALED(status)) {
+    *term_signal = WTERMSIG(status);
+    *exit_code = 128 + WTERMSIG(status);
+  } else {
+    *term_signal = 0;
+    *exit_code = WEXITSTATUS(status);
+  }
   return 0;
 }

@@ -47,4 +47,42 @@ struct ns_holder_config {
  * the host. The fds in cfg stay owned by the caller. */
 int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid, struct cordon_error **err);
 
+/* ---- one-shot: one command in a sandbox of its own --------------------------------------------
+ *
+ * For a session that runs exactly one command (`cordon run`, race candidates) the holder, its
+ * socket and its pre-forked workers are pure cost. Instead the command's sandbox is made with
+ * the command: pid 1 is cloned with CLONE_VM (no copy of the caller's page tables, which on a
+ * virtualised host costs more than the rest of the setup together), builds the root, drops
+ * every capability and clones the command with CLONE_VM|CLONE_VFORK; only the command's execve
+ * makes a new address space. pid 1 then reaps until the command ends and exits, which makes the
+ * kernel kill everything else in the namespace.
+ *
+ * Sharing the caller's memory is safe because the two never run library code at the same time:
+ * the caller waits on a pipe while pid 1 sets up, and after its report pid 1 only waits for
+ * children (system calls, no allocation). The caller may be multi-threaded: pid 1 takes over
+ * the calling thread's identity while that thread is blocked, and changes its credentials with
+ * raw system calls only (see confine/caps.c). */
+struct ns_oneshot;
+
+struct ns_oneshot_command {
+  const char *const *argv; /* argv[0] searched in the PATH of envp */
+  const char *const *envp;
+  const char *cwd; /* inside the sandbox */
+  int stdio[3];    /* the command's fds 0, 1, 2 (stay owned by the caller) */
+};
+
+/* Build the sandbox of cfg and start cmd in it. On success *exit_fd (the caller closes it)
+ * becomes readable when the command has ended. cfg and cmd must stay valid until
+ * ns_oneshot_free. A command that cannot be executed is a result (126/127), not an error. */
+int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot_command *cmd,
+                     struct ns_oneshot **out, int *exit_fd, struct cordon_error **err);
+/* After exit_fd became readable: the command's status, 128+N with *term_signal = N when a
+ * signal ended it (SIGKILL when the sandbox was killed before the command ended). */
+int ns_oneshot_reap(struct ns_oneshot *o, int *exit_code, int *term_signal,
+                    struct cordon_error **err);
+/* Kill the sandbox (pid 1, and with it everything in the namespace). Idempotent. */
+void ns_oneshot_kill(struct ns_oneshot *o);
+/* Kill and reap what is left, release everything. NULL is fine. */
+void ns_oneshot_free(struct ns_oneshot *o);
+
 #endif

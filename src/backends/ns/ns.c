@@ -77,11 +77,18 @@ struct ns_impl {
   uid_t outer_uid;
   gid_t outer_gid;
   char *dead; /* why the holder is unusable, or NULL */
+  /* One-shot (manifest.one_shot): no holder; the sandbox is built with the command by the one
+   * exec, from what create prepared. NULL once that exec has started. */
+  struct ns_pending *pending;
+  bool one_shot;
 };
+
+static void pending_free(struct ns_pending *p);
 
 static void impl_free(struct ns_impl *impl) {
   if (!impl)
     return;
+  pending_free(impl->pending);
   if (impl->state_fd >= 0)
     close(impl->state_fd);
   confine_cgroups_clear(&impl->cgroups);
@@ -179,6 +186,8 @@ static int save_state(struct cordon_session *s, struct ns_impl *impl, struct cor
   /* Also what keeps the snapshot from `cas gc` while the session lives. */
   if (impl->from_snapshot)
     json_object_set_new(o, "from_snapshot", json_string(impl->from_snapshot));
+  if (impl->one_shot)
+    json_object_set_new(o, "one_shot", json_true());
   if (impl->overlay) {
     json_object_set_new(o, "overlay", json_true());
     json_object_set_new(o, "outer_uid", json_integer(impl->outer_uid));
@@ -207,8 +216,10 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
   }
   json_t *pid = json_object_get(o, "holder_pid"), *start = json_object_get(o, "holder_start");
   int r = 0;
+  /* A one-shot session has no holder (pid 0): its sandbox lived and died with its command. */
+  impl->one_shot = json_is_true(json_object_get(o, "one_shot"));
   if (json_integer_value(json_object_get(o, "version")) != STATE_VERSION || !json_is_integer(pid) ||
-      !json_is_integer(start) || json_integer_value(pid) <= 0 ||
+      !json_is_integer(start) || json_integer_value(pid) < (impl->one_shot ? 0 : 1) ||
       json_integer_value(pid) > INT_MAX) {
     r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state lacks a valid holder pid");
   } else {
@@ -339,6 +350,30 @@ static void plan_clear(struct plan *p) {
   free(p->passwd);
   free(p->group);
   free(p->workspace_real);
+}
+
+/* What create prepared for a one-shot session's exec: the plan (which the config points into),
+ * the config and the fds it names. */
+struct ns_pending {
+  struct plan plan;
+  struct ns_holder_config cfg;
+  int workspace_fd; /* cfg.root.workspace.tree_fd */
+  int cgroup_fd;
+  int join_fds[CONFINE_CG_MAX_DIRS];
+};
+
+static void pending_free(struct ns_pending *p) {
+  if (!p)
+    return;
+  plan_clear(&p->plan);
+  if (p->workspace_fd >= 0)
+    close(p->workspace_fd);
+  if (p->cgroup_fd >= 0)
+    close(p->cgroup_fd);
+  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
+    if (p->join_fds[i] >= 0)
+      close(p->join_fds[i]);
+  free(p);
 }
 
 static int push_resolved(struct plan *p, const struct confine_path *rp, bool read_only,
@@ -679,10 +714,18 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       .cgroup_join_fds = {-1, -1, -1, -1},
   };
 
-  /* cgroups: limits, and the v2 cgroup whose leaves let each exec's tree be killed at once. */
+  /* One-shot: no holder, the one exec builds the sandbox (the manifest's files of an overlay
+   * session go in through the holder's view, so those take the holder). */
+  impl->one_shot = m->one_shot && !(impl->overlay && m->n_files);
+
+  /* cgroups: limits, and the v2 cgroup whose leaves let each exec's tree be killed at once. A
+   * one-shot sandbox needs none without limits: its pid namespace dies with its command. */
+  const struct cordon_limits *lim = &policy->limits;
+  bool any_limit = lim->memory_bytes || lim->pids || lim->cpus > 0;
   char cg_name[96];
   snprintf(cg_name, sizeof(cg_name), "cordon-%s", s->id);
-  if (confine_cgroups_create(cg_name, &policy->limits, PIDS_OVERHEAD, cfg.outer_uid, cfg.outer_gid,
+  if ((!impl->one_shot || any_limit) &&
+      confine_cgroups_create(cg_name, &policy->limits, PIDS_OVERHEAD, cfg.outer_uid, cfg.outer_gid,
                              &impl->cgroups, err) < 0)
     return -1;
   int join_fds[CONFINE_CG_MAX_DIRS] = {-1, -1, -1, -1};
@@ -692,15 +735,22 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
   memcpy(cfg.cgroup_join_fds, join_fds, sizeof(join_fds));
   cfg.cgroup_fd = cg_fd;
 
-  impl->state_fd = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (r == 0 && impl->state_fd < 0)
-    r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", s->state_dir);
-  _cleanup_close_ int listen_fd = r == 0 ? make_listen_socket(impl->state_fd, err) : -1;
-  if (r == 0 && listen_fd < 0)
-    r = -1;
+  _cleanup_close_ int listen_fd = -1;
+  if (!impl->one_shot) {
+    impl->state_fd = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (r == 0 && impl->state_fd < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", s->state_dir);
+    listen_fd = r == 0 ? make_listen_socket(impl->state_fd, err) : -1;
+    if (r == 0 && listen_fd < 0)
+      r = -1;
+  }
   cfg.listen_fd = listen_fd;
 
   _cleanup_close_ int idmap_fd = -1;
+  /* A one-shot sandbox's own fresh workspace is simply handed to the sandbox uid: nobody
+   * writes into it from the host while the command runs, and it goes with the session. That
+   * saves the throw-away user namespace an id-mapped mount needs. */
+  bool hand_over = !rootless && impl->one_shot && impl->owned_workspace && !impl->overlay;
   if (r == 0 && !rootless) {
     /* As root we clone the host trees here, with our privileges, and the holder only attaches
      * them; the workspace is id-mapped so its owner appears as the sandbox uid inside and what
@@ -715,7 +765,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
     struct stat st;
     if (r == 0 && fstat(ws_fd, &st) < 0)
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
-    if (r == 0) {
+    if (r == 0 && !hand_over) {
       idmap_fd = confine_userns_idmap_fd(st.st_uid, cfg.outer_uid, st.st_gid, cfg.outer_gid, err);
       if (idmap_fd < 0)
         r = -1;
@@ -727,6 +777,16 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
     workspace_tree.tree_fd =
         confine_overlay_prepare(plan.workspace_real, idmap_fd, overlay_upper, overlay_work, err);
     if (workspace_tree.tree_fd < 0)
+      r = -1;
+  } else if (r == 0 && hand_over) {
+    if (chown_tree(ws_fd, cfg.outer_uid, cfg.outer_gid, 0) < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hand %s to the sandbox uid",
+                           s->workspace);
+    workspace_tree.tree_fd =
+        r == 0 ? confine_tree_prepare(plan.workspace_real, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1,
+                                      err)
+               : -1;
+    if (r == 0 && workspace_tree.tree_fd < 0)
       r = -1;
   } else if (r == 0 && !rootless) {
     struct cordon_error *idmap_err = NULL;
@@ -778,8 +838,29 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       .group = plan.group,
       .deny_user_namespaces = true,
   };
-  if (r == 0)
+  if (r == 0 && impl->one_shot) {
+    /* Keep all of it for the exec: the plan moves (the config points into its heap parts). */
+    struct ns_pending *p = calloc(1, sizeof(*p));
+    if (!p) {
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+    } else {
+      p->plan = plan;
+      memset(&plan, 0, sizeof(plan));
+      p->cfg = cfg;
+      p->workspace_fd = workspace_tree.tree_fd;
+      p->cgroup_fd = cg_fd;
+      memcpy(p->join_fds, join_fds, sizeof(join_fds));
+      workspace_tree.tree_fd = cg_fd = -1;
+      for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
+        join_fds[i] = -1;
+      p->cfg.root.workspace.tree_fd = p->workspace_fd;
+      p->cfg.cgroup_fd = p->cgroup_fd;
+      memcpy(p->cfg.cgroup_join_fds, p->join_fds, sizeof(p->join_fds));
+      impl->pending = p;
+    }
+  } else if (r == 0) {
     r = ns_holder_spawn(&cfg, &impl->holder_pid, err);
+  }
   if (workspace_tree.tree_fd >= 0)
     close(workspace_tree.tree_fd);
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
@@ -787,6 +868,8 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       close(join_fds[i]);
   if (r < 0)
     return -1;
+  if (impl->one_shot)
+    return save_state(s, impl, err);
   impl->holder_start = process_start_time(impl->holder_pid);
   if (!impl->holder_start)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox holder died right away");
@@ -835,11 +918,15 @@ static int ns_attach(struct cordon_session *s, struct cordon_error **err) {
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "%s", s->state_dir);
   }
   /* A dead holder does not stop read/write/ls (the workspace is on the host); exec says why. */
-  if (process_start_time(impl->holder_pid) != impl->holder_start &&
-      asprintf(&impl->dead,
-               "the sandbox of session %s is gone (its holder, pid %d, has exited); destroy the "
-               "session and create a new one",
-               s->id, (int)impl->holder_pid) < 0)
+  if (impl->one_shot) {
+    if (asprintf(&impl->dead, "session %s was created for one command (one-shot)", s->id) < 0)
+      impl->dead = NULL;
+  } else if (process_start_time(impl->holder_pid) != impl->holder_start &&
+             asprintf(
+                 &impl->dead,
+                 "the sandbox of session %s is gone (its holder, pid %d, has exited); destroy the "
+                 "session and create a new one",
+                 s->id, (int)impl->holder_pid) < 0)
     impl->dead = NULL;
   s->impl = impl;
   return 0;
@@ -1095,11 +1182,51 @@ static void launch_cleanup(void *data) {
   l->conn = -1;
 }
 
+/* ---- exec: the one-shot launcher --------------------------------------------------------- */
+
+struct oneshot_launch {
+  struct ns_pending *pending;
+  struct ns_oneshot_command cmd;
+  struct ns_oneshot *sandbox;
+};
+
+static int oneshot_start(void *data, const struct exec_spec *spec, const int stdio_fds[3],
+                         int *exit_fd, struct cordon_error **err) {
+  struct oneshot_launch *l = data;
+  static const char *const empty[] = {NULL};
+  l->cmd = (struct ns_oneshot_command){
+      .argv = spec->argv,
+      .envp = spec->envp ? spec->envp : empty,
+      .cwd = spec->cwd,
+      .stdio = {stdio_fds[0], stdio_fds[1], stdio_fds[2]},
+  };
+  return ns_oneshot_start(&l->pending->cfg, &l->cmd, &l->sandbox, exit_fd, err);
+}
+
+static int oneshot_reap(void *data, int *exit_code, int *term_signal, struct cordon_error **err) {
+  struct oneshot_launch *l = data;
+  return ns_oneshot_reap(l->sandbox, exit_code, term_signal, err);
+}
+
+static void oneshot_kill_tree(void *data) {
+  struct oneshot_launch *l = data;
+  ns_oneshot_kill(l->sandbox);
+}
+
+static void oneshot_cleanup(void *data) {
+  struct oneshot_launch *l = data;
+  ns_oneshot_free(l->sandbox);
+  l->sandbox = NULL;
+}
+
 static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *req,
                    struct cordon_exec_result *res, struct cordon_error **err) {
   struct ns_impl *impl = s->impl;
   if (!impl)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "session %s is not attached", s->id);
+  if (impl->one_shot && !impl->pending)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "session %s was created for one command, which has run", s->id);
   if (impl->dead)
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "%s", impl->dead);
   /* cwd: relative means under the workspace; absolute is a path inside the sandbox. */
@@ -1121,6 +1248,20 @@ static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *r
       .max_output = req->max_output,
       .timeout = req->timeout,
   };
+  if (impl->pending) {
+    struct oneshot_launch l = {.pending = impl->pending};
+    const struct exec_launcher launcher = {
+        .data = &l,
+        .start = oneshot_start,
+        .reap = oneshot_reap,
+        .kill_tree = oneshot_kill_tree,
+        .cleanup = oneshot_cleanup,
+    };
+    int r = exec_run_with(&spec, &launcher, res, err);
+    pending_free(impl->pending);
+    impl->pending = NULL;
+    return r;
+  }
   struct ns_launch l = {.impl = impl, .conn = -1};
   const struct exec_launcher launcher = {
       .data = &l,
