@@ -8,6 +8,9 @@
 #
 # A small static probe (compiled here, copied into the workspace) makes the system calls
 # busybox has no applet for.
+#
+# Execs go through the in-container exec agent by default; CORDON_DOCKER_EXEC=api selects the
+# Engine API's exec, which the conformance suite checks here too.
 
 bats_require_minimum_version 1.5.0
 
@@ -32,7 +35,9 @@ setup_file() {
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 /* One attack per verb; prints "refused: ERRNO-NAME" or "ALLOWED" and exits 0 / 1. */
 static int report(long r) {
@@ -51,6 +56,16 @@ int main(int argc, char **argv) {
   if (!strcmp(v, "tiocsti")) { char c = 'x'; return report(ioctl(0, TIOCSTI, &c)); }
   if (!strcmp(v, "tiocsti-high")) { char c = 'x';
     return report(syscall(SYS_ioctl, 0, 0xffffffff00000000ul | TIOCSTI, &c)); }
+  if (!strcmp(v, "impostor")) { /* replace the exec agent's socket; answer every connection
+                                   with bytes that are not a reply */
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", argv[2]);
+    unlink(a.sun_path);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s, 4) < 0) { perror("bind"); return 1; }
+    printf("listening\n"); fflush(stdout);
+    for (;;) { int c = accept(s, 0, 0); if (c < 0) return 1;
+      if (write(c, "CDR1Xgarbage\377\377\377\377\377\377\377", 19) < 0) return 1; close(c); } }
   if (!strcmp(v, "alloc")) { size_t n = (size_t)atol(argv[2]) << 20; char *p = malloc(n);
     for (size_t i = 0; p && i < n; i += 4096) p[i] = 1; printf("allocated\n"); return 0; }
   fprintf(stderr, "probe: unknown verb %s\n", v);
@@ -211,6 +226,99 @@ dk() { "$CORDON" run --backend docker "$@"; }
   run "$CORDON" session exec "$id" -- cat /proc/1/cmdline
   [[ "$output" == *"cordon-init"* ]]
   "$CORDON" session destroy "$id"
+}
+
+@test "docker agent: execs run under init's agent; stdin, stdout and stderr stay apart" {
+  id=$("$CORDON" session create --backend docker)
+  printf 'line one\nline two\n' > input
+  run --separate-stderr "$CORDON" session exec "$id" --stdin input -- \
+    sh -c 'cat; echo to-stderr >&2; tr "\0" " " < /proc/$PPID/cmdline; exit 3'
+  [ "$status" -eq 3 ]
+  [ "${lines[0]}" = "line one" ]
+  [ "${lines[1]}" = "line two" ]
+  # The command's parent is the agent's per-exec monitor, forked by init (not a `runc exec`).
+  [[ "${lines[2]}" == "/.cordon-init init"* ]]
+  [ "$stderr" = "to-stderr" ]
+  # The same through the Engine API path: the parent is the exec wrapper.
+  run --separate-stderr env CORDON_DOCKER_EXEC=api "$CORDON" session exec "$id" --stdin input -- \
+    sh -c 'cat; echo to-stderr >&2; tr "\0" " " < /proc/$PPID/cmdline; exit 3'
+  [ "$status" -eq 3 ]
+  [ "${lines[0]}" = "line one" ]
+  [[ "${lines[2]}" == "/.cordon-init exec"* ]]
+  [ "$stderr" = "to-stderr" ]
+  run env CORDON_DOCKER_EXEC=bogus "$CORDON" session exec "$id" -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"CORDON_DOCKER_EXEC=bogus"* ]]
+  "$CORDON" session destroy "$id"
+}
+
+@test "docker agent: a timeout kills a setsid'd, double-forked daemon; the session goes on" {
+  id=$("$CORDON" session create --backend docker)
+  ws=$PROJECT/.cordon/sessions/$id/workspace
+  run "$CORDON" session exec "$id" --timeout 1 -- sh -c \
+    'setsid sh -c "(while :; do date +%s%N >> daemon.log; sleep 0.2; done) &" </dev/null >/dev/null 2>&1; sleep 30'
+  [ "$status" -eq 124 ]
+  [[ "$output" == *"timed out"* ]]
+  [ -s "$ws/daemon.log" ] # the daemon did run
+  size=$(wc -c < "$ws/daemon.log")
+  sleep 1
+  [ "$(wc -c < "$ws/daemon.log")" -eq "$size" ] # and is dead
+  run "$CORDON" session exec "$id" -- sh -c 'echo next; ps -o comm | grep -c sleep; true'
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "next" ]
+  [ "${lines[1]}" = "0" ]
+  "$CORDON" session destroy "$id"
+}
+
+@test "docker agent: a monitor killed from inside gives a one-line error; its orphans die" {
+  id=$("$CORDON" session create --backend docker)
+  ws=$PROJECT/.cordon/sessions/$id/workspace
+  run "$CORDON" session exec "$id" -- sh -c \
+    '(sleep 1; echo orphan > orphan-survived) & kill -KILL $PPID; sleep 5'
+  [ "$status" -eq 125 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"monitor"*"ended without a status"* ]]
+  sleep 2
+  [ ! -e "$ws/orphan-survived" ]
+  run "$CORDON" session exec "$id" -- echo fine
+  [ "$output" = "fine" ]
+  "$CORDON" session destroy "$id"
+}
+
+@test "docker agent: a socket replaced from inside is refused, a planted symlink not followed" {
+  needs_probe
+  id=$("$CORDON" session create --backend docker --workspace ws)
+  # An impostor listening in the agent's place while its own exec runs.
+  "$CORDON" session exec "$id" --timeout 20 -- ./probe impostor /.cordon-agent/agent.sock \
+    > impostor.out 2>&1 &
+  pid=$!
+  for _ in $(seq 50); do grep -q listening impostor.out && break; sleep 0.1; done
+  run "$CORDON" session exec "$id" -- true
+  kill "$pid" 2>/dev/null || true # the impostor may have died of SIGPIPE already
+  wait "$pid" || true
+  echo "$output"
+  [ "$status" -eq 125 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"not by the container's init"*"replaced from inside the container"* ]]
+  # A symlink to the engine's own socket in the agent's place: never followed.
+  id2=$("$CORDON" session create --backend docker)
+  "$CORDON" session exec "$id2" -- sh -c \
+    "rm /.cordon-agent/agent.sock && ln -s $SOCK /.cordon-agent/agent.sock"
+  run "$CORDON" session exec "$id2" -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"cannot reach the exec agent"*"non-socket"* ]]
+  # The Engine API path still works for such a session.
+  run env CORDON_DOCKER_EXEC=api "$CORDON" session exec "$id2" -- echo api
+  [ "$output" = "api" ]
+  "$CORDON" session destroy "$id"
+  "$CORDON" session destroy "$id2"
+}
+
+@test "docker: the Engine API exec path (CORDON_DOCKER_EXEC=api) passes the conformance suite" {
+  run env CORDON_DOCKER_EXEC=api "$CORDON" conformance docker
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *" 0 failed, 0 skipped"* ]]
 }
 
 @test "docker: a container killed from outside mid-exec gives a clear error" {

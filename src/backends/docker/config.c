@@ -140,6 +140,9 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
   json_t *mounts = json_array();
   json_array_append_new(mounts, bind_mount(spec->workspace, spec->root, false));
   json_array_append_new(mounts, bind_mount(spec->init_path, DOCKER_INIT_TARGET, true));
+  /* Writable: init binds the agent's socket there (docs/security.md says why that is safe). */
+  if (spec->agent_dir)
+    json_array_append_new(mounts, bind_mount(spec->agent_dir, DOCKER_AGENT_TARGET, false));
   for (size_t i = 0; i < spec->n_allow_ro; i++)
     json_array_append_new(mounts,
                           bind_mount(spec->allow_ro[i].source, spec->allow_ro[i].path, true));

@@ -56,6 +56,7 @@ struct docker_container_spec {
   const char *workspace;               /* host path (real) */
   const char *root;                    /* where it appears in the container */
   const char *init_path;               /* host path of cordon-docker-init */
+  const char *agent_dir;               /* host path of the exec agent's directory; NULL: no agent */
   const char *empty_file;              /* host path of an empty read-only file, for hidden files */
   const char *user;                    /* "UID:GID" */
   const char *network;                 /* NetworkMode */

@@ -10,10 +10,16 @@
  * dropped, no new privileges, Docker's default seccomp profile with cordon's denials stacked
  * on top by the exec wrapper, memory/CPU/pids limits through the engine's cgroups.
  *
- * Every exec goes through the exec API and runs under the init's exec wrapper, which gives it
- * cordon's semantics (exact environment, 126/127, a timeout that kills the exec's whole tree
- * and only it, a status trailer telling signals and timeouts apart); the exit code comes from
- * exec inspect. Containers carry labels (session, project, ephemeral, creator) so that
+ * Execs go through the exec agent that init serves on a unix socket in the session's state
+ * directory (agent.h): the shared runner (exec/runner.c) makes the pipes and owns capture,
+ * bounds and the timeout, and this file's launcher hands the pipe ends to the agent, whose
+ * per-exec monitor runs the command and kills its whole tree, and only it, when it ends or is
+ * told to. Everything the agent sends back is parsed as hostile input. With
+ * CORDON_DOCKER_EXEC=api (or a container without an agent) an exec goes through the engine's
+ * exec API instead and runs under the init's exec wrapper, which gives it the same semantics
+ * (exact environment, 126/127, a timeout that kills the exec's whole tree and only it, a
+ * status trailer telling signals and timeouts apart); the exit code then comes from exec
+ * inspect. Containers carry labels (session, project, ephemeral, creator) so that
  * `cordon gc` can find the ones a crash left behind. */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +28,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cordon/cas.h>
@@ -31,6 +41,7 @@
 
 #include "backend/builtin.h"
 #include "backend/workspace.h"
+#include "backends/docker/agent.h"
 #include "backends/docker/config.h"
 #include "backends/docker/docker-paths.h"
 #include "backends/docker/docker.h"
@@ -42,6 +53,7 @@
 #include "base/strv.h"
 #include "confine/policy.h"
 #include "confine/resolve.h"
+#include "exec/runner.h"
 
 /* After an exec's own timeout, how long the host waits for the wrapper to report before it
  * kills the exec's tree itself (the wrapper is normally done within milliseconds). */
@@ -51,10 +63,21 @@
 #define DRAIN_AFTER_KILL 3.0
 #define INSPECT_SETTLE 5.0
 #define EMPTY_FILE "docker-empty"
+/* How long create waits for init to serve the exec agent. */
+#define AGENT_READY_WAIT 5.0
+/* How long the agent may take to start a command (fork, exec) and to send its 16-byte final
+ * reply once the connection says it is there. */
+#define AGENT_START_TIMEOUT_MS 10000
+#define AGENT_REPLY_TIMEOUT_MS 5000
+/* After a timeout, how many of the runner's kill rounds (one a second) the agent gets to
+ * report before the host hangs up on it. */
+#define AGENT_KILL_PATIENCE 3
 
 struct docker_session {
   struct docker_engine *engine;
   char *container;
+  bool agent;     /* the container serves the exec agent (made by a cordon that has one) */
+  long agent_pid; /* init's pid as SO_PEERCRED showed it at create; 0: unknown */
 };
 
 static void docker_session_free(struct docker_session *d) {
@@ -166,9 +189,10 @@ static int docker_available(const struct cordon_backend *self, char **reason) {
 
 static int save_backend_state(struct cordon_session *s, const char *container, const char *socket,
                               const char *image, bool owned, const char *snapshot_id,
-                              struct cordon_error **err) {
-  json_t *o = json_pack("{s:s, s:s, s:s, s:b}", "container", container, "socket", socket, "image",
-                        image, "owned_workspace", owned);
+                              long agent_pid, struct cordon_error **err) {
+  json_t *o =
+      json_pack("{s:s, s:s, s:s, s:b, s:b, s:I}", "container", container, "socket", socket, "image",
+                image, "owned_workspace", owned, "agent", 1, "agent_pid", (json_int_t)agent_pid);
   /* Also what keeps the snapshot from `cas gc` while the session lives. */
   if (o && snapshot_id)
     json_object_set_new(o, "from_snapshot", json_string(snapshot_id));
@@ -178,10 +202,17 @@ static int save_backend_state(struct cordon_session *s, const char *container, c
   return s->backend_state ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
 }
 
-/* Container id and socket from the persisted state. */
+/* Container id, socket and agent from the persisted state (a state without "agent" is a
+ * container made before the agent existed: its execs go through the exec API). */
 static int load_backend_state(struct cordon_session *s, char **container, char **socket,
-                              struct cordon_error **err) {
+                              bool *agent, long *agent_pid, struct cordon_error **err) {
   _cleanup_json_ json_t *o = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
+  *agent = json_is_true(json_object_get(o, "agent"));
+  json_t *pid = json_object_get(o, "agent_pid");
+  *agent_pid =
+      json_is_integer(pid) && json_integer_value(pid) > 0 && json_integer_value(pid) <= INT32_MAX
+          ? (long)json_integer_value(pid)
+          : 0;
   const char *c = json_string_value(json_object_get(o, "container"));
   const char *k = json_string_value(json_object_get(o, "socket"));
   if (!c || !k || !*c || !*k)
@@ -299,6 +330,101 @@ static int make_empty_file(struct cordon_session *s, char **out, struct cordon_e
   return 0;
 }
 
+/* ---- the exec agent: its directory and socket ------------------------------------------ */
+
+/* The agent's directory, <state dir>/agent, owned by the container's user (init binds its
+ * socket there) and reachable by nobody else. *out is its real path, for the engine. */
+static int make_agent_dir(struct cordon_session *s, uid_t uid, gid_t gid, char **out,
+                          struct cordon_error **err) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "%s/%s", s->state_dir, DOCKER_AGENT_DIR) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "agent directory");
+  if (mkdir(path, 0700) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", path);
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", path);
+  if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
+                            "cannot give %s to the container's user %u:%u", path, (unsigned)uid,
+                            (unsigned)gid);
+  char resolved[PATH_MAX];
+  if (!realpath(path, resolved))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "agent directory %s", path);
+  *out = strdup(resolved);
+  return *out ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "agent directory");
+}
+
+/* Connect to the agent's socket. The directory is writable from inside the container, so
+ * nothing there is followed: the socket is opened O_PATH|O_NOFOLLOW beneath the directory,
+ * must be a socket, and is connected to through its fd (a symlink planted there cannot send
+ * us to a socket of the host). Returns the connected fd, or -1 with *errnum set. *peer_pid:
+ * the pid that made the listening socket, as we see it (0 when not visible). */
+static int agent_socket_connect(const char *state_dir, int *errnum, long *peer_pid) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "%s/%s", state_dir, DOCKER_AGENT_DIR) < 0) {
+    *errnum = ENOMEM;
+    return -1;
+  }
+  _cleanup_close_ int dir = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  _cleanup_close_ int node =
+      dir < 0 ? -1 : openat(dir, DOCKER_AGENT_SOCKET, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (node < 0 || fstat(node, &st) < 0) {
+    *errnum = errno;
+    return -1;
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    *errnum = ENOTSOCK;
+    return -1;
+  }
+  _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *errnum = errno;
+    return -1;
+  }
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d", node);
+  int r;
+  do
+    r = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+  while (r < 0 && errno == EINTR);
+  if (r < 0) {
+    *errnum = errno;
+    return -1;
+  }
+  struct ucred cred = {0};
+  socklen_t length = sizeof(cred);
+  *peer_pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0 ? cred.pid : 0;
+  return steal_fd(&fd);
+}
+
+/* After the container started: wait until init serves the agent (it binds its socket within
+ * a millisecond or two of starting), so that every later exec, from any process, finds it;
+ * and remember which pid serves it, so that a socket replaced from inside the container is
+ * refused later. Nothing of the workload has run yet, so the first answer is init's. */
+static int agent_wait_ready(struct cordon_session *s, const char *container, long *agent_pid,
+                            struct cordon_error **err) {
+  double until = fs_now() + AGENT_READY_WAIT;
+  useconds_t nap = 200;
+  for (;;) {
+    int errnum = 0;
+    int fd = agent_socket_connect(s->state_dir, &errnum, agent_pid);
+    if (fd >= 0) {
+      close(fd); /* the agent takes a connection closed before a request as a probe */
+      return 0;
+    }
+    if ((errnum != ENOENT && errnum != ECONNREFUSED) || fs_now() > until)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errnum,
+                              "session %s: the exec agent of container %.12s did not start (%s/%s)",
+                              s->id, container, s->state_dir, DOCKER_AGENT_DIR);
+    usleep(nap);
+    if (nap < 10000)
+      nap *= 2;
+  }
+}
+
 /* Remove a container we made, on a failure path: best effort, errors are not the news. */
 static void remove_container(struct docker_engine *e, const char *id) {
   _cleanup_free_ char *path = NULL;
@@ -360,7 +486,9 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   struct confine_path *grants = NULL;
   size_t n_grants = 0;
   _cleanup_engine_ struct docker_engine *e = NULL;
-  _cleanup_free_ char *empty = NULL, *creator = NULL, *user = NULL, *name = NULL, *start = NULL;
+  _cleanup_free_ char *empty = NULL, *creator = NULL, *user = NULL, *name = NULL, *start = NULL,
+                      *agent_dir = NULL;
+  long agent_pid = 0;
   _cleanup_json_ json_t *config = NULL, *created = NULL;
   struct docker_engine_features features = {0};
   const struct cordon_limits *l = &p->limits;
@@ -376,6 +504,8 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
     cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
     goto out;
   }
+  if (make_agent_dir(s, ws.st_uid, ws.st_gid, &agent_dir, err) < 0)
+    goto out;
   /* Commands run as the workspace's owner: files they create belong to whoever owns it. */
   if (asprintf(&user, "%u:%u", (unsigned)ws.st_uid, (unsigned)ws.st_gid) < 0 ||
       asprintf(&name, "/containers/create?name=cordon-%s", s->id) < 0) {
@@ -392,6 +522,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       .workspace = s->workspace,
       .root = s->root,
       .init_path = init,
+      .agent_dir = agent_dir,
       .empty_file = empty,
       .user = user,
       .network = network,
@@ -431,7 +562,9 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   }
   /* Whatever fails from here on, the container must not outlive the attempt. */
   if (docker_engine_call(e, "POST", start, NULL, NULL, err) < 0 ||
-      save_backend_state(s, id, docker_engine_socket(e), image, owned, snapshot_id, err) < 0) {
+      agent_wait_ready(s, id, &agent_pid, err) < 0 ||
+      save_backend_state(s, id, docker_engine_socket(e), image, owned, snapshot_id, agent_pid,
+                         err) < 0) {
     remove_container(e, id);
     goto out;
   }
@@ -443,6 +576,8 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
     goto out;
   }
   d->engine = steal_ptr(&e);
+  d->agent = true;
+  d->agent_pid = agent_pid;
   s->impl = d;
   r = 0;
 out:
@@ -470,11 +605,15 @@ static int docker_snapshot(struct cordon_session *s, char **snapshot_id,
 
 static int docker_attach(struct cordon_session *s, struct cordon_error **err) {
   _cleanup_free_ char *container = NULL, *socket = NULL;
-  if (load_backend_state(s, &container, &socket, err) < 0)
+  bool agent = false;
+  long agent_pid = 0;
+  if (load_backend_state(s, &container, &socket, &agent, &agent_pid, err) < 0)
     return -1;
   struct docker_session *d = calloc(1, sizeof(*d));
   if (!d)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+  d->agent = agent;
+  d->agent_pid = agent_pid;
   /* No request here: a stopped or removed container shows at the first operation, with a
    * message saying so, and attaching stays free for commands that only read files. */
   if (docker_engine_open(socket, &d->engine, err) < 0) {
@@ -751,12 +890,12 @@ static int container_cwd(struct cordon_session *s, const char *cwd, char **out,
   return *out ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "working directory");
 }
 
-static int docker_exec(struct cordon_session *s, const struct cordon_exec_request *req,
-                       struct cordon_exec_result *res, struct cordon_error **err) {
+/* The exec API path (CORDON_DOCKER_EXEC=api, and containers without an agent): one engine
+ * exec per command, under the init's exec wrapper. */
+static int docker_exec_api(struct cordon_session *s, struct docker_session *d,
+                           const struct cordon_exec_request *req, struct cordon_exec_result *res,
+                           struct cordon_error **err) {
   double started = fs_now();
-  struct docker_session *d = NULL;
-  if (session_handle(s, &d, err) < 0)
-    return -1;
   _cleanup_free_ char *cwd = NULL, *token = NULL, *exec_id = NULL;
   if (container_cwd(s, req->cwd, &cwd, err) < 0 || fs_random_hex(8, &token, err) < 0)
     return -1;
@@ -870,6 +1009,305 @@ out:
   docker_capture_free(&o.err_capture);
   docker_capture_free(&o.engine);
   return r;
+}
+
+/* ---- exec through the agent ------------------------------------------------------------ */
+
+struct agent_launch {
+  struct cordon_session *s;
+  struct docker_session *d;
+  const char *cwd;
+  int conn;
+  int kill_rounds;      /* kill_tree calls so far */
+  bool ended;           /* the final reply arrived (or the connection broke) */
+  bool gave_up;         /* the agent did not report after a timeout: we hung up */
+  bool agent_timed_out; /* the agent's own timeout fired first */
+};
+
+/* The engine's view of a container whose agent cannot be reached: gone, stopped, or running
+ * (then the agent itself is the problem). */
+static int agent_unreachable(struct cordon_session *s, struct docker_session *d, int errnum,
+                             struct cordon_error **err) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "/containers/%s/json", d->container) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
+  long status = 0;
+  _cleanup_json_ json_t *info = NULL;
+  if (docker_engine_request(d->engine, "GET", path, NULL, &status, &info, err) < 0)
+    return cordon_error_prefix(err, "session %s", s->id);
+  json_t *state = json_object_get(info, "State");
+  if (status == 404)
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, 0,
+                            "session %s: its container %.12s no longer exists (removed outside "
+                            "cordon?); destroy the session",
+                            s->id, d->container);
+  if (status == 200 && !json_is_true(json_object_get(state, "Running")))
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "session %s: its container %.12s is not running (stopped or killed "
+                            "outside cordon?); destroy the session",
+                            s->id, d->container);
+  return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errnum,
+                          "session %s: cannot reach the exec agent of container %.12s in %s/%s "
+                          "(CORDON_DOCKER_EXEC=api runs commands through the Engine API instead)",
+                          s->id, d->container, s->state_dir, DOCKER_AGENT_DIR);
+}
+
+/* The connection ended without a final reply: the container died, or the exec's monitor was
+ * killed from inside it. */
+static int agent_lost(struct cordon_session *s, struct docker_session *d,
+                      struct cordon_error **err) {
+  int errnum = 0;
+  long peer = 0;
+  int fd = agent_socket_connect(s->state_dir, &errnum, &peer);
+  if (fd >= 0) {
+    close(fd); /* init still serves: the container runs, only this exec's monitor died */
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                            "session %s: the exec's monitor in container %.12s ended without a "
+                            "status (killed from inside the container?)",
+                            s->id, d->container);
+  }
+  if (container_gone_error(s, d, true, err) < 0)
+    return -1;
+  return cordon_error_set(err, CORDON_ERR_SYSTEM, errnum,
+                          "session %s: the exec agent of container %.12s stopped answering", s->id,
+                          d->container);
+}
+
+/* Read one 16-byte reply. Returns 1 with *reply parsed and checked, 0 when the connection
+ * ended before any byte of it, -1 on a malformed, truncated or late reply (err set). recv()
+ * with no control buffer: fds the agent might attach are discarded by the kernel. */
+static int agent_read_reply(int fd, int timeout_ms, struct docker_agent_reply *reply,
+                            struct cordon_error **err) {
+  unsigned char buf[sizeof(*reply)];
+  size_t got = 0;
+  double until = fs_now() + timeout_ms / 1000.0;
+  while (got < sizeof(buf)) {
+    double left = until - fs_now();
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int ready = left > 0 ? poll(&pfd, 1, (int)(left * 1000) + 1) : 0;
+    if (ready < 0 && errno == EINTR)
+      continue;
+    if (ready == 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ETIMEDOUT,
+                              "the exec agent sent no complete reply within %d ms (%zu of %zu "
+                              "bytes)",
+                              timeout_ms, got, sizeof(buf));
+    ssize_t n = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    if (n <= 0) {
+      if (got == 0)
+        return 0;
+      break; /* a partial reply: the parser names it */
+    }
+    got += (size_t)n;
+  }
+  return docker_agent_reply_parse(buf, got, reply, err) < 0 ? -1 : 1;
+}
+
+static int agent_start(void *data, const struct exec_spec *spec, const int stdio_fds[3],
+                       int *exit_fd, struct cordon_error **err) {
+  struct agent_launch *l = data;
+  struct cordon_session *s = l->s;
+  struct docker_session *d = l->d;
+  _cleanup_free_ unsigned char *buf = NULL;
+  size_t len = 0;
+  static const char *const empty[] = {NULL};
+  double ms = spec->timeout > 0 ? spec->timeout * 1000.0 : 0;
+  uint32_t timeout_ms = ms <= 0                   ? 0
+                        : ms < 1                  ? 1
+                        : ms > (double)UINT32_MAX ? UINT32_MAX
+                                                  : (uint32_t)ms;
+  if (docker_agent_request_encode(spec->cwd, spec->argv, spec->envp ? spec->envp : empty,
+                                  timeout_ms, &buf, &len, err) < 0)
+    return -1;
+  int errnum = 0;
+  long peer = 0;
+  l->conn = agent_socket_connect(s->state_dir, &errnum, &peer);
+  if (l->conn < 0)
+    return agent_unreachable(s, d, errnum, err);
+  if (d->agent_pid > 0 && peer > 0 && peer != d->agent_pid)
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "session %s: the exec agent socket of container %.12s is served by "
+                            "pid %ld, not by the container's init (pid %ld): it was replaced from "
+                            "inside the container; refusing",
+                            s->id, d->container, peer, d->agent_pid);
+  union {
+    char buf[CMSG_SPACE(sizeof(int) * 3)];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof(control));
+  struct iovec iov = {.iov_base = buf, .iov_len = len};
+  struct msghdr msg = {
+      .msg_iov = &iov,
+      .msg_iovlen = 1,
+      .msg_control = control.buf,
+      .msg_controllen = sizeof(control.buf),
+  };
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int) * 3);
+  memcpy(CMSG_DATA(cm), stdio_fds, sizeof(int) * 3);
+  size_t sent = 0;
+  while (sent < len) {
+    ssize_t n = sendmsg(l->conn, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      l->ended = true;
+      return agent_lost(s, d, err);
+    }
+    sent += (size_t)n;
+    iov.iov_base = buf + sent;
+    iov.iov_len = len - sent;
+    msg.msg_control = NULL; /* the fds travel once, with the first bytes */
+    msg.msg_controllen = 0;
+  }
+  struct docker_agent_reply reply;
+  int r = agent_read_reply(l->conn, AGENT_START_TIMEOUT_MS, &reply, err);
+  if (r <= 0) {
+    l->ended = true;
+    return r < 0 ? cordon_error_prefix(err, "session %s", s->id) : agent_lost(s, d, err);
+  }
+  if (reply.type == DOCKER_AGENT_FAILED) {
+    l->ended = true;
+    if (reply.a == DOCKER_AGENT_STAGE_CHDIR)
+      return cordon_error_set(err, CORDON_ERR_NOT_FOUND, reply.b, "cannot run %s in %s",
+                              spec->argv[0], spec->cwd);
+    if (reply.a == DOCKER_AGENT_STAGE_NO_SECCOMP)
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                              "session %s: the Docker engine runs the container without a seccomp "
+                              "profile (is the daemon started with seccomp unconfined?); refusing "
+                              "to run without it",
+                              s->id);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b,
+                            "session %s: the exec agent could not set up %s", s->id, spec->argv[0]);
+  }
+  if (reply.type != DOCKER_AGENT_RUNNING) {
+    l->ended = true;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO,
+                            "session %s: the exec agent answered '%c' before the command ran",
+                            s->id, (char)reply.type);
+  }
+  /* The runner closes its exit fd when it fires: give it a copy, keep ours for the reply. */
+  *exit_fd = fcntl(l->conn, F_DUPFD_CLOEXEC, 3);
+  if (*exit_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "dup");
+  return 0;
+}
+
+static int agent_reap(void *data, int *exit_code, int *term_signal, struct cordon_error **err) {
+  struct agent_launch *l = data;
+  struct docker_agent_reply reply;
+  struct cordon_error *local = NULL;
+  int r = agent_read_reply(l->conn, AGENT_REPLY_TIMEOUT_MS, &reply, &local);
+  l->ended = true;
+  if (r == 0 && l->gave_up) {
+    /* We hung up on an agent that did not report after the timeout; it kills the tree when
+     * it sees that. The runner reports the timeout. */
+    *exit_code = 128 + 9;
+    *term_signal = 9;
+    return 0;
+  }
+  if (r < 0) {
+    if (!err) {
+      cordon_error_free(local);
+      return -1;
+    }
+    *err = local;
+    return cordon_error_prefix(err, "session %s", l->s->id);
+  }
+  if (r == 0)
+    return err ? agent_lost(l->s, l->d, err) : -1;
+  if (reply.type == DOCKER_AGENT_TIMED_OUT) {
+    l->agent_timed_out = true;
+    *exit_code = 128 + 9;
+    *term_signal = 9;
+    return 0;
+  }
+  if (reply.type != DOCKER_AGENT_EXITED)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO,
+                            "session %s: the exec agent answered '%c' instead of a status",
+                            l->s->id, (char)reply.type);
+  *exit_code = reply.a;
+  *term_signal = reply.b;
+  return 0;
+}
+
+static void agent_kill_tree(void *data) {
+  struct agent_launch *l = data;
+  if (l->conn < 0 || l->ended)
+    return; /* after the status, the agent has already removed the tree */
+  if (l->kill_rounds++ == 0) {
+    char byte = DOCKER_AGENT_KILL_BYTE;
+    (void)!send(l->conn, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } else if (l->kill_rounds > AGENT_KILL_PATIENCE && !l->gave_up) {
+    /* The agent does not answer (stopped, frozen): hang up, which ends the runner's wait and
+     * tells the agent, should it wake, to kill the tree. */
+    l->gave_up = true;
+    shutdown(l->conn, SHUT_RDWR);
+  }
+}
+
+static void agent_cleanup(void *data) {
+  struct agent_launch *l = data;
+  if (l->conn >= 0)
+    close(l->conn); /* the agent kills whatever is left when we hang up */
+  l->conn = -1;
+}
+
+static int docker_exec_agent(struct cordon_session *s, struct docker_session *d,
+                             const struct cordon_exec_request *req, struct cordon_exec_result *res,
+                             struct cordon_error **err) {
+  _cleanup_free_ char *cwd = NULL;
+  if (container_cwd(s, req->cwd, &cwd, err) < 0)
+    return -1;
+  struct exec_spec spec = {
+      .argv = req->argv,
+      .cwd = cwd,
+      .envp = req->env,
+      .stdin_data = req->stdin_data,
+      .stdin_length = req->stdin_length,
+      .max_output = req->max_output,
+      .timeout = req->timeout,
+  };
+  struct agent_launch l = {.s = s, .d = d, .cwd = cwd, .conn = -1};
+  const struct exec_launcher launcher = {
+      .data = &l,
+      .start = agent_start,
+      .reap = agent_reap,
+      .kill_tree = agent_kill_tree,
+      .cleanup = agent_cleanup,
+  };
+  if (exec_run_with(&spec, &launcher, res, err) < 0)
+    return -1;
+  if (l.agent_timed_out)
+    res->timed_out = true;
+  return 0;
+}
+
+/* CORDON_DOCKER_EXEC: unset or "agent" (the default: the in-container agent, when the
+ * container has one) or "api" (the Engine API's exec, one `runc exec` per command). */
+static int docker_exec(struct cordon_session *s, const struct cordon_exec_request *req,
+                       struct cordon_exec_result *res, struct cordon_error **err) {
+  struct docker_session *d = NULL;
+  if (session_handle(s, &d, err) < 0)
+    return -1;
+  const char *mode = getenv("CORDON_DOCKER_EXEC");
+  if (mode && *mode && strcmp(mode, "agent") != 0 && strcmp(mode, "api") != 0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "CORDON_DOCKER_EXEC=%s: expected agent or api", mode);
+  bool api = mode && !strcmp(mode, "api");
+  if (!api && !d->agent) {
+    if (mode && !strcmp(mode, "agent"))
+      return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                              "session %s: its container %.12s has no exec agent (made by an "
+                              "earlier cordon); unset CORDON_DOCKER_EXEC to use the Engine API",
+                              s->id, d->container);
+    api = true;
+  }
+  return api ? docker_exec_api(s, d, req, res, err) : docker_exec_agent(s, d, req, res, err);
 }
 
 /* ---- gc ------------------------------------------------------------------------------------- */

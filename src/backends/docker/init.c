@@ -1,9 +1,10 @@
 /* cordon-docker-init: the one static binary the docker backend bind-mounts (read-only) into
  * every session container. It has three verbs:
  *
- *   init                     pid 1 of the container: reaps orphans; a SIGTERM/SIGINT/SIGHUP
- *                            from outside the container (docker stop) kills everything and
- *                            exits at once, so stopping a session never waits for a timeout.
+ *   init                     pid 1 of the container: reaps orphans and serves the exec agent
+ *                            (below); a SIGTERM/SIGINT/SIGHUP from outside the container
+ *                            (docker stop) kills everything and exits at once, so stopping a
+ *                            session never waits for a timeout.
  *   exec [options] -- ARGV   the wrapper every cordon exec runs under (see below).
  *   kill-exec TOKEN          fallback used by the host when a wrapper cannot finish its own
  *                            job: kills the wrapper started with --token TOKEN, its tree, and
@@ -24,6 +25,18 @@
  *     engine's exit code (exec inspect) cannot tell "exit 143" from "killed by SIGTERM" or a
  *     timeout from a SIGKILL; the trailer can.
  *
+ * The exec agent is the fast path (the engine's exec API costs 70-80 ms per exec, almost all of
+ * it `runc exec`): init listens on DOCKER_AGENT_TARGET/DOCKER_AGENT_SOCKET (a host directory
+ * private to the session, bind-mounted) and forks one monitor per connection. The monitor
+ * reads a request (agent.h: cwd, argv, environment, timeout, and the command's stdio as
+ * three fds), runs the command exactly as the exec wrapper does (same child setup, seccomp
+ * stacking, 126/127), is the child subreaper of its tree, and kills that whole tree when the
+ * command ends, when the host sends 'K' or hangs up, or when the timeout fires; then it
+ * replies with the status. A monitor that dies without finishing (killed from inside the
+ * container) leaves orphans to init, which kills every child of its own that is not a live
+ * monitor, with its tree. Init and the monitors are not dumpable: the workload (same uid, no
+ * capabilities) can neither ptrace them nor reach their fds through /proc.
+ *
  * Static (no loader, no libraries in the image needed), no allocation after the command
  * started but what /proc scanning needs. Written for Linux x86-64 containers. */
 #include <dirent.h>
@@ -40,12 +53,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/docker/agent.h"
 #include "backends/docker/protocol.h"
 #include "confine/seccomp.h"
 
@@ -304,7 +323,16 @@ static _Noreturn void child_fail(int report_fd, int stage, int errnum, int code)
   _exit(code);
 }
 
-static _Noreturn void child_run(const struct exec_options *o, char **envp, int report_fd) {
+/* The command's process: fds 0-2 (from stdio when given), a new session, cwd, exactly envp,
+ * cordon's seccomp denials on the engine's profile, then execve. Failures before execve go to
+ * report_fd as a child_report. */
+/* The agent compiles cordon's filter once, at start: compiling it per exec (libseccomp) costs
+ * milliseconds, attaching it one system call. NULL: compile in the child (the exec wrapper). */
+static struct confine_seccomp_program agent_filter;
+static bool agent_filter_ready;
+
+static _Noreturn void child_run(const char *cwd, char *const *argv, char **envp, const int *stdio,
+                                int report_fd) {
   for (int sig = 1; sig < NSIG; sig++) {
     struct sigaction sa = {.sa_handler = SIG_DFL};
     sigaction(sig, &sa, NULL);
@@ -313,7 +341,12 @@ static _Noreturn void child_run(const struct exec_options *o, char **envp, int r
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   setsid();
-  if (o->cwd && chdir(o->cwd) < 0)
+  /* The agent's received fds are all >= 3 (0-2 are init's /dev/null), so no dup2 here can
+   * overwrite a source still to be copied. */
+  for (int i = 0; stdio && i < 3; i++)
+    if (dup2(stdio[i], i) < 0)
+      child_fail(report_fd, STAGE_SETUP, errno, 126);
+  if (cwd && chdir(cwd) < 0)
     child_fail(report_fd, STAGE_CHDIR, errno, 126);
   /* Only 0-2 reach the command; the report pipe closes at execve. */
   if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
@@ -323,16 +356,22 @@ static _Noreturn void child_run(const struct exec_options *o, char **envp, int r
   /* Docker's default profile must already be in force (fail closed): ours adds to it. */
   if (!engine_filter_present())
     child_fail(report_fd, STAGE_NO_SECCOMP, 0, 126);
-  int r = install_denials();
+  int r;
+  if (agent_filter_ready) {
+    /* The engine set no_new_privs already (no-new-privileges); seccomp needs it said. */
+    r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? errno : -confine_seccomp_attach(&agent_filter);
+  } else {
+    r = install_denials();
+  }
   if (r != 0)
     child_fail(report_fd, STAGE_SETUP, r, 126);
   char program[PATH_MAX];
-  int e = find_program(o->argv[0], envp, program, sizeof(program));
+  int e = find_program(argv[0], envp, program, sizeof(program));
   if (e == 0) {
-    execve(program, o->argv, envp);
+    execve(program, argv, envp);
     e = errno;
   }
-  say("cordon: %s: %s\n", o->argv[0], strerror(e));
+  say("cordon: %s: %s\n", argv[0], strerror(e));
   child_fail(report_fd, STAGE_EXEC, e, e == ENOENT ? 127 : 126);
 }
 
@@ -383,7 +422,7 @@ static int exec_main(struct exec_options *o) {
     return 126;
   }
   if (child == 0)
-    child_run(o, envp, report[1]);
+    child_run(o->cwd, o->argv, envp, NULL, report[1]);
   close(report[1]);
   struct child_report rep = {0};
   ssize_t n;
@@ -521,10 +560,284 @@ static int kill_exec_main(const char *token) {
   return 0;
 }
 
+/* ---- the exec agent ------------------------------------------------------------------------ */
+
+/* How long a connection may take to deliver its request: the host sends it at once; a
+ * connection from inside the container that never does must not keep a monitor forever. */
+#define AGENT_REQUEST_TIMEOUT 10.0
+/* How many fds a request may carry: the command's stdin, stdout and stderr. */
+#define AGENT_STDIO_FDS 3
+
+static void send_reply(int conn, enum docker_agent_reply_type type, int32_t a, int32_t b) {
+  struct docker_agent_reply r = docker_agent_reply_make(type, a, b);
+  const char *p = (const char *)&r;
+  size_t left = sizeof(r);
+  while (left > 0) {
+    ssize_t n = send(conn, p, left, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return; /* the host hung up: nobody to tell */
+    p += n;
+    left -= (size_t)n;
+  }
+}
+
+static int ms_left(double deadline) {
+  double left = (deadline - now()) * 1000.0;
+  return left <= 0 ? 0 : left > 3600000.0 ? 3600000 : (int)left + 1;
+}
+
+/* Read exactly n bytes before the deadline. fds attached to them are kept in fds (up to
+ * AGENT_STDIO_FDS, counted in *n_fds; fds NULL: none wanted) and any others closed. */
+static int recv_exact(int conn, void *buf, size_t n, double deadline, int *fds, size_t *n_fds) {
+  size_t got = 0;
+  while (got < n) {
+    struct pollfd pfd = {.fd = conn, .events = POLLIN};
+    int ready = poll(&pfd, 1, ms_left(deadline));
+    if (ready < 0 && errno == EINTR)
+      continue;
+    if (ready <= 0)
+      return -1;
+    union {
+      char buf[CMSG_SPACE(sizeof(int) * 8)];
+      struct cmsghdr align;
+    } control;
+    struct iovec iov = {.iov_base = (char *)buf + got, .iov_len = n - got};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.buf,
+                         .msg_controllen = sizeof(control.buf)};
+    ssize_t r = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); r >= 0 && c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+        continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; i++) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        if (fds && *n_fds < AGENT_STDIO_FDS)
+          fds[(*n_fds)++] = fd;
+        else
+          close(fd);
+      }
+    }
+    if (r <= 0)
+      return -1;
+    got += (size_t)r;
+    fds = NULL; /* the stdio travels with the first bytes only */
+  }
+  return 0;
+}
+
+/* One exec, in a process of its own forked by init: read the request, run the command,
+ * report, and leave nothing of its tree behind. Returns the monitor's exit code: 0 when it
+ * did its job (init sweeps for orphans after any other end). */
+static int monitor_serve(int conn) {
+  /* Everything the command starts stays below us, daemons included. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int fds[AGENT_STDIO_FDS] = {-1, -1, -1};
+  size_t n_fds = 0;
+  struct docker_agent_request_header h;
+  double deadline = now() + AGENT_REQUEST_TIMEOUT;
+  /* A connection closed before a full header is the host's readiness probe (or noise). */
+  if (recv_exact(conn, &h, sizeof(h), deadline, fds, &n_fds) < 0)
+    return 0;
+  struct cordon_error *e = NULL;
+  if (docker_agent_request_check_header(&h, &e) < 0 || n_fds != AGENT_STDIO_FDS) {
+    cordon_error_free(e);
+    send_reply(conn, DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_SETUP, EINVAL);
+    return 0;
+  }
+  unsigned char *payload = malloc(h.length);
+  struct docker_agent_request req;
+  if (!payload || recv_exact(conn, payload, h.length, deadline, NULL, NULL) < 0 ||
+      docker_agent_request_decode(&h, payload, &req, &e) < 0) {
+    cordon_error_free(e);
+    send_reply(conn, DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_SETUP, payload ? EINVAL : ENOMEM);
+    return 0;
+  }
+
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  int report[2];
+  if (sfd < 0 || pipe2(report, O_CLOEXEC) < 0) {
+    send_reply(conn, DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_SETUP, errno);
+    return 0;
+  }
+  double started = now();
+  pid_t child = fork();
+  if (child < 0) {
+    send_reply(conn, DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_SETUP, errno);
+    return 0;
+  }
+  if (child == 0)
+    child_run(req.cwd, (char *const *)req.argv, (char **)req.envp, fds, report[1]);
+  /* The command holds the stdio now; our copies would keep the host from seeing EOF. */
+  close(report[1]);
+  for (int i = 0; i < AGENT_STDIO_FDS; i++)
+    close(fds[i]);
+  struct child_report rep = {0};
+  ssize_t n;
+  do
+    n = read(report[0], &rep, sizeof(rep));
+  while (n < 0 && errno == EINTR);
+  close(report[0]);
+
+  pid_t self = getpid();
+  int status = 0;
+  bool done = false, timed_out = false;
+  if (n == (ssize_t)sizeof(rep) && rep.stage != STAGE_EXEC) {
+    kill_descendants(self, child, &status, &done);
+    int stage = rep.stage == STAGE_CHDIR        ? DOCKER_AGENT_STAGE_CHDIR
+                : rep.stage == STAGE_NO_SECCOMP ? DOCKER_AGENT_STAGE_NO_SECCOMP
+                                                : DOCKER_AGENT_STAGE_SETUP;
+    int errnum = rep.errnum >= 0 && rep.errnum <= DOCKER_AGENT_MAX_ERRNO ? rep.errnum : EINVAL;
+    send_reply(conn, DOCKER_AGENT_FAILED, stage, errnum);
+    return 0;
+  }
+  send_reply(conn, DOCKER_AGENT_RUNNING, 0, 0);
+
+  double until = req.timeout_ms ? started + (double)req.timeout_ms / 1000.0 : 0;
+  while (!done) {
+    struct pollfd pfds[2] = {{.fd = sfd, .events = POLLIN}, {.fd = conn, .events = POLLIN}};
+    int ready = poll(pfds, 2, until > 0 ? ms_left(until) : -1);
+    if (ready < 0 && errno != EINTR)
+      nap_ms(10);
+    if (pfds[0].revents) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+      }
+      pid_t p;
+      int st;
+      while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+        if (p == child) {
+          status = st;
+          done = true;
+        }
+    }
+    if (!done && pfds[1].revents) {
+      /* 'K', any other byte, or the host hanging up: the exec is over. */
+      char byte;
+      ssize_t got = recv(conn, &byte, 1, MSG_DONTWAIT);
+      if (got >= 0 || (errno != EAGAIN && errno != EINTR))
+        break;
+    }
+    if (!done && until > 0 && now() >= until) {
+      timed_out = true;
+      break;
+    }
+  }
+  /* The command ended (or its time is up): nothing it started may outlive it. */
+  kill_descendants(self, child, &status, &done);
+  if (!done)
+    waitpid(child, &status, 0);
+  if (timed_out) {
+    send_reply(conn, DOCKER_AGENT_TIMED_OUT, 0, 0);
+  } else if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    send_reply(conn, DOCKER_AGENT_EXITED, 128 + sig, sig);
+  } else {
+    send_reply(conn, DOCKER_AGENT_EXITED, WIFEXITED(status) ? WEXITSTATUS(status) : 126, 0);
+  }
+  return 0;
+}
+
+/* The agent's listening socket, or -1 when the container has no agent directory (a container
+ * made before the agent existed: the host uses the exec API). */
+static int agent_listen(void) {
+  struct stat st;
+  if (stat(DOCKER_AGENT_TARGET, &st) < 0 || !S_ISDIR(st.st_mode))
+    return -1;
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/%s", DOCKER_AGENT_TARGET, DOCKER_AGENT_SOCKET);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return -1;
+  /* A socket left by an earlier start of this container (docker start by hand). */
+  unlink(addr.sun_path);
+  /* Only our uid (and the host's root or session owner) may connect. */
+  mode_t old = umask(0077);
+  int r = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
+  umask(old);
+  if (r < 0 || listen(fd, 128) < 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+struct monitors {
+  pid_t *pids;
+  size_t count, capacity;
+};
+
+static void monitors_add(struct monitors *m, pid_t pid) {
+  if (m->count == m->capacity) {
+    size_t cap = m->capacity ? m->capacity * 2 : 16;
+    pid_t *grown = realloc(m->pids, cap * sizeof(*grown));
+    if (!grown)
+      return; /* unrecorded: its end will not trigger a sweep, its tree still dies with it */
+    m->pids = grown;
+    m->capacity = cap;
+  }
+  m->pids[m->count++] = pid;
+}
+
+static bool monitors_contains(const struct monitors *m, pid_t pid) {
+  for (size_t i = 0; i < m->count; i++)
+    if (m->pids[i] == pid)
+      return true;
+  return false;
+}
+
+static bool monitors_remove(struct monitors *m, pid_t pid) {
+  for (size_t i = 0; i < m->count; i++)
+    if (m->pids[i] == pid) {
+      m->pids[i] = m->pids[--m->count];
+      return true;
+    }
+  return false;
+}
+
+/* A monitor died without finishing its job: its tree was reparented to us. Kill every child
+ * of ours that is not a live monitor, and everything below it. */
+static void kill_orphans(struct monitors *m) {
+  pid_t self = getpid();
+  struct proc_table t = {0};
+  for (int pass = 0; pass < KILL_PASSES; pass++) {
+    proc_table_scan(&t);
+    for (size_t i = 0; i < t.count; i++)
+      t.items[i].marked = t.items[i].ppid == self && t.items[i].pid != self &&
+                          !monitors_contains(m, t.items[i].pid);
+    proc_table_mark_descendants(&t);
+    size_t found = 0;
+    for (size_t i = 0; i < t.count; i++)
+      if (t.items[i].marked) {
+        kill(t.items[i].pid, SIGKILL);
+        found++;
+      }
+    /* Reap what we killed, not monitors: their ends are judged by the main loop. */
+    for (size_t i = 0; i < t.count; i++)
+      if (t.items[i].marked)
+        waitpid(t.items[i].pid, NULL, WNOHANG);
+    if (found == 0)
+      break;
+    nap_ms(1);
+  }
+  free(t.items);
+}
+
 /* ---- init ----------------------------------------------------------------------------------- */
 
 static int init_main(void) {
   prctl(PR_SET_CHILD_SUBREAPER, 1); /* for when the engine does not make us pid 1 */
+  /* The workload runs with our uid: it must not ptrace us nor take our fds via /proc. */
+  prctl(PR_SET_DUMPABLE, 0);
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, NULL);
@@ -537,26 +850,67 @@ static int init_main(void) {
     if (null > STDERR_FILENO)
       close(null);
   }
+  int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+  int lfd = agent_listen();
+  struct cordon_error *filter_err = NULL;
+  if (lfd >= 0)
+    agent_filter_ready = confine_seccomp_build(&agent_filter, &filter_err) == 0;
+  cordon_error_free(filter_err);
+  struct monitors monitors = {0};
   for (;;) {
-    siginfo_t info;
-    int sig = sigwaitinfo(&all, &info);
-    if (sig < 0)
-      continue;
-    if (sig == SIGCHLD) {
+    struct pollfd pfds[2] = {{.fd = sfd, .events = POLLIN}, {.fd = lfd, .events = POLLIN}};
+    if (sfd < 0) {
+      /* No signalfd (cannot happen on a supported kernel): reap on a timer. */
+      nap_ms(100);
       reap_any();
       continue;
     }
-    /* Signals from inside the container carry the sender's pid; from outside (the engine's
-     * stop or kill) the sender is invisible here (si_pid 0). Only the engine may end us. */
-    if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && info.si_pid == 0) {
-      kill(-1, SIGKILL);
-      double until = now() + 2.0;
-      while (now() < until) {
-        pid_t p = waitpid(-1, NULL, 0);
-        if (p < 0 && errno == ECHILD)
-          break;
+    if (poll(pfds, lfd >= 0 ? 2 : 1, -1) < 0)
+      continue;
+    if (pfds[0].revents) {
+      struct signalfd_siginfo si;
+      bool sweep = false;
+      while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD)
+          continue;
+        /* Signals from inside the container carry the sender's pid; from outside (the
+         * engine's stop or kill) the sender is invisible here (pid 0). Only the engine may
+         * end us. */
+        if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && si.ssi_pid == 0) {
+          kill(-1, SIGKILL);
+          double until = now() + 2.0;
+          while (now() < until) {
+            pid_t p = waitpid(-1, NULL, 0);
+            if (p < 0 && errno == ECHILD)
+              break;
+          }
+          return 0;
+        }
       }
-      return 0;
+      pid_t p;
+      int st;
+      while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+        if (monitors_remove(&monitors, p) && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+          sweep = true;
+      if (sweep)
+        kill_orphans(&monitors);
+    }
+    if (lfd >= 0 && (pfds[1].revents & POLLIN)) {
+      int conn;
+      while ((conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+          close(lfd);
+          close(sfd);
+          _exit(monitor_serve(conn));
+        }
+        if (pid > 0)
+          monitors_add(&monitors, pid);
+        else /* at the pids limit, say so rather than hang up without a word */
+          send_reply(conn, DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_SETUP, errno);
+        close(conn);
+      }
     }
   }
 }

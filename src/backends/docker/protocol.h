@@ -6,6 +6,13 @@
 /* Where the init binary is bind-mounted (read-only) in every session container. */
 #define DOCKER_INIT_TARGET "/.cordon-init"
 
+/* The exec agent's directory: a host directory private to the session
+ * (<state dir>/DOCKER_AGENT_DIR) bind-mounted here, where init listens on DOCKER_AGENT_SOCKET
+ * (agent.h has the protocol). */
+#define DOCKER_AGENT_TARGET "/.cordon-agent"
+#define DOCKER_AGENT_DIR "agent"
+#define DOCKER_AGENT_SOCKET "agent.sock"
+
 /* The exec wrapper's status trailer, the last bytes it writes to stderr:
  * MAGIC KIND ":" DECIMAL "\n". The NUL keeps it out of the way of text a command prints. */
 #define DOCKER_TRAILER_MAGIC "\0cordon-exec-status:"
