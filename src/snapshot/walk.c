@@ -100,6 +100,7 @@ struct walk_tree {
   struct walk_node *stack;
   size_t outstanding;
   bool failed;
+  bool noatime; /* O_NOATIME until refused once */
   struct walk_node *root;
   struct worker workers[MAX_THREADS];
   unsigned n_workers;
@@ -401,7 +402,17 @@ static int process_dir(struct worker *w, struct walk_node *node) {
 
 static int process_file(struct worker *w, struct walk_node *n) {
   struct walk_tree *t = w->tree;
-  _cleanup_close_ int fd = anchor_open(t->rootfd, n->path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0);
+  /* O_NOATIME: a snapshot is not an access worth an inode write per file (relatime dirties
+   * the inode on the first read after a write). Refused for files of other owners. */
+  int flags = O_RDONLY | O_NOCTTY | O_NONBLOCK;
+  _cleanup_close_ int fd = -1;
+  if (__atomic_load_n(&t->noatime, __ATOMIC_RELAXED)) {
+    fd = anchor_open(t->rootfd, n->path, flags | O_NOATIME, 0);
+    if (fd < 0 && errno == EPERM)
+      __atomic_store_n(&t->noatime, false, __ATOMIC_RELAXED);
+  }
+  if (fd < 0 && (errno == EPERM || !__atomic_load_n(&t->noatime, __ATOMIC_RELAXED)))
+    fd = anchor_open(t->rootfd, n->path, flags, 0);
   if (fd < 0 && errno == ENOENT)
     return vanish(t, n);
   if (fd < 0)
@@ -540,6 +551,7 @@ int walk_run(struct cordon_cas *cas, struct cas_batch *batch, int rootfd,
   t->batch = batch;
   t->rootfd = rootfd;
   t->o = o;
+  t->noatime = true;
   pthread_mutex_init(&t->mu, NULL);
   pthread_cond_init(&t->cv, NULL);
   unsigned n = o->threads ? o->threads : cas_default_threads();

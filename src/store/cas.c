@@ -289,6 +289,21 @@ int cas_shard_fd(struct cordon_cas *cas, unsigned byte, bool create, struct cord
   return fd;
 }
 
+/* 1 until an O_NOATIME open was refused (a file someone else owns): then plain opens. */
+static int noatime_allowed = 1;
+
+int cas_openat_noatime(int dirfd, const char *name, int flags) {
+  /* Reading a blob or a file to snapshot is not an access worth an inode write: with relatime
+   * the first read after a write dirties the inode, which costs a metadata writeback per file. */
+  if (__atomic_load_n(&noatime_allowed, __ATOMIC_RELAXED)) {
+    int fd = openat(dirfd, name, flags | O_NOATIME | O_CLOEXEC);
+    if (fd >= 0 || errno != EPERM)
+      return fd;
+    __atomic_store_n(&noatime_allowed, 0, __ATOMIC_RELAXED);
+  }
+  return openat(dirfd, name, flags | O_CLOEXEC);
+}
+
 static int unreadable(struct cordon_error **err, const char *hex, const char *what) {
   return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
                           "blob %s is unreadable: it is %s, not a regular file", hex, what);
@@ -305,7 +320,7 @@ int cas_open_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_
     return cordon_error_prefix(err, "blob %s", hex);
   /* O_NOFOLLOW refuses a symlink, O_NONBLOCK keeps a FIFO from hanging the open; the type is
    * then checked on the descriptor itself. */
-  int fd = openat(shard, hex, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  int fd = cas_openat_noatime(shard, hex, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     if (errno == ENOENT)
       return cordon_error_set(err, CORDON_ERR_NOT_FOUND, 0, "blob %s not found", hex);
@@ -851,6 +866,12 @@ struct cas_batch {
   pthread_t flusher;
   bool flusher_started, flusher_stop;
   uint64_t staged_bytes, flushed_bytes;
+  /* Digests staged so far (open addressing on the digest's first bytes, which are uniform):
+   * a content that occurs twice in one batch (a tree's duplicate files) is written once, not
+   * once per copy, although none is published before the commit. */
+  unsigned char (*seen)[CAS_DIGEST_LEN];
+  bool *seen_used;
+  size_t seen_n, seen_cap;
 };
 
 #define EARLY_SYNC_STEP ((uint64_t)48 << 20)
@@ -919,6 +940,8 @@ void cas_batch_free(struct cas_batch *b) {
   pthread_mutex_destroy(&b->mu);
   pthread_cond_destroy(&b->cv);
   free(b->items);
+  free(b->seen);
+  free(b->seen_used);
   free(b);
 }
 
@@ -927,6 +950,63 @@ uint64_t cas_batch_staged(struct cas_batch *b) {
   uint64_t n = b->n;
   pthread_mutex_unlock(&b->mu);
   return n;
+}
+
+static size_t seen_slot(const struct cas_batch *b, const unsigned char digest[CAS_DIGEST_LEN]) {
+  uint64_t h;
+  memcpy(&h, digest, sizeof(h));
+  size_t i = (size_t)h & (b->seen_cap - 1);
+  while (b->seen_used[i] && memcmp(b->seen[i], digest, CAS_DIGEST_LEN) != 0)
+    i = (i + 1) & (b->seen_cap - 1);
+  return i;
+}
+
+/* Claim a digest for staging (with b->mu held). Returns 1 when this caller is the first and
+ * must write it, 0 when it is already staged in this batch, -1 when out of memory. */
+static int seen_claim(struct cas_batch *b, const unsigned char digest[CAS_DIGEST_LEN]) {
+  if ((b->seen_n + 1) * 2 > b->seen_cap) {
+    size_t cap = b->seen_cap ? b->seen_cap * 2 : 1024;
+    unsigned char(*keys)[CAS_DIGEST_LEN] = malloc(cap * CAS_DIGEST_LEN);
+    bool *used = calloc(cap, sizeof(*used));
+    if (!keys || !used) {
+      free(keys);
+      free(used);
+      return -1;
+    }
+    struct cas_batch grown = {.seen = keys, .seen_used = used, .seen_cap = cap};
+    for (size_t i = 0; i < b->seen_cap; i++) {
+      if (!b->seen_used[i])
+        continue;
+      size_t j = seen_slot(&grown, b->seen[i]);
+      memcpy(keys[j], b->seen[i], CAS_DIGEST_LEN);
+      used[j] = true;
+    }
+    free(b->seen);
+    free(b->seen_used);
+    b->seen = keys;
+    b->seen_used = used;
+    b->seen_cap = cap;
+  }
+  size_t i = seen_slot(b, digest);
+  if (b->seen_used[i])
+    return 0;
+  memcpy(b->seen[i], digest, CAS_DIGEST_LEN);
+  b->seen_used[i] = true;
+  b->seen_n++;
+  return 1;
+}
+
+/* 1 when the digest must be staged (absent from the batch and from the store), 0 when not. */
+static int batch_claim(struct cas_batch *b, const unsigned char digest[CAS_DIGEST_LEN],
+                       uint64_t size, struct cordon_error **err) {
+  pthread_mutex_lock(&b->mu);
+  int r = seen_claim(b, digest);
+  pthread_mutex_unlock(&b->mu);
+  if (r < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store batch");
+  if (r == 0)
+    return 0;
+  return cas_blob_present(b->cas, digest, size) ? 0 : 1;
 }
 
 static int batch_push(struct cas_batch *b, int dir, const char *name,
@@ -962,8 +1042,9 @@ int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
   struct cordon_cas *cas = b->cas;
   if (cas_sha256(data, length, digest) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hash");
-  if (cas_blob_present(cas, digest, length))
-    return 0;
+  int claim = batch_claim(b, digest, length, err);
+  if (claim <= 0)
+    return claim;
   int shard = cas_shard_fd(cas, digest[0], true, err);
   if (shard < 0)
     return -1;
@@ -1035,9 +1116,10 @@ int cas_stage_close(struct cas_stage *st, unsigned char digest[CAS_DIGEST_LEN],
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", st->batch->cas->dir);
   }
   cas_hasher_final(st->hasher, digest);
-  if (cas_blob_present(st->batch->cas, digest, st->size)) {
+  int claim = batch_claim(st->batch, digest, st->size, err);
+  if (claim <= 0) {
     cas_stage_abort(st);
-    return 0;
+    return claim;
   }
   r = batch_push(st->batch, st->batch->cas->tmpfd, st->name, digest, st->size, err);
   st->name[0] = 0; /* the batch owns it now (or unlinked it on failure) */

@@ -44,6 +44,9 @@ void cas_unlock_shared(struct cordon_cas *cas);
  * set). */
 int cas_shard_fd(struct cordon_cas *cas, unsigned byte, bool create, struct cordon_error **err);
 
+/* openat with O_NOATIME (and O_CLOEXEC) where the kernel allows it, plain openat otherwise. */
+int cas_openat_noatime(int dirfd, const char *name, int flags);
+
 /* Open a blob for reading: no symlink anywhere below the root, non-blocking, a regular file.
  * Absent: CORDON_ERR_NOT_FOUND; anything but a regular file: CORDON_ERR_INTEGRITY
  * ("unreadable"). st receives the descriptor's stat. */

@@ -381,6 +381,16 @@ static void test_batch_abort_leaves_nothing(void **state) {
   must(cas_batch_new(f->cas, &b, &err), err, "batch");
   must(cas_batch_add_buffer(b, "twice", 5, d, &err), err, "stage");
   must(cas_batch_add_buffer(b, "twice", 5, d, &err), err, "stage");
+  /* The same content twice in one batch is written once, streamed or not. */
+  struct cas_hasher h = {0};
+  struct cas_stage st;
+  unsigned char d2[CAS_DIGEST_LEN];
+  must(cas_stage_open(b, &h, &st, &err), err, "stage open");
+  must(cas_stage_write(&st, "twice", 5, &err), err, "stage write");
+  must(cas_stage_close(&st, d2, &err), err, "stage close");
+  cas_hasher_free(&h);
+  assert_memory_equal(d, d2, CAS_DIGEST_LEN);
+  assert_int_equal(cas_batch_staged(b), 1);
   must(cas_batch_commit(b, &err), err, "commit");
   cas_batch_free(b);
   cas_hex(d, hex);

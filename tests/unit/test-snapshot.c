@@ -666,6 +666,52 @@ static void test_stat_cache(void **state) {
   free(tree);
 }
 
+/* Content that occurs many times in one tree is stored once, also when it is big enough to be
+ * streamed; restore gives every copy (and every directory mode) back. */
+static void test_duplicates_stored_once(void **state) {
+  struct fixture *f = *state;
+  char *tree = path_of(f, "dups");
+  size_t big_len = ((size_t)3 << 20) / 2;
+  char *big = malloc(big_len);
+  assert_non_null(big);
+  for (size_t i = 0; i < big_len; i++)
+    big[i] = (char)(i * 7 + 3);
+  for (int i = 0; i < 30; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), "d%d/f%d", i % 3, i);
+    if (i % 3 == 2)
+      mk(tree, name, big, big_len, 0644);
+    else
+      mks(tree, name, i % 3 ? "one\n" : "zero\n", 0644);
+  }
+  mkdir_in(tree, "open", 0755);
+  mkdir_in(tree, "shut", 0500);
+  mkdir_in(tree, "group", 0770);
+  char id[CORDON_DIGEST_HEX_SIZE];
+  struct cordon_snapshot_stats st;
+  take_stats(f, tree, id, &st);
+  assert_int_equal(st.hashed_files, 30);
+  assert_int_equal(st.new_blobs, 3);
+  char *out = path_of(f, "dups-restored");
+  struct cordon_error *err = NULL;
+  must(cordon_snapshot_restore(f->cas, id, out, NULL, &err), err, "restore");
+  char again[CORDON_DIGEST_HEX_SIZE];
+  take(f, out, again);
+  assert_string_equal(id, again);
+  const char *dirs[] = {"open", "shut", "group"};
+  const mode_t modes[] = {0755, 0500, 0770};
+  for (int i = 0; i < 3; i++) {
+    char p2[512];
+    struct stat dst;
+    snprintf(p2, sizeof(p2), "%s/%s", out, dirs[i]);
+    assert_int_equal(stat(p2, &dst), 0);
+    assert_int_equal(dst.st_mode & 07777, modes[i]);
+  }
+  free(out);
+  free(big);
+  free(tree);
+}
+
 /* ---- restore: modes and special files ----------------------------------------------------- */
 
 static void test_restore_special_files(void **state) {
@@ -1346,6 +1392,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_edits_change_id, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tampering_fails_restore, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stat_cache, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_duplicates_stored_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_restore_special_files, setup, teardown),
       cmocka_unit_test_setup_teardown(test_any_bytes_and_long_names, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hostile_archives, setup, teardown),
