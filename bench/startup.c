@@ -2,7 +2,8 @@
  *
  * Part 1 (cold start), interleaved round-robin so load drifts hit every contestant alike:
  *   cordon run --backend ns -- true
- *   bwrap (same policy: unshare-all, ro /usr + merged-/usr symlinks, /proc, /dev, /tmp) true
+ *   bwrap (same policy: unshare-all, ro /usr + merged-/usr symlinks, /etc, /opt, a workspace,
+ *         /proc, /dev, /tmp) true
  *   unshare -Urmpfn --mount-proc true
  *   true
  * Part 2 (exec in an existing session, in-process through the library):
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 #include <cordon/session.h>
@@ -101,16 +103,28 @@ int main(int argc, char **argv) {
     rounds = 5;
 
   char *cordon_run[] = {cordon, "run", "--backend", "ns", "--", "true", NULL};
-  char *bwrap[] = {"bwrap",     "--unshare-all", "--die-with-parent",
-                   "--ro-bind", "/usr",          "/usr",
-                   "--symlink", "usr/bin",       "/bin",
-                   "--symlink", "usr/sbin",      "/sbin",
-                   "--symlink", "usr/lib",       "/lib",
-                   "--symlink", "usr/lib64",     "/lib64",
-                   "--ro-bind", "/etc",          "/etc",
-                   "--proc",    "/proc",         "--dev",
-                   "/dev",      "--tmpfs",       "/tmp",
-                   "--",        "true",          NULL};
+  /* The policy cordon run applies by default: system paths read-only (merged /usr: symlinks),
+   * /etc, /opt where present, a read-write workspace at /workspace, /proc, /dev, /tmp. (cordon
+   * also makes a fresh workspace directory and attaches a seccomp filter; bwrap does neither.) */
+  char workspace[] = "/tmp/cordon-bench-ws.XXXXXX";
+  if (!mkdtemp(workspace)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  bool opt = access("/opt", F_OK) == 0;
+  /* clang-format off */
+  char *bwrap[] = {"bwrap", "--unshare-all", "--die-with-parent",
+                   "--ro-bind", "/usr", "/usr",
+                   "--symlink", "usr/bin", "/bin",
+                   "--symlink", "usr/sbin", "/sbin",
+                   "--symlink", "usr/lib", "/lib",
+                   "--symlink", "usr/lib64", "/lib64",
+                   "--ro-bind", "/etc", "/etc",
+                   "--bind", workspace, "/workspace",
+                   "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                   opt ? "--ro-bind" : "--", opt ? "/opt" : "true", opt ? "/opt" : NULL,
+                   "--", "true", NULL};
+  /* clang-format on */
   char *unshare[] = {"unshare", "-Urmpfn", "--mount-proc", "true", NULL};
   char *plain[] = {"true", NULL};
   struct contestant cold[] = {
@@ -198,5 +212,6 @@ int main(int argc, char **argv) {
   cordon_session_destroy(s, NULL);
   cordon_registry_free(reg);
   cordon_context_free(ctx);
+  rmdir(workspace);
   return 0;
 }

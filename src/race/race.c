@@ -317,6 +317,7 @@ struct race {
   const struct cordon_race_options *o;
   const struct cordon_snapshot_entry *base_entries;
   size_t n_base;
+  struct cordon_race_change unchanged; /* the change of a candidate whose tree is the base */
   struct slot *slots;
   size_t k;
   pthread_mutex_t mu;
@@ -373,6 +374,11 @@ static int exec_in(struct slot *s, const char *const *argv, const char *const *e
 }
 
 static int terminal_change(struct slot *s, struct cordon_error **err) {
+  /* The base itself (a candidate that changed nothing): same id, same tree, nothing to load. */
+  if (strcmp(s->snapshot, s->race->o->base) == 0) {
+    s->outcome.change = s->race->unchanged;
+    return 0;
+  }
   struct cordon_cas *cas = NULL;
   struct cordon_snapshot_entry *entries = NULL;
   size_t n = 0;
@@ -637,6 +643,8 @@ int cordon_race_run(struct cordon_context *ctx, const struct cordon_race_options
   }
   r.base_entries = base_entries;
   r.n_base = n_base;
+  if (cordon_race_change_compute(base_entries, n_base, base_entries, n_base, &r.unchanged, err) < 0)
+    goto out;
   pthread_mutex_init(&r.mu, NULL);
   r.slots = calloc(r.k, sizeof(*r.slots));
   result->candidates = calloc(r.k, sizeof(*result->candidates));

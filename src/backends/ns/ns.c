@@ -1011,10 +1011,43 @@ static int ns_ls(struct cordon_session *s, const char *path, struct cordon_diren
 
 /* ---- snapshots ------------------------------------------------------------------------------ */
 
+/* Whether a directory has no entries at all (-1 when it cannot be read). */
+static int dir_is_empty(const char *path) {
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  char buf[256];
+  for (;;) {
+    long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+    if (n < 0)
+      return -1;
+    if (n == 0)
+      return 1;
+    for (long off = 0; off < n;) {
+      const char *name = buf + off + 19; /* struct linux_dirent64: d_name after 19 bytes */
+      unsigned short reclen;
+      memcpy(&reclen, buf + off + 16, sizeof(reclen));
+      if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
+        return 0;
+      off += reclen;
+    }
+  }
+}
+
 static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cordon_error **err) {
   struct ns_impl *impl = s->impl;
   if (!impl || !impl->overlay)
     return workspace_snapshot(s, NULL, snapshot_id, err);
+  _cleanup_free_ char *upper_dir = NULL;
+  if (asprintf(&upper_dir, "%s/upper", s->state_dir) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  /* Nothing in the upper layer: the tree is the base's, and so is its id (an id is a pure
+   * function of the tree), with no manifest to read. A race of candidates that change nothing
+   * pays nothing here. */
+  if (dir_is_empty(upper_dir) == 1) {
+    *snapshot_id = strdup(impl->from_snapshot);
+    return *snapshot_id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  }
   /* Symlinks the sandbox made point at its own view of the workspace (s->root). */
   const char *const aliases[] = {s->root, NULL};
   struct cordon_snapshot_options o = {.root_aliases = aliases};
