@@ -824,13 +824,19 @@ static int kill_exec_tree(struct cordon_session *s, struct docker_session *d, co
   return r;
 }
 
+/* The engine's record of the session's container: *status 200 with *info, or 404. */
+static int inspect_container(struct docker_session *d, long *status, json_t **info,
+                             struct cordon_error **err) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "/containers/%s/json", d->container) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
+  return docker_engine_request(d->engine, "GET", path, NULL, status, info, err);
+}
+
 /* After a stream that ended without the wrapper's trailer: did the container die? (known_dead:
  * the engine already refused an exec because the container is not running) */
 static int container_gone_error(struct cordon_session *s, struct docker_session *d, bool known_dead,
                                 struct cordon_error **err) {
-  _cleanup_free_ char *path = NULL;
-  if (asprintf(&path, "/containers/%s/json", d->container) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
   long status = 0;
   _cleanup_json_ json_t *info = NULL;
   struct cordon_error *ignored = NULL;
@@ -839,7 +845,7 @@ static int container_gone_error(struct cordon_session *s, struct docker_session 
   for (;;) {
     json_decref(info);
     info = NULL;
-    if (docker_engine_request(d->engine, "GET", path, NULL, &status, &info, &ignored) < 0) {
+    if (inspect_container(d, &status, &info, &ignored) < 0) {
       cordon_error_free(ignored);
       return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
                               "session %s: the Docker engine went away while the command ran",
@@ -1028,12 +1034,9 @@ struct agent_launch {
  * (then the agent itself is the problem). */
 static int agent_unreachable(struct cordon_session *s, struct docker_session *d, int errnum,
                              struct cordon_error **err) {
-  _cleanup_free_ char *path = NULL;
-  if (asprintf(&path, "/containers/%s/json", d->container) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
   long status = 0;
   _cleanup_json_ json_t *info = NULL;
-  if (docker_engine_request(d->engine, "GET", path, NULL, &status, &info, err) < 0)
+  if (inspect_container(d, &status, &info, err) < 0)
     return cordon_error_prefix(err, "session %s", s->id);
   json_t *state = json_object_get(info, "State");
   if (status == 404)
@@ -1073,38 +1076,6 @@ static int agent_lost(struct cordon_session *s, struct docker_session *d,
                           d->container);
 }
 
-/* Read one 16-byte reply. Returns 1 with *reply parsed and checked, 0 when the connection
- * ended before any byte of it, -1 on a malformed, truncated or late reply (err set). recv()
- * with no control buffer: fds the agent might attach are discarded by the kernel. */
-static int agent_read_reply(int fd, int timeout_ms, struct docker_agent_reply *reply,
-                            struct cordon_error **err) {
-  unsigned char buf[sizeof(*reply)];
-  size_t got = 0;
-  double until = fs_now() + timeout_ms / 1000.0;
-  while (got < sizeof(buf)) {
-    double left = until - fs_now();
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    int ready = left > 0 ? poll(&pfd, 1, (int)(left * 1000) + 1) : 0;
-    if (ready < 0 && errno == EINTR)
-      continue;
-    if (ready == 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ETIMEDOUT,
-                              "the exec agent sent no complete reply within %d ms (%zu of %zu "
-                              "bytes)",
-                              timeout_ms, got, sizeof(buf));
-    ssize_t n = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-      continue;
-    if (n <= 0) {
-      if (got == 0)
-        return 0;
-      break; /* a partial reply: the parser names it */
-    }
-    got += (size_t)n;
-  }
-  return docker_agent_reply_parse(buf, got, reply, err) < 0 ? -1 : 1;
-}
-
 static int agent_start(void *data, const struct exec_spec *spec, const int stdio_fds[3],
                        int *exit_fd, struct cordon_error **err) {
   struct agent_launch *l = data;
@@ -1113,13 +1084,10 @@ static int agent_start(void *data, const struct exec_spec *spec, const int stdio
   _cleanup_free_ unsigned char *buf = NULL;
   size_t len = 0;
   static const char *const empty[] = {NULL};
-  double ms = spec->timeout > 0 ? spec->timeout * 1000.0 : 0;
-  uint32_t timeout_ms = ms <= 0                   ? 0
-                        : ms < 1                  ? 1
-                        : ms > (double)UINT32_MAX ? UINT32_MAX
-                                                  : (uint32_t)ms;
-  if (docker_agent_request_encode(spec->cwd, spec->argv, spec->envp ? spec->envp : empty,
-                                  timeout_ms, &buf, &len, err) < 0)
+  /* The agent keeps its own copy of the timeout, in case we cannot tell it (frozen, gone). */
+  if (exec_wire_encode(&docker_agent_protocol, spec->cwd, spec->argv,
+                       spec->envp ? spec->envp : empty, exec_wire_timeout_ms(spec->timeout), &buf,
+                       &len, err) < 0)
     return -1;
   int errnum = 0;
   long peer = 0;
@@ -1132,50 +1100,23 @@ static int agent_start(void *data, const struct exec_spec *spec, const int stdio
                             "pid %ld, not by the container's init (pid %ld): it was replaced from "
                             "inside the container; refusing",
                             s->id, d->container, peer, d->agent_pid);
-  union {
-    char buf[CMSG_SPACE(sizeof(int) * 3)];
-    struct cmsghdr align;
-  } control;
-  memset(&control, 0, sizeof(control));
-  struct iovec iov = {.iov_base = buf, .iov_len = len};
-  struct msghdr msg = {
-      .msg_iov = &iov,
-      .msg_iovlen = 1,
-      .msg_control = control.buf,
-      .msg_controllen = sizeof(control.buf),
-  };
-  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int) * 3);
-  memcpy(CMSG_DATA(cm), stdio_fds, sizeof(int) * 3);
-  size_t sent = 0;
-  while (sent < len) {
-    ssize_t n = sendmsg(l->conn, &msg, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      l->ended = true;
-      return agent_lost(s, d, err);
-    }
-    sent += (size_t)n;
-    iov.iov_base = buf + sent;
-    iov.iov_len = len - sent;
-    msg.msg_control = NULL; /* the fds travel once, with the first bytes */
-    msg.msg_controllen = 0;
+  if (exec_wire_send_with_fds(l->conn, buf, len, stdio_fds, EXEC_WIRE_STDIO_FDS) < 0) {
+    l->ended = true;
+    return agent_lost(s, d, err);
   }
-  struct docker_agent_reply reply;
-  int r = agent_read_reply(l->conn, AGENT_START_TIMEOUT_MS, &reply, err);
+  struct exec_wire_reply reply;
+  int r =
+      exec_wire_read_reply(l->conn, &docker_agent_protocol, AGENT_START_TIMEOUT_MS, &reply, err);
   if (r <= 0) {
     l->ended = true;
     return r < 0 ? cordon_error_prefix(err, "session %s", s->id) : agent_lost(s, d, err);
   }
-  if (reply.type == DOCKER_AGENT_FAILED) {
+  if (reply.type == EXEC_WIRE_FAILED) {
     l->ended = true;
-    if (reply.a == DOCKER_AGENT_STAGE_CHDIR)
+    if (reply.a == EXEC_WIRE_STAGE_CHDIR)
       return cordon_error_set(err, CORDON_ERR_NOT_FOUND, reply.b, "cannot run %s in %s",
                               spec->argv[0], spec->cwd);
-    if (reply.a == DOCKER_AGENT_STAGE_NO_SECCOMP)
+    if (reply.a == EXEC_WIRE_STAGE_NO_SECCOMP)
       return cordon_error_set(err, CORDON_ERR_DENIED, 0,
                               "session %s: the Docker engine runs the container without a seccomp "
                               "profile (is the daemon started with seccomp unconfined?); refusing "
@@ -1184,7 +1125,7 @@ static int agent_start(void *data, const struct exec_spec *spec, const int stdio
     return cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b,
                             "session %s: the exec agent could not set up %s", s->id, spec->argv[0]);
   }
-  if (reply.type != DOCKER_AGENT_RUNNING) {
+  if (reply.type != EXEC_WIRE_RUNNING) {
     l->ended = true;
     return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO,
                             "session %s: the exec agent answered '%c' before the command ran",
@@ -1199,9 +1140,10 @@ static int agent_start(void *data, const struct exec_spec *spec, const int stdio
 
 static int agent_reap(void *data, int *exit_code, int *term_signal, struct cordon_error **err) {
   struct agent_launch *l = data;
-  struct docker_agent_reply reply;
+  struct exec_wire_reply reply;
   struct cordon_error *local = NULL;
-  int r = agent_read_reply(l->conn, AGENT_REPLY_TIMEOUT_MS, &reply, &local);
+  int r =
+      exec_wire_read_reply(l->conn, &docker_agent_protocol, AGENT_REPLY_TIMEOUT_MS, &reply, &local);
   l->ended = true;
   if (r == 0 && l->gave_up) {
     /* We hung up on an agent that did not report after the timeout; it kills the tree when
@@ -1220,13 +1162,13 @@ static int agent_reap(void *data, int *exit_code, int *term_signal, struct cordo
   }
   if (r == 0)
     return err ? agent_lost(l->s, l->d, err) : -1;
-  if (reply.type == DOCKER_AGENT_TIMED_OUT) {
+  if (reply.type == EXEC_WIRE_TIMED_OUT) {
     l->agent_timed_out = true;
     *exit_code = 128 + 9;
     *term_signal = 9;
     return 0;
   }
-  if (reply.type != DOCKER_AGENT_EXITED)
+  if (reply.type != EXEC_WIRE_EXITED)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO,
                             "session %s: the exec agent answered '%c' instead of a status",
                             l->s->id, (char)reply.type);
@@ -1240,8 +1182,7 @@ static void agent_kill_tree(void *data) {
   if (l->conn < 0 || l->ended)
     return; /* after the status, the agent has already removed the tree */
   if (l->kill_rounds++ == 0) {
-    char byte = DOCKER_AGENT_KILL_BYTE;
-    (void)!send(l->conn, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    exec_wire_send_kill(l->conn);
   } else if (l->kill_rounds > AGENT_KILL_PATIENCE && !l->gave_up) {
     /* The agent does not answer (stopped, frozen): hang up, which ends the runner's wait and
      * tells the agent, should it wake, to kill the tree. */

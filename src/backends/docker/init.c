@@ -198,9 +198,29 @@ static void reap_any(void) {
   }
 }
 
-/* Kill the descendants of `self` (we are their subreaper, so orphans among them come back to
- * us and stay in the tree) until none is left. `child`'s status is kept for the caller. */
-static void kill_descendants(pid_t self, pid_t child, int *child_status, bool *child_done) {
+/* The command a wrapper or monitor runs, and what became of it. */
+struct command {
+  pid_t pid;
+  int status;
+  bool done;
+};
+
+/* Reap every child that ended (the command, and orphans of its tree: we are their subreaper),
+ * keeping the command's own status. */
+static void command_reap(struct command *c) {
+  int status;
+  pid_t p;
+  while ((p = waitpid(-1, &status, WNOHANG)) > 0)
+    if (p == c->pid && !c->done) {
+      c->status = status;
+      c->done = true;
+    }
+}
+
+/* Kill our descendants (we are their subreaper, so orphans among them come back to us and
+ * stay in the tree) until none is left, then make sure the command's status is in. */
+static void command_finish(struct command *c) {
+  pid_t self = getpid();
   struct proc_table t = {0};
   for (int pass = 0; pass < KILL_PASSES; pass++) {
     proc_table_scan(&t);
@@ -213,19 +233,14 @@ static void kill_descendants(pid_t self, pid_t child, int *child_status, bool *c
         kill(t.items[i].pid, SIGKILL);
         found++;
       }
-    /* Reap what died (our direct children and orphans reparented to us). */
-    int status;
-    pid_t p;
-    while ((p = waitpid(-1, &status, WNOHANG)) > 0)
-      if (p == child && !*child_done) {
-        *child_status = status;
-        *child_done = true;
-      }
+    command_reap(c);
     if (found == 0)
       break;
     nap_ms(1);
   }
   free(t.items);
+  if (!c->done && waitpid(c->pid, &c->status, 0) == c->pid)
+    c->done = true;
 }
 
 /* ---- seccomp ------------------------------------------------------------------------------ */
@@ -323,6 +338,17 @@ static _Noreturn void child_fail(int report_fd, int stage, int errnum, int code)
   _exit(code);
 }
 
+/* Wait until the command's process exec'd (its end of the report pipe closes at execve) or
+ * failed before that: true with *rep filled in the second case. */
+static bool command_failed_early(int report_read, struct child_report *rep) {
+  ssize_t n;
+  do
+    n = read(report_read, rep, sizeof(*rep));
+  while (n < 0 && errno == EINTR);
+  close(report_read);
+  return n == (ssize_t)sizeof(*rep) && rep->stage != STAGE_EXEC;
+}
+
 /* The command's process: fds 0-2 (from stdio when given), a new session, cwd, exactly envp,
  * cordon's seccomp denials on the engine's profile, then execve. Failures before execve go to
  * report_fd as a child_report. */
@@ -415,34 +441,26 @@ static int exec_main(struct exec_options *o) {
   if (pipe2(report, O_CLOEXEC) < 0)
     return 126;
   double deadline = o->timeout_ms > 0 ? now() + (double)o->timeout_ms / 1000.0 : 0;
-  pid_t child = fork();
-  if (child < 0) {
+  struct command child = {.pid = fork()};
+  if (child.pid < 0) {
     say("cordon: cannot start %s: %s\n", o->argv[0], strerror(errno));
     trailer("setup", errno);
     return 126;
   }
-  if (child == 0)
+  if (child.pid == 0)
     child_run(o->cwd, o->argv, envp, NULL, report[1]);
   close(report[1]);
   struct child_report rep = {0};
-  ssize_t n;
-  do
-    n = read(report[0], &rep, sizeof(rep));
-  while (n < 0 && errno == EINTR);
-  close(report[0]);
-
-  pid_t self = getpid();
-  int status = 0;
-  bool done = false, timed_out = false;
-  if (n == (ssize_t)sizeof(rep) && rep.stage != STAGE_EXEC) {
-    kill_descendants(self, child, &status, &done);
+  bool timed_out = false;
+  if (command_failed_early(report[0], &rep)) {
+    command_finish(&child);
     trailer(rep.stage == STAGE_CHDIR        ? "chdir"
             : rep.stage == STAGE_NO_SECCOMP ? "noseccomp"
                                             : "setup",
             rep.errnum);
     return 126;
   }
-  while (!done) {
+  while (!child.done) {
     struct timespec wait = {.tv_sec = 3600}, *wp = &wait;
     if (deadline > 0) {
       double left = deadline - now();
@@ -456,29 +474,19 @@ static int exec_main(struct exec_options *o) {
     int sig = sigtimedwait(&mask, NULL, wp);
     if (sig < 0 && errno != EAGAIN && errno != EINTR)
       nap_ms(10);
-    pid_t p;
-    int st;
-    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-      if (p == child) {
-        status = st;
-        done = true;
-      }
+    command_reap(&child);
   }
   /* The command ended (or its time is up): nothing it started may outlive it. */
-  kill_descendants(self, child, &status, &done);
-  if (!done) {
-    waitpid(child, &status, 0);
-    done = true;
-  }
+  command_finish(&child);
   if (timed_out) {
     trailer("timeout", SIGKILL);
     return 128 + SIGKILL;
   }
-  if (WIFSIGNALED(status)) {
-    trailer("signal", WTERMSIG(status));
-    return 128 + WTERMSIG(status);
+  if (WIFSIGNALED(child.status)) {
+    trailer("signal", WTERMSIG(child.status));
+    return 128 + WTERMSIG(child.status);
   }
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 126;
+  int code = WIFEXITED(child.status) ? WEXITSTATUS(child.status) : 126;
   trailer("exit", code);
   return code;
 }
@@ -562,74 +570,14 @@ static int kill_exec_main(const char *token) {
 
 /* ---- the exec agent ------------------------------------------------------------------------ */
 
-/* How long a connection may take to deliver its request: the host sends it at once; a
- * connection from inside the container that never does must not keep a monitor forever. */
-#define AGENT_REQUEST_TIMEOUT 10.0
-/* How many fds a request may carry: the command's stdin, stdout and stderr. */
-#define AGENT_STDIO_FDS 3
-
-static void send_reply(int conn, enum docker_agent_reply_type type, int32_t a, int32_t b) {
-  struct docker_agent_reply r = docker_agent_reply_make(type, a, b);
-  const char *p = (const char *)&r;
-  size_t left = sizeof(r);
-  while (left > 0) {
-    ssize_t n = send(conn, p, left, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return; /* the host hung up: nobody to tell */
-    p += n;
-    left -= (size_t)n;
-  }
+/* A host that hung up has nobody to tell: a failed reply is not an error here. */
+static void send_reply(int conn, enum exec_wire_reply_type type, int32_t a, int32_t b) {
+  (void)exec_wire_send_reply(conn, &docker_agent_protocol, type, a, b);
 }
 
 static int ms_left(double deadline) {
   double left = (deadline - now()) * 1000.0;
   return left <= 0 ? 0 : left > 3600000.0 ? 3600000 : (int)left + 1;
-}
-
-/* Read exactly n bytes before the deadline. fds attached to them are kept in fds (up to
- * AGENT_STDIO_FDS, counted in *n_fds; fds NULL: none wanted) and any others closed. */
-static int recv_exact(int conn, void *buf, size_t n, double deadline, int *fds, size_t *n_fds) {
-  size_t got = 0;
-  while (got < n) {
-    struct pollfd pfd = {.fd = conn, .events = POLLIN};
-    int ready = poll(&pfd, 1, ms_left(deadline));
-    if (ready < 0 && errno == EINTR)
-      continue;
-    if (ready <= 0)
-      return -1;
-    union {
-      char buf[CMSG_SPACE(sizeof(int) * 8)];
-      struct cmsghdr align;
-    } control;
-    struct iovec iov = {.iov_base = (char *)buf + got, .iov_len = n - got};
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = control.buf,
-                         .msg_controllen = sizeof(control.buf)};
-    ssize_t r = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN))
-      continue;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); r >= 0 && c; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-        continue;
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; i++) {
-        int fd;
-        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        if (fds && *n_fds < AGENT_STDIO_FDS)
-          fds[(*n_fds)++] = fd;
-        else
-          close(fd);
-      }
-    }
-    if (r <= 0)
-      return -1;
-    got += (size_t)r;
-    fds = NULL; /* the stdio travels with the first bytes only */
-  }
-  return 0;
 }
 
 /* One exec, in a process of its own forked by init: read the request, run the command,
@@ -638,25 +586,17 @@ static int recv_exact(int conn, void *buf, size_t n, double deadline, int *fds, 
 static int monitor_serve(int conn) {
   /* Everything the command starts stays below us, daemons included. */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
-  int fds[AGENT_STDIO_FDS] = {-1, -1, -1};
-  size_t n_fds = 0;
-  struct docker_agent_request_header h;
-  double deadline = now() + AGENT_REQUEST_TIMEOUT;
-  /* A connection closed before a full header is the host's readiness probe (or noise). */
-  if (recv_exact(conn, &h, sizeof(h), deadline, fds, &n_fds) < 0)
-    return 0;
+  int fds[EXEC_WIRE_STDIO_FDS];
+  struct exec_wire_request req;
   struct cordon_error *e = NULL;
-  if (docker_agent_request_check_header(&h, &e) < 0 || n_fds != AGENT_STDIO_FDS) {
+  int r = exec_wire_receive_request(conn, &docker_agent_protocol, EXEC_WIRE_REQUEST_TIMEOUT_MS, fds,
+                                    &req, &e);
+  /* 0: a connection closed before a full header is the host's readiness probe (or noise). */
+  if (r <= 0) {
+    if (r < 0)
+      send_reply(conn, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_SETUP,
+                 e && e->errnum ? e->errnum : EINVAL);
     cordon_error_free(e);
-    send_reply(conn, DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_SETUP, EINVAL);
-    return 0;
-  }
-  unsigned char *payload = malloc(h.length);
-  struct docker_agent_request req;
-  if (!payload || recv_exact(conn, payload, h.length, deadline, NULL, NULL) < 0 ||
-      docker_agent_request_decode(&h, payload, &req, &e) < 0) {
-    cordon_error_free(e);
-    send_reply(conn, DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_SETUP, payload ? EINVAL : ENOMEM);
     return 0;
   }
 
@@ -666,44 +606,38 @@ static int monitor_serve(int conn) {
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   int report[2];
   if (sfd < 0 || pipe2(report, O_CLOEXEC) < 0) {
-    send_reply(conn, DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_SETUP, errno);
+    send_reply(conn, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_SETUP, errno);
     return 0;
   }
   double started = now();
-  pid_t child = fork();
-  if (child < 0) {
-    send_reply(conn, DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_SETUP, errno);
+  struct command child = {.pid = fork()};
+  if (child.pid < 0) {
+    send_reply(conn, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_SETUP, errno);
     return 0;
   }
-  if (child == 0)
+  if (child.pid == 0)
     child_run(req.cwd, (char *const *)req.argv, (char **)req.envp, fds, report[1]);
   /* The command holds the stdio now; our copies would keep the host from seeing EOF. */
   close(report[1]);
-  for (int i = 0; i < AGENT_STDIO_FDS; i++)
+  for (int i = 0; i < EXEC_WIRE_STDIO_FDS; i++)
     close(fds[i]);
+  uint32_t timeout_ms = req.timeout_ms;
+  exec_wire_request_clear(&req);
   struct child_report rep = {0};
-  ssize_t n;
-  do
-    n = read(report[0], &rep, sizeof(rep));
-  while (n < 0 && errno == EINTR);
-  close(report[0]);
-
-  pid_t self = getpid();
-  int status = 0;
-  bool done = false, timed_out = false;
-  if (n == (ssize_t)sizeof(rep) && rep.stage != STAGE_EXEC) {
-    kill_descendants(self, child, &status, &done);
-    int stage = rep.stage == STAGE_CHDIR        ? DOCKER_AGENT_STAGE_CHDIR
-                : rep.stage == STAGE_NO_SECCOMP ? DOCKER_AGENT_STAGE_NO_SECCOMP
-                                                : DOCKER_AGENT_STAGE_SETUP;
-    int errnum = rep.errnum >= 0 && rep.errnum <= DOCKER_AGENT_MAX_ERRNO ? rep.errnum : EINVAL;
-    send_reply(conn, DOCKER_AGENT_FAILED, stage, errnum);
+  bool timed_out = false;
+  if (command_failed_early(report[0], &rep)) {
+    command_finish(&child);
+    int stage = rep.stage == STAGE_CHDIR        ? EXEC_WIRE_STAGE_CHDIR
+                : rep.stage == STAGE_NO_SECCOMP ? EXEC_WIRE_STAGE_NO_SECCOMP
+                                                : EXEC_WIRE_STAGE_SETUP;
+    int errnum = rep.errnum >= 0 && rep.errnum <= EXEC_WIRE_MAX_ERRNO ? rep.errnum : EINVAL;
+    send_reply(conn, EXEC_WIRE_FAILED, stage, errnum);
     return 0;
   }
-  send_reply(conn, DOCKER_AGENT_RUNNING, 0, 0);
+  send_reply(conn, EXEC_WIRE_RUNNING, 0, 0);
 
-  double until = req.timeout_ms ? started + (double)req.timeout_ms / 1000.0 : 0;
-  while (!done) {
+  double until = timeout_ms ? started + (double)timeout_ms / 1000.0 : 0;
+  while (!child.done) {
     struct pollfd pfds[2] = {{.fd = sfd, .events = POLLIN}, {.fd = conn, .events = POLLIN}};
     int ready = poll(pfds, 2, until > 0 ? ms_left(until) : -1);
     if (ready < 0 && errno != EINTR)
@@ -712,37 +646,30 @@ static int monitor_serve(int conn) {
       struct signalfd_siginfo si;
       while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
       }
-      pid_t p;
-      int st;
-      while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-        if (p == child) {
-          status = st;
-          done = true;
-        }
+      command_reap(&child);
     }
-    if (!done && pfds[1].revents) {
+    if (!child.done && pfds[1].revents) {
       /* 'K', any other byte, or the host hanging up: the exec is over. */
       char byte;
       ssize_t got = recv(conn, &byte, 1, MSG_DONTWAIT);
       if (got >= 0 || (errno != EAGAIN && errno != EINTR))
         break;
     }
-    if (!done && until > 0 && now() >= until) {
+    if (!child.done && until > 0 && now() >= until) {
       timed_out = true;
       break;
     }
   }
   /* The command ended (or its time is up): nothing it started may outlive it. */
-  kill_descendants(self, child, &status, &done);
-  if (!done)
-    waitpid(child, &status, 0);
+  command_finish(&child);
   if (timed_out) {
-    send_reply(conn, DOCKER_AGENT_TIMED_OUT, 0, 0);
-  } else if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    send_reply(conn, DOCKER_AGENT_EXITED, 128 + sig, sig);
+    send_reply(conn, EXEC_WIRE_TIMED_OUT, 0, 0);
+  } else if (WIFSIGNALED(child.status)) {
+    int sig = WTERMSIG(child.status);
+    send_reply(conn, EXEC_WIRE_EXITED, 128 + sig, sig);
   } else {
-    send_reply(conn, DOCKER_AGENT_EXITED, WIFEXITED(status) ? WEXITSTATUS(status) : 126, 0);
+    send_reply(conn, EXEC_WIRE_EXITED, WIFEXITED(child.status) ? WEXITSTATUS(child.status) : 126,
+               0);
   }
   return 0;
 }
@@ -908,7 +835,7 @@ static int init_main(void) {
         if (pid > 0)
           monitors_add(&monitors, pid);
         else /* at the pids limit, say so rather than hang up without a word */
-          send_reply(conn, DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_SETUP, errno);
+          send_reply(conn, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_SETUP, errno);
         close(conn);
       }
     }

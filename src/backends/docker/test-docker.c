@@ -1,7 +1,7 @@
 /* The docker backend's pure parts, without a daemon: the HTTP head parser, the multiplexed
  * stream demultiplexer, bounded captures and the status trailer, DOCKER_HOST parsing, the
- * container and exec configurations, the path policy resolution, and the exec agent's wire
- * protocol (its reply parser is the host's one parser of bytes from inside the container).
+ * container and exec configurations, the path policy resolution, and the exec agent's use of
+ * the shared exec wire format (exec/wire.h, tested in tests/unit/test-exec-wire.c).
  * (Registered from tests/conformance/meson.build; belongs in tests/unit/ once that list takes it.)
  */
 #include <errno.h>
@@ -470,102 +470,50 @@ static void test_paths(void **state) {
 
 /* ---- the exec agent's protocol -------------------------------------------------------------- */
 
-static void test_agent_request_roundtrip(void **state) {
+/* The agent's use of the shared format (tested once in tests/unit/test-exec-wire.c): its magic
+ * numbers, the timeout it carries, and the replies only it sends. */
+static void test_agent_request(void **state) {
   const char *argv[] = {"sh", "-c", "echo hi", NULL};
   const char *envp[] = {"PATH=/bin", "HOME=/workspace", NULL};
   unsigned char *buf = NULL;
   size_t len = 0;
   struct cordon_error *err = NULL;
-  assert_int_equal(docker_agent_request_encode("/workspace", argv, envp, 1500, &buf, &len, &err),
-                   0);
-  struct docker_agent_request_header h;
+  assert_int_equal(
+      exec_wire_encode(&docker_agent_protocol, "/workspace", argv, envp, 1500, &buf, &len, &err),
+      0);
+  assert_memory_equal(buf, "CDA1", 4); /* docs/formats.md */
+  struct exec_wire_header h;
   memcpy(&h, buf, sizeof(h));
-  struct docker_agent_request r;
-  assert_int_equal(docker_agent_request_decode(&h, buf + sizeof(h), &r, &err), 0);
-  assert_string_equal(r.cwd, "/workspace");
+  struct exec_wire_request r;
+  assert_int_equal(exec_wire_decode(&docker_agent_protocol, &h, buf + sizeof(h), &r, &err), 0);
   assert_string_equal(r.argv[2], "echo hi");
-  assert_null(r.argv[3]);
-  assert_string_equal(r.envp[1], "HOME=/workspace");
-  assert_null(r.envp[2]);
   assert_int_equal(r.timeout_ms, 1500);
-  docker_agent_request_clear(&r);
-
-  /* Hostile requests (a connection from inside the container): counts that do not match the
-   * strings, an unterminated payload, a relative cwd. */
-  h.argc = 9;
-  assert_true(docker_agent_request_decode(&h, buf + sizeof(h), &r, &err) < 0);
+  exec_wire_request_clear(&r);
+  /* Another magic (another protocol's request) is refused. */
+  h.magic = 0x314e4443u; /* "CDN1", the ns holder's */
+  assert_true(exec_wire_decode(&docker_agent_protocol, &h, buf + sizeof(h), &r, &err) < 0);
   cordon_error_free(err);
-  err = NULL;
-  memcpy(&h, buf, sizeof(h));
-  buf[len - 1] = 'x';
-  assert_true(docker_agent_request_decode(&h, buf + sizeof(h), &r, &err) < 0);
-  assert_non_null(strstr(err->message, "unterminated"));
-  cordon_error_free(err);
-  err = NULL;
-  h.length = DOCKER_AGENT_MAX_PAYLOAD + 1;
-  assert_true(docker_agent_request_check_header(&h, &err) < 0);
-  cordon_error_free(err);
-  err = NULL;
   free(buf);
-  assert_true(docker_agent_request_encode("relative", argv, envp, 0, &buf, &len, &err) < 0);
-  cordon_error_free(err);
 }
 
-static void expect_bad_reply(const void *bytes, size_t length, const char *needle) {
-  struct docker_agent_reply r;
+static int parse_agent_reply(uint32_t magic, uint32_t type, int32_t a, int32_t b) {
+  struct exec_wire_reply in = {.magic = magic, .type = type, .a = a, .b = b}, out;
   struct cordon_error *err = NULL;
-  assert_true(docker_agent_reply_parse(bytes, length, &r, &err) < 0);
-  assert_non_null(err);
-  assert_null(strchr(err->message, '\n')); /* one line */
-  if (!strstr(err->message, needle))
-    fail_msg("'%s' does not mention '%s'", err->message, needle);
-  assert_int_equal(r.type, 0); /* nothing half-filled for the caller to trust */
+  int r =
+      exec_wire_reply_parse(&docker_agent_protocol, (unsigned char *)&in, sizeof(in), &out, &err);
   cordon_error_free(err);
+  return r;
 }
 
-static void test_agent_reply_parse(void **state) {
-  struct docker_agent_reply r, in;
-  struct cordon_error *err = NULL;
-  in = docker_agent_reply_make(DOCKER_AGENT_EXITED, 7, 0);
-  assert_int_equal(docker_agent_reply_parse((unsigned char *)&in, sizeof(in), &r, &err), 0);
-  assert_int_equal(r.type, DOCKER_AGENT_EXITED);
-  assert_int_equal(r.a, 7);
-  in = docker_agent_reply_make(DOCKER_AGENT_EXITED, 137, 9);
-  assert_int_equal(docker_agent_reply_parse((unsigned char *)&in, sizeof(in), &r, &err), 0);
-  in = docker_agent_reply_make(DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_CHDIR, ENOENT);
-  assert_int_equal(docker_agent_reply_parse((unsigned char *)&in, sizeof(in), &r, &err), 0);
-  in = docker_agent_reply_make(DOCKER_AGENT_RUNNING, 0, 0);
-  assert_int_equal(docker_agent_reply_parse((unsigned char *)&in, sizeof(in), &r, &err), 0);
-  in = docker_agent_reply_make(DOCKER_AGENT_TIMED_OUT, 0, 0);
-  assert_int_equal(docker_agent_reply_parse((unsigned char *)&in, sizeof(in), &r, &err), 0);
-
-  /* Truncated, too long, wrong magic, unknown type. */
-  expect_bad_reply(&in, 0, "0 bytes instead of 16");
-  expect_bad_reply(&in, 9, "9 bytes instead of 16");
-  unsigned char big[64] = {0};
-  memcpy(big, &in, sizeof(in));
-  expect_bad_reply(big, sizeof(big), "64 bytes");
-  expect_bad_reply("HTTP/1.1 400 Bad", 16, "bad magic");
-  in = docker_agent_reply_make((enum docker_agent_reply_type)'Z', 0, 0);
-  expect_bad_reply(&in, sizeof(in), "unknown type");
-  /* Values out of range: an exit code past 255, a negative one, a signal that does not match
-   * the code, a huge errno, an unknown stage, a running reply carrying values. */
-  in = docker_agent_reply_make(DOCKER_AGENT_EXITED, 256, 0);
-  expect_bad_reply(&in, sizeof(in), "out of range");
-  in = docker_agent_reply_make(DOCKER_AGENT_EXITED, -1, 0);
-  expect_bad_reply(&in, sizeof(in), "out of range");
-  in = docker_agent_reply_make(DOCKER_AGENT_EXITED, 0, 9);
-  expect_bad_reply(&in, sizeof(in), "out of range");
-  in = docker_agent_reply_make(DOCKER_AGENT_EXITED, 128 + 99, 99);
-  expect_bad_reply(&in, sizeof(in), "out of range");
-  in = docker_agent_reply_make(DOCKER_AGENT_FAILED, DOCKER_AGENT_STAGE_CHDIR, 1 << 30);
-  expect_bad_reply(&in, sizeof(in), "out of range");
-  in = docker_agent_reply_make(DOCKER_AGENT_FAILED, 42, 0);
-  expect_bad_reply(&in, sizeof(in), "out of range");
-  in = docker_agent_reply_make(DOCKER_AGENT_RUNNING, 1, 0);
-  expect_bad_reply(&in, sizeof(in), "out of range");
-  in = docker_agent_reply_make(DOCKER_AGENT_EXITED, INT32_MIN, INT32_MIN);
-  expect_bad_reply(&in, sizeof(in), "out of range");
+static void test_agent_replies(void **state) {
+  const uint32_t m = DOCKER_AGENT_REPLY_MAGIC;
+  assert_memory_equal(&m, "CDR1", 4);
+  assert_int_equal(parse_agent_reply(m, EXEC_WIRE_TIMED_OUT, 0, 0), 0);
+  assert_int_equal(parse_agent_reply(m, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_NO_SECCOMP, 0), 0);
+  assert_int_equal(parse_agent_reply(m, EXEC_WIRE_EXITED, 137, 9), 0);
+  assert_true(parse_agent_reply(m, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_NO_SECCOMP + 1, 0) < 0);
+  /* A request's magic where a reply's belongs. */
+  assert_true(parse_agent_reply(DOCKER_AGENT_REQUEST_MAGIC, EXEC_WIRE_EXITED, 0, 0) < 0);
 }
 
 int main(void) {
@@ -582,8 +530,8 @@ int main(void) {
       cmocka_unit_test(test_container_config),
       cmocka_unit_test(test_network_mode),
       cmocka_unit_test(test_paths),
-      cmocka_unit_test(test_agent_request_roundtrip),
-      cmocka_unit_test(test_agent_reply_parse),
+      cmocka_unit_test(test_agent_request),
+      cmocka_unit_test(test_agent_replies),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

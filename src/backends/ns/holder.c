@@ -102,13 +102,8 @@ static void close_all_except(int *keep, size_t n) {
   syscall(SYS_close_range, from, ~0U, 0);
 }
 
-static int send_reply(int conn, uint32_t type, int32_t a, int32_t b) {
-  struct ns_reply r = {.type = type, .a = a, .b = b};
-  ssize_t n;
-  do
-    n = send(conn, &r, sizeof(r), MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  return n == (ssize_t)sizeof(r) ? 0 : -1;
+static int send_reply(int conn, enum exec_wire_reply_type type, int32_t a, int32_t b) {
+  return exec_wire_send_reply(conn, &ns_protocol, type, a, b);
 }
 
 /* Replace our command line (inherited from the caller, which may carry secrets such as
@@ -223,96 +218,10 @@ static int exec_search(const char *name, char *const *argv, char *const *envp) {
   return denied ? EACCES : (last == ENOTDIR || last == ELOOP ? ENOENT : last);
 }
 
-/* Read the request and its three stdio fds from the connection. */
-static int receive_request(int conn, int stdio[3], struct ns_request *req, unsigned char **payload,
-                           struct cordon_error **err) {
-  struct ns_request_header h;
-  union {
-    char buf[CMSG_SPACE(sizeof(int) * 3)];
-    struct cmsghdr align;
-  } control;
-  struct iovec iov = {.iov_base = &h, .iov_len = sizeof(h)};
-  struct msghdr msg = {
-      .msg_iov = &iov,
-      .msg_iovlen = 1,
-      .msg_control = control.buf,
-      .msg_controllen = sizeof(control.buf),
-  };
-  ssize_t n;
-  do
-    n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
-  if (n <= 0)
-    return cordon_error_set(err, CORDON_ERR_INVALID, n < 0 ? errno : 0, "no request");
-  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-      continue;
-    size_t nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < nfds; i++) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      if (i < 3 && stdio[i] < 0)
-        stdio[i] = fd;
-      else
-        close(fd);
-    }
-  }
-  if ((msg.msg_flags & MSG_CTRUNC) || stdio[0] < 0 || stdio[1] < 0 || stdio[2] < 0)
-    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "request without its three stdio fds");
-  size_t got = (size_t)n;
-  while (got < sizeof(h)) {
-    n = read(conn, (char *)&h + got, sizeof(h) - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return cordon_error_set(err, CORDON_ERR_INVALID, 0, "truncated request");
-    got += (size_t)n;
-  }
-  if (ns_request_check_header(&h, err) < 0)
-    return -1;
-  *payload = malloc(h.length);
-  if (!*payload)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "request");
-  got = 0;
-  while (got < h.length) {
-    n = read(conn, *payload + got, h.length - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return cordon_error_set(err, CORDON_ERR_INVALID, 0, "truncated request");
-    got += (size_t)n;
-  }
-  return ns_request_decode(&h, *payload, req, err);
-}
-
-static int send_fd(int sock, char tag, int fd) {
-  union {
-    char buf[CMSG_SPACE(sizeof(int))];
-    struct cmsghdr align;
-  } control;
-  memset(&control, 0, sizeof(control));
-  struct iovec iov = {.iov_base = &tag, .iov_len = 1};
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-  if (fd >= 0) {
-    msg.msg_control = control.buf;
-    msg.msg_controllen = sizeof(control.buf);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-  }
-  ssize_t n;
-  do
-    n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  return n == 1 ? 0 : -1;
-}
-
 /* Tell the client that the command could not start, then go (the worker, seeing us gone
  * without a connection, goes too). */
 static _Noreturn void command_fail(int conn, int stage, int errnum) {
-  send_reply(conn, NS_REPLY_FAILED, stage, errnum);
+  send_reply(conn, EXEC_WIRE_FAILED, stage, errnum);
   _exit(1);
 }
 
@@ -346,12 +255,12 @@ static _Noreturn void command_main(const struct ns_holder_config *cfg, int pair)
   }
   close(cfg->listen_fd);
 
-  int stdio[3] = {-1, -1, -1};
-  struct ns_request req = {0};
-  unsigned char *payload = NULL;
+  int stdio[EXEC_WIRE_STDIO_FDS];
+  struct exec_wire_request req;
   struct cordon_error *err = NULL;
-  if (receive_request(conn, stdio, &req, &payload, &err) < 0)
-    command_fail(conn, NS_STAGE_SETUP, err && err->errnum ? err->errnum : EPROTO);
+  if (exec_wire_receive_request(conn, &ns_protocol, EXEC_WIRE_REQUEST_TIMEOUT_MS, stdio, &req,
+                                &err) <= 0)
+    command_fail(conn, NS_STAGE_SETUP, err && err->errnum ? err->errnum : EINVAL);
   /* Move stdio above 2 first: one of them may sit on 0..2 and the dup2s would clobber it. */
   int moved[3];
   for (int i = 0; i < 3; i++) {
@@ -369,8 +278,9 @@ static _Noreturn void command_main(const struct ns_holder_config *cfg, int pair)
   /* Running: an exec failure from here on is the command's result (126/127), not cordon's.
    * The connection goes to the worker only now, when we no longer read from it: it wakes the
    * worker once, which then owns the exit status and the client's kill byte. */
-  send_reply(conn, NS_REPLY_RUNNING, 0, 0);
-  if (send_fd(pair, PAIR_CONNECTION, conn) < 0)
+  send_reply(conn, EXEC_WIRE_RUNNING, 0, 0);
+  char tag = PAIR_CONNECTION;
+  if (exec_wire_send_with_fds(pair, &tag, 1, &conn, 1) < 0)
     _exit(1); /* no worker to report our status: the client sees EOF instead */
   sigset_t none;
   sigemptyset(&none);
@@ -563,9 +473,9 @@ static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_f
   if (!client_gone) {
     int st = w.status;
     if (WIFSIGNALED(st))
-      send_reply(w.conn, NS_REPLY_EXITED, 128 + WTERMSIG(st), WTERMSIG(st));
+      send_reply(w.conn, EXEC_WIRE_EXITED, 128 + WTERMSIG(st), WTERMSIG(st));
     else
-      send_reply(w.conn, NS_REPLY_EXITED, WEXITSTATUS(st), 0);
+      send_reply(w.conn, EXEC_WIRE_EXITED, WEXITSTATUS(st), 0);
   }
   /* Done: now the holder may prepare a replacement, off this exec's critical path. */
   me = -me;

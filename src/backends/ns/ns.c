@@ -1096,80 +1096,33 @@ static int connect_holder(struct ns_impl *impl, struct cordon_error **err) {
   return fd;
 }
 
-static int read_reply(int fd, struct ns_reply *reply, int timeout_ms) {
-  size_t got = 0;
-  while (got < sizeof(*reply)) {
-    if (timeout_ms >= 0) {
-      struct pollfd pfd = {.fd = fd, .events = POLLIN};
-      int ready = poll(&pfd, 1, timeout_ms);
-      if (ready < 0 && errno == EINTR)
-        continue;
-      if (ready == 0) {
-        errno = ETIMEDOUT;
-        return -1;
-      }
-    }
-    ssize_t n = recv(fd, (char *)reply + got, sizeof(*reply) - got, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      if (n == 0)
-        errno = EPIPE;
-      return -1;
-    }
-    got += (size_t)n;
-  }
-  return 0;
-}
-
 static int launch_start(void *data, const struct exec_spec *spec, const int stdio_fds[3],
                         int *exit_fd, struct cordon_error **err) {
   struct ns_launch *l = data;
   _cleanup_free_ unsigned char *buf = NULL;
   size_t len = 0;
   static const char *const empty[] = {NULL};
-  if (ns_request_encode(spec->cwd, spec->argv, spec->envp ? spec->envp : empty, &buf, &len, err) <
-      0)
+  /* No timeout in the request: the runner keeps time here and sends the kill byte. */
+  if (exec_wire_encode(&ns_protocol, spec->cwd, spec->argv, spec->envp ? spec->envp : empty, 0,
+                       &buf, &len, err) < 0)
     return -1;
   l->conn = connect_holder(l->impl, err);
   if (l->conn < 0)
     return -1;
-  union {
-    char buf[CMSG_SPACE(sizeof(int) * 3)];
-    struct cmsghdr align;
-  } control;
-  memset(&control, 0, sizeof(control));
-  struct iovec iov = {.iov_base = buf, .iov_len = len};
-  struct msghdr msg = {
-      .msg_iov = &iov,
-      .msg_iovlen = 1,
-      .msg_control = control.buf,
-      .msg_controllen = sizeof(control.buf),
-  };
-  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int) * 3);
-  memcpy(CMSG_DATA(cm), stdio_fds, sizeof(int) * 3);
-  size_t sent = 0;
-  while (sent < len) {
-    ssize_t n = sendmsg(l->conn, &msg, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot send the exec request");
-    sent += (size_t)n;
-    iov.iov_base = buf + sent;
-    iov.iov_len = len - sent;
-    msg.msg_control = NULL; /* the fds travel once, with the first bytes */
-    msg.msg_controllen = 0;
-  }
-  struct ns_reply reply;
-  if (read_reply(l->conn, &reply, START_TIMEOUT_MS) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
+  if (exec_wire_send_with_fds(l->conn, buf, len, stdio_fds, EXEC_WIRE_STDIO_FDS) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot send the exec request");
+  struct exec_wire_reply reply;
+  int r = exec_wire_read_reply(l->conn, &ns_protocol, START_TIMEOUT_MS, &reply, err);
+  if (r <= 0) {
+    l->ended = true;
+    if (r < 0)
+      return cordon_error_prefix(err, "the sandbox did not start %s (holder pid %d)", spec->argv[0],
+                                 (int)l->impl->holder_pid);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EPIPE,
                             "the sandbox did not start %s (holder pid %d)", spec->argv[0],
                             (int)l->impl->holder_pid);
-  if (reply.type == NS_REPLY_FAILED) {
+  }
+  if (reply.type == EXEC_WIRE_FAILED) {
     l->ended = true;
     if (reply.a == NS_STAGE_CHDIR)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b, "cannot run %s in %s", spec->argv[0],
@@ -1177,9 +1130,9 @@ static int launch_start(void *data, const struct exec_spec *spec, const int stdi
     return cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b, "the sandbox could not set up %s",
                             spec->argv[0]);
   }
-  if (reply.type != NS_REPLY_RUNNING)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO, "unexpected reply %u from the sandbox",
-                            reply.type);
+  if (reply.type != EXEC_WIRE_RUNNING)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO,
+                            "unexpected reply '%c' from the sandbox", (char)reply.type);
   *exit_fd = fcntl(l->conn, F_DUPFD_CLOEXEC, 3);
   if (*exit_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "dup");
@@ -1188,11 +1141,13 @@ static int launch_start(void *data, const struct exec_spec *spec, const int stdi
 
 static int launch_reap(void *data, int *exit_code, int *term_signal, struct cordon_error **err) {
   struct ns_launch *l = data;
-  struct ns_reply reply;
-  int r = read_reply(l->conn, &reply, -1);
+  struct exec_wire_reply reply;
+  int r = exec_wire_read_reply(l->conn, &ns_protocol, -1, &reply, err);
   l->ended = true;
-  if (r < 0 || reply.type != NS_REPLY_EXITED)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, r < 0 ? errno : EPROTO,
+  if (r < 0)
+    return -1;
+  if (r == 0 || reply.type != EXEC_WIRE_EXITED)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, r == 0 ? EPIPE : EPROTO,
                             "the sandbox ended the command without a status (was the session "
                             "destroyed?)");
   *exit_code = reply.a;
@@ -1204,8 +1159,7 @@ static void launch_kill_tree(void *data) {
   struct ns_launch *l = data;
   if (l->conn < 0 || l->ended)
     return; /* after the status, the holder has already removed the tree */
-  char byte = NS_KILL_BYTE;
-  (void)!send(l->conn, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  exec_wire_send_kill(l->conn);
 }
 
 static void launch_cleanup(void *data) {
