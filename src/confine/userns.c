@@ -41,31 +41,25 @@ int confine_userns_write_maps(pid_t pid, uid_t inner_uid, uid_t outer_uid, gid_t
   return 0;
 }
 
-/* The child only has to exist until its namespace is opened: it waits for the pipe to close.
- * It shares our memory (CLONE_VM), so it makes raw system calls only. */
+/* The child only has to exist until its namespace is opened; then it is killed. It shares our
+ * memory (CLONE_VM), so it makes raw system calls only. It waits for nothing we could fail to
+ * deliver: an end-of-file on a pipe would never come while another thread's helper, cloned at
+ * the same moment, held a copy of the write end (each would wait for the other). */
 __attribute__((no_sanitize("address", "undefined"))) static int idmap_child(void *arg) {
-  const int *fds = arg;
-  char c;
-  syscall(SYS_close, fds[1]); /* our copy of the write end, or the read would never see EOF */
-  syscall(SYS_read, fds[0], &c, 1);
-  syscall(SYS_exit, 0);
+  (void)arg;
+  for (;;)
+    syscall(SYS_pause);
   return 0;
 }
 
 int confine_userns_idmap_fd(uid_t from_uid, uid_t to_uid, gid_t from_gid, gid_t to_gid,
                             struct cordon_error **err) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
-  _cleanup_close_ int wait_read = p[0];
-  _cleanup_close_ int wait_write = p[1];
   const size_t stack_size = 16384;
   _cleanup_free_ char *stack = malloc(stack_size);
   if (!stack)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "id-map namespace");
   /* CLONE_VM: no page tables to copy, so this costs a few microseconds. */
-  int fds[2] = {wait_read, wait_write};
-  pid_t pid = clone(idmap_child, stack + stack_size, CLONE_NEWUSER | CLONE_VM | SIGCHLD, fds);
+  pid_t pid = clone(idmap_child, stack + stack_size, CLONE_NEWUSER | CLONE_VM | SIGCHLD, NULL);
   if (pid < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
                             "cannot create a user namespace for the id-mapped workspace");
@@ -85,7 +79,7 @@ int confine_userns_idmap_fd(uid_t from_uid, uid_t to_uid, gid_t from_gid, gid_t 
     if (fd < 0)
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", path);
   }
-  close(steal_fd(&wait_write));
+  kill(pid, SIGKILL);
   while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
     ;
   return r < 0 ? -1 : fd;

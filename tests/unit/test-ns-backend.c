@@ -417,6 +417,73 @@ static void test_threaded_caller(void **state) {
   pthread_join(t, NULL);
 }
 
+/* One-shot sandboxes started from several threads at once, each on a workspace of its own (so
+ * each also makes the throw-away user namespace of an id-mapped mount): every thread's
+ * processes are cloned while the others hold fresh pipes, and none may wait on a copy another
+ * thread's child holds (a deadlock once, between two id-map helpers: the test then hangs until
+ * meson's timeout fails it). */
+#define ONE_SHOT_THREADS 4
+#define ONE_SHOT_ROUNDS 15
+
+struct one_shot_thread {
+  char workspace[64];
+  int index;
+  int ok;
+};
+
+static void *one_shot_thread(void *arg) {
+  struct one_shot_thread *t = arg;
+  for (int round = 0; round < ONE_SHOT_ROUNDS; round++) {
+    struct cordon_manifest m = {.workspace = t->workspace, .one_shot = true, .ephemeral = true};
+    struct cordon_session *s = NULL;
+    struct cordon_error *err = NULL;
+    char script[64];
+    snprintf(script, sizeof(script), "echo %d-%d", t->index, round);
+    struct cordon_exec_request req = {.argv = ARGV("sh", "-c", script), .timeout = 20};
+    struct cordon_exec_result res;
+    if (cordon_session_create(ctx, ns, &m, &s, &err) < 0) {
+      cordon_error_free(err);
+      return NULL;
+    }
+    int r = cordon_session_exec(s, &req, &res, &err);
+    char want[80];
+    snprintf(want, sizeof(want), "%s\n", script + 5);
+    if (r == 0 && res.exit_code == 0 && strcmp((char *)res.stdout_data, want) == 0)
+      t->ok++;
+    if (r == 0)
+      cordon_exec_result_clear(&res);
+    /* A one-shot session runs one command. */
+    struct cordon_error *again = NULL;
+    if (cordon_session_exec(s, &req, &res, &again) == 0) {
+      cordon_exec_result_clear(&res);
+      t->ok = -1000;
+    }
+    cordon_error_free(again);
+    cordon_error_free(err);
+    err = NULL;
+    cordon_session_destroy(s, &err);
+    cordon_error_free(err);
+  }
+  return NULL;
+}
+
+static void test_concurrent_one_shot(void **state) {
+  struct one_shot_thread t[ONE_SHOT_THREADS];
+  pthread_t threads[ONE_SHOT_THREADS];
+  for (int i = 0; i < ONE_SHOT_THREADS; i++) {
+    t[i] = (struct one_shot_thread){.index = i};
+    snprintf(t[i].workspace, sizeof(t[i].workspace), "/tmp/cordon-one-shot-ws.XXXXXX");
+    assert_non_null(mkdtemp(t[i].workspace));
+    assert_int_equal(pthread_create(&threads[i], NULL, one_shot_thread, &t[i]), 0);
+  }
+  for (int i = 0; i < ONE_SHOT_THREADS; i++)
+    pthread_join(threads[i], NULL);
+  for (int i = 0; i < ONE_SHOT_THREADS; i++) {
+    assert_int_equal(t[i].ok, ONE_SHOT_ROUNDS);
+    rmdir(t[i].workspace);
+  }
+}
+
 /* Several execs at once in one session: each gets its own worker and command process (made on
  * demand when the idle one is taken), its own output and status. */
 struct concurrent_exec {
@@ -660,6 +727,7 @@ int main(void) {
       cmocka_unit_test(test_limits),
       cmocka_unit_test(test_threaded_caller),
       cmocka_unit_test(test_concurrent_execs),
+      cmocka_unit_test(test_concurrent_one_shot),
       cmocka_unit_test(test_fork_sessions),
       cmocka_unit_test(test_conformance_suite),
   };
