@@ -1056,11 +1056,7 @@ static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cord
     return -1;
   char id[CORDON_DIGEST_HEX_SIZE];
   /* The base's manifest plus what the upper layer changed. */
-  _cleanup_free_ char *upper = NULL;
-  if (asprintf(&upper, "%s/upper", s->state_dir) < 0)
-    upper = NULL;
-  int r = upper ? cordon_snapshot_take_overlay(cas, impl->from_snapshot, upper, &o, id, NULL, err)
-                : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
+  int r = cordon_snapshot_take_overlay(cas, impl->from_snapshot, upper_dir, &o, id, NULL, err);
   cordon_cas_close(cas);
   if (r < 0)
     return -1;
