@@ -169,6 +169,20 @@ static int sandbox_setup(const struct ns_holder_config *cfg, struct cordon_error
   return 0;
 }
 
+/* The end of pid 1's setup, in both forms: no core dumps, every capability dropped for good
+ * (whatever it starts is born with none, no_new_privs), and not dumpable, so nothing in the
+ * sandbox may read its memory or /proc/1/{exe,fd,cwd,root}. */
+static int sandbox_drop_privileges(struct cordon_error **err) {
+  static const struct confine_rlimits no_core = {0};
+  int r = confine_apply_rlimits(&no_core);
+  if (r == 0)
+    r = confine_drop_capabilities();
+  if (r < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, -r, "cannot drop capabilities");
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  return 0;
+}
+
 /* ---- the command ---------------------------------------------------------------------------- */
 
 /* Every exec is a pair: a worker, and its command process forked ahead of time. The command
@@ -689,15 +703,8 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
    * our memory or /proc/1/{exe,fd,cwd,root} either (not dumpable). The seccomp filter is not
    * ours: each command process attaches it before it accepts a request (the holder and its
    * workers need clone3, which the filter denies). */
-  static const struct confine_rlimits no_core = {0};
-  int r = confine_apply_rlimits(&no_core);
-  if (r == 0)
-    r = confine_drop_capabilities();
-  if (r < 0) {
-    cordon_error_set(&err, CORDON_ERR_SYSTEM, -r, "cannot drop capabilities");
+  if (sandbox_drop_privileges(&err) < 0)
     fail_setup(ready_fd, err);
-  }
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   report_send(ready_fd, 0, NULL);
   close(ready_fd);
   static struct holder h;
@@ -932,15 +939,8 @@ ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
     oneshot_fail(o, err);
   /* Nothing below needs a privilege: the command is born with none. Not dumpable, so nothing in
    * the sandbox may read this memory, which is also the caller's (its arguments included). */
-  static const struct confine_rlimits no_core = {0};
-  int r = confine_apply_rlimits(&no_core);
-  if (r == 0)
-    r = confine_drop_capabilities();
-  if (r < 0) {
-    cordon_error_set(&err, CORDON_ERR_SYSTEM, -r, "cannot drop capabilities");
+  if (sandbox_drop_privileges(&err) < 0)
     oneshot_fail(o, err);
-  }
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   int keep[] = {o->report[1], o->cmd->stdio[0], o->cmd->stdio[1], o->cmd->stdio[2]};
   close_all_except(keep, ARRAY_SIZE(keep));
   /* Returns once the command has exec'd or failed: it borrows this memory until then. */
