@@ -70,11 +70,14 @@ CORDON_API int cordon_cas_get_to_fd(struct cordon_cas *cas, const char *digest, 
 
 struct cordon_blob_info {
   uint64_t size;
+  char *location;  /* where it is stored, relative to the store: "ab/<digest>" for a blob of its
+                      own, "packs/<id>.pack" for one in a pack */
+  uint64_t offset; /* where its bytes start in that file (0 for a blob of its own) */
   bool has_sidecar;
   char *content_type; /* NULL without a sidecar */
   char *metadata;     /* compact JSON object text, NULL when none */
 };
-/* Size and sidecar of a blob (not re-hashed). */
+/* Size, location and sidecar of a blob (not re-hashed). */
 CORDON_API int cordon_cas_info(struct cordon_cas *cas, const char *digest,
                                struct cordon_blob_info *info, struct cordon_error **err);
 CORDON_API void cordon_blob_info_clear(struct cordon_blob_info *info);
@@ -85,7 +88,8 @@ struct cordon_cas_problem {
 };
 
 struct cordon_cas_verify_report {
-  uint64_t blobs;
+  uint64_t blobs; /* stored copies re-hashed: blobs of their own and blobs in packs */
+  uint64_t packs;
   uint64_t bytes;
   uint64_t sidecars;
   uint64_t temporaries; /* leftovers of interrupted writes in <store>/tmp (harmless; gc removes) */

@@ -1,4 +1,4 @@
-/* `cordon cas ...`: the project's content-addressed store (put, get, verify, gc). */
+/* `cordon cas ...`: the project's content-addressed store (put, get, info, verify, gc). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -22,9 +22,14 @@ static const char cas_usage[] =
     "  put [FILE] [--type TYPE] [--meta JSON] [--json]\n"
     "                         store FILE (standard input without it), print its digest\n"
     "  get DIGEST [-o FILE]   write the blob, verified before the first byte, to stdout\n"
+    "  info DIGEST [--json]   size, where it is stored (its own file, or a pack and offset),\n"
+    "                         content type and metadata (not re-hashed)\n"
     "  verify [--json]        re-hash every blob and check every sidecar; exit 1 on problems\n"
     "  gc [--dry-run] [--json]\n"
     "                         remove blobs no snapshot, session or receipt references\n"
+    "\n"
+    "Blobs a snapshot stores are packed (.cordon/cas/packs) when smaller than 1 MiB; others,\n"
+    "and every `put`, get a file of their own (.cordon/cas/<2 hex>/<64 hex>).\n"
     "\n"
     "Exit codes: 0 ok, 1 failed (integrity errors included), 2 usage, 3 not found.\n";
 
@@ -143,6 +148,47 @@ static int cas_get(int argc, char **argv) {
   return code;
 }
 
+static int cas_info(int argc, char **argv) {
+  struct cas_args a;
+  int r = parse_args("cas info", argc, argv, &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  if (a.n != 1)
+    return cli_usage_error("cas info", "expected DIGEST");
+  if (!cordon_digest_valid(a.positional[0]))
+    return cli_usage_error("cas info", "'%s' is not a digest (64 lowercase hex digits)",
+                           a.positional[0]);
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct cordon_cas *cas = NULL;
+  struct cordon_blob_info info = {0};
+  int code = EXIT_OK;
+  if (cli_open_store(&ctx, &cas, &err) < 0 ||
+      cordon_cas_info(cas, a.positional[0], &info, &err) < 0) {
+    code = cli_fail(err);
+  } else if (a.json) {
+    json_t *doc =
+        json_pack("{s:s, s:I, s:s, s:I}", "digest", a.positional[0], "size", (json_int_t)info.size,
+                  "location", info.location, "offset", (json_int_t)info.offset);
+    if (doc && info.content_type)
+      json_object_set_new(doc, "content_type", json_string(info.content_type));
+    if (doc && info.metadata)
+      json_object_set_new(doc, "metadata", json_loads(info.metadata, 0, NULL));
+    cli_print_json(doc);
+  } else {
+    printf("size: %llu\nlocation: %s\noffset: %llu\n", (unsigned long long)info.size, info.location,
+           (unsigned long long)info.offset);
+    if (info.content_type)
+      printf("content type: %s\n", info.content_type);
+    if (info.metadata)
+      printf("metadata: %s\n", info.metadata);
+  }
+  cordon_blob_info_clear(&info);
+  cordon_cas_close(cas);
+  cordon_context_free(ctx);
+  return code;
+}
+
 static int cas_verify(int argc, char **argv) {
   struct cas_args a;
   int r = parse_args("cas verify", argc, argv, &a);
@@ -169,15 +215,16 @@ static int cas_verify(int argc, char **argv) {
       for (size_t i = 0; i < rep.n_problems; i++)
         json_array_append_new(problems, json_pack("{s:s, s:s}", "object", rep.problems[i].object,
                                                   "message", rep.problems[i].message));
-      cli_print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:o}", "ok", rep.n_problems == 0, "blobs",
-                               (json_int_t)rep.blobs, "bytes", (json_int_t)rep.bytes, "sidecars",
-                               (json_int_t)rep.sidecars, "temporaries", (json_int_t)rep.temporaries,
-                               "problems", problems));
+      cli_print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:o}", "ok", rep.n_problems == 0,
+                               "blobs", (json_int_t)rep.blobs, "packs", (json_int_t)rep.packs,
+                               "bytes", (json_int_t)rep.bytes, "sidecars", (json_int_t)rep.sidecars,
+                               "temporaries", (json_int_t)rep.temporaries, "problems", problems));
     } else {
       for (size_t i = 0; i < rep.n_problems; i++)
         printf("%s: %s\n", rep.problems[i].object, rep.problems[i].message);
-      printf("%llu blobs (%llu bytes), %llu sidecars: %s\n", (unsigned long long)rep.blobs,
-             (unsigned long long)rep.bytes, (unsigned long long)rep.sidecars,
+      printf("%llu blobs (%llu bytes, %llu packs), %llu sidecars: %s\n",
+             (unsigned long long)rep.blobs, (unsigned long long)rep.bytes,
+             (unsigned long long)rep.packs, (unsigned long long)rep.sidecars,
              rep.n_problems ? "PROBLEMS FOUND" : "ok");
     }
     if (rep.n_problems)
@@ -242,7 +289,11 @@ int cmd_cas(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*fn)(int, char **);
-  } subs[] = {{"put", cas_put}, {"get", cas_get}, {"verify", cas_verify}, {"gc", cas_gc}};
+  } subs[] = {{"put", cas_put},
+              {"get", cas_get},
+              {"info", cas_info},
+              {"verify", cas_verify},
+              {"gc", cas_gc}};
   for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
     if (!strcmp(sub, subs[i].name))
       return subs[i].fn(argc - 1, argv + 1);

@@ -421,30 +421,29 @@ static void check_blob(struct cordon_cas *cas, struct cas_hasher *h, unsigned ch
     b->message = strdup("not a digest");
     return;
   }
-  struct stat st;
+  struct cas_blob blob;
   struct cordon_error *e = NULL;
-  _cleanup_close_ int fd = cas_open_blob(cas, want, &st, &e);
-  if (fd < 0) {
+  if (cas_blob_open(cas, want, &blob, &e) < 0) {
     b->state = e && e->kind == CORDON_ERR_NOT_FOUND ? BLOB_ABSENT : BLOB_UNREADABLE;
     b->message = strdup(e && e->message ? e->message : "cannot open");
     cordon_error_free(e);
     return;
   }
   if (cas_hasher_init(h) < 0) {
+    cas_blob_close(&blob);
     b->state = BLOB_UNREADABLE;
     b->message = strdup("out of memory");
     return;
   }
   for (;;) {
-    ssize_t n = read(fd, buf, READ_BUFFER);
-    if (n < 0 && errno == EINTR)
-      continue;
+    ssize_t n = cas_blob_read(&blob, buf, READ_BUFFER, b->bytes);
     if (n < 0) {
       char *m = NULL;
       b->state = BLOB_UNREADABLE;
       if (asprintf(&m, "blob %s: read: %s", b->digest, strerror(errno)) >= 0)
         b->message = m;
       cas_hasher_final(h, got);
+      cas_blob_close(&blob);
       return;
     }
     if (n == 0)
@@ -452,6 +451,7 @@ static void check_blob(struct cordon_cas *cas, struct cas_hasher *h, unsigned ch
     cas_hasher_update(h, buf, (size_t)n);
     b->bytes += (uint64_t)n;
   }
+  cas_blob_close(&blob);
   cas_hasher_final(h, got);
   if (memcmp(want, got, CAS_DIGEST_LEN) != 0) {
     struct cordon_error *ie = NULL;
@@ -682,6 +682,8 @@ int cordon_receipt_verify(struct cordon_cas *cas, const char *document, size_t l
                           struct cordon_error **err) {
   memset(r, 0, sizeof(*r));
   r->verdict = CORDON_VERDICT_VERIFIED;
+  if (cas) /* judge the packs on disk now */
+    cas_packs_refresh(cas, NULL);
   struct cordon_document_check check;
   if (cordon_document_verify(document, length, expected_kid, &check, err) < 0)
     return -1;

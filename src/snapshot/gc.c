@@ -138,10 +138,9 @@ static void scan_project(struct cordon_context *ctx, const char *sub, struct dig
 static int mark(struct cordon_cas *cas, const unsigned char d[CAS_DIGEST_LEN],
                 struct digest_set *live, struct cordon_error **err) {
   set_add(live, d);
-  struct stat st;
+  struct cas_blob blob;
   struct cordon_error *open_err = NULL;
-  int fd = cas_open_blob(cas, d, &st, &open_err);
-  if (fd < 0) {
+  if (cas_blob_open(cas, d, &blob, &open_err) < 0) {
     bool absent = open_err->kind == CORDON_ERR_NOT_FOUND;
     if (!absent && err && !*err)
       *err = open_err;
@@ -151,8 +150,8 @@ static int mark(struct cordon_cas *cas, const unsigned char d[CAS_DIGEST_LEN],
   }
   char head[sizeof(SNAP_MANIFEST_MAGIC)];
   size_t magic = strlen(SNAP_MANIFEST_MAGIC);
-  ssize_t n = pread(fd, head, magic, 0);
-  close(fd);
+  ssize_t n = cas_blob_read(&blob, head, magic, 0);
+  cas_blob_close(&blob);
   if (n != (ssize_t)magic || memcmp(head, SNAP_MANIFEST_MAGIC, magic) != 0)
     return 0;
   struct snap_manifest m;
@@ -171,6 +170,46 @@ static void wipe_statcache(struct cordon_cas *cas) {
   if (fs_remove_tree_at(cas->rootfd, CAS_STATCACHE_DIR, &ignored) == 0)
     mkdirat(cas->rootfd, CAS_STATCACHE_DIR, 0700);
   cordon_error_free(ignored);
+}
+
+/* The packs' part of gc: a pack whose blobs all live stays, one with none left is removed,
+ * others are rewritten with their live blobs only. */
+static int collect_packs(struct cordon_cas *cas, const struct digest_set *live, bool dry_run,
+                         struct cordon_cas_gc_report *report, struct cordon_error **err) {
+  struct cas_pack **packs = NULL;
+  size_t n = 0;
+  if (cas_packs_list(cas, &packs, &n, err) < 0)
+    return -1;
+  int r = 0;
+  for (size_t i = 0; i < n && r == 0; i++) {
+    struct cas_pack *p = packs[i];
+    bool *keep = calloc(p->count + 1, sizeof(bool));
+    if (!keep) {
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
+      break;
+    }
+    for (size_t j = 0; j < p->count && r == 0; j++) {
+      keep[j] = set_has(live, p->entries[j].digest);
+      if (keep[j]) {
+        report->kept++;
+        continue;
+      }
+      char hex[CAS_HEX_LEN + 1];
+      cas_hex(p->entries[j].digest, hex);
+      report->removed++;
+      report->removed_bytes += p->entries[j].length;
+      if (strv_push(&report->removed_digests, hex) < 0)
+        r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
+    }
+    if (r == 0 && !dry_run && cas_pack_rewrite(cas, p, keep, err) < 0) {
+      char hex[CAS_HEX_LEN + 1];
+      cas_hex(p->id, hex);
+      r = cordon_error_prefix(err, "gc: pack %s", hex);
+    }
+    free(keep);
+  }
+  free(packs);
+  return r;
 }
 
 int cordon_cas_gc(struct cordon_context *ctx, struct cordon_cas *cas, bool dry_run,
@@ -239,6 +278,8 @@ int cordon_cas_gc(struct cordon_context *ctx, struct cordon_cas *cas, bool dry_r
       goto out;
     }
   }
+  if (collect_packs(cas, &live, dry_run, report, err) < 0)
+    goto out;
   if (!dry_run) {
     if (cas_clean_tmp(cas, NULL, err) < 0)
       goto out;

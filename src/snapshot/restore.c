@@ -109,13 +109,23 @@ static void add_progress(struct restore_worker *w, uint64_t bytes) {
   p->update(p->data, "restore", __atomic_load_n(&r->done_bytes, __ATOMIC_RELAXED), r->total_bytes);
 }
 
+static int restore_blob(struct restore_worker *w, int pfd, const char *name,
+                        const struct snap_entry *e, const struct cas_blob *in);
+
 static int restore_file(struct restore_worker *w, int pfd, const char *name,
                         const struct snap_entry *e) {
   struct restore *r = w->r;
-  struct stat st;
-  _cleanup_close_ int in = cas_open_blob(r->cas, e->digest, &st, &w->err);
-  if (in < 0)
+  struct cas_blob in;
+  if (cas_blob_open(r->cas, e->digest, &in, &w->err) < 0)
     return cordon_error_prefix(&w->err, "restore %s", e->path);
+  int result = restore_blob(w, pfd, name, e, &in);
+  cas_blob_close(&in);
+  return result;
+}
+
+static int restore_blob(struct restore_worker *w, int pfd, const char *name,
+                        const struct snap_entry *e, const struct cas_blob *in) {
+  struct restore *r = w->r;
   unsigned mode = e->mode;
   if (!r->o->keep_setid)
     mode &= ~(unsigned)(S_ISUID | S_ISGID);
@@ -129,12 +139,10 @@ static int restore_file(struct restore_worker *w, int pfd, const char *name,
   if (cas_hasher_init(&w->hasher) < 0)
     return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, ENOMEM, "restore %s", e->path);
   uint64_t size = 0, unreported = 0;
-  /* Stop at the size fstat gave rather than reading on to end of file: one read per small file
+  /* Stop at the blob's size rather than reading on to end of file: one read per small file
    * instead of two. What was copied is what is verified, whatever the blob's true length. */
-  while (size < (uint64_t)st.st_size) {
-    ssize_t n = read(in, w->buf, COPY_BUFFER);
-    if (n < 0 && errno == EINTR)
-      continue;
+  while (size < in->size) {
+    ssize_t n = cas_blob_read(in, w->buf, COPY_BUFFER, size);
     if (n < 0)
       return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "restore %s: read blob", e->path);
     if (n == 0)

@@ -33,6 +33,8 @@ int snap_load_manifest(struct cordon_cas *cas, const unsigned char id[CAS_DIGEST
   unsigned char *data = NULL;
   size_t len = 0;
   struct cordon_error *read_err = NULL;
+  /* A snapshot's reads see the packs on disk now, not the ones an earlier call loaded. */
+  cas_packs_refresh(cas, NULL);
   if (cas_read_verified(cas, id, SNAP_MANIFEST_MAX, &data, &len, &read_err) < 0) {
     int r;
     if (read_err->kind == CORDON_ERR_NOT_FOUND)

@@ -138,6 +138,37 @@ static void pax_record(struct snap_buf *b, const char *key, const char *value, s
   snap_buf_append(b, "\n", 1);
 }
 
+/* Copy a file's blob into the archive, hashing as it goes: stops with an integrity error when
+ * the bytes are not the manifest's (the archive is then left without its end marker). */
+static int export_blob(struct out_stream *o, const struct snap_entry *e,
+                       const struct cas_blob *blob, struct cas_hasher *h, unsigned char *buf,
+                       struct cordon_error **err) {
+  if (blob->size != e->size)
+    return cordon_error_set(
+        err, CORDON_ERR_INTEGRITY, 0,
+        "integrity error: blob for %s does not have the %llu bytes the manifest "
+        "records",
+        e->path, (unsigned long long)e->size);
+  if (cas_hasher_init(h) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "export");
+  uint64_t got = 0;
+  while (got < e->size) {
+    ssize_t n = cas_blob_read(blob, buf, IO_BUFFER, got);
+    if (n < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "read blob");
+    if (n == 0)
+      return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0, "integrity error: blob is truncated");
+    cas_hasher_update(h, buf, (size_t)n);
+    out_write(o, buf, (size_t)n);
+    got += (uint64_t)n;
+  }
+  unsigned char actual[CAS_DIGEST_LEN];
+  cas_hasher_final(h, actual);
+  if (memcmp(actual, e->digest, CAS_DIGEST_LEN) != 0)
+    return cas_integrity_error(err, e->digest, actual);
+  return 0;
+}
+
 static int export_entry(struct out_stream *o, struct cordon_cas *cas, const struct snap_entry *e,
                         unsigned char *buf, struct cas_hasher *h, struct cordon_error **err) {
   /* The name: "./" for the root, a trailing '/' for directories. */
@@ -215,44 +246,13 @@ static int export_entry(struct out_stream *o, struct cordon_cas *cas, const stru
   out_write(o, hdr, BLOCK);
   if (e->kind != SNAP_FILE)
     return 0;
-  struct stat st;
-  _cleanup_close_ int fd = cas_open_blob(cas, e->digest, &st, err);
-  if (fd < 0)
+  struct cas_blob blob;
+  if (cas_blob_open(cas, e->digest, &blob, err) < 0)
     return cordon_error_prefix(err, "export %s", e->path);
-  if (cas_hasher_init(h) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "export");
-  uint64_t got = 0;
-  while (got < e->size) {
-    size_t want = e->size - got < IO_BUFFER ? (size_t)(e->size - got) : IO_BUFFER;
-    ssize_t n = read(fd, buf, want);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "export %s", e->path);
-    if (n == 0)
-      break;
-    cas_hasher_update(h, buf, (size_t)n);
-    out_write(o, buf, (size_t)n);
-    got += (uint64_t)n;
-  }
-  unsigned char extra;
-  ssize_t more = got == e->size ? read(fd, &extra, 1) : 0;
-  unsigned char actual[CAS_DIGEST_LEN];
-  if (more > 0) {
-    cas_hasher_update(h, &extra, 1);
-    got++;
-  }
-  cas_hasher_final(h, actual);
-  if (got != e->size || memcmp(actual, e->digest, CAS_DIGEST_LEN) != 0) {
-    if (memcmp(actual, e->digest, CAS_DIGEST_LEN) != 0 && got == e->size)
-      cas_integrity_error(err, e->digest, actual);
-    else
-      cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
-                       "integrity error: blob for %s does not have the %llu bytes the manifest "
-                       "records",
-                       e->path, (unsigned long long)e->size);
+  int r = export_blob(o, e, &blob, h, buf, err);
+  cas_blob_close(&blob);
+  if (r < 0)
     return cordon_error_prefix(err, "export %s", e->path);
-  }
   out_zeros(o, (BLOCK - e->size % BLOCK) % BLOCK);
   return 0;
 }

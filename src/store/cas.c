@@ -119,6 +119,7 @@ int cordon_cas_open(const char *dir, struct cordon_cas **out, struct cordon_erro
   if (!cas)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store %s", dir);
   cas->rootfd = cas->tmpfd = cas->lockfd = -1;
+  cas->packs.dirfd = -1;
   for (size_t i = 0; i < 256; i++)
     cas->shard[i] = -1;
   pthread_mutex_init(&cas->mu, NULL);
@@ -142,6 +143,8 @@ int cordon_cas_open(const char *dir, struct cordon_cas **out, struct cordon_erro
   close(refs);
   close(statcache);
   refs = statcache = -1;
+  if (cas_packs_open(cas, err) < 0)
+    goto fail;
   cas->lockfd = openat(cas->rootfd, CAS_LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (cas->lockfd < 0) {
     cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: lock file", dir);
@@ -196,6 +199,7 @@ void cordon_cas_close(struct cordon_cas *cas) {
     close(cas->tmpfd);
   if (cas->lockfd >= 0)
     close(cas->lockfd);
+  cas_packs_close(cas);
   pthread_mutex_destroy(&cas->mu);
   free(cas->dir);
   free(cas);
@@ -309,8 +313,10 @@ static int unreadable(struct cordon_error **err, const char *hex, const char *wh
                           "blob %s is unreadable: it is %s, not a regular file", hex, what);
 }
 
-int cas_open_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
-                  struct stat *st, struct cordon_error **err) {
+/* The loose blob <shard>/<hex>, opened safely: O_NOFOLLOW refuses a symlink, O_NONBLOCK keeps
+ * a FIFO from hanging the open; the type is then checked on the descriptor itself. */
+static int open_loose(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                      struct stat *st, struct cordon_error **err) {
   char hex[CAS_HEX_LEN + 1];
   cas_hex(digest, hex);
   int shard = cas_shard_fd(cas, digest[0], false, err);
@@ -318,8 +324,6 @@ int cas_open_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_
     return cordon_error_set(err, CORDON_ERR_NOT_FOUND, 0, "blob %s not found", hex);
   if (shard < 0)
     return cordon_error_prefix(err, "blob %s", hex);
-  /* O_NOFOLLOW refuses a symlink, O_NONBLOCK keeps a FIFO from hanging the open; the type is
-   * then checked on the descriptor itself. */
   int fd = cas_openat_noatime(shard, hex, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     if (errno == ENOENT)
@@ -338,8 +342,99 @@ int cas_open_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_
   return fd;
 }
 
+/* Give an error to the caller, unless it already has one or wants none. */
+static void hand_over(struct cordon_error **err, struct cordon_error *e) {
+  if (err && !*err)
+    *err = e;
+  else
+    cordon_error_free(e);
+}
+
+static bool find_packed(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                        struct cas_blob *b) {
+  if (!cas_packs_find(cas, digest, &b->fd, &b->offset, &b->size, b->pack))
+    return false;
+  b->owned = false;
+  b->packed = true;
+  return true;
+}
+
+int cas_blob_open(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                  struct cas_blob *b, struct cordon_error **err) {
+  memset(b, 0, sizeof(*b));
+  b->fd = -1;
+  /* Packs first: a lookup in memory, where most of a snapshot's blobs are. */
+  if (find_packed(cas, digest, b))
+    return 0;
+  struct stat st;
+  struct cordon_error *loose_err = NULL;
+  int fd = open_loose(cas, digest, &st, &loose_err);
+  if (fd >= 0) {
+    b->fd = fd;
+    b->owned = true;
+    b->size = (uint64_t)st.st_size;
+    return 0;
+  }
+  if (loose_err->kind != CORDON_ERR_NOT_FOUND) {
+    hand_over(err, loose_err);
+    return -1;
+  }
+  /* Not loose: perhaps in a pack another process published since the packs were read. */
+  struct cordon_error *scan_err = NULL;
+  if (cas_packs_refresh(cas, &scan_err) == 0 && find_packed(cas, digest, b)) {
+    cordon_error_free(loose_err);
+    return 0;
+  }
+  cordon_error_free(scan_err);
+  _cleanup_free_ char *problem = cas_packs_problem(cas);
+  if (problem) {
+    /* The blob may be in the pack that cannot be read: absence is not proven. */
+    char hex[CAS_HEX_LEN + 1];
+    cas_hex(digest, hex);
+    cordon_error_free(loose_err);
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0, "blob %s is unreadable: %s", hex,
+                            problem);
+  }
+  hand_over(err, loose_err);
+  return -1;
+}
+
+ssize_t cas_blob_read(const struct cas_blob *b, void *buf, size_t n, uint64_t pos) {
+  if (pos >= b->size)
+    return 0;
+  if (n > b->size - pos)
+    n = (size_t)(b->size - pos);
+  for (;;) {
+    ssize_t r = pread(b->fd, buf, n, (off_t)(b->offset + pos));
+    if (r < 0 && errno == EINTR)
+      continue;
+    return r;
+  }
+}
+
+void cas_blob_close(struct cas_blob *b) {
+  if (b->owned && b->fd >= 0)
+    close(b->fd);
+  b->fd = -1;
+  b->owned = false;
+}
+
+void cas_blob_location(const struct cas_blob *b, const unsigned char digest[CAS_DIGEST_LEN],
+                       char *out, size_t size) {
+  char hex[CAS_HEX_LEN + 1];
+  cas_hex(b->packed ? b->pack : digest, hex);
+  if (b->packed)
+    snprintf(out, size, "%s/%s%s", CAS_PACK_DIR, hex, CAS_PACK_SUFFIX);
+  else
+    snprintf(out, size, "%.2s/%s", hex, hex);
+}
+
 int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
                      uint64_t size) {
+  int fd;
+  uint64_t offset, length;
+  if (cas_packs_find(cas, digest, &fd, &offset, &length, NULL) && length == size)
+    return 1;
   int shard = cas_shard_fd(cas, digest[0], false, NULL);
   if (shard < 0)
     return 0;
@@ -353,21 +448,25 @@ int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGE
   return S_ISREG(st.st_mode) && (uint64_t)st.st_size == size;
 }
 
-int cas_read_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
-                      size_t max, unsigned char **data, size_t *length, struct cordon_error **err) {
-  struct stat st;
-  _cleanup_close_ int fd = cas_open_blob(cas, digest, &st, err);
-  if (fd < 0)
-    return -1;
+/* Read a whole blob into a new buffer and check it hashes to its digest. */
+static int read_blob_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                              const struct cas_blob *b, unsigned char **data, size_t *length,
+                              struct cordon_error **err) {
   char hex[CAS_HEX_LEN + 1];
   cas_hex(digest, hex);
-  if ((uint64_t)st.st_size > max)
-    return cordon_error_set(err, CORDON_ERR_INVALID, E2BIG, "blob %s is larger than %zu bytes", hex,
-                            max);
-  unsigned char *buf = NULL;
+  unsigned char *buf = malloc(b->size ? (size_t)b->size : 1);
+  if (!buf)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "blob %s", hex);
   size_t len = 0;
-  if (fs_read_fd(fd, max, &buf, &len, err) < 0)
-    return cordon_error_prefix(err, "blob %s", hex);
+  while (len < b->size) {
+    ssize_t n = cas_blob_read(b, buf + len, (size_t)b->size - len, len);
+    if (n <= 0) {
+      int e = n < 0 ? errno : EIO;
+      free(buf);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "blob %s: read", hex);
+    }
+    len += (size_t)n;
+  }
   unsigned char actual[CAS_DIGEST_LEN];
   if (cas_sha256(buf, len, actual) < 0) {
     free(buf);
@@ -377,45 +476,63 @@ int cas_read_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIG
     free(buf);
     return cas_integrity_error(err, digest, actual);
   }
+  (void)cas;
   *data = buf;
   *length = len;
   return 0;
 }
 
-static int parse_digest(const char *hex, unsigned char digest[CAS_DIGEST_LEN],
-                        struct cordon_error **err) {
+int cas_read_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                      size_t max, unsigned char **data, size_t *length, struct cordon_error **err) {
+  struct cas_blob b;
+  if (cas_blob_open(cas, digest, &b, err) < 0)
+    return -1;
+  int r;
+  if (b.size > max) {
+    char hex[CAS_HEX_LEN + 1];
+    cas_hex(digest, hex);
+    r = cordon_error_set(err, CORDON_ERR_INVALID, E2BIG, "blob %s is larger than %zu bytes", hex,
+                         max);
+  } else {
+    r = read_blob_verified(cas, digest, &b, data, length, err);
+  }
+  cas_blob_close(&b);
+  return r;
+}
+
+/* The digest of a public call; the packs on disk are looked at again, so that the call sees
+ * the store as it is now. */
+static int parse_digest(struct cordon_cas *cas, const char *hex,
+                        unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
   if (cas_unhex(hex, digest) < 0)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                             "'%s' is not a digest (64 lowercase hex digits)", hex ? hex : "");
+  cas_packs_refresh(cas, NULL);
   return 0;
 }
 
 int cordon_cas_has(struct cordon_cas *cas, const char *hex, struct cordon_error **err) {
   unsigned char digest[CAS_DIGEST_LEN];
-  if (parse_digest(hex, digest, err) < 0)
+  if (parse_digest(cas, hex, digest, err) < 0)
     return -1;
-  struct stat st;
+  struct cas_blob b;
   struct cordon_error *open_err = NULL;
-  int fd = cas_open_blob(cas, digest, &st, &open_err);
-  if (fd >= 0) {
-    close(fd);
+  if (cas_blob_open(cas, digest, &b, &open_err) == 0) {
+    cas_blob_close(&b);
     return 1;
   }
   if (open_err && open_err->kind == CORDON_ERR_NOT_FOUND) {
     cordon_error_free(open_err);
     return 0;
   }
-  if (err && !*err)
-    *err = open_err;
-  else
-    cordon_error_free(open_err);
+  hand_over(err, open_err);
   return -1;
 }
 
 int cordon_cas_get(struct cordon_cas *cas, const char *hex, size_t max, unsigned char **data,
                    size_t *length, struct cordon_error **err) {
   unsigned char digest[CAS_DIGEST_LEN];
-  if (parse_digest(hex, digest, err) < 0)
+  if (parse_digest(cas, hex, digest, err) < 0)
     return -1;
   return cas_read_verified(cas, digest, max, data, length, err);
 }
@@ -429,16 +546,28 @@ static int staging_fd(struct cordon_cas *cas, uint64_t size) {
   return openat(cas->tmpfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 }
 
+static int copy_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                         const char *hex, const struct cas_blob *b, int out,
+                         struct cordon_error **err);
+
 int cordon_cas_get_to_fd(struct cordon_cas *cas, const char *hex, int out,
                          struct cordon_error **err) {
   unsigned char digest[CAS_DIGEST_LEN];
-  if (parse_digest(hex, digest, err) < 0)
+  if (parse_digest(cas, hex, digest, err) < 0)
     return -1;
-  struct stat st;
-  _cleanup_close_ int fd = cas_open_blob(cas, digest, &st, err);
-  if (fd < 0)
+  struct cas_blob b;
+  if (cas_blob_open(cas, digest, &b, err) < 0)
     return -1;
-  _cleanup_close_ int stage = staging_fd(cas, (uint64_t)st.st_size);
+  int r = copy_verified(cas, digest, hex, &b, out, err);
+  cas_blob_close(&b);
+  return r;
+}
+
+/* get_to_fd's work: stage the blob's bytes while hashing them, then copy them out. */
+static int copy_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                         const char *hex, const struct cas_blob *b, int out,
+                         struct cordon_error **err) {
+  _cleanup_close_ int stage = staging_fd(cas, b->size);
   if (stage < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s: staging file", hex);
   _cleanup_free_ unsigned char *buf = malloc(COPY_BUFFER);
@@ -447,14 +576,15 @@ int cordon_cas_get_to_fd(struct cordon_cas *cas, const char *hex, int out,
     cas_hasher_free(&h);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "blob %s", hex);
   }
-  for (;;) {
-    ssize_t n = read_retry(fd, buf, COPY_BUFFER);
+  for (uint64_t pos = 0;;) {
+    ssize_t n = cas_blob_read(b, buf, COPY_BUFFER, pos);
     if (n < 0) {
       cas_hasher_free(&h);
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "blob %s", hex);
     }
     if (n == 0)
       break;
+    pos += (uint64_t)n;
     cas_hasher_update(&h, buf, (size_t)n);
     if (fs_write_all(stage, buf, (size_t)n) < 0) {
       cas_hasher_free(&h);
@@ -617,23 +747,31 @@ int cordon_cas_info(struct cordon_cas *cas, const char *hex, struct cordon_blob_
                     struct cordon_error **err) {
   memset(info, 0, sizeof(*info));
   unsigned char digest[CAS_DIGEST_LEN];
-  if (parse_digest(hex, digest, err) < 0)
+  if (parse_digest(cas, hex, digest, err) < 0)
     return -1;
-  struct stat st;
-  int fd = cas_open_blob(cas, digest, &st, err);
-  if (fd < 0)
+  struct cas_blob b;
+  if (cas_blob_open(cas, digest, &b, err) < 0)
     return -1;
-  close(fd);
-  info->size = (uint64_t)st.st_size;
+  info->size = b.size;
+  char where[CAS_HEX_LEN + 32];
+  cas_blob_location(&b, digest, where, sizeof(where));
+  info->location = strdup(where);
+  info->offset = b.offset;
+  cas_blob_close(&b);
+  if (!info->location)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "blob %s", hex);
   json_t *doc = NULL;
   int r = read_sidecar(cas, digest, &doc, err);
-  if (r < 0)
+  if (r < 0) {
+    cordon_blob_info_clear(info);
     return -1;
+  }
   if (r == 0)
     return 0;
   const char *why = sidecar_problem(doc, hex, info->size);
   if (why) {
     json_decref(doc);
+    cordon_blob_info_clear(info);
     return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0, "sidecar of %s: %s", hex, why);
   }
   info->has_sidecar = true;
@@ -650,6 +788,7 @@ int cordon_cas_info(struct cordon_cas *cas, const char *hex, struct cordon_blob_
 }
 
 void cordon_blob_info_clear(struct cordon_blob_info *info) {
+  free(info->location);
   free(info->content_type);
   free(info->metadata);
   memset(info, 0, sizeof(*info));
@@ -872,6 +1011,12 @@ struct cas_batch {
   unsigned char (*seen)[CAS_DIGEST_LEN];
   bool *seen_used;
   size_t seen_n, seen_cap;
+  /* Small blobs go to packs, one writer per thread that wants one at the same time. */
+  struct cas_pack_writer writers[8];
+  unsigned n_writers;
+  struct cas_pack_done *done; /* finished packs waiting for the commit (b->mu) */
+  size_t n_done, cap_done;
+  uint64_t n_packed; /* blobs staged in packs (b->mu) */
 };
 
 #define EARLY_SYNC_STEP ((uint64_t)48 << 20)
@@ -925,6 +1070,17 @@ int cas_batch_new(struct cordon_cas *cas, struct cas_batch **out, struct cordon_
   b->cas = cas;
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cv, NULL);
+  b->n_writers = cas_default_threads();
+  if (b->n_writers > ARRAY_SIZE(b->writers))
+    b->n_writers = ARRAY_SIZE(b->writers);
+  for (unsigned i = 0; i < b->n_writers; i++)
+    cas_pack_writer_init(&b->writers[i]);
+  /* Under the writer lock, gc cannot run: the packs seen now stay until the commit, so a blob
+   * found in one need not be written again. Packs gc removed before are forgotten here. */
+  if (cas_packs_refresh(cas, err) < 0) {
+    cas_batch_free(b);
+    return -1;
+  }
   *out = b;
   return 0;
 }
@@ -936,6 +1092,11 @@ void cas_batch_free(struct cas_batch *b) {
   for (size_t i = 0; i < b->n; i++)
     if (b->items[i].name[0])
       unlinkat(b->items[i].dir, b->items[i].name, 0);
+  for (unsigned i = 0; i < b->n_writers; i++)
+    cas_pack_writer_discard(b->cas, &b->writers[i]);
+  for (size_t i = 0; i < b->n_done; i++)
+    cas_pack_done_discard(b->cas, &b->done[i]);
+  free(b->done);
   cas_unlock_shared(b->cas);
   pthread_mutex_destroy(&b->mu);
   pthread_cond_destroy(&b->cv);
@@ -947,7 +1108,7 @@ void cas_batch_free(struct cas_batch *b) {
 
 uint64_t cas_batch_staged(struct cas_batch *b) {
   pthread_mutex_lock(&b->mu);
-  uint64_t n = b->n;
+  uint64_t n = b->n + b->n_packed;
   pthread_mutex_unlock(&b->mu);
   return n;
 }
@@ -1006,6 +1167,14 @@ static int batch_claim(struct cas_batch *b, const unsigned char digest[CAS_DIGES
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store batch");
   if (r == 0)
     return 0;
+  int fd;
+  uint64_t offset, length;
+  if (cas_packs_find(b->cas, digest, &fd, &offset, &length, NULL) && length == size)
+    return 0;
+  /* A blob that goes to a pack is not looked for among loose blobs: that would be a failed
+   * lookup per new file of a snapshot, to save the rare small blob a `cas put` also stored. */
+  if (size < CAS_PACK_BLOB_MAX)
+    return 1;
   return cas_blob_present(b->cas, digest, size) ? 0 : 1;
 }
 
@@ -1037,6 +1206,52 @@ bool cas_is_shard_temp(const char *name) {
   return !strncmp(name, CAS_SHARD_TEMP_PREFIX, strlen(CAS_SHARD_TEMP_PREFIX));
 }
 
+/* Keep a finished pack for the commit (or drop it on failure). */
+static int keep_done(struct cas_batch *b, struct cas_pack_done *done, struct cordon_error **err) {
+  if (done->fd < 0)
+    return 0;
+  pthread_mutex_lock(&b->mu);
+  if (b->n_done == b->cap_done) {
+    size_t cap = b->cap_done ? b->cap_done * 2 : 4;
+    struct cas_pack_done *grown = realloc(b->done, cap * sizeof(*grown));
+    if (!grown) {
+      pthread_mutex_unlock(&b->mu);
+      cas_pack_done_discard(b->cas, done);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store batch");
+    }
+    b->done = grown;
+    b->cap_done = cap;
+  }
+  b->done[b->n_done++] = *done;
+  pthread_mutex_unlock(&b->mu);
+  return 0;
+}
+
+/* Append a small blob to a pack: the first writer no other thread holds, else wait for one. */
+static int pack_blob(struct cas_batch *b, const void *data, size_t length,
+                     const unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
+  struct cas_pack_writer *w = NULL;
+  for (unsigned i = 0; i < b->n_writers && !w; i++)
+    if (pthread_mutex_trylock(&b->writers[i].mu) == 0)
+      w = &b->writers[i];
+  if (!w) {
+    w = &b->writers[digest[0] % b->n_writers];
+    pthread_mutex_lock(&w->mu);
+  }
+  int r = cas_pack_writer_append(b->cas, w, data, length, digest, err);
+  struct cas_pack_done done = {.fd = -1};
+  if (r == 0 && w->size >= CAS_PACK_ROLL)
+    r = cas_pack_writer_finish(b->cas, w, &done, err);
+  pthread_mutex_unlock(&w->mu);
+  if (r < 0 || keep_done(b, &done, err) < 0)
+    return -1;
+  pthread_mutex_lock(&b->mu);
+  flusher_account(b, length);
+  b->n_packed++;
+  pthread_mutex_unlock(&b->mu);
+  return 0;
+}
+
 int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
                          unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
   struct cordon_cas *cas = b->cas;
@@ -1045,6 +1260,8 @@ int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
   int claim = batch_claim(b, digest, length, err);
   if (claim <= 0)
     return claim;
+  if (length < CAS_PACK_BLOB_MAX)
+    return pack_blob(b, data, length, digest, err);
   int shard = cas_shard_fd(cas, digest[0], true, err);
   if (shard < 0)
     return -1;
@@ -1150,13 +1367,18 @@ static void *publish_worker(void *arg) {
 int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
   struct cordon_cas *cas = b->cas;
   flusher_stop(b);
-  if (b->n == 0) {
+  for (unsigned i = 0; i < b->n_writers; i++) {
+    struct cas_pack_done done;
+    if (cas_pack_writer_finish(cas, &b->writers[i], &done, err) < 0 || keep_done(b, &done, err) < 0)
+      return -1;
+  }
+  if (b->n == 0 && b->n_done == 0) {
     b->committed = true;
     return 0;
   }
   /* 1. Every staged byte durable before any name appears: a few files one by one, many with
    * one syncfs. */
-  if (b->n <= 16) {
+  if (b->n + b->n_done <= 16) {
     for (size_t i = 0; i < b->n; i++) {
       int fd = openat(b->items[i].dir, b->items[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
       int r = fd < 0 ? -1 : fdatasync(fd);
@@ -1166,10 +1388,17 @@ int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
       if (r < 0)
         return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: sync", cas->dir);
     }
+    for (size_t i = 0; i < b->n_done; i++)
+      if (fdatasync(b->done[i].fd) < 0)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
   } else if (syncfs(cas->tmpfd) < 0) {
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
   }
-  /* 2. Publish, on several threads when there is much to rename. */
+  /* 2. Publish: packs (each makes all its blobs visible at once), then loose blobs, on several
+   * threads when there are many to rename. */
+  for (size_t i = 0; i < b->n_done; i++)
+    if (cas_pack_publish(cas, &b->done[i], err) < 0)
+      return -1;
   bool dirty[256] = {false};
   size_t n_dirty = 0;
   for (size_t i = 0; i < b->n; i++) {
@@ -1202,6 +1431,8 @@ int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
     for (unsigned i = 0; i < 256; i++)
       if (dirty[i] && fsync(cas->shard[i]) < 0)
         return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
+    if (b->n_done && fsync(cas->packs.dirfd) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
   }
   b->committed = true;
   return 0;
@@ -1422,13 +1653,22 @@ int cas_clean_tmp(struct cordon_cas *cas, uint64_t *removed, struct cordon_error
   return 0;
 }
 
+/* One stored copy of a blob: loose (pack NULL) or a range of a pack. */
+struct verify_item {
+  unsigned char digest[CAS_DIGEST_LEN];
+  const struct cas_pack *pack;
+  uint64_t offset, length;
+};
+
 struct verify_state {
   struct cordon_cas *cas;
   struct cordon_cas_verify_report *report;
   pthread_mutex_t mu;
-  /* blobs and sidecars found while listing */
+  /* blobs and sidecars found while listing (blobs: loose ones, then every digest found) */
   unsigned char (*blobs)[CAS_DIGEST_LEN];
   size_t n_blobs, cap_blobs;
+  struct verify_item *items; /* every stored copy to re-hash */
+  size_t n_items, cap_items;
   unsigned char (*sidecars)[CAS_DIGEST_LEN];
   size_t n_sidecars, cap_sidecars;
   size_t next; /* work index for the hashing threads */
@@ -1496,48 +1736,64 @@ static void verify_progress(struct verify_state *v, uint64_t add) {
   pthread_mutex_unlock(&v->mu);
 }
 
-static void verify_blob(struct verify_state *v, const unsigned char digest[CAS_DIGEST_LEN],
-                        unsigned char *buf, struct cas_hasher *h) {
+static void verify_item(struct verify_state *v, const struct verify_item *it, unsigned char *buf,
+                        struct cas_hasher *h) {
   char hex[CAS_HEX_LEN + 1];
-  cas_hex(digest, hex);
-  struct cordon_error *e = NULL;
-  struct stat st;
-  int fd = cas_open_blob(v->cas, digest, &st, &e);
-  if (fd < 0) {
-    add_problem(v, hex, "%s", e ? e->message : "cannot open");
-    cordon_error_free(e);
-    return;
+  cas_hex(it->digest, hex);
+  struct cas_blob b = {.fd = -1};
+  if (it->pack) {
+    b.fd = it->pack->fd;
+    b.offset = it->offset;
+    b.size = it->length;
+  } else {
+    struct cordon_error *e = NULL;
+    struct stat st;
+    b.fd = open_loose(v->cas, it->digest, &st, &e);
+    if (b.fd < 0) {
+      add_problem(v, hex, "%s", e ? e->message : "cannot open");
+      cordon_error_free(e);
+      return;
+    }
+    b.owned = true;
+    b.size = (uint64_t)st.st_size;
   }
   if (cas_hasher_init(h) < 0) {
-    close(fd);
+    cas_blob_close(&b);
     add_problem(v, hex, "out of memory");
     return;
   }
-  uint64_t size = 0;
+  uint64_t pos = 0, unreported = 0;
   for (;;) {
-    ssize_t n = read_retry(fd, buf, COPY_BUFFER);
+    ssize_t n = cas_blob_read(&b, buf, COPY_BUFFER, pos);
     if (n < 0) {
       add_problem(v, hex, "read error: %s", strerror(errno));
-      close(fd);
+      cas_blob_close(&b);
       return;
     }
     if (n == 0)
       break;
     cas_hasher_update(h, buf, (size_t)n);
-    size += (uint64_t)n;
-    if (size >= ((uint64_t)8 << 20)) {
-      verify_progress(v, size);
-      size = 0;
+    pos += (uint64_t)n;
+    unreported += (uint64_t)n;
+    if (unreported >= ((uint64_t)8 << 20)) {
+      verify_progress(v, unreported);
+      unreported = 0;
     }
   }
-  verify_progress(v, size);
-  close(fd);
+  verify_progress(v, unreported);
+  cas_blob_close(&b);
   unsigned char actual[CAS_DIGEST_LEN];
   cas_hasher_final(h, actual);
-  if (memcmp(actual, digest, CAS_DIGEST_LEN) != 0) {
-    char got[CAS_HEX_LEN + 1];
+  if (memcmp(actual, it->digest, CAS_DIGEST_LEN) != 0) {
+    char got[CAS_HEX_LEN + 1], pack[CAS_HEX_LEN + 1];
     cas_hex(actual, got);
-    add_problem(v, hex, "integrity error: content hashes to %s", got);
+    if (it->pack) {
+      cas_hex(it->pack->id, pack);
+      add_problem(v, hex, "integrity error: content hashes to %s (in %s/%s%s at %llu)", got,
+                  CAS_PACK_DIR, pack, CAS_PACK_SUFFIX, (unsigned long long)it->offset);
+    } else {
+      add_problem(v, hex, "integrity error: content hashes to %s", got);
+    }
   }
 }
 
@@ -1551,13 +1807,83 @@ static void *verify_worker(void *arg) {
   }
   for (;;) {
     size_t i = __atomic_fetch_add(&v->next, 1, __ATOMIC_RELAXED);
-    if (i >= v->n_blobs)
+    if (i >= v->n_items)
       break;
-    verify_blob(v, v->blobs[i], buf, &h);
+    verify_item(v, &v->items[i], buf, &h);
   }
   cas_hasher_free(&h);
   free(buf);
   return NULL;
+}
+
+static int push_item(struct verify_state *v, const unsigned char digest[CAS_DIGEST_LEN],
+                     const struct cas_pack *pack, uint64_t offset, uint64_t length) {
+  if (v->n_items == v->cap_items) {
+    size_t cap = v->cap_items ? v->cap_items * 2 : 256;
+    struct verify_item *grown = realloc(v->items, cap * sizeof(*grown));
+    if (!grown)
+      return -1;
+    v->items = grown;
+    v->cap_items = cap;
+  }
+  struct verify_item *it = &v->items[v->n_items++];
+  memcpy(it->digest, digest, CAS_DIGEST_LEN);
+  it->pack = pack;
+  it->offset = offset;
+  it->length = length;
+  v->total_bytes += length;
+  return 0;
+}
+
+/* The packs: load problems, strangers in the directory, structure, then every blob as an item
+ * (its digest also joins v->blobs). */
+static int verify_packs(struct verify_state *v, struct cordon_error **err) {
+  struct cordon_cas *cas = v->cas;
+  struct cas_pack **packs = NULL;
+  size_t n = 0;
+  if (cas_packs_list(cas, &packs, &n, err) < 0)
+    return -1;
+  char **problems = cas_packs_problems(cas);
+  for (size_t i = 0; problems && problems[i]; i++)
+    add_problem(v, CAS_PACK_DIR, "%s", problems[i]);
+  strv_free(problems);
+  int fd = openat(cas->packs.dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d && fd >= 0)
+    close(fd);
+  struct dirent *de;
+  while (d && (de = readdir(d))) {
+    size_t len = strlen(de->d_name);
+    unsigned char id[CAS_DIGEST_LEN];
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+      continue;
+    if (len == CAS_HEX_LEN + strlen(CAS_PACK_SUFFIX) &&
+        !strcmp(de->d_name + CAS_HEX_LEN, CAS_PACK_SUFFIX) && cas_unhex_n(de->d_name, id) == 0)
+      continue;
+    char object[300];
+    snprintf(object, sizeof(object), "%s/%s", CAS_PACK_DIR, de->d_name);
+    add_problem(v, object, "unexpected entry in the store (not a pack)");
+  }
+  if (d)
+    closedir(d);
+  int r = 0;
+  for (size_t i = 0; i < n && r == 0; i++) {
+    char hex[CAS_HEX_LEN + 1], object[CAS_HEX_LEN + 16];
+    cas_hex(packs[i]->id, hex);
+    snprintf(object, sizeof(object), "%s/%s%s", CAS_PACK_DIR, hex, CAS_PACK_SUFFIX);
+    const char *why = cas_pack_check_structure(packs[i]);
+    if (why)
+      add_problem(v, object, "%s", why);
+    for (size_t j = 0; j < packs[i]->count && r == 0; j++) {
+      const struct cas_pack_entry *e = &packs[i]->entries[j];
+      if (push_item(v, e->digest, packs[i], e->offset, e->length) < 0 ||
+          push_digest(&v->blobs, &v->n_blobs, &v->cap_blobs, e->digest) < 0)
+        r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "verify");
+    }
+  }
+  v->report->packs = n;
+  free(packs);
+  return r;
 }
 
 static int digest_cmp(const void *a, const void *b) {
@@ -1596,20 +1922,25 @@ int cordon_cas_verify(struct cordon_cas *cas, const struct cordon_progress *prog
   struct verify_state v = {.cas = cas, .report = report, .progress = progress};
   pthread_mutex_init(&v.mu, NULL);
   int r = visit_shards(cas, verify_visit, &v, err);
+  for (size_t i = 0; r == 0 && i < v.n_blobs; i++) {
+    struct stat st;
+    char hex[CAS_HEX_LEN + 1];
+    cas_hex(v.blobs[i], hex);
+    int shard = cas_shard_fd(cas, v.blobs[i][0], false, NULL);
+    uint64_t size =
+        shard >= 0 && fstatat(shard, hex, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (uint64_t)st.st_size : 0;
+    if (push_item(&v, v.blobs[i], NULL, 0, size) < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "verify");
+  }
+  if (r == 0)
+    r = verify_packs(&v, err);
   if (r == 0) {
+    /* v.blobs now holds every digest stored, for the sidecar and ref checks. */
     if (v.n_blobs)
       qsort(v.blobs, v.n_blobs, CAS_DIGEST_LEN, digest_cmp);
-    for (size_t i = 0; i < v.n_blobs; i++) {
-      struct stat st;
-      char hex[CAS_HEX_LEN + 1];
-      cas_hex(v.blobs[i], hex);
-      int shard = cas_shard_fd(cas, v.blobs[i][0], false, NULL);
-      if (shard >= 0 && fstatat(shard, hex, &st, AT_SYMLINK_NOFOLLOW) == 0)
-        v.total_bytes += (uint64_t)st.st_size;
-    }
     unsigned n_threads = cas_default_threads();
-    if (n_threads > v.n_blobs)
-      n_threads = v.n_blobs ? (unsigned)v.n_blobs : 1;
+    if (n_threads > v.n_items)
+      n_threads = v.n_items ? (unsigned)v.n_items : 1;
     pthread_t threads[64];
     unsigned started = 0;
     for (; started + 1 < n_threads; started++)
@@ -1649,7 +1980,7 @@ int cordon_cas_verify(struct cordon_cas *cas, const struct cordon_progress *prog
         report->temporaries++;
     if (d)
       closedir(d);
-    report->blobs = v.n_blobs;
+    report->blobs = v.n_items;
     report->sidecars = v.n_sidecars;
     report->bytes = v.total_bytes;
     if (progress && progress->update)
@@ -1658,6 +1989,7 @@ int cordon_cas_verify(struct cordon_cas *cas, const struct cordon_progress *prog
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "verify");
   }
   free(v.blobs);
+  free(v.items);
   free(v.sidecars);
   pthread_mutex_destroy(&v.mu);
   if (r < 0)

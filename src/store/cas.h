@@ -12,6 +12,7 @@
 #include <cordon/cas.h>
 
 #include "store/hash.h"
+#include "store/pack.h"
 
 #define CAS_TMP_DIR "tmp"
 #define CAS_REFS_DIR "refs"
@@ -33,6 +34,7 @@ struct cordon_cas {
   unsigned shared_holds;
   char tmp_prefix[17];
   uint64_t tmp_counter;
+  struct cas_pack_set packs;
 };
 
 /* The writer lock: writers (put, snapshot, import) hold it shared, gc exclusively. Shared holds
@@ -47,11 +49,29 @@ int cas_shard_fd(struct cordon_cas *cas, unsigned byte, bool create, struct cord
 /* openat with O_NOATIME (and O_CLOEXEC) where the kernel allows it, plain openat otherwise. */
 int cas_openat_noatime(int dirfd, const char *name, int flags);
 
+/* An opened blob: a file of its own (loose) or a range of a pack. */
+struct cas_blob {
+  int fd;          /* the blob's own file, or the pack's (which the store owns) */
+  bool owned;      /* fd is the blob's own: cas_blob_close closes it */
+  uint64_t offset; /* where the blob's bytes start in fd */
+  uint64_t size;
+  bool packed;
+  unsigned char pack[CAS_DIGEST_LEN]; /* the pack's id, when packed */
+};
+
 /* Open a blob for reading: no symlink anywhere below the root, non-blocking, a regular file.
- * Absent: CORDON_ERR_NOT_FOUND; anything but a regular file: CORDON_ERR_INTEGRITY
- * ("unreadable"). st receives the descriptor's stat. */
-int cas_open_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
-                  struct stat *st, struct cordon_error **err);
+ * Absent: CORDON_ERR_NOT_FOUND (CORDON_ERR_INTEGRITY when some pack is unreadable, since the
+ * blob may be in it); anything but a regular file: CORDON_ERR_INTEGRITY ("unreadable"). */
+int cas_blob_open(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                  struct cas_blob *b, struct cordon_error **err);
+/* Read up to n bytes at pos within the blob (never past its size); 0 at its end. */
+ssize_t cas_blob_read(const struct cas_blob *b, void *buf, size_t n, uint64_t pos);
+void cas_blob_close(struct cas_blob *b);
+/* Where a blob is stored, relative to the store ("ab/<hex>" or "packs/<hex>.pack"); out holds
+ * at least CAS_HEX_LEN + 16 bytes. */
+void cas_blob_location(const struct cas_blob *b, const unsigned char digest[CAS_DIGEST_LEN],
+                       char *out, size_t size);
+
 /* 1 when an intact-looking blob (a regular file of the expected size) is present, 0 when
  * absent or when what is there must be replaced. */
 int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],

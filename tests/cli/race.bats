@@ -36,11 +36,14 @@ sessions_left() { ls "$PROJECT/.cordon/sessions" 2>/dev/null | wc -l; }
 
 audit_entries() { "$CORDON" audit show --json | wc -l; }
 
-# The store path of the "out" blob of candidate N (each candidate's differs in size).
-out_blob_of() {
-  local d
-  d=$(head -c $((1000 - $1 * 100)) /dev/zero | sha256sum | cut -c1-64)
-  printf '%s/.cordon/cas/%s/%s' "$PROJECT" "${d:0:2}" "$d"
+# The digest of the "out" blob of candidate N (each candidate's differs in size).
+out_digest_of() {
+  head -c $((1000 - $1 * 100)) /dev/zero | sha256sum | cut -c1-64
+}
+
+# The file that stores a blob (its own, or the pack holding it), from `cas info`.
+stored_in() {
+  printf '%s/.cordon/cas/%s' "$PROJECT" "$("$CORDON" cas info "$1" | sed -n 's/^location: //p')"
 }
 
 @test "race and receipt: --help, usage errors are exit 2 and one line" {
@@ -190,11 +193,13 @@ out_blob_of() {
 
 @test "a loser's blob flipped gives 1, deleted 2, a FIFO 4 within a bounded time" {
   race --k 4 --out r.json -- "${CMD[@]}" >/dev/null
-  blob=$(out_blob_of 0) # candidate-0 lost to candidate-3
+  d=$(out_digest_of 0) # candidate-0 lost to candidate-3
+  blob=$(stored_in "$d")
+  at=$(( $("$CORDON" cas info "$d" | sed -n 's/^offset: //p') + 10 ))
   [ -f "$blob" ]
   cp "$blob" saved
   chmod u+w "$blob"
-  perl -e 'open(my $f, "+<:raw", $ARGV[0]) or die; seek($f, 10, 0); print $f "\x01"; close $f' "$blob"
+  perl -e 'open(my $f, "+<:raw", $ARGV[0]) or die; seek($f, $ARGV[1], 0); print $f "\x01"; close $f' "$blob" "$at"
   run $CORDON receipt verify r.json --expected-keyid "$KID"
   [ "$status" -eq 1 ]
   [[ "$output" == *"corrupt"* ]]

@@ -555,15 +555,23 @@ static void test_tampering_fails_restore(void **state) {
   struct cordon_error *err = NULL;
   must(cordon_snapshot_entries(f->cas, id, &es, &n, &err), err, "entries");
   char blob[256] = "";
-  uint64_t size = 0;
+  uint64_t size = 0, offset = 0;
   for (size_t i = 0; i < n; i++)
     if (!strcmp(es[i].path, "bin/tool")) {
-      snprintf(blob, sizeof(blob), "%s/%.2s/%s", f->store, es[i].digest, es[i].digest);
+      /* Small blobs of a snapshot live in a pack: the file and the offset come from info. */
+      struct cordon_blob_info info;
+      must(cordon_cas_info(f->cas, es[i].digest, &info, &err), err, "info");
+      snprintf(blob, sizeof(blob), "%s/%s", f->store, info.location);
+      assert_true(!strncmp(info.location, "packs/", 6));
+      offset = info.offset;
       size = es[i].size;
+      cordon_blob_info_clear(&info);
     }
   cordon_snapshot_entries_free(es, n);
   assert_true(size == 70000);
   off_t positions[] = {0, 1, 4095, 4096, 35000, 69999};
+  for (size_t i = 0; i < ARRAY_SIZE(positions); i++)
+    positions[i] += (off_t)offset;
   for (size_t i = 0; i < ARRAY_SIZE(positions); i++) {
     flip(blob, positions[i]);
     expect_restore_integrity(f, id, target);

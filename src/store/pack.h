@@ -1,0 +1,161 @@
+/* Packs: the small blobs of a batch (a snapshot's thousands of files) stored together in one
+ * file, <store>/packs/<64 hex>.pack, instead of one file each. Creating an inode per small
+ * file is most of what a first snapshot costs the kernel; a pack makes it a few appends.
+ *
+ * A pack is written once and never changed: header, blobs back to back, an index sorted by
+ * digest, a trailer. Its name is the SHA-256 of index and trailer, which name every blob's
+ * digest, so the name commits to the whole content. Readers bound-check the index and re-hash
+ * every blob they read, exactly as for loose blobs; `cas verify` also checks the name and that
+ * the entries tile the data. The byte layout is in docs/formats.md. */
+#ifndef CORDON_STORE_PACK_H
+#define CORDON_STORE_PACK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <cordon/error.h>
+
+#include "store/hash.h"
+
+#define CAS_PACK_DIR "packs"
+#define CAS_PACK_SUFFIX ".pack"
+#define CAS_PACK_MAGIC "cordpack"
+#define CAS_PACK_INDEX_MAGIC "cordpidx"
+#define CAS_PACK_VERSION 1u
+#define CAS_PACK_HEADER_LEN 16u
+#define CAS_PACK_ENTRY_LEN 48u
+#define CAS_PACK_TRAILER_LEN 24u
+/* A batch packs blobs below this size; bigger ones stay loose (one file each). */
+#define CAS_PACK_BLOB_MAX ((uint64_t)1 << 20)
+/* A writer closes its pack and starts another past this size. */
+#define CAS_PACK_ROLL ((uint64_t)1 << 30)
+/* Bound on a pack's entries (an index of 768 MiB): a trailer claiming more is refused. */
+#define CAS_PACK_MAX_ENTRIES ((uint64_t)1 << 24)
+
+struct cas_pack_entry {
+  unsigned char digest[CAS_DIGEST_LEN];
+  uint64_t offset; /* from the start of the pack file */
+  uint64_t length;
+};
+
+/* ---- the format (pure) ------------------------------------------------------------------- */
+
+/* Check a pack's header (its first CAS_PACK_HEADER_LEN bytes). NULL when fine, else why. */
+const char *cas_pack_check_header(const unsigned char *header);
+/* Parse the trailer (the last CAS_PACK_TRAILER_LEN bytes of a file of file_size bytes): where
+ * the index starts and how many entries it has. NULL when fine, else why. */
+const char *cas_pack_parse_trailer(const unsigned char *trailer, uint64_t file_size,
+                                   uint64_t *index_offset, uint64_t *count);
+/* Parse count index entries (count * CAS_PACK_ENTRY_LEN bytes) of a pack whose data ends at
+ * index_offset: digests strictly increasing, every blob inside the data. NULL when fine. */
+const char *cas_pack_parse_index(const unsigned char *index, uint64_t count, uint64_t index_offset,
+                                 struct cas_pack_entry *out);
+/* Whether the blobs exactly tile the data (no gap, no overlap): what verify adds to parsing.
+ * Sorts a copy; NULL when fine, else why. */
+const char *cas_pack_check_tiling(const struct cas_pack_entry *entries, size_t count,
+                                  uint64_t index_offset);
+/* Encode index and trailer of entries sorted by digest (out holds count * ENTRY_LEN +
+ * TRAILER_LEN bytes). */
+void cas_pack_encode_index(const struct cas_pack_entry *entries, size_t count,
+                           uint64_t index_offset, unsigned char *out);
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+struct cordon_cas;
+
+/* One pack being written in <store>/tmp, by one thread at a time (mu). */
+struct cas_pack_writer {
+  pthread_mutex_t mu;
+  int fd; /* -1 until the first blob */
+  char name[48];
+  uint64_t size;      /* bytes of the pack so far, buffered ones included */
+  unsigned char *buf; /* small blobs gather here: one write for many of them */
+  size_t buffered;
+  struct cas_pack_entry *entries;
+  size_t n, cap;
+};
+
+/* A pack written to the end and waiting to be published. */
+struct cas_pack_done {
+  char name[48]; /* temp name in <store>/tmp; empty once renamed */
+  int fd;        /* read-write; handed to the store's pack set once published */
+  unsigned char id[CAS_DIGEST_LEN];
+  uint64_t size;
+  struct cas_pack_entry *entries; /* sorted by digest */
+  size_t count;
+};
+
+void cas_pack_writer_init(struct cas_pack_writer *w);
+/* Append a blob whose digest the caller computed (with w->mu held). */
+int cas_pack_writer_append(struct cordon_cas *cas, struct cas_pack_writer *w, const void *data,
+                           size_t length, const unsigned char digest[CAS_DIGEST_LEN],
+                           struct cordon_error **err);
+/* Write index and trailer; the writer is empty again and done describes the pack (nothing to
+ * do, returning 0 with done->fd == -1, when the writer never got a blob). */
+int cas_pack_writer_finish(struct cordon_cas *cas, struct cas_pack_writer *w,
+                           struct cas_pack_done *done, struct cordon_error **err);
+/* Drop what the writer holds (its temp file is unlinked). */
+void cas_pack_writer_discard(struct cordon_cas *cas, struct cas_pack_writer *w);
+void cas_pack_done_discard(struct cordon_cas *cas, struct cas_pack_done *done);
+
+/* Rename a finished pack into <store>/packs and hand it to the store's pack set (the caller
+ * syncs the packs directory). */
+int cas_pack_publish(struct cordon_cas *cas, struct cas_pack_done *done, struct cordon_error **err);
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+/* A loaded pack. Never freed before the store is closed: a reader may be using its fd. */
+struct cas_pack {
+  unsigned char id[CAS_DIGEST_LEN];
+  int fd;
+  uint64_t size;
+  uint64_t index_offset;
+  struct cas_pack_entry *entries;
+  size_t count;
+  dev_t dev; /* the file loaded, to notice another one under the same name */
+  ino_t ino;
+  bool gone; /* removed or replaced in the directory: no longer looked up */
+};
+
+/* The store's packs, loaded on first use. */
+struct cas_pack_set {
+  pthread_rwlock_t lock;
+  int dirfd;
+  bool scanned;
+  struct cas_pack **packs;
+  size_t n, cap;
+  char **problems; /* why the latest scan could not load some packs (strv; NULL when none) */
+};
+
+int cas_packs_open(struct cordon_cas *cas, struct cordon_error **err);
+void cas_packs_close(struct cordon_cas *cas);
+/* Re-read <store>/packs: load packs not seen yet, mark vanished ones gone. */
+int cas_packs_refresh(struct cordon_cas *cas, struct cordon_error **err);
+/* Look a digest up in the loaded packs (scanning once first). 1 when found: fd (the store's,
+ * not to be closed), offset and length; 0 when not. */
+int cas_packs_find(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN], int *fd,
+                   uint64_t *offset, uint64_t *length, unsigned char pack_id[CAS_DIGEST_LEN]);
+/* A copy of the latest scan's first load problem (NULL when none); the caller frees it. */
+char *cas_packs_problem(struct cordon_cas *cas);
+/* A copy of all of them (an empty strv when none, NULL when out of memory). */
+char **cas_packs_problems(struct cordon_cas *cas);
+/* Read a pack's index and trailer again and check its name and that its blobs tile the data.
+ * NULL when fine, else why. */
+const char *cas_pack_check_structure(const struct cas_pack *p);
+/* The packs present now (refreshed), for verify and gc: a snapshot of the list, valid until
+ * the store is closed. The caller frees the array, not the packs. */
+int cas_packs_list(struct cordon_cas *cas, struct cas_pack ***out, size_t *n,
+                   struct cordon_error **err);
+/* Keep only the blobs marked in keep (one flag per entry): a new pack holds them, each
+ * re-hashed as it is copied (a corrupt one stops the rewrite with an integrity error and
+ * changes nothing), and replaces the old one; with none kept the pack is removed. gc, under the
+ * exclusive lock. */
+int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack *p, const bool *keep,
+                     struct cordon_error **err);
+/* Remove a pack's file and mark it gone (gc, under the exclusive lock). */
+int cas_packs_remove(struct cordon_cas *cas, struct cas_pack *p, struct cordon_error **err);
+
+#endif
