@@ -86,11 +86,12 @@ static int by_offset(const void *a, const void *b) {
 
 const char *cas_pack_check_tiling(const struct cas_pack_entry *entries, size_t count,
                                   uint64_t index_offset) {
-  struct cas_pack_entry *copy = count ? malloc(count * sizeof(*copy)) : NULL;
-  if (count && !copy)
+  if (count == 0)
+    return index_offset == CAS_PACK_HEADER_LEN ? NULL : "bytes before the index belong to no entry";
+  struct cas_pack_entry *copy = malloc(count * sizeof(*copy));
+  if (!copy)
     return "out of memory";
-  if (count)
-    memcpy(copy, entries, count * sizeof(*copy));
+  memcpy(copy, entries, count * sizeof(*copy));
   qsort(copy, count, sizeof(*copy), by_offset);
   uint64_t at = CAS_PACK_HEADER_LEN;
   const char *why = NULL;
