@@ -207,6 +207,45 @@ teardown() {
   [[ "$output" == *"kept 0"* ]]
 }
 
+@test "a snapshot's small files are packed; gc rewrites a pack to keep only what is live" {
+  cp -a tree tree2
+  printf 'only in the first\n' > tree/first.txt
+  printf 'only in the second\n' > tree2/second.txt
+  a=$($CORDON snapshot take tree)
+  b=$($CORDON snapshot take tree2)
+  first=$(sha256sum tree/first.txt | cut -c1-64)
+  shared=$(sha256sum tree/hello.txt | cut -c1-64)
+  run -0 $CORDON cas info "$first"
+  [[ "$output" == *"location: packs/"*".pack"* ]]
+  run -0 $CORDON cas info --json "$shared"
+  [[ "$output" == *'"location": "packs/'* ]]
+  [ -n "$(ls .cordon/cas/packs)" ]
+  run -0 $CORDON cas verify --json
+  [[ "$output" == *'"ok": true'* ]]
+  [[ "$output" != *'"packs": 0'* ]]
+  run -0 $CORDON snapshot forget "$a"
+  run -0 $CORDON cas gc --dry-run
+  [[ "$output" == *"$first"* ]]
+  [[ "$output" != *"$shared"* ]]
+  [ "$($CORDON cas get "$first")" = "only in the first" ]
+  run -0 $CORDON cas gc
+  [[ "$output" == *"removed 2 blobs"* ]] # the blob and the forgotten manifest
+  run $CORDON cas get "$first"
+  [ "$status" -eq 3 ]
+  [ "$($CORDON cas get "$shared")" = "hello" ]
+  run -0 $CORDON cas verify
+  run -0 $CORDON snapshot restore "$b" out
+  diff -r tree2 out
+  run -0 $CORDON snapshot forget "$b"
+  run -0 $CORDON cas gc
+  [ -z "$(ls .cordon/cas/packs)" ]
+  run $CORDON cas info "$shared"
+  [ "$status" -eq 3 ]
+  run $CORDON cas info nothex
+  [ "$status" -eq 2 ]
+  [ "${#lines[@]}" -eq 1 ]
+}
+
 @test "session snapshot and session create --from resume a worktree session" {
   s=$($CORDON session create --backend worktree)
   printf 'state\n' | $CORDON session write "$s" work/notes.txt --mode 0600
