@@ -24,14 +24,14 @@ teardown() {
 }
 
 @test "--help on cas, snapshot and their subverbs exits 0 and prints usage" {
-  for v in "cas" "snapshot" "cas put" "cas gc" "snapshot take" "snapshot import" "snapshot show"; do
+  for v in "cas" "snapshot" "cas put" "cas info" "cas gc" "snapshot take" "snapshot import" "snapshot show"; do
     run $CORDON $v --help
     [ "$status" -eq 0 ]
     [[ "$output" == usage:* ]]
   done
   run $CORDON --help
   [[ "$output" == *"snapshot take|restore"* ]]
-  [[ "$output" == *"cas put|get|verify|gc"* ]]
+  [[ "$output" == *"cas put|get|info|verify|gc"* ]]
 }
 
 @test "unknown subverbs and bad ids are usage errors (exit 2), one line" {
