@@ -1016,8 +1016,12 @@ struct cas_batch {
   unsigned n_writers;
   struct cas_pack_done *done; /* finished packs waiting for the commit (b->mu) */
   size_t n_done, cap_done;
-  uint64_t n_packed; /* blobs staged in packs (b->mu) */
+  uint64_t n_packed;     /* blobs staged in packs (b->mu) */
+  uint64_t packed_bytes; /* their bytes (atomic) */
 };
+
+/* A batch writes one pack until it has this much for packs, then one per thread. */
+#define PACK_SPREAD_AFTER ((uint64_t)8 << 20)
 
 #define EARLY_SYNC_STEP ((uint64_t)48 << 20)
 
@@ -1230,14 +1234,18 @@ static int keep_done(struct cas_batch *b, struct cas_pack_done *done, struct cor
 /* Append a small blob to a pack: the first writer no other thread holds, else wait for one. */
 static int pack_blob(struct cas_batch *b, const void *data, size_t length,
                      const unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
+  /* One pack until the batch is big enough for more to pay off: then one per thread. */
+  unsigned spread =
+      __atomic_load_n(&b->packed_bytes, __ATOMIC_RELAXED) < PACK_SPREAD_AFTER ? 1 : b->n_writers;
   struct cas_pack_writer *w = NULL;
-  for (unsigned i = 0; i < b->n_writers && !w; i++)
+  for (unsigned i = 0; i < spread && !w; i++)
     if (pthread_mutex_trylock(&b->writers[i].mu) == 0)
       w = &b->writers[i];
   if (!w) {
-    w = &b->writers[digest[0] % b->n_writers];
+    w = &b->writers[digest[0] % spread];
     pthread_mutex_lock(&w->mu);
   }
+  __atomic_add_fetch(&b->packed_bytes, (uint64_t)length, __ATOMIC_RELAXED);
   int r = cas_pack_writer_append(b->cas, w, data, length, digest, err);
   struct cas_pack_done done = {.fd = -1};
   if (r == 0 && w->size >= CAS_PACK_ROLL)
@@ -1252,9 +1260,11 @@ static int pack_blob(struct cas_batch *b, const void *data, size_t length,
   return 0;
 }
 
+static int stage_loose(struct cas_batch *b, const void *data, size_t length,
+                       const unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err);
+
 int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
                          unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
-  struct cordon_cas *cas = b->cas;
   if (cas_sha256(data, length, digest) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hash");
   int claim = batch_claim(b, digest, length, err);
@@ -1262,6 +1272,13 @@ int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
     return claim;
   if (length < CAS_PACK_BLOB_MAX)
     return pack_blob(b, data, length, digest, err);
+  return stage_loose(b, data, length, digest, err);
+}
+
+/* Stage a blob as a file of its own, in its shard. */
+static int stage_loose(struct cas_batch *b, const void *data, size_t length,
+                       const unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
+  struct cordon_cas *cas = b->cas;
   int shard = cas_shard_fd(cas, digest[0], true, err);
   if (shard < 0)
     return -1;
@@ -1368,6 +1385,17 @@ int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
   struct cordon_cas *cas = b->cas;
   flusher_stop(b);
   for (unsigned i = 0; i < b->n_writers; i++) {
+    struct cas_pack_writer *w = &b->writers[i];
+    if (w->fd < 0 && w->n > 0 && w->n <= CAS_PACK_MIN_BLOBS) {
+      /* A few small blobs, all still in the buffer: loose blobs rather than a tiny pack. */
+      for (size_t j = 0; j < w->n; j++) {
+        const struct cas_pack_entry *e = &w->entries[j];
+        if (stage_loose(b, w->buf + (e->offset - CAS_PACK_HEADER_LEN), e->length, e->digest, err) <
+            0)
+          return -1;
+      }
+      cas_pack_writer_reset(w);
+    }
     struct cas_pack_done done;
     if (cas_pack_writer_finish(cas, &b->writers[i], &done, err) < 0 || keep_done(b, &done, err) < 0)
       return -1;

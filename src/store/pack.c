@@ -135,16 +135,9 @@ void cas_pack_writer_init(struct cas_pack_writer *w) {
 /* Small blobs are gathered and written together; bigger ones go straight to the file. */
 #define PACK_WRITE_BUFFER ((size_t)256 << 10)
 
+/* Write what is buffered, creating the temp file (and its header) first when there is none:
+ * a writer whose blobs all fit its buffer never creates one unless it is finished as a pack. */
 static int flush(struct cordon_cas *cas, struct cas_pack_writer *w, struct cordon_error **err) {
-  if (w->buffered && fs_write_all(w->fd, w->buf, w->buffered) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: pack temp file", cas->dir);
-  w->buffered = 0;
-  return 0;
-}
-
-int cas_pack_writer_append(struct cordon_cas *cas, struct cas_pack_writer *w, const void *data,
-                           size_t length, const unsigned char digest[CAS_DIGEST_LEN],
-                           struct cordon_error **err) {
   if (w->fd < 0) {
     snprintf(w->name, sizeof(w->name), "pack-%s-%llu.tmp", cas->tmp_prefix,
              (unsigned long long)__atomic_add_fetch(&cas->tmp_counter, 1, __ATOMIC_RELAXED));
@@ -157,8 +150,18 @@ int cas_pack_writer_append(struct cordon_cas *cas, struct cas_pack_writer *w, co
     encode_header(header);
     if (fs_write_all(w->fd, header, sizeof(header)) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: pack temp file", cas->dir);
-    w->size = CAS_PACK_HEADER_LEN;
   }
+  if (w->buffered && fs_write_all(w->fd, w->buf, w->buffered) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: pack temp file", cas->dir);
+  w->buffered = 0;
+  return 0;
+}
+
+int cas_pack_writer_append(struct cordon_cas *cas, struct cas_pack_writer *w, const void *data,
+                           size_t length, const unsigned char digest[CAS_DIGEST_LEN],
+                           struct cordon_error **err) {
+  if (w->size == 0)
+    w->size = CAS_PACK_HEADER_LEN; /* where the first blob will be */
   if (w->n == w->cap) {
     size_t cap = w->cap ? w->cap * 2 : 1024;
     struct cas_pack_entry *grown = realloc(w->entries, cap * sizeof(*grown));
@@ -192,7 +195,7 @@ int cas_pack_writer_finish(struct cordon_cas *cas, struct cas_pack_writer *w,
                            struct cas_pack_done *done, struct cordon_error **err) {
   memset(done, 0, sizeof(*done));
   done->fd = -1;
-  if (w->fd < 0)
+  if (w->n == 0)
     return 0;
   if (flush(cas, w, err) < 0)
     return -1;
@@ -217,6 +220,14 @@ int cas_pack_writer_finish(struct cordon_cas *cas, struct cas_pack_writer *w,
   w->n = w->cap = 0;
   w->size = 0;
   return 0; /* the buffer stays for the writer's next pack */
+}
+
+void cas_pack_writer_reset(struct cas_pack_writer *w) {
+  free(w->entries);
+  w->entries = NULL;
+  w->n = w->cap = 0;
+  w->size = 0;
+  w->buffered = 0;
 }
 
 void cas_pack_writer_discard(struct cordon_cas *cas, struct cas_pack_writer *w) {

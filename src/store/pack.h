@@ -30,6 +30,10 @@
 #define CAS_PACK_TRAILER_LEN 24u
 /* A batch packs blobs below this size; bigger ones stay loose (one file each). */
 #define CAS_PACK_BLOB_MAX ((uint64_t)1 << 20)
+/* A batch whose writer gathered no more than this many blobs (all still in its buffer) stores
+ * them as loose blobs instead: a session snapshot that changed three files should not leave a
+ * pack of three blobs behind, each adding to every later lookup. */
+#define CAS_PACK_MIN_BLOBS 16
 /* A writer closes its pack and starts another past this size. */
 #define CAS_PACK_ROLL ((uint64_t)1 << 30)
 /* Bound on a pack's entries (an index of 768 MiB): a trailer claiming more is refused. */
@@ -69,7 +73,7 @@ struct cordon_cas;
 /* One pack being written in <store>/tmp, by one thread at a time (mu). */
 struct cas_pack_writer {
   pthread_mutex_t mu;
-  int fd; /* -1 until the first blob */
+  int fd; /* -1 until the buffer is first written out */
   char name[48];
   uint64_t size;      /* bytes of the pack so far, buffered ones included */
   unsigned char *buf; /* small blobs gather here: one write for many of them */
@@ -97,6 +101,9 @@ int cas_pack_writer_append(struct cordon_cas *cas, struct cas_pack_writer *w, co
  * do, returning 0 with done->fd == -1, when the writer never got a blob). */
 int cas_pack_writer_finish(struct cordon_cas *cas, struct cas_pack_writer *w,
                            struct cas_pack_done *done, struct cordon_error **err);
+/* Forget the writer's blobs (which the caller stored elsewhere); only for a writer that has not
+ * created its file (fd < 0). */
+void cas_pack_writer_reset(struct cas_pack_writer *w);
 /* Drop what the writer holds (its temp file is unlinked). */
 void cas_pack_writer_discard(struct cordon_cas *cas, struct cas_pack_writer *w);
 void cas_pack_done_discard(struct cordon_cas *cas, struct cas_pack_done *done);

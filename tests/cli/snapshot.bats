@@ -208,6 +208,7 @@ teardown() {
 }
 
 @test "a snapshot's small files are packed; gc rewrites a pack to keep only what is live" {
+  for i in $(seq 1 20); do printf 'file %s\n' "$i" > "tree/many-$i"; done # a few stay loose
   cp -a tree tree2
   printf 'only in the first\n' > tree/first.txt
   printf 'only in the second\n' > tree2/second.txt
@@ -217,6 +218,14 @@ teardown() {
   shared=$(sha256sum tree/hello.txt | cut -c1-64)
   run -0 $CORDON cas info "$first"
   [[ "$output" == *"location: packs/"*".pack"* ]]
+  # A snapshot that adds a few files stores them loose, not as a pack of three.
+  printf 'late\n' > tree/late.txt
+  packs=$(ls .cordon/cas/packs | wc -l)
+  c=$($CORDON snapshot take tree)
+  [ "$(ls .cordon/cas/packs | wc -l)" -eq "$packs" ]
+  run -0 $CORDON cas info "$(sha256sum tree/late.txt | cut -c1-64)"
+  [[ "$output" == *"location: "[0-9a-f][0-9a-f]/* ]]
+  run -0 $CORDON snapshot forget "$c"
   run -0 $CORDON cas info --json "$shared"
   [[ "$output" == *'"location": "packs/'* ]]
   [ -n "$(ls .cordon/cas/packs)" ]
@@ -229,7 +238,7 @@ teardown() {
   [[ "$output" != *"$shared"* ]]
   [ "$($CORDON cas get "$first")" = "only in the first" ]
   run -0 $CORDON cas gc
-  [[ "$output" == *"removed 2 blobs"* ]] # the blob and the forgotten manifest
+  [[ "$output" == *"removed 4 blobs"* ]] # two forgotten manifests and the blobs only they named
   run $CORDON cas get "$first"
   [ "$status" -eq 3 ]
   [ "$($CORDON cas get "$shared")" = "hello" ]

@@ -270,6 +270,35 @@ static void test_batch_packs_small_keeps_big_loose(void **state) {
   cordon_cas_close(other);
 }
 
+static void test_few_blobs_stay_loose(void **state) {
+  struct fixture *f = *state;
+  struct cordon_error *err = NULL;
+  struct cas_batch *b = NULL;
+  must(cas_batch_new(f->cas, &b, &err), err, "batch");
+  char hex[CAS_PACK_MIN_BLOBS][CAS_HEX_LEN + 1];
+  for (unsigned i = 0; i < CAS_PACK_MIN_BLOBS; i++) {
+    char text[32];
+    int len = snprintf(text, sizeof(text), "small %u", i);
+    unsigned char d[CAS_DIGEST_LEN];
+    must(cas_batch_add_buffer(b, text, (size_t)len, d, &err), err, "add");
+    cas_hex(d, hex[i]);
+  }
+  must(cas_batch_commit(b, &err), err, "commit");
+  cas_batch_free(b);
+  struct cas_pack **packs = NULL;
+  size_t n = 1;
+  must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
+  free(packs);
+  assert_int_equal(n, 0);
+  for (unsigned i = 0; i < CAS_PACK_MIN_BLOBS; i++) {
+    char path[256];
+    uint64_t offset;
+    location(f, hex[i], path, sizeof(path), &offset);
+    assert_null(strstr(path, "/packs/"));
+  }
+  expect_verify(f, 0);
+}
+
 static void test_flipped_byte_in_pack(void **state) {
   struct fixture *f = *state;
   struct stored s;
@@ -436,6 +465,7 @@ int main(void) {
       cmocka_unit_test(test_format_round_trip),
       cmocka_unit_test(test_format_refuses_malformed),
       cmocka_unit_test_setup_teardown(test_batch_packs_small_keeps_big_loose, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_few_blobs_stay_loose, setup, teardown),
       cmocka_unit_test_setup_teardown(test_flipped_byte_in_pack, setup, teardown),
       cmocka_unit_test_setup_teardown(test_planted_pack_unreadable, setup, teardown),
       cmocka_unit_test_setup_teardown(test_symlinked_packs_dir_refused, setup, teardown),
