@@ -66,6 +66,31 @@ CORDON_API int cordon_session_resume(struct cordon_context *ctx,
                                      const struct cordon_manifest *manifest,
                                      const char *snapshot_id, struct cordon_session **out,
                                      struct cordon_error **err);
+
+/* A batch of sessions resumed from one snapshot (`cordon session create --from ID --count K`,
+ * and the candidates of `cordon race`). */
+#define CORDON_SESSION_BATCH_MAX 256u
+
+struct cordon_session_batch {
+  size_t count;  /* 1..CORDON_SESSION_BATCH_MAX */
+  unsigned jobs; /* sessions set up at once (threads, the caller's among them); 0: online cores */
+  /* Optional, called with a lock held (never twice at once): session `index` is starting
+   * (ready NULL), or is ready. */
+  void (*progress)(void *data, size_t index, struct cordon_session *ready);
+  void *data;
+  size_t failed_index; /* out: the session whose failure is reported, or SIZE_MAX */
+};
+
+/* Resume batch->count sessions from snapshot_id on a pool of threads; out[] receives them in
+ * index order. All or none: after the first failure no further session starts, the ones that
+ * did are destroyed, and that failure is returned. Unless the manifest is ephemeral, every
+ * session's state is durable on return (one syncfs for the whole batch). */
+CORDON_API int cordon_session_resume_many(struct cordon_context *ctx,
+                                          const struct cordon_backend *backend,
+                                          const struct cordon_manifest *manifest,
+                                          const char *snapshot_id,
+                                          struct cordon_session_batch *batch,
+                                          struct cordon_session **out, struct cordon_error **err);
 /* Re-open a persisted session by id. */
 CORDON_API int cordon_session_open(struct cordon_context *ctx, const struct cordon_registry *reg,
                                    const char *id, struct cordon_session **out,

@@ -3,10 +3,14 @@
  * Every call goes through here so that backends receive validated, normalised arguments:
  * workspace-relative paths without "..", a complete environment, a resolved timeout. Session
  * state is persisted as <project>/.cordon/sessions/<id>/state.json (written atomically) so a
- * later process can re-attach with cordon_session_open(). */
+ * later process can re-attach with cordon_session_open(). cordon_session_resume_many() forks
+ * a batch of sessions from one snapshot on a pool of threads, all or none, and makes their
+ * state durable with one syncfs. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +19,7 @@
 #include <cordon/session.h>
 
 #include "backend/context.h"
+#include "backend/persist.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
@@ -24,6 +29,23 @@
 #define STATE_MAX_BYTES (1u << 20)
 #define DEFAULT_ROOT "/workspace"
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* The library's side of a session handle: the public part first (handles are allocated here
+ * only), then what the library keeps for itself. */
+struct session_private {
+  struct cordon_session pub;
+  char *saved_state; /* the state file's text as last written by this handle, or NULL */
+  bool defer_sync;   /* one of a batch: the batch makes every state durable at once */
+};
+
+static struct session_private *session_private(struct cordon_session *s) {
+  return (struct session_private *)s;
+}
+
+static struct cordon_session *session_alloc(void) {
+  struct session_private *p = calloc(1, sizeof(*p));
+  return p ? &p->pub : NULL;
+}
 
 void cordon_strv_free(char **strv) {
   strv_free(strv);
@@ -50,6 +72,7 @@ static void session_free(struct cordon_session *s) {
   free(s->root);
   strv_free(s->env);
   free(s->backend_state);
+  free(session_private(s)->saved_state);
   free(s);
 }
 
@@ -83,19 +106,35 @@ static int save_state(struct cordon_session *s, struct cordon_error **err) {
   json_decref(doc);
   if (!text)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
+  struct session_private *p = session_private(s);
+  /* Written already, with this durability, by this handle (session_persist): nothing to do. */
+  if (p->saved_state && strcmp(p->saved_state, text) == 0)
+    return 0;
   _cleanup_close_ int dirfd = open(s->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session directory %s", s->state_dir);
   size_t len = strlen(text);
   text[len] = '\n'; /* json_dumps leaves room for the NUL we overwrite; length grows by one */
-  int r = fs_write_replace_at(dirfd, STATE_FILE, text, len + 1, 0600, !s->ephemeral, err);
+  int r = fs_write_replace_at(dirfd, STATE_FILE, text, len + 1, 0600,
+                              !s->ephemeral && !p->defer_sync, err);
   text[len] = 0;
-  return r < 0 ? cordon_error_prefix(err, "session %s", s->id) : 0;
+  if (r < 0) {
+    free(p->saved_state);
+    p->saved_state = NULL;
+    return cordon_error_prefix(err, "session %s", s->id);
+  }
+  free(p->saved_state);
+  p->saved_state = steal_ptr(&text);
+  return 0;
+}
+
+int session_persist(struct cordon_session *s, struct cordon_error **err) {
+  return save_state(s, err);
 }
 
 static int session_new(struct cordon_context *ctx, const struct cordon_backend *backend,
-                       const struct cordon_manifest *m, struct cordon_session **out,
-                       struct cordon_error **err) {
+                       const struct cordon_manifest *m, bool defer_sync,
+                       struct cordon_session **out, struct cordon_error **err) {
   if (cordon_backend_check(backend, err) < 0)
     return -1;
   char *reason = NULL;
@@ -119,9 +158,10 @@ static int session_new(struct cordon_context *ctx, const struct cordon_backend *
   _cleanup_free_ char *sessions = NULL;
   if (context_ensure_dir(ctx, "sessions", &sessions, err) < 0)
     return -1;
-  struct cordon_session *s = calloc(1, sizeof(*s));
+  struct cordon_session *s = session_alloc();
   if (!s)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+  session_private(s)->defer_sync = defer_sync;
   s->backend = backend;
   s->ctx = ctx;
   s->default_timeout = m->default_timeout;
@@ -154,14 +194,20 @@ static void session_abandon(struct cordon_session *s) {
   session_free(s);
 }
 
-static int session_start(struct cordon_context *ctx, const struct cordon_backend *backend,
-                         const struct cordon_manifest *m, const char *snapshot_id,
-                         struct cordon_session **out, struct cordon_error **err) {
-  if (snapshot_id && (!(backend->capabilities & CORDON_CAP_SNAPSHOT) || !backend->resume))
+static int check_resume(const struct cordon_backend *backend, struct cordon_error **err) {
+  if (!(backend->capabilities & CORDON_CAP_SNAPSHOT) || !backend->resume)
     return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0, "backend %s does not support snapshots",
                             backend->name);
+  return 0;
+}
+
+static int session_start(struct cordon_context *ctx, const struct cordon_backend *backend,
+                         const struct cordon_manifest *m, const char *snapshot_id, bool defer_sync,
+                         struct cordon_session **out, struct cordon_error **err) {
+  if (snapshot_id && check_resume(backend, err) < 0)
+    return -1;
   struct cordon_session *s = NULL;
-  if (session_new(ctx, backend, m, &s, err) < 0)
+  if (session_new(ctx, backend, m, defer_sync, &s, err) < 0)
     return -1;
   int r = snapshot_id ? backend->resume(s, m, snapshot_id, err) : backend->create(s, m, err);
   if (r < 0) {
@@ -185,13 +231,126 @@ static int session_start(struct cordon_context *ctx, const struct cordon_backend
 int cordon_session_create(struct cordon_context *ctx, const struct cordon_backend *backend,
                           const struct cordon_manifest *manifest, struct cordon_session **out,
                           struct cordon_error **err) {
-  return session_start(ctx, backend, manifest, NULL, out, err);
+  return session_start(ctx, backend, manifest, NULL, false, out, err);
 }
 
 int cordon_session_resume(struct cordon_context *ctx, const struct cordon_backend *backend,
                           const struct cordon_manifest *manifest, const char *snapshot_id,
                           struct cordon_session **out, struct cordon_error **err) {
-  return session_start(ctx, backend, manifest, snapshot_id, out, err);
+  return session_start(ctx, backend, manifest, snapshot_id, false, out, err);
+}
+
+/* ---- a batch of sessions from one snapshot ------------------------------------------------ */
+
+struct batch {
+  struct cordon_context *ctx;
+  const struct cordon_backend *backend;
+  const struct cordon_manifest *m;
+  const char *snapshot_id;
+  struct cordon_session_batch *b;
+  struct cordon_session **out;
+  pthread_mutex_t mu;
+  size_t next;
+  bool stop;
+  struct cordon_error *first_error;
+};
+
+static void *batch_worker(void *arg) {
+  struct batch *t = arg;
+  for (;;) {
+    pthread_mutex_lock(&t->mu);
+    if (t->stop || t->next >= t->b->count) {
+      pthread_mutex_unlock(&t->mu);
+      return NULL;
+    }
+    size_t i = t->next++;
+    if (t->b->progress)
+      t->b->progress(t->b->data, i, NULL);
+    pthread_mutex_unlock(&t->mu);
+    struct cordon_error *e = NULL;
+    struct cordon_session *s = NULL;
+    int r = session_start(t->ctx, t->backend, t->m, t->snapshot_id, true, &s, &e);
+    pthread_mutex_lock(&t->mu);
+    if (r < 0) {
+      if (!t->stop) { /* the first failure is the one reported */
+        t->stop = true;
+        t->b->failed_index = i;
+        t->first_error = steal_ptr(&e);
+      }
+    } else {
+      t->out[i] = s;
+      if (t->b->progress)
+        t->b->progress(t->b->data, i, s);
+    }
+    pthread_mutex_unlock(&t->mu);
+    cordon_error_free(e);
+  }
+}
+
+static unsigned online_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (unsigned)n : 1;
+}
+
+int cordon_session_resume_many(struct cordon_context *ctx, const struct cordon_backend *backend,
+                               const struct cordon_manifest *manifest, const char *snapshot_id,
+                               struct cordon_session_batch *batch, struct cordon_session **out,
+                               struct cordon_error **err) {
+  batch->failed_index = SIZE_MAX;
+  if (batch->count < 1 || batch->count > CORDON_SESSION_BATCH_MAX)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "a batch holds 1 to %u sessions, not %zu",
+                            CORDON_SESSION_BATCH_MAX, batch->count);
+  if (!snapshot_id || check_resume(backend, err) < 0)
+    return snapshot_id ? -1 : cordon_error_set(err, CORDON_ERR_USAGE, 0, "no snapshot to resume");
+  for (size_t i = 0; i < batch->count; i++)
+    out[i] = NULL;
+  struct batch t = {.ctx = ctx,
+                    .backend = backend,
+                    .m = manifest,
+                    .snapshot_id = snapshot_id,
+                    .b = batch,
+                    .out = out};
+  pthread_mutex_init(&t.mu, NULL);
+  unsigned jobs = batch->jobs ? batch->jobs : online_cores();
+  if (jobs > batch->count)
+    jobs = (unsigned)batch->count;
+  pthread_t threads[CORDON_SESSION_BATCH_MAX];
+  unsigned started = 0;
+  /* The calling thread is a worker too, so a batch never depends on creating threads. */
+  for (unsigned i = 1; i < jobs; i++) {
+    if (pthread_create(&threads[started], NULL, batch_worker, &t) != 0)
+      break;
+    started++;
+  }
+  batch_worker(&t);
+  for (unsigned i = 0; i < started; i++)
+    pthread_join(threads[i], NULL);
+  pthread_mutex_destroy(&t.mu);
+  /* Every state file is written: one syncfs makes them all durable (their data, their names
+   * and the session directories' names), instead of two fsyncs per session. */
+  if (!t.first_error && !manifest->ephemeral) {
+    _cleanup_free_ char *sessions = NULL;
+    _cleanup_close_ int fd = -1;
+    if (asprintf(&sessions, "%s/sessions", cordon_context_state_dir(ctx)) < 0)
+      cordon_error_set(&t.first_error, CORDON_ERR_SYSTEM, ENOMEM, "sessions");
+    else if ((fd = open(sessions, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || syncfs(fd) < 0)
+      cordon_error_set(&t.first_error, CORDON_ERR_SYSTEM, errno, "cannot sync %s", sessions);
+  }
+  if (!t.first_error) {
+    for (size_t i = 0; i < batch->count; i++)
+      session_private(out[i])->defer_sync = false; /* later writes sync on their own */
+    return 0;
+  }
+  /* All or none: the ones that started go again. */
+  for (size_t i = 0; i < batch->count; i++) {
+    struct cordon_error *ignored = NULL;
+    cordon_session_destroy(steal_ptr(&out[i]), &ignored);
+    cordon_error_free(ignored);
+  }
+  if (err && !*err)
+    *err = steal_ptr(&t.first_error);
+  cordon_error_free(t.first_error);
+  return -1;
 }
 
 static char *state_path(struct cordon_context *ctx, const char *id) {
@@ -261,7 +420,7 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
     json_decref(doc);
     return cordon_error_prefix(err, "session %s", id);
   }
-  struct cordon_session *s = calloc(1, sizeof(*s));
+  struct cordon_session *s = session_alloc();
   if (!s) {
     json_decref(doc);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");

@@ -85,6 +85,7 @@ enum {
   OPT_CLEAR_ENV,
   OPT_HELP,
   OPT_FROM,
+  OPT_COUNT,
 };
 
 #define MANIFEST_OPTIONS                                                                          \
@@ -461,6 +462,7 @@ static const char session_usage[] =
     "\n"
     "  create [options]                 create a session, print its id\n"
     "  create --from SNAPSHOT [options] resume: a new session whose workspace is the snapshot\n"
+    "  create --from SNAPSHOT --count K fork K sessions at once, print their ids\n"
     "  exec ID [--cwd D] [--env K=V]... [--timeout S] [--stdin FILE] [--clear-env] [--json]\n"
     "       -- ARGV...                  run ARGV in the session (exit code as `cordon run`)\n"
     "  read ID PATH                     write the file's bytes to stdout\n"
@@ -479,7 +481,15 @@ static const char create_usage[] =
     "Create a session and print its id.\n"
     "\n"
     "options:\n" MANIFEST_HELP "  --from SNAPSHOT       start from a snapshot (its workspace is\n"
-    "                        the snapshot, restored and verified)\n";
+    "                        the snapshot, restored and verified)\n"
+    "  --count K             with --from: create K sessions (1 to 256) at once, on every\n"
+    "                        core; print their ids one per line (--json: one array). All or\n"
+    "                        none: if one cannot be created, the others are destroyed and\n"
+    "                        the error is reported (exit 1, or 3/4 by its kind). When the ids\n"
+    "                        are printed, every session is ready and its state is durable.\n"
+    "\n"
+    "Exit codes: 0 ok, 1 failed, 2 usage (--count not a number from 1 to 256, or without\n"
+    "--from), 3 not found, 4 unavailable or refused.\n";
 
 struct session_handle {
   struct cordon_registry *reg;
@@ -503,11 +513,53 @@ static int handle_open(const char *id, struct session_handle *h, struct cordon_e
   return 0;
 }
 
+static json_t *session_json(const struct cordon_session *s) {
+  return json_pack("{s:s, s:s, s:s, s:s}", "id", s->id, "backend", s->backend->name, "workspace",
+                   s->workspace, "root", s->root);
+}
+
+/* --count K: K sessions from one snapshot, all or none; the ids are printed only once every
+ * session is ready and durable. */
+static int create_batch(struct cordon_context *ctx, const struct cordon_backend *b,
+                        const struct cordon_manifest *m, const char *from, size_t count,
+                        bool json) {
+  _cleanup_free_ struct cordon_session **sessions = calloc(count, sizeof(*sessions));
+  struct cordon_error *err = NULL;
+  if (!sessions) {
+    cordon_error_set(&err, CORDON_ERR_SYSTEM, ENOMEM, "sessions");
+    return cli_fail(err);
+  }
+  struct cordon_session_batch batch = {.count = count};
+  if (cordon_session_resume_many(ctx, b, m, from, &batch, sessions, &err) < 0) {
+    if (batch.failed_index != SIZE_MAX)
+      cordon_error_prefix(&err, "session %zu of %zu (none was kept)", batch.failed_index + 1,
+                          count);
+    return cli_fail(err);
+  }
+  json_t *list = json ? json_array() : NULL;
+  for (size_t i = 0; i < count; i++) {
+    if (list)
+      json_array_append_new(list, session_json(sessions[i]));
+    else
+      printf("%s\n", sessions[i]->id);
+    cordon_session_close(sessions[i]);
+  }
+  if (list) {
+    json_dumpf(list, stdout, JSON_INDENT(2));
+    putchar('\n');
+    json_decref(list);
+  }
+  return EXIT_OK;
+}
+
 static int session_create(int argc, char **argv) {
-  static const struct option opts[] = {
-      MANIFEST_OPTIONS, {"from", required_argument, NULL, OPT_FROM}, {0}};
+  static const struct option opts[] = {MANIFEST_OPTIONS,
+                                       {"from", required_argument, NULL, OPT_FROM},
+                                       {"count", required_argument, NULL, OPT_COUNT},
+                                       {0}};
   struct manifest_opts o = {0};
   const char *from = NULL;
+  unsigned long long count = 0; /* 0: no --count, one session */
   int c;
   optind = 1;
   opterr = 0;
@@ -519,6 +571,14 @@ static int session_create(int argc, char **argv) {
     }
     if (c == OPT_FROM) {
       from = optarg;
+      continue;
+    }
+    if (c == OPT_COUNT) {
+      if (cli_parse_u64(optarg, &count) < 0 || count < 1 || count > CORDON_SESSION_BATCH_MAX) {
+        manifest_opts_free(&o);
+        return cli_usage_error("session create", "--count needs a number from 1 to %u, not '%s'",
+                               CORDON_SESSION_BATCH_MAX, optarg);
+      }
       continue;
     }
     int r = c == '?' ? cli_usage_error("session create", "unknown option or missing value '%s'",
@@ -538,6 +598,10 @@ static int session_create(int argc, char **argv) {
     return cli_usage_error(
         "session create", "--from expects a snapshot id (64 lowercase hex digits), got '%s'", from);
   }
+  if (count && !from) {
+    manifest_opts_free(&o);
+    return cli_usage_error("session create", "--count needs --from SNAPSHOT");
+  }
   struct cordon_manifest m;
   struct cordon_repo_spec repo = {0};
   int code = build_manifest(&o, &m, &repo);
@@ -550,10 +614,16 @@ static int session_create(int argc, char **argv) {
   struct cordon_context *ctx = NULL;
   const struct cordon_backend *b = NULL;
   struct cordon_session *s = NULL;
-  if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
-      cordon_context_open(NULL, &ctx, &err) < 0 ||
-      (from ? cordon_session_resume(ctx, b, &m, from, &s, &err)
-            : cordon_session_create(ctx, b, &m, &s, &err)) < 0) {
+  if (count) {
+    if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
+        cordon_context_open(NULL, &ctx, &err) < 0)
+      code = cli_fail(err);
+    else
+      code = create_batch(ctx, b, &m, from, (size_t)count, o.json);
+  } else if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
+             cordon_context_open(NULL, &ctx, &err) < 0 ||
+             (from ? cordon_session_resume(ctx, b, &m, from, &s, &err)
+                   : cordon_session_create(ctx, b, &m, &s, &err)) < 0) {
     code = cli_fail(err);
   } else {
     if (o.json) {

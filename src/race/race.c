@@ -5,9 +5,9 @@
  * The pure parts (the change between two manifests, the score vector, the receipt body) are
  * kept apart from the effects (sessions, threads, files). Work happens in two phases so that a
  * candidate that cannot start stops the race before any command runs: first every session is
- * resumed, then every command runs; each phase is a pool of at most one thread per core pulling
- * candidate indices. Only the generic session API is used, so any backend that declares
- * SNAPSHOT can race. */
+ * resumed (one batch, cordon_session_resume_many: all or none), then every command runs; each
+ * phase is a pool of at most one thread per core pulling candidate indices. Only the generic
+ * session API is used, so any backend that declares SNAPSHOT can race. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -350,15 +350,36 @@ static bool stopping(struct race *r) {
   return stop;
 }
 
-static int start_step(struct slot *s, struct cordon_error **err) {
-  struct race *r = s->race;
-  announce(s, CORDON_RACE_STARTING);
+static void start_progress(void *data, size_t index, struct cordon_session *ready) {
+  struct race *r = data;
+  announce(&r->slots[index], ready ? CORDON_RACE_READY : CORDON_RACE_STARTING);
+}
+
+/* Every candidate is forked from the base as one batch of sessions (the library's
+ * cordon_session_resume_many, as `cordon session create --count` does): all of them, or none,
+ * with the first failure reported. */
+static int start_all(struct race *r, struct cordon_error **err) {
   /* Ephemeral: the race destroys its sessions itself, so their state needs no fsync. One-shot
    * unless a judge runs after the command, in the same session. */
   struct cordon_manifest m = {.ephemeral = true, .one_shot = !r->o->judge_argv};
-  if (cordon_session_resume(r->ctx, r->o->backend, &m, r->o->base, &s->session, err) < 0)
-    return cordon_error_prefix(err, "%s cannot start", s->task_id);
-  announce(s, CORDON_RACE_READY);
+  struct cordon_session_batch batch = {
+      .count = r->k, .jobs = r->o->jobs, .progress = start_progress, .data = r};
+  _cleanup_free_ struct cordon_session **sessions = calloc(r->k, sizeof(*sessions));
+  if (!sessions)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "race");
+  if (cordon_session_resume_many(r->ctx, r->o->backend, &m, r->o->base, &batch, sessions, err) <
+      0) {
+    if (batch.failed_index < r->k) {
+      cordon_error_prefix(err, "%s cannot start", r->slots[batch.failed_index].task_id);
+      announce(&r->slots[batch.failed_index], CORDON_RACE_FAILED);
+    }
+    for (size_t i = 0; i < r->k; i++)
+      if (r->slots[i].phase == CORDON_RACE_STARTING || r->slots[i].phase == CORDON_RACE_READY)
+        announce(&r->slots[i], CORDON_RACE_CANCELLED);
+    return -1;
+  }
+  for (size_t i = 0; i < r->k; i++)
+    r->slots[i].session = sessions[i];
   return 0;
 }
 
@@ -658,7 +679,7 @@ int cordon_race_run(struct cordon_context *ctx, const struct cordon_race_options
     snprintf(r.slots[i].task_id, sizeof(r.slots[i].task_id), "candidate-%zu", i);
     announce(&r.slots[i], CORDON_RACE_WAITING);
   }
-  if (run_phase(&r, start_step, err) < 0 || run_phase(&r, run_step, err) < 0) {
+  if (start_all(&r, err) < 0 || run_phase(&r, run_step, err) < 0) {
     destroy_all(&r);
     goto out_mutex;
   }

@@ -780,7 +780,9 @@ static bool single_threaded(void) {
   return p && strtol(p + 1, NULL, 10) == 1;
 }
 
-int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out, struct cordon_error **err) {
+int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out, int *ready_fd,
+                    struct cordon_error **err) {
+  *ready_fd = -1;
   int info[2] = {-1, -1}, go[2] = {-1, -1}, ready[2] = {-1, -1};
   if (pipe2(info, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
     int e = errno;
@@ -836,6 +838,13 @@ int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out, struct c
       return cordon_error_set(err, (enum cordon_error_kind)rep.kind, 0, "%s", rep.message);
     holder = rep.pid;
   }
+  *pid_out = holder;
+  *ready_fd = steal_fd(&ready_read);
+  return 0;
+}
+
+int ns_holder_wait(pid_t holder, int ready_fd, struct cordon_error **err) {
+  _cleanup_close_ int ready_read = ready_fd;
   struct setup_report rep;
   if (report_receive(ready_read, &rep) < 0) {
     kill(holder, SIGKILL);
@@ -848,7 +857,6 @@ int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out, struct c
     return cordon_error_set(err, (enum cordon_error_kind)rep.kind, 0, "sandbox setup: %s",
                             rep.message);
   }
-  *pid_out = holder;
   return 0;
 }
 

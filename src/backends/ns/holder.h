@@ -43,9 +43,14 @@ struct ns_holder_config {
   int cgroup_join_fds[CONFINE_CG_MAX_DIRS]; /* v1 cgroup.procs fds the holder joins */
 };
 
-/* Start the holder and wait until it is ready (or report why it failed). *pid is its pid on
- * the host. The fds in cfg stay owned by the caller. */
-int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid, struct cordon_error **err);
+/* Start the holder: on return it exists (*pid, its pid on the host) and builds its sandbox,
+ * which the caller may overlap with work of its own (writing the session's state) before
+ * ns_holder_wait(). The fds in cfg stay owned by the caller and must stay open until then. */
+int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid, int *ready_fd,
+                    struct cordon_error **err);
+/* Wait until the holder started by ns_holder_spawn is ready, or kill it and say why it failed.
+ * Takes ready_fd. */
+int ns_holder_wait(pid_t pid, int ready_fd, struct cordon_error **err);
 
 /* ---- one-shot: one command in a sandbox of its own --------------------------------------------
  *

@@ -31,6 +31,7 @@
 #include <cordon/snapshot.h>
 
 #include "backend/builtin.h"
+#include "backend/persist.h"
 #include "backend/workspace.h"
 #include "backends/ns/holder.h"
 #include "backends/ns/proto.h"
@@ -596,6 +597,27 @@ static uid_t env_id(const char *name, unsigned fallback) {
   return (end && !*end && x > 0 && x < 0xfffffffful) ? (uid_t)x : fallback;
 }
 
+/* The holder exists (it may still be building its sandbox): record it, and write the session's
+ * state file now, so that its write and sync overlap the holder's setup. */
+static int holder_started(struct cordon_session *s, struct ns_impl *impl,
+                          struct cordon_error **err) {
+  impl->holder_start = process_start_time(impl->holder_pid);
+  if (!impl->holder_start)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox holder died right away");
+  if (impl->overlay) {
+    /* The merged view exists only in the holder's mount namespace: reach it through the
+     * holder's root (workspace.c stays beneath it with RESOLVE_BENEATH). */
+    free(s->workspace);
+    if (asprintf(&s->workspace, "/proc/%d/root%s", (int)impl->holder_pid, s->root) < 0) {
+      s->workspace = NULL;
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+    }
+  }
+  if (save_state(s, impl, err) < 0)
+    return -1;
+  return session_persist(s, err);
+}
+
 /* create() and resume(): snapshot_id non-NULL restores that snapshot as the session's own
  * workspace before anything else. */
 static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
@@ -859,7 +881,19 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       impl->pending = p;
     }
   } else if (r == 0) {
-    r = ns_holder_spawn(&cfg, &impl->holder_pid, err);
+    int ready_fd = -1;
+    r = ns_holder_spawn(&cfg, &impl->holder_pid, &ready_fd, err);
+    /* While the holder builds its sandbox (on another core, when there is one), the session's
+     * state is written and made durable: it only needs the holder's pid and start time. */
+    if (r == 0)
+      r = holder_started(s, impl, err);
+    if (r == 0) {
+      r = ns_holder_wait(impl->holder_pid, ready_fd, err);
+    } else if (ready_fd >= 0) {
+      kill(impl->holder_pid, SIGKILL);
+      waitpid(impl->holder_pid, NULL, 0);
+      close(ready_fd);
+    }
   }
   if (workspace_tree.tree_fd >= 0)
     close(workspace_tree.tree_fd);
@@ -870,25 +904,12 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
     return -1;
   if (impl->one_shot)
     return save_state(s, impl, err);
-  impl->holder_start = process_start_time(impl->holder_pid);
-  if (!impl->holder_start)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox holder died right away");
-  if (impl->overlay) {
-    /* The merged view exists only in the holder's mount namespace: reach it through the
-     * holder's root (workspace.c stays beneath it with RESOLVE_BENEATH). */
-    free(s->workspace);
-    if (asprintf(&s->workspace, "/proc/%d/root%s", (int)impl->holder_pid, s->root) < 0) {
-      s->workspace = NULL;
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-    }
-    if (save_state(s, impl, err) < 0)
-      return -1;
+  if (impl->overlay && m->n_files) {
     SANDBOX_OWNER_BEGIN(impl);
     r = workspace_write_manifest_files(s->workspace, m, err);
     SANDBOX_OWNER_END();
-    return r;
   }
-  return save_state(s, impl, err);
+  return r;
 }
 
 static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,

@@ -1,0 +1,15 @@
+/* For built-in backends: write the session's state file before create/resume returns.
+ *
+ * A backend that starts slow work elsewhere (the ns holder building its sandbox on another core)
+ * calls session_persist() with s->workspace and s->backend_state already final, so that writing
+ * (and syncing) the state overlaps that work instead of following it. The library writes the
+ * state again after create/resume only if it changed since. The durability is the session's:
+ * fsync'ed unless the session is ephemeral or part of a batch (which syncs once at its end). */
+#ifndef CORDON_BACKEND_PERSIST_H
+#define CORDON_BACKEND_PERSIST_H
+
+#include <cordon/backend.h>
+
+int session_persist(struct cordon_session *s, struct cordon_error **err);
+
+#endif
