@@ -1,5 +1,6 @@
-/* The content-addressed store: blobs at <store>/<2 hex>/<64 hex>, optional sidecars, temp files
- * in <store>/tmp, snapshot refs in <store>/refs, the writer lock <store>/lock.
+/* The content-addressed store: loose blobs at <store>/<2 hex>/<64 hex>, optional sidecars, packs
+ * in <store>/packs (pack.c), temp files in <store>/tmp, snapshot refs in <store>/refs, the writer
+ * lock <store>/lock.
  *
  * Every write goes to a temp file first and becomes visible by rename, so a killed writer leaves
  * at most a temp file, never a partial blob. A single put fsyncs the blob and its directory; a
@@ -449,9 +450,8 @@ int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGE
 }
 
 /* Read a whole blob into a new buffer and check it hashes to its digest. */
-static int read_blob_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
-                              const struct cas_blob *b, unsigned char **data, size_t *length,
-                              struct cordon_error **err) {
+static int read_blob_verified(const unsigned char digest[CAS_DIGEST_LEN], const struct cas_blob *b,
+                              unsigned char **data, size_t *length, struct cordon_error **err) {
   char hex[CAS_HEX_LEN + 1];
   cas_hex(digest, hex);
   unsigned char *buf = malloc(b->size ? (size_t)b->size : 1);
@@ -476,7 +476,6 @@ static int read_blob_verified(struct cordon_cas *cas, const unsigned char digest
     free(buf);
     return cas_integrity_error(err, digest, actual);
   }
-  (void)cas;
   *data = buf;
   *length = len;
   return 0;
@@ -494,7 +493,7 @@ int cas_read_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIG
     r = cordon_error_set(err, CORDON_ERR_INVALID, E2BIG, "blob %s is larger than %zu bytes", hex,
                          max);
   } else {
-    r = read_blob_verified(cas, digest, &b, data, length, err);
+    r = read_blob_verified(digest, &b, data, length, err);
   }
   cas_blob_close(&b);
   return r;

@@ -1,6 +1,6 @@
-/* The store's internal side: safe blob opens, staging many blobs at once (batches), the writer
- * lock that keeps gc away, and the helpers verify and gc share. include/cordon/cas.h is the
- * public face. */
+/* The store's internal side: safe blob opens (loose or packed), staging many blobs at once
+ * (batches), the writer lock that keeps gc away, and the helpers verify and gc share.
+ * include/cordon/cas.h is the public face; store/pack.h the packs. */
 #ifndef CORDON_STORE_CAS_H
 #define CORDON_STORE_CAS_H
 
@@ -140,7 +140,8 @@ int cas_ref_list(struct cordon_cas *cas, char ***out, struct cordon_error **err)
 
 /* ---- helpers shared with verify and gc --------------------------------------------------- */
 
-/* Every blob in the store (shards 00..ff, names that are 64 hex digits in the right shard). */
+/* Every loose blob (shards 00..ff, names that are 64 hex digits in the right shard); packed
+ * blobs are listed by cas_packs_list. */
 struct cas_blob_list {
   unsigned char (*digests)[CAS_DIGEST_LEN];
   size_t count;
@@ -152,7 +153,8 @@ void cas_blob_list_free(struct cas_blob_list *list);
 /* Take the writer lock exclusively (waits for writers); returns an fd to close, or < 0. */
 int cas_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err);
 
-/* Remove a blob and its sidecar (sidecar first, so no sidecar is ever left without its blob). */
+/* Remove a loose blob and its sidecar (sidecar first, so no sidecar is ever left without its
+ * blob). Packed blobs go with cas_pack_rewrite. */
 int cas_remove_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
                     uint64_t *freed, struct cordon_error **err);
 
