@@ -291,15 +291,7 @@ static int worktree_exec(struct cordon_session *s, const struct cordon_exec_requ
   if (n < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "working directory");
   cwd[n] = 0;
-  struct exec_spec spec = {
-      .argv = req->argv,
-      .cwd = cwd,
-      .envp = req->env,
-      .stdin_data = req->stdin_data,
-      .stdin_length = req->stdin_length,
-      .max_output = req->max_output,
-      .timeout = req->timeout,
-  };
+  struct exec_spec spec = exec_spec_from_request(req, cwd);
   return exec_run(&spec, res, err);
 }
 

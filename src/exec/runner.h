@@ -26,6 +26,21 @@ struct exec_spec {
   double timeout;    /* seconds; <= 0: none */
 };
 
+/* The spec of a backend's exec request (already normalised by the library: env final, timeout
+ * resolved), run in cwd. */
+static inline struct exec_spec exec_spec_from_request(const struct cordon_exec_request *req,
+                                                      const char *cwd) {
+  return (struct exec_spec){
+      .argv = req->argv,
+      .cwd = cwd,
+      .envp = req->env,
+      .stdin_data = req->stdin_data,
+      .stdin_length = req->stdin_length,
+      .max_output = req->max_output,
+      .timeout = req->timeout,
+  };
+}
+
 /* How a command is started, awaited and killed. All callbacks get launcher->data. */
 struct exec_launcher {
   void *data;

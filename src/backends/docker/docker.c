@@ -1204,15 +1204,7 @@ static int docker_exec_agent(struct cordon_session *s, struct docker_session *d,
   _cleanup_free_ char *cwd = NULL;
   if (container_cwd(s, req->cwd, &cwd, err) < 0)
     return -1;
-  struct exec_spec spec = {
-      .argv = req->argv,
-      .cwd = cwd,
-      .envp = req->env,
-      .stdin_data = req->stdin_data,
-      .stdin_length = req->stdin_length,
-      .max_output = req->max_output,
-      .timeout = req->timeout,
-  };
+  struct exec_spec spec = exec_spec_from_request(req, cwd);
   struct agent_launch l = {.s = s, .d = d, .cwd = cwd, .conn = -1};
   const struct exec_launcher launcher = {
       .data = &l,

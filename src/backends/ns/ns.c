@@ -1243,15 +1243,7 @@ static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *r
     cwd = NULL;
   if (!cwd)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
-  struct exec_spec spec = {
-      .argv = req->argv,
-      .cwd = cwd,
-      .envp = req->env,
-      .stdin_data = req->stdin_data,
-      .stdin_length = req->stdin_length,
-      .max_output = req->max_output,
-      .timeout = req->timeout,
-  };
+  struct exec_spec spec = exec_spec_from_request(req, cwd);
   if (impl->pending) {
     struct oneshot_launch l = {.pending = impl->pending};
     const struct exec_launcher launcher = {
