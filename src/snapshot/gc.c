@@ -172,28 +172,37 @@ static void wipe_statcache(struct cordon_cas *cas) {
   cordon_error_free(ignored);
 }
 
-/* The packs' part of gc: a pack whose blobs all live stays, one with none left is removed,
- * others are rewritten with their live blobs only. */
+/* The packs' part of gc: a big pack whose blobs all live stays; every other pack (one with
+ * dead blobs, or a small one) joins one rewrite that keeps the live blobs in a single new pack.
+ * So the store's packs stay few however many small snapshots came and went. */
 static int collect_packs(struct cordon_cas *cas, const struct digest_set *live, bool dry_run,
                          struct cordon_cas_gc_report *report, struct cordon_error **err) {
   struct cas_pack **packs = NULL;
   size_t n = 0;
   if (cas_packs_list(cas, &packs, &n, err) < 0)
     return -1;
+  bool **keep = calloc(n + 1, sizeof(*keep));
+  struct cas_pack **group = calloc(n + 1, sizeof(*group));
+  bool **group_keep = calloc(n + 1, sizeof(*group_keep));
+  size_t n_group = 0;
+  bool any_dead = false;
   int r = 0;
+  if (!keep || !group || !group_keep)
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
   for (size_t i = 0; i < n && r == 0; i++) {
     struct cas_pack *p = packs[i];
-    bool *keep = calloc(p->count + 1, sizeof(bool));
-    if (!keep) {
+    if (!(keep[i] = calloc(p->count + 1, sizeof(bool)))) {
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
       break;
     }
+    bool dead = false;
     for (size_t j = 0; j < p->count && r == 0; j++) {
-      keep[j] = set_has(live, p->entries[j].digest);
-      if (keep[j]) {
+      keep[i][j] = set_has(live, p->entries[j].digest);
+      if (keep[i][j]) {
         report->kept++;
         continue;
       }
+      dead = true;
       char hex[CAS_HEX_LEN + 1];
       cas_hex(p->entries[j].digest, hex);
       report->removed++;
@@ -201,13 +210,21 @@ static int collect_packs(struct cordon_cas *cas, const struct digest_set *live, 
       if (strv_push(&report->removed_digests, hex) < 0)
         r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
     }
-    if (r == 0 && !dry_run && cas_pack_rewrite(cas, p, keep, err) < 0) {
-      char hex[CAS_HEX_LEN + 1];
-      cas_hex(p->id, hex);
-      r = cordon_error_prefix(err, "gc: pack %s", hex);
+    if (dead || p->size < CAS_PACK_SMALL) {
+      group[n_group] = p;
+      group_keep[n_group++] = keep[i];
+      any_dead = any_dead || dead;
     }
-    free(keep);
   }
+  /* One small pack with nothing dead is left alone: rewriting it would change nothing. */
+  if (r == 0 && !dry_run && (any_dead || n_group > 1) &&
+      cas_pack_rewrite(cas, group, n_group, group_keep, err) < 0)
+    r = cordon_error_prefix(err, "gc: packs");
+  for (size_t i = 0; keep && i < n; i++)
+    free(keep[i]);
+  free(keep);
+  free(group);
+  free(group_keep);
   free(packs);
   return r;
 }

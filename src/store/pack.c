@@ -613,25 +613,30 @@ int cas_packs_remove(struct cordon_cas *cas, struct cas_pack *p, struct cordon_e
   return 0;
 }
 
-int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack *p, const bool *keep,
-                     struct cordon_error **err) {
-  size_t kept = 0;
-  for (size_t i = 0; i < p->count; i++)
-    kept += keep[i];
-  if (kept == p->count)
-    return 0;
-  if (kept == 0)
-    return cas_packs_remove(cas, p, err);
+/* One blob to copy into the new pack. */
+struct kept {
+  const struct cas_pack_entry *e;
+  const struct cas_pack *from;
+};
+
+static int kept_by_digest(const void *a, const void *b) {
+  return memcmp(((const struct kept *)a)->e->digest, ((const struct kept *)b)->e->digest,
+                CAS_DIGEST_LEN);
+}
+
+/* Copy the kept blobs, each once and re-hashed, into a new pack and publish it durably. */
+static int write_kept(struct cordon_cas *cas, struct kept *k, size_t n, struct cordon_error **err) {
+  qsort(k, n, sizeof(*k), kept_by_digest);
   struct cas_pack_writer w;
   cas_pack_writer_init(&w);
   struct cas_pack_done done = {.fd = -1};
   unsigned char *buf = NULL;
   struct cas_hasher h = {0};
   int r = -1;
-  for (size_t i = 0; i < p->count; i++) {
-    const struct cas_pack_entry *e = &p->entries[i];
-    if (!keep[i])
-      continue;
+  for (size_t i = 0; i < n; i++) {
+    const struct cas_pack_entry *e = k[i].e;
+    if (i > 0 && !memcmp(k[i - 1].e->digest, e->digest, CAS_DIGEST_LEN))
+      continue; /* in two packs: one copy is enough */
     unsigned char *grown = realloc(buf, e->length ? e->length : 1);
     if (!grown || cas_hasher_init(&h) < 0) {
       free(grown);
@@ -640,7 +645,7 @@ int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack *p, const bool *kee
       goto out;
     }
     buf = grown;
-    if (pread_all(p->fd, buf, e->length, e->offset) < 0) {
+    if (pread_all(k[i].from->fd, buf, e->length, e->offset) < 0) {
       cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO, "gc: read pack");
       goto out;
     }
@@ -666,12 +671,49 @@ int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack *p, const bool *kee
     cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
     goto out;
   }
-  /* The new pack is durable and visible: the old one can go. */
-  r = cas_packs_remove(cas, p, err);
+  r = 0;
 out:
   cas_hasher_free(&h);
   free(buf);
   cas_pack_done_discard(cas, &done);
   cas_pack_writer_discard(cas, &w);
   return r;
+}
+
+int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack **packs, size_t n, bool *const *keep,
+                     struct cordon_error **err) {
+  size_t total = 0, kept = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < packs[i]->count; j++, total++)
+      kept += keep[i][j];
+  if (n == 1 && kept == total)
+    return 0; /* nothing to drop, nothing to merge */
+  if (kept > 0) {
+    struct kept *k = malloc(kept * sizeof(*k));
+    if (!k)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < packs[i]->count; j++)
+        if (keep[i][j])
+          k[m++] = (struct kept){.e = &packs[i]->entries[j], .from = packs[i]};
+    int r = write_kept(cas, k, m, err);
+    free(k);
+    if (r < 0)
+      return -1;
+  }
+  /* The new pack is durable and visible: the old ones can go. */
+  for (size_t i = 0; i < n; i++) {
+    bool same = false; /* the new pack can have an old one's name (same index): keep it */
+    for (size_t j = 0; j < cas->packs.n && !same; j++)
+      same = !cas->packs.packs[j]->gone && cas->packs.packs[j] != packs[i] &&
+             !memcmp(cas->packs.packs[j]->id, packs[i]->id, CAS_DIGEST_LEN);
+    if (same) {
+      packs[i]->gone = true;
+      continue;
+    }
+    if (cas_packs_remove(cas, packs[i], err) < 0)
+      return -1;
+  }
+  return 0;
 }

@@ -156,12 +156,15 @@ const char *cas_pack_check_structure(const struct cas_pack *p);
  * the store is closed. The caller frees the array, not the packs. */
 int cas_packs_list(struct cordon_cas *cas, struct cas_pack ***out, size_t *n,
                    struct cordon_error **err);
-/* Keep only the blobs marked in keep (one flag per entry): a new pack holds them, each
- * re-hashed as it is copied (a corrupt one stops the rewrite with an integrity error and
- * changes nothing), and replaces the old one; with none kept the pack is removed. gc, under the
- * exclusive lock. */
-int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack *p, const bool *keep,
+/* Replace n packs by one that holds only the blobs marked in keep[i] (one flag per entry of
+ * packs[i]), each once, re-hashed as it is copied: a corrupt one stops the rewrite with an
+ * integrity error before anything is removed. The new pack is durable and visible before the
+ * old ones go; with nothing kept they are just removed; one pack with everything kept is left
+ * as it is. gc, under the exclusive lock. */
+int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack **packs, size_t n, bool *const *keep,
                      struct cordon_error **err);
+/* Packs smaller than this are merged by gc (when there are two or more). */
+#define CAS_PACK_SMALL ((uint64_t)16 << 20)
 /* Remove a pack's file and mark it gone (gc, under the exclusive lock). */
 int cas_packs_remove(struct cordon_cas *cas, struct cas_pack *p, struct cordon_error **err);
 

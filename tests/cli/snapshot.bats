@@ -255,6 +255,26 @@ teardown() {
   [ "${#lines[@]}" -eq 1 ]
 }
 
+@test "gc merges the packs of many small snapshots into one" {
+  ids=()
+  for k in 1 2 3; do
+    mkdir "t$k"
+    for i in $(seq 1 20); do printf 'tree %s file %s\n' "$k" "$i" > "t$k/f$i"; done
+    ids+=("$($CORDON snapshot take "t$k")")
+  done
+  [ "$(ls .cordon/cas/packs | wc -l)" -eq 3 ]
+  run -0 $CORDON cas gc --dry-run
+  [ "$(ls .cordon/cas/packs | wc -l)" -eq 3 ]
+  run -0 $CORDON cas gc
+  [[ "$output" == *"removed 0 blobs"* ]]
+  [ "$(ls .cordon/cas/packs | wc -l)" -eq 1 ]
+  run -0 $CORDON cas verify
+  for k in 1 2 3; do
+    run -0 $CORDON snapshot restore "${ids[$((k - 1))]}" "out$k"
+    diff -r "t$k" "out$k"
+  done
+}
+
 @test "session snapshot and session create --from resume a worktree session" {
   s=$($CORDON session create --backend worktree)
   printf 'state\n' | $CORDON session write "$s" work/notes.txt --mode 0600

@@ -2,7 +2,7 @@
  * a batch packs small blobs and keeps big ones loose, a flipped byte anywhere in a pack is an
  * integrity error, a pack that is a symlink, a FIFO or truncated is unreadable (never absent,
  * never a hang), a symlinked packs directory is refused, and gc's rewrite keeps exactly the
- * blobs asked for. */
+ * blobs asked for and merges small packs into one. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -426,7 +426,7 @@ static void test_rewrite_keeps_what_is_asked(void **state) {
       if (!keep[j])
         cas_hex(packs[i]->entries[j].digest, dropped[n_dropped++]);
     }
-    must(cas_pack_rewrite(f->cas, packs[i], keep, &err), err, "rewrite");
+    must(cas_pack_rewrite(f->cas, &packs[i], 1, &keep, &err), err, "rewrite");
     free(keep);
   }
   free(packs);
@@ -447,7 +447,7 @@ static void test_rewrite_keeps_what_is_asked(void **state) {
   must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
   for (size_t i = 0; i < n; i++) {
     bool *keep = calloc(packs[i]->count + 1, sizeof(bool));
-    must(cas_pack_rewrite(f->cas, packs[i], keep, &err), err, "rewrite");
+    must(cas_pack_rewrite(f->cas, &packs[i], 1, &keep, &err), err, "rewrite");
     free(keep);
   }
   free(packs);
@@ -457,6 +457,51 @@ static void test_rewrite_keeps_what_is_asked(void **state) {
   assert_int_equal(n, 0);
   assert_int_equal(cordon_cas_has(f->cas, s.hex[0], &err), 0);
   assert_int_equal(cordon_cas_has(f->cas, s.hex[s.big], &err), 1); /* loose: untouched */
+  expect_verify(f, 0);
+}
+
+/* Several small packs (one per small snapshot) become one; every blob stays readable. */
+static void test_rewrite_merges_packs(void **state) {
+  struct fixture *f = *state;
+  struct cordon_error *err = NULL;
+  char hex[3][20][CAS_HEX_LEN + 1];
+  for (unsigned batch = 0; batch < 3; batch++) {
+    struct cas_batch *b = NULL;
+    must(cas_batch_new(f->cas, &b, &err), err, "batch");
+    for (unsigned i = 0; i < 20; i++) {
+      char text[48];
+      int len = snprintf(text, sizeof(text), "batch %u blob %u", batch, i);
+      unsigned char d[CAS_DIGEST_LEN];
+      must(cas_batch_add_buffer(b, text, (size_t)len, d, &err), err, "add");
+      cas_hex(d, hex[batch][i]);
+    }
+    must(cas_batch_commit(b, &err), err, "commit");
+    cas_batch_free(b);
+  }
+  struct cas_pack **packs = NULL;
+  size_t n = 0;
+  int lock = cas_lock_exclusive(f->cas, &err);
+  assert_true(lock >= 0);
+  must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
+  assert_int_equal(n, 3);
+  bool *keep[3];
+  for (size_t i = 0; i < n; i++) {
+    keep[i] = calloc(packs[i]->count, sizeof(bool));
+    for (size_t j = 0; j < packs[i]->count; j++)
+      keep[i][j] = true;
+  }
+  must(cas_pack_rewrite(f->cas, packs, n, keep, &err), err, "merge");
+  for (size_t i = 0; i < n; i++)
+    free(keep[i]);
+  free(packs);
+  close(lock);
+  must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
+  assert_int_equal(n, 1);
+  assert_int_equal(packs[0]->count, 60);
+  free(packs);
+  for (unsigned batch = 0; batch < 3; batch++)
+    for (unsigned i = 0; i < 20; i++)
+      assert_int_equal(cordon_cas_has(f->cas, hex[batch][i], &err), 1);
   expect_verify(f, 0);
 }
 
@@ -470,6 +515,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_planted_pack_unreadable, setup, teardown),
       cmocka_unit_test_setup_teardown(test_symlinked_packs_dir_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rewrite_keeps_what_is_asked, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_rewrite_merges_packs, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
