@@ -499,10 +499,10 @@ int cas_read_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIG
   return r;
 }
 
-/* The digest of a public call; the packs on disk are looked at again, so that the call sees
- * the store as it is now. */
-static int parse_digest(struct cordon_cas *cas, const char *hex,
-                        unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
+/* The start of a public read: parse its digest, and look at the packs on disk again, so that
+ * the call sees the store as it is now rather than as an earlier call loaded it. */
+static int begin_public_read(struct cordon_cas *cas, const char *hex,
+                             unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
   if (cas_unhex(hex, digest) < 0)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                             "'%s' is not a digest (64 lowercase hex digits)", hex ? hex : "");
@@ -512,7 +512,7 @@ static int parse_digest(struct cordon_cas *cas, const char *hex,
 
 int cordon_cas_has(struct cordon_cas *cas, const char *hex, struct cordon_error **err) {
   unsigned char digest[CAS_DIGEST_LEN];
-  if (parse_digest(cas, hex, digest, err) < 0)
+  if (begin_public_read(cas, hex, digest, err) < 0)
     return -1;
   struct cas_blob b;
   struct cordon_error *open_err = NULL;
@@ -531,7 +531,7 @@ int cordon_cas_has(struct cordon_cas *cas, const char *hex, struct cordon_error 
 int cordon_cas_get(struct cordon_cas *cas, const char *hex, size_t max, unsigned char **data,
                    size_t *length, struct cordon_error **err) {
   unsigned char digest[CAS_DIGEST_LEN];
-  if (parse_digest(cas, hex, digest, err) < 0)
+  if (begin_public_read(cas, hex, digest, err) < 0)
     return -1;
   return cas_read_verified(cas, digest, max, data, length, err);
 }
@@ -552,7 +552,7 @@ static int copy_verified(struct cordon_cas *cas, const unsigned char digest[CAS_
 int cordon_cas_get_to_fd(struct cordon_cas *cas, const char *hex, int out,
                          struct cordon_error **err) {
   unsigned char digest[CAS_DIGEST_LEN];
-  if (parse_digest(cas, hex, digest, err) < 0)
+  if (begin_public_read(cas, hex, digest, err) < 0)
     return -1;
   struct cas_blob b;
   if (cas_blob_open(cas, digest, &b, err) < 0)
@@ -746,7 +746,7 @@ int cordon_cas_info(struct cordon_cas *cas, const char *hex, struct cordon_blob_
                     struct cordon_error **err) {
   memset(info, 0, sizeof(*info));
   unsigned char digest[CAS_DIGEST_LEN];
-  if (parse_digest(cas, hex, digest, err) < 0)
+  if (begin_public_read(cas, hex, digest, err) < 0)
     return -1;
   struct cas_blob b;
   if (cas_blob_open(cas, digest, &b, err) < 0)
