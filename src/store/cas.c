@@ -461,9 +461,11 @@ static int read_blob_verified(const unsigned char digest[CAS_DIGEST_LEN], const 
   while (len < b->size) {
     ssize_t n = cas_blob_read(b, buf + len, (size_t)b->size - len, len);
     if (n <= 0) {
-      int e = n < 0 ? errno : EIO;
+      int e = errno;
       free(buf);
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "blob %s: read", hex);
+      return n < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, e, "blob %s: read", hex)
+                   : cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
+                                      "integrity error: blob %s is truncated", hex);
     }
     len += (size_t)n;
   }
