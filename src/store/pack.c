@@ -489,7 +489,7 @@ static int refresh_locked(struct cordon_cas *cas, struct cordon_error **err) {
     for (size_t i = 0; i < known; i++)
       if (!seen[i])
         s->packs[i]->gone = true; /* kept open: a reader may hold its fd */
-    s->scanned = true;
+    __atomic_store_n(&s->scanned, true, __ATOMIC_RELEASE);
   }
   free(seen);
   return r;
@@ -704,14 +704,15 @@ int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack **packs, size_t n, 
   }
   /* The new pack is durable and visible: the old ones can go. */
   for (size_t i = 0; i < n; i++) {
-    bool same = false; /* the new pack can have an old one's name (same index): keep it */
+    /* The new pack can have an old one's name (the same index): that file stays. */
+    pthread_rwlock_rdlock(&cas->packs.lock);
+    bool same = packs[i]->gone;
     for (size_t j = 0; j < cas->packs.n && !same; j++)
       same = !cas->packs.packs[j]->gone && cas->packs.packs[j] != packs[i] &&
              !memcmp(cas->packs.packs[j]->id, packs[i]->id, CAS_DIGEST_LEN);
-    if (same) {
-      packs[i]->gone = true;
+    pthread_rwlock_unlock(&cas->packs.lock);
+    if (same)
       continue;
-    }
     if (cas_packs_remove(cas, packs[i], err) < 0)
       return -1;
   }
