@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -505,6 +506,87 @@ static void test_rewrite_merges_packs(void **state) {
   expect_verify(f, 0);
 }
 
+/* A reader in another process keeps reading every blob while gc-style rewrites merge the packs
+ * under it and new snapshots add packs: no read ever fails. */
+static void test_reads_during_merges(void **state) {
+  struct fixture *f = *state;
+  struct cordon_error *err = NULL;
+  enum { BATCHES = 3, PER = 20 };
+  char hex[BATCHES][PER][CAS_HEX_LEN + 1];
+  char text[BATCHES][PER][48];
+  for (unsigned k = 0; k < BATCHES; k++) {
+    struct cas_batch *b = NULL;
+    must(cas_batch_new(f->cas, &b, &err), err, "batch");
+    for (unsigned i = 0; i < PER; i++) {
+      int len = snprintf(text[k][i], sizeof(text[k][i]), "kept %u blob %u", k, i);
+      unsigned char d[CAS_DIGEST_LEN];
+      must(cas_batch_add_buffer(b, text[k][i], (size_t)len, d, &err), err, "add");
+      cas_hex(d, hex[k][i]);
+    }
+    must(cas_batch_commit(b, &err), err, "commit");
+    cas_batch_free(b);
+  }
+  pid_t reader = fork();
+  assert_true(reader >= 0);
+  if (reader == 0) {
+    struct cordon_cas *cas = NULL;
+    if (cordon_cas_open(f->store, &cas, NULL) < 0)
+      _exit(2);
+    time_t end = time(NULL) + 3;
+    while (time(NULL) < end)
+      for (unsigned k = 0; k < BATCHES; k++)
+        for (unsigned i = 0; i < PER; i++) {
+          struct cordon_error *e = NULL;
+          unsigned char *data = NULL;
+          size_t len = 0;
+          if (cordon_cas_get(cas, hex[k][i], 4096, &data, &len, &e) < 0) {
+            fprintf(stderr, "reader: %s\n", e ? e->message : "failed");
+            _exit(1);
+          }
+          if (len != strlen(text[k][i]) || memcmp(data, text[k][i], len) != 0)
+            _exit(3);
+          free(data);
+        }
+    cordon_cas_close(cas);
+    _exit(0);
+  }
+  time_t end = time(NULL) + 3;
+  for (unsigned round = 0; time(NULL) < end; round++) {
+    struct cas_batch *b = NULL;
+    must(cas_batch_new(f->cas, &b, &err), err, "batch");
+    for (unsigned i = 0; i < PER; i++) {
+      char extra[48];
+      int len = snprintf(extra, sizeof(extra), "round %u blob %u", round, i);
+      unsigned char d[CAS_DIGEST_LEN];
+      must(cas_batch_add_buffer(b, extra, (size_t)len, d, &err), err, "add");
+    }
+    must(cas_batch_commit(b, &err), err, "commit");
+    cas_batch_free(b);
+    int lock = cas_lock_exclusive(f->cas, &err);
+    assert_true(lock >= 0);
+    struct cas_pack **packs = NULL;
+    size_t n = 0;
+    must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
+    bool **keep = calloc(n + 1, sizeof(*keep));
+    for (size_t i = 0; i < n; i++) {
+      keep[i] = calloc(packs[i]->count + 1, sizeof(bool));
+      for (size_t j = 0; j < packs[i]->count; j++)
+        keep[i][j] = true;
+    }
+    must(cas_pack_rewrite(f->cas, packs, n, keep, &err), err, "merge");
+    for (size_t i = 0; i < n; i++)
+      free(keep[i]);
+    free(keep);
+    free(packs);
+    close(lock);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(reader, &status, 0), reader);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  expect_verify(f, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_format_round_trip),
@@ -516,6 +598,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_symlinked_packs_dir_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rewrite_keeps_what_is_asked, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rewrite_merges_packs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reads_during_merges, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
