@@ -461,6 +461,30 @@ static void test_rewrite_keeps_what_is_asked(void **state) {
   expect_verify(f, 0);
 }
 
+/* Merge every pack into one, keeping every blob, as gc does (under its lock). Returns how many
+ * packs there were. */
+static size_t merge_all(struct fixture *f) {
+  struct cordon_error *err = NULL;
+  int lock = cas_lock_exclusive(f->cas, &err);
+  assert_true(lock >= 0);
+  struct cas_pack **packs = NULL;
+  size_t n = 0;
+  must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
+  bool **keep = calloc(n + 1, sizeof(*keep));
+  for (size_t i = 0; i < n; i++) {
+    keep[i] = calloc(packs[i]->count + 1, sizeof(bool));
+    for (size_t j = 0; j < packs[i]->count; j++)
+      keep[i][j] = true;
+  }
+  must(cas_pack_rewrite(f->cas, packs, n, keep, &err), err, "merge");
+  for (size_t i = 0; i < n; i++)
+    free(keep[i]);
+  free(keep);
+  free(packs);
+  close(lock);
+  return n;
+}
+
 /* Several small packs (one per small snapshot) become one; every blob stays readable. */
 static void test_rewrite_merges_packs(void **state) {
   struct fixture *f = *state;
@@ -479,23 +503,9 @@ static void test_rewrite_merges_packs(void **state) {
     must(cas_batch_commit(b, &err), err, "commit");
     cas_batch_free(b);
   }
+  assert_int_equal(merge_all(f), 3);
   struct cas_pack **packs = NULL;
   size_t n = 0;
-  int lock = cas_lock_exclusive(f->cas, &err);
-  assert_true(lock >= 0);
-  must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
-  assert_int_equal(n, 3);
-  bool *keep[3];
-  for (size_t i = 0; i < n; i++) {
-    keep[i] = calloc(packs[i]->count, sizeof(bool));
-    for (size_t j = 0; j < packs[i]->count; j++)
-      keep[i][j] = true;
-  }
-  must(cas_pack_rewrite(f->cas, packs, n, keep, &err), err, "merge");
-  for (size_t i = 0; i < n; i++)
-    free(keep[i]);
-  free(packs);
-  close(lock);
   must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
   assert_int_equal(n, 1);
   assert_int_equal(packs[0]->count, 60);
@@ -562,23 +572,7 @@ static void test_reads_during_merges(void **state) {
     }
     must(cas_batch_commit(b, &err), err, "commit");
     cas_batch_free(b);
-    int lock = cas_lock_exclusive(f->cas, &err);
-    assert_true(lock >= 0);
-    struct cas_pack **packs = NULL;
-    size_t n = 0;
-    must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
-    bool **keep = calloc(n + 1, sizeof(*keep));
-    for (size_t i = 0; i < n; i++) {
-      keep[i] = calloc(packs[i]->count + 1, sizeof(bool));
-      for (size_t j = 0; j < packs[i]->count; j++)
-        keep[i][j] = true;
-    }
-    must(cas_pack_rewrite(f->cas, packs, n, keep, &err), err, "merge");
-    for (size_t i = 0; i < n; i++)
-      free(keep[i]);
-    free(keep);
-    free(packs);
-    close(lock);
+    merge_all(f);
   }
   int status = 0;
   assert_int_equal(waitpid(reader, &status, 0), reader);
