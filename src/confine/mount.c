@@ -55,8 +55,12 @@ int confine_overlay_prepare(const char *lower_dir, int lower_userns_fd, const ch
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "overlay layer %s",
                             upper < 0 ? upper_dir : work_dir);
   _cleanup_close_ int fs = sys_fsopen("overlay", FSOPEN_CLOEXEC);
-  if (fs < 0)
+  /* Only ENODEV says the kernel lacks overlayfs (or ENOSYS, the new mount API); anything else,
+   * out of descriptors for one, is a plain failure, not a missing mechanism. */
+  if (fs < 0 && (errno == ENODEV || errno == ENOSYS))
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errno, "the kernel has no overlayfs");
+  if (fs < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open an overlay file system");
   const char *step = "lowerdir+";
   if (sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lower) < 0 ||
       (step = "upperdir", sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, upper) < 0) ||
