@@ -195,19 +195,6 @@ static int open_segment(int dirfd, uint64_t number, int flags, const char *dir,
   return fd;
 }
 
-static int pread_all(int fd, void *buf, size_t length, uint64_t offset) {
-  size_t got = 0;
-  while (got < length) {
-    ssize_t n = pread(fd, (char *)buf + got, length - got, (off_t)(offset + got));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return -1;
-    got += (size_t)n;
-  }
-  return 0;
-}
-
 /* 1-based number of the line that starts at offset (counts newlines before it). */
 static uint64_t line_number_at(int fd, uint64_t offset) {
   char buf[65536];
@@ -272,7 +259,7 @@ static int read_tail(struct cordon_audit_log *log, int dirfd, const uint64_t *se
     _cleanup_free_ char *buf = malloc(want + 1);
     if (!buf)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
-    if (pread_all(fd, buf, want, start) < 0)
+    if (fs_pread_all(fd, buf, want, start) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO, "cannot read %s/%s",
                               log->dir, name);
     if (buf[want - 1] != '\n') {
@@ -767,7 +754,7 @@ int cordon_audit_repair(struct cordon_audit_log *log, const char *actor, uint64_
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", log->dir);
   uint64_t size = (uint64_t)st.st_size;
   char last = '\n';
-  if (size > 0 && pread_all(fd, &last, 1, size - 1) < 0)
+  if (size > 0 && fs_pread_all(fd, &last, 1, size - 1) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO, "cannot read %s",
                             log->dir);
   if (last == '\n')
@@ -781,7 +768,7 @@ int cordon_audit_repair(struct cordon_audit_log *log, const char *actor, uint64_
       return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
                               "audit log %s: the torn tail is longer than a line; not repaired",
                               log->dir);
-    if (pread_all(fd, buf, want, end - want) < 0)
+    if (fs_pread_all(fd, buf, want, end - want) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO, "cannot read %s",
                               log->dir);
     char *nl = memrchr(buf, '\n', want);

@@ -46,6 +46,19 @@ int fs_random_hex(size_t nbytes, char **out, struct cordon_error **err) {
   return 0;
 }
 
+int fs_pread_all(int fd, void *buf, size_t length, uint64_t offset) {
+  size_t got = 0;
+  while (got < length) {
+    ssize_t n = pread(fd, (char *)buf + got, length - got, (off_t)(offset + got));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return -1;
+    got += (size_t)n;
+  }
+  return 0;
+}
+
 int fs_write_all(int fd, const void *data, size_t length) {
   const unsigned char *p = data;
   while (length > 0) {

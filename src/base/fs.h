@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <cordon/error.h>
@@ -23,6 +24,9 @@ int fs_write_atomic(const char *path, const void *data, size_t length, mode_t mo
 
 /* write(2) until everything is written, retrying on EINTR and short writes; -1 with errno. */
 int fs_write_all(int fd, const void *data, size_t length);
+/* Read exactly length bytes at offset (retrying short reads and EINTR); -1 on error or end of
+ * file first. */
+int fs_pread_all(int fd, void *buf, size_t length, uint64_t offset);
 
 /* Read a whole fd; more than max bytes is an error (E2BIG). *data is NUL-terminated. */
 int fs_read_fd(int fd, size_t max, unsigned char **data, size_t *length, struct cordon_error **err);

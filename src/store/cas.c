@@ -430,12 +430,9 @@ void cas_blob_location(const struct cas_blob *b, const unsigned char digest[CAS_
     snprintf(out, size, "%.2s/%s", hex, hex);
 }
 
-int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
-                     uint64_t size) {
-  int fd;
-  uint64_t offset, length;
-  if (cas_packs_find(cas, digest, &fd, &offset, &length, NULL) && length == size)
-    return 1;
+/* Whether an intact-looking loose copy (a regular file of the expected size) is there. */
+static bool loose_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                          uint64_t size) {
   int shard = cas_shard_fd(cas, digest[0], false, NULL);
   if (shard < 0)
     return 0;
@@ -447,6 +444,15 @@ int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGE
   /* A blob cut short by a crash on a filesystem that lost its tail has the wrong size: it is
    * replaced rather than trusted. */
   return S_ISREG(st.st_mode) && (uint64_t)st.st_size == size;
+}
+
+int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                     uint64_t size) {
+  int fd;
+  uint64_t offset, length;
+  if (cas_packs_find(cas, digest, &fd, &offset, &length, NULL) && length == size)
+    return 1;
+  return loose_present(cas, digest, size);
 }
 
 /* Read a whole blob into a new buffer and check it hashes to its digest. */
@@ -1180,7 +1186,7 @@ static int batch_claim(struct cas_batch *b, const unsigned char digest[CAS_DIGES
    * lookup per new file of a snapshot, to save the rare small blob a `cas put` also stored. */
   if (size < CAS_PACK_BLOB_MAX)
     return 1;
-  return cas_blob_present(b->cas, digest, size) ? 0 : 1;
+  return loose_present(b->cas, digest, size) ? 0 : 1;
 }
 
 static int batch_push(struct cas_batch *b, int dir, const char *name,

@@ -358,19 +358,6 @@ static bool pack_file_name(const char *name, unsigned char id[CAS_DIGEST_LEN]) {
          !strcmp(name + CAS_HEX_LEN, CAS_PACK_SUFFIX) && cas_unhex_n(name, id) == 0;
 }
 
-static int pread_all(int fd, void *buf, size_t n, uint64_t at) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = pread(fd, (char *)buf + done, n - done, (off_t)(at + done));
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return -1;
-    done += (size_t)r;
-  }
-  return 0;
-}
-
 /* Load one pack by name. NULL with *why set when it cannot be used. */
 static struct cas_pack *pack_load(int dirfd, const char *name, const unsigned char id[32],
                                   const char **why) {
@@ -391,8 +378,8 @@ static struct cas_pack *pack_load(int dirfd, const char *name, const unsigned ch
   uint64_t size = (uint64_t)st.st_size;
   *why = "too short to be a pack";
   if (size < CAS_PACK_HEADER_LEN + CAS_PACK_TRAILER_LEN ||
-      pread_all(fd, header, sizeof(header), 0) < 0 ||
-      pread_all(fd, trailer, sizeof(trailer), size - CAS_PACK_TRAILER_LEN) < 0)
+      fs_pread_all(fd, header, sizeof(header), 0) < 0 ||
+      fs_pread_all(fd, trailer, sizeof(trailer), size - CAS_PACK_TRAILER_LEN) < 0)
     goto fail;
   if ((*why = cas_pack_check_header(header)) ||
       (*why = cas_pack_parse_trailer(trailer, size, &index_offset, &count)))
@@ -405,7 +392,7 @@ static struct cas_pack *pack_load(int dirfd, const char *name, const unsigned ch
     *why = "out of memory";
     goto fail;
   }
-  if (pread_all(fd, index, count * CAS_PACK_ENTRY_LEN, index_offset) < 0) {
+  if (fs_pread_all(fd, index, count * CAS_PACK_ENTRY_LEN, index_offset) < 0) {
     *why = "cannot read the index";
     goto fail;
   }
@@ -570,7 +557,7 @@ const char *cas_pack_check_structure(const struct cas_pack *p) {
     return "out of memory";
   unsigned char id[CAS_DIGEST_LEN];
   const char *why = NULL;
-  if (pread_all(p->fd, tail, tail_len, p->index_offset) < 0)
+  if (fs_pread_all(p->fd, tail, tail_len, p->index_offset) < 0)
     why = "cannot read the index";
   else if (cas_sha256(tail, tail_len, id) < 0)
     why = "out of memory";
@@ -645,7 +632,7 @@ static int write_kept(struct cordon_cas *cas, struct kept *k, size_t n, struct c
       goto out;
     }
     buf = grown;
-    if (pread_all(k[i].from->fd, buf, e->length, e->offset) < 0) {
+    if (fs_pread_all(k[i].from->fd, buf, e->length, e->offset) < 0) {
       cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO, "gc: read pack");
       goto out;
     }
