@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define CORDON_BACKEND_ABI_VERSION 1u
+#define CORDON_BACKEND_ABI_VERSION 2u
 #define CORDON_PLUGIN_ENTRY_SYMBOL "cordon_plugin_entry"
 
 enum cordon_capability {
@@ -184,6 +184,9 @@ struct cordon_session {
   bool ephemeral; /* from the manifest */
   bool one_shot;  /* from the manifest */
   unsigned execs; /* execs started through this handle */
+  /* Set by the library, for a batch, when the backend has `ready`: create/resume may return
+   * while the session's sandbox is still being built; `ready` finishes it. */
+  bool defer_ready;
 };
 
 struct cordon_backend {
@@ -225,6 +228,11 @@ struct cordon_backend {
               struct cordon_exec_result *res, struct cordon_error **err);
   /* Optional (SNAPSHOT): *snapshot_id is malloc'd. */
   int (*snapshot)(struct cordon_session *s, char **snapshot_id, struct cordon_error **err);
+  /* Optional (ABI 2): wait until a session whose create/resume returned early (s->defer_ready)
+   * is ready, or fail. A batch starts all its sessions from one thread and then calls this for
+   * each, so K sandboxes build at once without K threads. A no-op for a session that did not
+   * return early. */
+  int (*ready)(struct cordon_session *s, struct cordon_error **err);
 };
 
 typedef const struct cordon_backend *(*cordon_plugin_entry_fn)(uint32_t *abi_version);

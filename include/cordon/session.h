@@ -72,8 +72,10 @@ CORDON_API int cordon_session_resume(struct cordon_context *ctx,
 #define CORDON_SESSION_BATCH_MAX 256u
 
 struct cordon_session_batch {
-  size_t count;  /* 1..CORDON_SESSION_BATCH_MAX */
-  unsigned jobs; /* sessions set up at once (threads, the caller's among them); 0: online cores */
+  size_t count; /* 1..CORDON_SESSION_BATCH_MAX */
+  /* Sessions set up at once (threads, the caller's among them); 0: online cores. Unused for a
+   * backend with `ready` (ns): one thread starts them all, and their sandboxes build at once. */
+  unsigned jobs;
   /* Optional, called with a lock held (never twice at once): session `index` is starting
    * (ready NULL), or is ready. */
   void (*progress)(void *data, size_t index, struct cordon_session *ready);
@@ -81,8 +83,9 @@ struct cordon_session_batch {
   size_t failed_index; /* out: the session whose failure is reported, or SIZE_MAX */
 };
 
-/* Resume batch->count sessions from snapshot_id on a pool of threads; out[] receives them in
- * index order. All or none: after the first failure no further session starts, the ones that
+/* Resume batch->count sessions from snapshot_id (on a pool of threads, or, for a backend with
+ * `ready`, started one after the other and then waited for); out[] receives them in index
+ * order. All or none: after the first failure no further session starts, the ones that
  * did are destroyed, and that failure is returned. Unless the manifest is ephemeral, every
  * session's state is durable on return (one syncfs for the whole batch). */
 CORDON_API int cordon_session_resume_many(struct cordon_context *ctx,

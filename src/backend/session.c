@@ -201,14 +201,16 @@ static int check_resume(const struct cordon_backend *backend, struct cordon_erro
   return 0;
 }
 
+/* defer: for a batch, let a backend with `ready` return before the sandbox is ready. */
 static int session_start(struct cordon_context *ctx, const struct cordon_backend *backend,
-                         const struct cordon_manifest *m, const char *snapshot_id, bool defer_sync,
+                         const struct cordon_manifest *m, const char *snapshot_id, bool defer,
                          struct cordon_session **out, struct cordon_error **err) {
   if (snapshot_id && check_resume(backend, err) < 0)
     return -1;
   struct cordon_session *s = NULL;
-  if (session_new(ctx, backend, m, defer_sync, &s, err) < 0)
+  if (session_new(ctx, backend, m, defer, &s, err) < 0)
     return -1;
+  s->defer_ready = defer && backend->ready;
   int r = snapshot_id ? backend->resume(s, m, snapshot_id, err) : backend->create(s, m, err);
   if (r < 0) {
     cordon_error_prefix(err, "backend %s", backend->name);
@@ -287,6 +289,33 @@ static void *batch_worker(void *arg) {
   }
 }
 
+/* A backend with `ready` builds its sandboxes on their own (the ns holders): one thread starts
+ * every session without waiting, then waits for each. No pool of threads, which would cost
+ * more than it saves: a threaded process must fork a helper per sandbox, and every fork of it
+ * makes its pages copy-on-write again. */
+static void batch_start_then_wait(struct batch *t) {
+  size_t started = 0;
+  for (; started < t->b->count; started++) {
+    if (t->b->progress)
+      t->b->progress(t->b->data, started, NULL);
+    if (session_start(t->ctx, t->backend, t->m, t->snapshot_id, true, &t->out[started],
+                      &t->first_error) < 0) {
+      t->b->failed_index = started;
+      break;
+    }
+  }
+  for (size_t i = 0; i < started; i++) {
+    struct cordon_session *s = t->out[i];
+    if (!t->first_error && t->backend->ready(s, &t->first_error) < 0) {
+      cordon_error_prefix(&t->first_error, "backend %s", t->backend->name);
+      t->b->failed_index = i;
+    }
+    s->defer_ready = false;
+    if (!t->first_error && t->b->progress)
+      t->b->progress(t->b->data, i, s);
+  }
+}
+
 static unsigned online_cores(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (unsigned)n : 1;
@@ -311,20 +340,24 @@ int cordon_session_resume_many(struct cordon_context *ctx, const struct cordon_b
                     .b = batch,
                     .out = out};
   pthread_mutex_init(&t.mu, NULL);
-  unsigned jobs = batch->jobs ? batch->jobs : online_cores();
-  if (jobs > batch->count)
-    jobs = (unsigned)batch->count;
-  pthread_t threads[CORDON_SESSION_BATCH_MAX];
-  unsigned started = 0;
-  /* The calling thread is a worker too, so a batch never depends on creating threads. */
-  for (unsigned i = 1; i < jobs; i++) {
-    if (pthread_create(&threads[started], NULL, batch_worker, &t) != 0)
-      break;
-    started++;
+  if (backend->ready) {
+    batch_start_then_wait(&t);
+  } else {
+    unsigned jobs = batch->jobs ? batch->jobs : online_cores();
+    if (jobs > batch->count)
+      jobs = (unsigned)batch->count;
+    pthread_t threads[CORDON_SESSION_BATCH_MAX];
+    unsigned started = 0;
+    /* The calling thread is a worker too, so a batch never depends on creating threads. */
+    for (unsigned i = 1; i < jobs; i++) {
+      if (pthread_create(&threads[started], NULL, batch_worker, &t) != 0)
+        break;
+      started++;
+    }
+    batch_worker(&t);
+    for (unsigned i = 0; i < started; i++)
+      pthread_join(threads[i], NULL);
   }
-  batch_worker(&t);
-  for (unsigned i = 0; i < started; i++)
-    pthread_join(threads[i], NULL);
   pthread_mutex_destroy(&t.mu);
   /* Every state file is written: one syncfs makes them all durable (their data, their names
    * and the session directories' names), instead of two fsyncs per session. */

@@ -1,6 +1,7 @@
 /* User namespaces (see userns.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,8 +53,8 @@ __attribute__((no_sanitize("address", "undefined"))) static int idmap_child(void
   return 0;
 }
 
-int confine_userns_idmap_fd(uid_t from_uid, uid_t to_uid, gid_t from_gid, gid_t to_gid,
-                            struct cordon_error **err) {
+static int idmap_create(uid_t from_uid, uid_t to_uid, gid_t from_gid, gid_t to_gid,
+                        struct cordon_error **err) {
   const size_t stack_size = 16384;
   _cleanup_free_ char *stack = malloc(stack_size);
   if (!stack)
@@ -83,4 +84,40 @@ int confine_userns_idmap_fd(uid_t from_uid, uid_t to_uid, gid_t from_gid, gid_t 
   while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
     ;
   return r < 0 ? -1 : fd;
+}
+
+/* The last mapping made, kept for the life of the process: a batch of sessions (and a server)
+ * id-maps every workspace the same way, and a namespace with no process in it serves any
+ * number of mounts. */
+static struct {
+  pthread_mutex_t mu;
+  int fd;
+  uid_t from_uid, to_uid;
+  gid_t from_gid, to_gid;
+} idmap_cache = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+int confine_userns_idmap_fd(uid_t from_uid, uid_t to_uid, gid_t from_gid, gid_t to_gid,
+                            struct cordon_error **err) {
+  pthread_mutex_lock(&idmap_cache.mu);
+  int fd = -1;
+  if (idmap_cache.fd >= 0 && idmap_cache.from_uid == from_uid && idmap_cache.to_uid == to_uid &&
+      idmap_cache.from_gid == from_gid && idmap_cache.to_gid == to_gid) {
+    fd = fcntl(idmap_cache.fd, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0)
+      cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "id-map namespace");
+  } else {
+    fd = idmap_create(from_uid, to_uid, from_gid, to_gid, err);
+    int keep = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+    if (keep >= 0) {
+      if (idmap_cache.fd >= 0)
+        close(idmap_cache.fd);
+      idmap_cache.fd = keep;
+      idmap_cache.from_uid = from_uid;
+      idmap_cache.to_uid = to_uid;
+      idmap_cache.from_gid = from_gid;
+      idmap_cache.to_gid = to_gid;
+    }
+  }
+  pthread_mutex_unlock(&idmap_cache.mu);
+  return fd;
 }

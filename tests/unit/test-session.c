@@ -92,6 +92,46 @@ static const struct cordon_backend fake = {
     .exec = fake_exec,
 };
 
+/* A backend whose sessions become ready later (like ns): resume returns early when asked. */
+static size_t resumes, readies, resumes_deferred, resumes_before_first_ready, destroys;
+static size_t ready_to_fail = SIZE_MAX; /* the ready call (0-based) that fails */
+
+static int deferring_resume(struct cordon_session *s, const struct cordon_manifest *m,
+                            const char *snapshot_id, struct cordon_error **err) {
+  resumes++;
+  resumes_deferred += s->defer_ready;
+  return fake_create(s, m, err);
+}
+static int deferring_ready(struct cordon_session *s, struct cordon_error **err) {
+  assert_true(s->defer_ready);
+  if (readies == 0)
+    resumes_before_first_ready = resumes;
+  if (readies++ == ready_to_fail)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "fake not ready");
+  return 0;
+}
+static int deferring_destroy(struct cordon_session *s, struct cordon_error **err) {
+  destroys++;
+  return 0;
+}
+static int deferring_snapshot(struct cordon_session *s, char **id, struct cordon_error **err) {
+  return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0, "not in this test");
+}
+
+static const struct cordon_backend deferring = {
+    .abi_version = CORDON_BACKEND_ABI_VERSION,
+    .name = "deferring",
+    .capabilities = CORDON_CAP_SNAPSHOT,
+    .available = fake_available,
+    .create = fake_create,
+    .resume = deferring_resume,
+    .attach = fake_ok,
+    .destroy = deferring_destroy,
+    .shutdown = fake_ok,
+    .snapshot = deferring_snapshot,
+    .ready = deferring_ready,
+};
+
 static char *project;
 static struct cordon_context *ctx;
 
@@ -207,6 +247,52 @@ static void test_failed_create_leaves_nothing(void **state) {
   cordon_strv_free(ids);
 }
 
+static size_t session_count(void) {
+  char **ids = NULL;
+  assert_int_equal(cordon_session_list(ctx, &ids, NULL), 0);
+  size_t n = 0;
+  while (ids[n])
+    n++;
+  cordon_strv_free(ids);
+  return n;
+}
+
+/* A backend with `ready`: the batch starts every session first (each told it may return
+ * early), then waits for each; a failed wait undoes the whole batch. */
+static void test_batch_starts_all_then_waits(void **state) {
+  struct cordon_manifest m = {0};
+  struct cordon_session *out[4] = {0};
+  struct cordon_session_batch batch = {.count = 4};
+  struct cordon_error *err = NULL;
+  resumes = readies = resumes_deferred = destroys = 0;
+  ready_to_fail = SIZE_MAX;
+  assert_int_equal(cordon_session_resume_many(ctx, &deferring, &m, "base", &batch, out, &err), 0);
+  assert_int_equal(resumes, 4);
+  assert_int_equal(resumes_deferred, 4);
+  assert_int_equal(resumes_before_first_ready, 4);
+  assert_int_equal(readies, 4);
+  for (size_t i = 0; i < 4; i++) {
+    assert_non_null(out[i]);
+    assert_false(out[i]->defer_ready);
+    cordon_session_close(out[i]);
+  }
+  assert_int_equal(session_count(), 4);
+
+  /* The third wait fails: nothing of the batch is left, and the failure names its index. */
+  resumes = readies = resumes_deferred = destroys = 0;
+  ready_to_fail = 2;
+  struct cordon_session *failed[4] = {0};
+  assert_true(cordon_session_resume_many(ctx, &deferring, &m, "base", &batch, failed, &err) < 0);
+  assert_non_null(strstr(err->message, "fake not ready"));
+  assert_int_equal(batch.failed_index, 2);
+  assert_int_equal(readies, 3);
+  assert_int_equal(destroys, 4);
+  for (size_t i = 0; i < 4; i++)
+    assert_null(failed[i]);
+  assert_int_equal(session_count(), 4);
+  cordon_error_free(err);
+}
+
 static void test_state_roundtrip_and_corruption(void **state) {
   struct cordon_registry *reg = NULL;
   assert_int_equal(cordon_registry_load(&reg, NULL), 0);
@@ -303,7 +389,7 @@ static void test_backend_check(void **state) {
   struct cordon_backend b = fake;
   struct cordon_error *err = NULL;
   assert_int_equal(cordon_backend_check(&b, &err), 0);
-  b.abi_version = 2;
+  b.abi_version = CORDON_BACKEND_ABI_VERSION + 1;
   assert_true(cordon_backend_check(&b, &err) < 0);
   cordon_error_free(err);
   err = NULL;
@@ -328,6 +414,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_paths_reach_backend_normalised, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exec_environment_and_timeout, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failed_create_leaves_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_batch_starts_all_then_waits, setup, teardown),
       cmocka_unit_test_setup_teardown(test_state_roundtrip_and_corruption, setup, teardown),
       cmocka_unit_test_setup_teardown(test_registry_and_plugins, setup, teardown),
       cmocka_unit_test(test_backend_check),

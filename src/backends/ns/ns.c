@@ -82,6 +82,9 @@ struct ns_impl {
    * exec, from what create prepared. NULL once that exec has started. */
   struct ns_pending *pending;
   bool one_shot;
+  /* A holder still building its sandbox (create/resume returned early for a batch, see
+   * ns_ready): its report pipe, or -1. */
+  int ready_fd;
 };
 
 static void pending_free(struct ns_pending *p);
@@ -92,6 +95,8 @@ static void impl_free(struct ns_impl *impl) {
   pending_free(impl->pending);
   if (impl->state_fd >= 0)
     close(impl->state_fd);
+  if (impl->ready_fd >= 0)
+    close(impl->ready_fd);
   confine_cgroups_clear(&impl->cgroups);
   free(impl->from_snapshot);
   free(impl->dead);
@@ -101,7 +106,7 @@ static void impl_free(struct ns_impl *impl) {
 static struct ns_impl *impl_new(void) {
   struct ns_impl *impl = calloc(1, sizeof(*impl));
   if (impl)
-    impl->state_fd = -1;
+    impl->state_fd = impl->ready_fd = -1;
   return impl;
 }
 
@@ -887,7 +892,12 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
      * state is written and made durable: it only needs the holder's pid and start time. */
     if (r == 0)
       r = holder_started(s, impl, err);
-    if (r == 0) {
+    /* In a batch, the next sessions start while this sandbox builds (ns_ready waits). Files
+     * of the manifest go in through the ready sandbox: such a session waits here. */
+    bool wait_later = s->defer_ready && !(impl->overlay && m->n_files);
+    if (r == 0 && wait_later) {
+      impl->ready_fd = ready_fd;
+    } else if (r == 0) {
       r = ns_holder_wait(impl->holder_pid, ready_fd, err);
     } else if (ready_fd >= 0) {
       kill(impl->holder_pid, SIGKILL);
@@ -920,6 +930,15 @@ static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
 static int ns_resume(struct cordon_session *s, const struct cordon_manifest *m,
                      const char *snapshot_id, struct cordon_error **err) {
   return ns_start(s, m, snapshot_id, err);
+}
+
+static int ns_ready(struct cordon_session *s, struct cordon_error **err) {
+  struct ns_impl *impl = s->impl;
+  if (!impl || impl->ready_fd < 0)
+    return 0;
+  int ready_fd = impl->ready_fd;
+  impl->ready_fd = -1;
+  return ns_holder_wait(impl->holder_pid, ready_fd, err);
 }
 
 /* ---- attach, destroy, shutdown --------------------------------------------------------------- */
@@ -1288,4 +1307,5 @@ const struct cordon_backend cordon_backend_ns = {
     .ls = ns_ls,
     .exec = ns_exec,
     .snapshot = ns_snapshot,
+    .ready = ns_ready,
 };
