@@ -239,17 +239,27 @@ void cas_unlock_shared(struct cordon_cas *cas) {
   pthread_mutex_unlock(&cas->mu);
 }
 
-int cas_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err) {
+static int lock_exclusive(struct cordon_cas *cas, int op, struct cordon_error **err) {
   /* A separate open file description: flock locks belong to it, not to the process. */
   int fd = openat(cas->rootfd, CAS_LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: lock file", cas->dir);
-  if (flock_retry(fd, LOCK_EX) < 0) {
+  if (flock_retry(fd, op) < 0) {
     int e = errno;
     close(fd);
+    if (e == EWOULDBLOCK && (op & LOCK_NB))
+      return -2;
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: lock", cas->dir);
   }
   return fd;
+}
+
+int cas_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err) {
+  return lock_exclusive(cas, LOCK_EX, err);
+}
+
+int cas_try_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err) {
+  return lock_exclusive(cas, LOCK_EX | LOCK_NB, err);
 }
 
 /* ---- reading ------------------------------------------------------------------------------ */
@@ -1109,6 +1119,14 @@ void cas_batch_free(struct cas_batch *b) {
     cas_pack_done_discard(b->cas, &b->done[i]);
   free(b->done);
   cas_unlock_shared(b->cas);
+  /* Packs pile up between two gc runs (one per snapshot of more than a few new files): merge
+   * them now and then, so lookups and open files stay bounded. Best effort, as in gc the new
+   * pack is durable before the old ones go; whatever fails here, gc does later. */
+  if (b->committed && b->n_done > 0) {
+    struct cordon_error *ignored = NULL;
+    cas_packs_auto_merge(b->cas, &ignored);
+    cordon_error_free(ignored);
+  }
   pthread_mutex_destroy(&b->mu);
   pthread_cond_destroy(&b->cv);
   free(b->items);

@@ -152,6 +152,8 @@ void cas_blob_list_free(struct cas_blob_list *list);
 
 /* Take the writer lock exclusively (waits for writers); returns an fd to close, or < 0. */
 int cas_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err);
+/* The same without waiting: -2 when someone holds the lock. */
+int cas_try_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err);
 
 /* Remove a loose blob and its sidecar (sidecar first, so no sidecar is ever left without its
  * blob). Packed blobs go with cas_pack_rewrite. */

@@ -705,3 +705,48 @@ int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack **packs, size_t n, 
   }
   return 0;
 }
+
+int cas_packs_auto_merge(struct cordon_cas *cas, struct cordon_error **err) {
+  struct cas_pack **list = NULL;
+  size_t n = 0, small = 0;
+  if (cas_packs_list(cas, &list, &n, err) < 0)
+    return -1;
+  for (size_t i = 0; i < n; i++)
+    if (list[i]->size < CAS_PACK_SMALL)
+      list[small++] = list[i];
+  int r = 0;
+  if (small > CAS_PACK_AUTO_MERGE) {
+    /* Exclusive, as gc: no batch may look a blob up in a pack we are about to remove. */
+    int lock = cas_try_lock_exclusive(cas, err);
+    if (lock == -1)
+      r = -1;
+    if (lock >= 0) {
+      free(list);
+      list = NULL;
+      /* The list again, under the lock: another process may have merged them meanwhile. */
+      r = cas_packs_list(cas, &list, &n, err);
+      small = 0;
+      for (size_t i = 0; r == 0 && i < n; i++)
+        if (list[i]->size < CAS_PACK_SMALL)
+          list[small++] = list[i];
+      bool **keep = r == 0 && small > CAS_PACK_AUTO_MERGE ? calloc(small, sizeof(*keep)) : NULL;
+      for (size_t i = 0; keep && i < small; i++) {
+        keep[i] = malloc((list[i]->count ? list[i]->count : 1) * sizeof(**keep));
+        if (!keep[i]) {
+          r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store %s", cas->dir);
+          break;
+        }
+        for (size_t j = 0; j < list[i]->count; j++)
+          keep[i][j] = true;
+      }
+      if (keep && r == 0)
+        r = cas_pack_rewrite(cas, list, small, (bool *const *)keep, err) < 0 ? -1 : 1;
+      for (size_t i = 0; keep && i < small; i++)
+        free(keep[i]);
+      free(keep);
+      close(lock);
+    }
+  }
+  free(list);
+  return r;
+}

@@ -165,6 +165,11 @@ int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack **packs, size_t n, 
                      struct cordon_error **err);
 /* Packs smaller than this are merged by gc (when there are two or more). */
 #define CAS_PACK_SMALL ((uint64_t)16 << 20)
+/* More small packs than this, and the next batch that adds one merges them all (every blob
+ * kept), when it can take the store's lock without waiting. */
+#define CAS_PACK_AUTO_MERGE 32
+/* That merge: 1 when it merged, 0 when there was nothing to do or the store was busy. */
+int cas_packs_auto_merge(struct cordon_cas *cas, struct cordon_error **err);
 /* Remove a pack's file and mark it gone (gc, under the exclusive lock). */
 int cas_packs_remove(struct cordon_cas *cas, struct cas_pack *p, struct cordon_error **err);
 

@@ -516,6 +516,60 @@ static void test_rewrite_merges_packs(void **state) {
   expect_verify(f, 0);
 }
 
+static size_t pack_count(struct fixture *f) {
+  struct cordon_error *err = NULL;
+  struct cas_pack **packs = NULL;
+  size_t n = 0;
+  must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
+  free(packs);
+  return n;
+}
+
+/* One small snapshot after another: past CAS_PACK_AUTO_MERGE small packs, the next batch merges
+ * them all into one (unless another process holds the store's lock: then a later one does), so
+ * a long agent loop never piles up packs (and their open files) between two gc runs. */
+static void test_packs_merge_automatically(void **state) {
+  struct fixture *f = *state;
+  struct cordon_error *err = NULL;
+  enum { BATCHES = CAS_PACK_AUTO_MERGE + 8, PER = 20 };
+  static char hex[BATCHES][PER][CAS_HEX_LEN + 1];
+  struct cordon_cas *other = NULL;
+  must(cordon_cas_open(f->store, &other, &err), err, "open");
+  size_t most = 0;
+  for (unsigned k = 0; k < BATCHES; k++) {
+    /* Around the threshold, another process is writing: no merge while it holds the lock. */
+    bool busy = k == CAS_PACK_AUTO_MERGE;
+    if (busy)
+      must(cas_lock_shared(other, &err), err, "lock");
+    struct cas_batch *b = NULL;
+    must(cas_batch_new(f->cas, &b, &err), err, "batch");
+    for (unsigned i = 0; i < PER; i++) {
+      char text[48];
+      int len = snprintf(text, sizeof(text), "step %u file %u", k, i);
+      unsigned char d[CAS_DIGEST_LEN];
+      must(cas_batch_add_buffer(b, text, (size_t)len, d, &err), err, "add");
+      cas_hex(d, hex[k][i]);
+    }
+    must(cas_batch_commit(b, &err), err, "commit");
+    cas_batch_free(b);
+    if (busy) {
+      assert_int_equal(pack_count(f), CAS_PACK_AUTO_MERGE + 1); /* left as they were */
+      cas_unlock_shared(other);
+    }
+    size_t n = pack_count(f);
+    most = n > most ? n : most;
+    if (k == CAS_PACK_AUTO_MERGE + 1)
+      assert_int_equal(n, 1); /* the 34 packs became one */
+  }
+  assert_int_equal(most, CAS_PACK_AUTO_MERGE + 1);
+  assert_int_equal(pack_count(f), 1 + BATCHES - (CAS_PACK_AUTO_MERGE + 2));
+  for (unsigned k = 0; k < BATCHES; k++)
+    for (unsigned i = 0; i < PER; i++)
+      assert_int_equal(cordon_cas_has(f->cas, hex[k][i], &err), 1);
+  expect_verify(f, 0);
+  cordon_cas_close(other);
+}
+
 /* A reader in another process keeps reading every blob while gc-style rewrites merge the packs
  * under it and new snapshots add packs: no read ever fails. */
 static void test_reads_during_merges(void **state) {
@@ -593,6 +647,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_rewrite_keeps_what_is_asked, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rewrite_merges_packs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reads_during_merges, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_packs_merge_automatically, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
