@@ -8,6 +8,7 @@
 #define CORDON_ERROR_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,6 +30,7 @@ enum cordon_error_kind {
   CORDON_ERR_DENIED,      /* refused by policy (path escape, fail-closed confinement) */
   CORDON_ERR_INTEGRITY,   /* digest mismatch, tampered data */
   CORDON_ERR_UNSUPPORTED, /* the backend does not declare the capability */
+  CORDON_ERR_INTERRUPTED, /* cordon_interrupt() was called: the work was stopped and undone */
 };
 
 struct cordon_error {
@@ -47,6 +49,13 @@ CORDON_API int cordon_error_set(struct cordon_error **err, enum cordon_error_kin
 /* Prefix an existing error's message with "context: ". Returns the same code as the error. */
 CORDON_API int cordon_error_prefix(struct cordon_error **err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Ask the library to stop: async-signal-safe, for a SIGINT/SIGTERM handler. A wait for a
+ * command kills the command's process tree and fails with CORDON_ERR_INTERRUPTED; a batch of
+ * sessions, or a race, stops and destroys the sessions it made. Stays set for the life of the
+ * process. */
+CORDON_API void cordon_interrupt(void);
+CORDON_API bool cordon_interrupted(void);
 
 #ifdef __cplusplus
 }

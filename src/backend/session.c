@@ -257,10 +257,18 @@ struct batch {
   struct cordon_error *first_error;
 };
 
+static int interrupted(struct cordon_error **err) {
+  return cordon_error_set(err, CORDON_ERR_INTERRUPTED, 0, "interrupted");
+}
+
 static void *batch_worker(void *arg) {
   struct batch *t = arg;
   for (;;) {
     pthread_mutex_lock(&t->mu);
+    if (!t->stop && cordon_interrupted()) {
+      t->stop = true;
+      interrupted(&t->first_error);
+    }
     if (t->stop || t->next >= t->b->count) {
       pthread_mutex_unlock(&t->mu);
       return NULL;
@@ -296,6 +304,10 @@ static void *batch_worker(void *arg) {
 static void batch_start_then_wait(struct batch *t) {
   size_t started = 0;
   for (; started < t->b->count; started++) {
+    if (cordon_interrupted()) {
+      interrupted(&t->first_error);
+      break;
+    }
     if (t->b->progress)
       t->b->progress(t->b->data, started, NULL);
     if (session_start(t->ctx, t->backend, t->m, t->snapshot_id, true, &t->out[started],
@@ -306,6 +318,8 @@ static void batch_start_then_wait(struct batch *t) {
   }
   for (size_t i = 0; i < started; i++) {
     struct cordon_session *s = t->out[i];
+    if (!t->first_error && cordon_interrupted())
+      interrupted(&t->first_error);
     if (!t->first_error && t->backend->ready(s, &t->first_error) < 0) {
       cordon_error_prefix(&t->first_error, "backend %s", t->backend->name);
       t->b->failed_index = i;

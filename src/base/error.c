@@ -1,5 +1,6 @@
 /* Errors: one-line messages that name the object, plus an errno and a kind. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,4 +63,15 @@ int cordon_error_prefix(struct cordon_error **err, const char *fmt, ...) {
   }
   free(prefix);
   return ret;
+}
+
+/* Lock-free on every platform cordon builds for, so safe to set from a signal handler. */
+static volatile sig_atomic_t interrupted;
+
+void cordon_interrupt(void) {
+  interrupted = 1;
+}
+
+bool cordon_interrupted(void) {
+  return interrupted != 0;
 }

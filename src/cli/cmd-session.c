@@ -534,6 +534,8 @@ static int create_batch(struct cordon_context *ctx, const struct cordon_backend 
     if (batch.failed_index != SIZE_MAX)
       cordon_error_prefix(&err, "session %zu of %zu (none was kept)", batch.failed_index + 1,
                           count);
+    else if (err && err->kind == CORDON_ERR_INTERRUPTED)
+      cordon_error_prefix(&err, "%zu sessions (none was kept)", count);
     return cli_fail(err);
   }
   json_t *list = json ? json_array() : NULL;

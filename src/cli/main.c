@@ -2,6 +2,7 @@
  * talks only to the library API. */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,8 @@ static const char main_usage[] =
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
     "124 on timeout, 125 when cordon failed, 126 cannot execute, 127 not found.\n"
+    "Interrupted (SIGINT, SIGTERM, SIGHUP), `run`, `session` and `race` kill what runs,\n"
+    "remove what they made, and exit by that signal (130, 143, 129).\n"
     "\n"
     "environment: CORDON_PROJECT (project directory holding .cordon/), CORDON_BACKEND,\n"
     "CORDON_SANDBOX=auto|ns|off, CORDON_SANDBOX_ALLOW, CORDON_PLUGIN_PATH,\n"
@@ -155,6 +158,47 @@ int cli_parse_size(const char *s, unsigned long long *out) {
   return 0;
 }
 
+/* SIGINT, SIGTERM and SIGHUP while sandboxes run: the library is asked to stop
+ * (cordon_interrupt), kills what runs, destroys what this command made, and then we die of the
+ * same signal, as the caller (a shell, a CI runner) expects. A second signal does not wait for
+ * that cleanup. */
+static volatile sig_atomic_t caught_signal;
+
+static void on_interrupt(int sig) {
+  if (caught_signal) {
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered as soon as this handler returns */
+    return;
+  }
+  caught_signal = sig;
+  cordon_interrupt();
+}
+
+static void catch_interrupts(void) {
+  struct sigaction sa = {.sa_handler = on_interrupt}; /* no SA_RESTART: waits wake up */
+  sigemptyset(&sa.sa_mask);
+  const int signals[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
+    struct sigaction old;
+    /* A signal ignored by whoever started us (nohup, a background job's SIGINT) stays so. */
+    if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+      sigaction(signals[i], &sa, NULL);
+  }
+}
+
+static int exit_as_interrupted(int code) {
+  if (!caught_signal)
+    return code;
+  fflush(NULL);
+  signal(caught_signal, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, caught_signal);
+  sigprocmask(SIG_UNBLOCK, &set, NULL);
+  raise(caught_signal);
+  return 128 + caught_signal;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fputs(main_usage, stderr);
@@ -186,8 +230,13 @@ int main(int argc, char **argv) {
       {"receipt", cmd_receipt},
   };
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-    if (!strcmp(verb, verbs[i].name))
-      return verbs[i].fn(argc - 1, argv + 1);
+    if (!strcmp(verb, verbs[i].name)) {
+      /* The verbs that start sandboxes clean up when interrupted; the others keep the default
+       * (their writes are atomic, and what a kill leaves in the store is removed by gc). */
+      if (verbs[i].fn == cmd_run || verbs[i].fn == cmd_session || verbs[i].fn == cmd_race)
+        catch_interrupts();
+      return exit_as_interrupted(verbs[i].fn(argc - 1, argv + 1));
+    }
   cli_error("unknown verb '%s' (see 'cordon --help')", verb);
   return EXIT_USAGE;
 }

@@ -39,6 +39,8 @@
 /* While waiting for a killed command to end, repeat the kill this often (kill_tree is
  * idempotent; a launcher's first attempt may have raced with a fork). */
 #define KILL_REPEAT_INTERVAL 1.0
+/* How often a wait looks at cordon_interrupted() (ms). */
+#define INTERRUPT_CHECK_MS 200
 /* How long kill_tree waits for a killed cgroup to empty. */
 #define CGROUP_EMPTY_WAIT 1.0
 
@@ -313,10 +315,15 @@ static int run_loop(struct run *run, double timeout, struct cordon_error **err) 
       wait_ms = ms_until(next_kill, now);
     else if (deadline > 0)
       wait_ms = ms_until(deadline, now);
+    /* The signal that interrupts us may go to another thread: look at the flag now and then. */
+    if (wait_ms < 0 || wait_ms > INTERRUPT_CHECK_MS)
+      wait_ms = INTERRUPT_CHECK_MS;
 
     int ready = poll(pfds, (nfds_t)count, wait_ms);
     if (ready < 0 && errno != EINTR)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "poll");
+    if (!run->ended && cordon_interrupted())
+      return cordon_error_set(err, CORDON_ERR_INTERRUPTED, 0, "interrupted");
     now = fs_now();
     if (ready > 0) {
       if (in_at >= 0 && pfds[in_at].revents)

@@ -345,7 +345,7 @@ static void announce(struct slot *s, enum cordon_race_phase phase) {
 
 static bool stopping(struct race *r) {
   pthread_mutex_lock(&r->mu);
-  bool stop = r->stop;
+  bool stop = r->stop || cordon_interrupted();
   pthread_mutex_unlock(&r->mu);
   return stop;
 }
@@ -461,6 +461,13 @@ static void *worker(void *arg) {
   struct race *r = arg;
   for (;;) {
     pthread_mutex_lock(&r->mu);
+    /* Interrupted: every candidate's exec is being killed; no further step starts, and the
+     * race fails (no receipt) once the running ones have returned. */
+    if (!r->stop && cordon_interrupted()) {
+      r->stop = true;
+      if (!r->first_error)
+        cordon_error_set(&r->first_error, CORDON_ERR_INTERRUPTED, 0, "interrupted");
+    }
     if (r->stop || r->next >= r->k) {
       pthread_mutex_unlock(&r->mu);
       return NULL;
@@ -680,6 +687,11 @@ int cordon_race_run(struct cordon_context *ctx, const struct cordon_race_options
     announce(&r.slots[i], CORDON_RACE_WAITING);
   }
   if (start_all(&r, err) < 0 || run_phase(&r, run_step, err) < 0) {
+    destroy_all(&r);
+    goto out_mutex;
+  }
+  if (cordon_interrupted()) { /* after the last step: nothing is sealed */
+    cordon_error_set(err, CORDON_ERR_INTERRUPTED, 0, "interrupted");
     destroy_all(&r);
     goto out_mutex;
   }

@@ -941,7 +941,6 @@ ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
   if (n != 1 || go != 'G')
     _exit(1);      /* the caller reports its own failure */
   reset_signals(); /* the caller's handlers must never run here */
-  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   setsid();
   if (sandbox_setup(o->cfg, &err) < 0)
     oneshot_fail(o, err);
@@ -949,8 +948,16 @@ ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
    * the sandbox may read this memory, which is also the caller's (its arguments included). */
   if (sandbox_drop_privileges(&err) < 0)
     oneshot_fail(o, err);
-  int keep[] = {o->report[1], o->cmd->stdio[0], o->cmd->stdio[1], o->cmd->stdio[2]};
+  int keep[] = {o->report[1], o->go[0], o->cmd->stdio[0], o->cmd->stdio[1], o->cmd->stdio[2]};
   close_all_except(keep, ARRAY_SIZE(keep));
+  /* The sandbox dies with the caller (killed, crashed): its thread's death kills us, and with
+   * us the namespace. Asked only now: the setup's change of uid clears the parent-death signal.
+   * A caller that died before we asked has closed its end of the go pipe: we see a hang-up. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  struct pollfd caller = {.fd = o->go[0], .events = POLLIN};
+  if (poll(&caller, 1, 0) > 0)
+    _exit(1);
+  close(o->go[0]);
   /* Returns once the command has exec'd or failed: it borrows this memory until then. */
   pid_t pid = clone(oneshot_command_main, o->stacks + 2 * ONESHOT_STACK_SIZE,
                     CLONE_VM | CLONE_VFORK | SIGCHLD, o);

@@ -1,0 +1,135 @@
+#!/usr/bin/env bats
+# Interrupting cordon while sandboxes run. SIGINT, SIGTERM or SIGHUP: cordon kills what runs,
+# destroys what that command made (keeps a session that existed before it), and then dies of the
+# same signal. SIGKILL: nothing can be cleaned up, but no sandboxed process outlives cordon. On
+# the ns backend; $CORDON is the binary under test, every test runs in a fresh project.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-interrupt.XXXXXX")
+  KEYS=$(mktemp -d "${TMPDIR:-/tmp}/cordon-interrupt-keys.XXXXXX")
+  export CORDON_PROJECT=$PROJECT
+  export CORDON_KEY_DIR=$KEYS/keys
+  cd "$PROJECT"
+  if ! "$CORDON" backends --json | python3 -c '
+import json, sys
+sys.exit(0 if any(b["name"] == "ns" and b["available"] for b in json.load(sys.stdin)) else 1)'; then
+    skip "the ns backend is unavailable here: $("$CORDON" backends | grep '^ns' || true)"
+  fi
+}
+
+teardown() {
+  cd /
+  if [ -d "$PROJECT/.cordon/sessions" ]; then
+    for s in $(ls "$PROJECT/.cordon/sessions"); do "$CORDON" session destroy "$s" || true; done
+  fi
+  rm -rf "$PROJECT" "$KEYS"
+}
+
+sessions_left() { ls "$PROJECT/.cordon/sessions" 2>/dev/null | wc -l; }
+
+# Start `cordon ARGS...` in the background with default signal dispositions (a script's
+# background job would ignore SIGINT) and wait until `sleep MARKER` runs in its sandbox: PID.
+start_until_running() {
+  local marker=$1
+  shift
+  python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' "$CORDON" "$@" 3>&- >"$PROJECT/out" 2>"$PROJECT/err" &
+  PID=$!
+  for _ in $(seq 200); do
+    pgrep -fx "sleep $marker" >/dev/null && return 0
+    sleep 0.05
+  done
+  echo "sleep $marker never started: $(cat "$PROJECT/err")"
+  return 1
+}
+
+# The exit status of PID, which must be 128 + the signal's number.
+expect_death_by() {
+  local status=0
+  wait "$PID" || status=$?
+  [ "$status" -eq $((128 + $(kill -l "$1"))) ] || {
+    echo "exit status $status after SIG$1: $(cat "$PROJECT/err")"
+    return 1
+  }
+}
+
+# No process runs `sleep MARKER` any more (within 3 s).
+gone() {
+  for _ in $(seq 60); do
+    pgrep -fx "sleep $1" >/dev/null || return 0
+    sleep 0.05
+  done
+  echo "sleep $1 outlived cordon"
+  return 1
+}
+
+@test "run: interrupted, the sandbox is killed and its session removed; killed, the sandbox dies too" {
+  for sig in INT TERM HUP KILL; do
+    marker=$((300000 + RANDOM))
+    start_until_running $marker run --backend ns -- sleep $marker
+    kill -s $sig "$PID"
+    expect_death_by $sig
+    gone $marker
+    if [ $sig != KILL ]; then
+      [ "$(sessions_left)" -eq 0 ]
+      grep -qx "cordon: interrupted" "$PROJECT/err"
+    fi
+  done
+}
+
+@test "session exec: interrupted, the command's tree is killed and the session lives on" {
+  S=$("$CORDON" session create --backend ns)
+  marker=$((300000 + RANDOM))
+  start_until_running $marker session exec "$S" -- sh -c "sleep $marker & wait"
+  kill -s TERM "$PID"
+  expect_death_by TERM
+  gone $marker
+  run "$CORDON" session exec "$S" -- echo alive
+  [ "$status" -eq 0 ]
+  [ "$output" = alive ]
+  [ "$(sessions_left)" -eq 1 ]
+}
+
+@test "session create --count: interrupted midway, no session of the batch is kept" {
+  [ "$(id -u)" -eq 0 ] || skip "forks share one base through overlayfs, which needs root"
+  mkdir tree
+  echo base > tree/f
+  ID=$("$CORDON" session create --backend ns >/dev/null; "$CORDON" snapshot take tree)
+  before=$(sessions_left)
+  python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' "$CORDON" session create --backend ns --from "$ID" \
+    --count 200 3>&- >"$PROJECT/out" 2>"$PROJECT/err" &
+  PID=$!
+  # Interrupt once some sessions of the batch exist.
+  for _ in $(seq 200); do
+    [ "$(sessions_left)" -gt $((before + 2)) ] && break
+    sleep 0.02
+  done
+  [ "$(sessions_left)" -gt $((before + 2)) ]
+  kill -s INT "$PID"
+  expect_death_by INT
+  [ "$(sessions_left)" -eq "$before" ]
+  [ ! -s "$PROJECT/out" ]
+  grep -q "none was kept" "$PROJECT/err"
+}
+
+@test "race: interrupted, every candidate is killed, no session is left and no receipt written" {
+  [ "$(id -u)" -eq 0 ] || skip "forks share one base through overlayfs, which needs root"
+  "$CORDON" key init >/dev/null
+  mkdir tree
+  echo base > tree/f
+  BASE=$("$CORDON" snapshot take tree)
+  marker=$((300000 + RANDOM))
+  start_until_running $marker race --backend ns --base "$BASE" --k 3 --out "$PROJECT/r.json" \
+    -- sleep $marker
+  kill -s TERM "$PID"
+  expect_death_by TERM
+  gone $marker
+  [ "$(sessions_left)" -eq 0 ]
+  [ ! -e "$PROJECT/r.json" ]
+  grep -q "interrupted" "$PROJECT/err"
+}
