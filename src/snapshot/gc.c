@@ -225,7 +225,7 @@ static int collect_packs(struct cordon_cas *cas, const struct digest_set *live, 
   free(keep);
   free(group);
   free(group_keep);
-  free(packs);
+  cas_packs_list_free(cas, packs, n);
   return r;
 }
 

@@ -363,8 +363,11 @@ static void hand_over(struct cordon_error **err, struct cordon_error *e) {
 
 static bool find_packed(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
                         struct cas_blob *b) {
-  if (!cas_packs_find(cas, digest, &b->fd, &b->offset, &b->size, b->pack))
+  if (!cas_packs_find(cas, digest, &b->offset, &b->size, &b->held))
     return false;
+  b->cas = cas;
+  b->fd = b->held->fd;
+  memcpy(b->pack, b->held->id, CAS_DIGEST_LEN);
   b->owned = false;
   b->packed = true;
   return true;
@@ -426,6 +429,9 @@ ssize_t cas_blob_read(const struct cas_blob *b, void *buf, size_t n, uint64_t po
 void cas_blob_close(struct cas_blob *b) {
   if (b->owned && b->fd >= 0)
     close(b->fd);
+  if (b->held)
+    cas_pack_release(b->cas, b->held);
+  b->held = NULL;
   b->fd = -1;
   b->owned = false;
 }
@@ -458,9 +464,8 @@ static bool loose_present(struct cordon_cas *cas, const unsigned char digest[CAS
 
 int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
                      uint64_t size) {
-  int fd;
   uint64_t offset, length;
-  if (cas_packs_find(cas, digest, &fd, &offset, &length, NULL) && length == size)
+  if (cas_packs_find(cas, digest, &offset, &length, NULL) && length == size)
     return 1;
   return loose_present(cas, digest, size);
 }
@@ -1196,9 +1201,8 @@ static int batch_claim(struct cas_batch *b, const unsigned char digest[CAS_DIGES
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store batch");
   if (r == 0)
     return 0;
-  int fd;
   uint64_t offset, length;
-  if (cas_packs_find(b->cas, digest, &fd, &offset, &length, NULL) && length == size)
+  if (cas_packs_find(b->cas, digest, &offset, &length, NULL) && length == size)
     return 0;
   /* A blob that goes to a pack is not looked for among loose blobs: that would be a failed
    * lookup per new file of a snapshot, to save the rare small blob a `cas put` also stored. */
@@ -1729,6 +1733,8 @@ struct verify_state {
   const struct cordon_progress *progress;
   double last_progress;
   bool oom;
+  struct cas_pack **packs; /* held while their blobs are re-hashed */
+  size_t n_packs;
 };
 
 static void add_problem(struct verify_state *v, const char *object, const char *fmt, ...)
@@ -1935,7 +1941,8 @@ static int verify_packs(struct verify_state *v, struct cordon_error **err) {
     }
   }
   v->report->packs = n;
-  free(packs);
+  v->packs = packs; /* the items point into them: released when verify is done */
+  v->n_packs = n;
   return r;
 }
 
@@ -2044,6 +2051,7 @@ int cordon_cas_verify(struct cordon_cas *cas, const struct cordon_progress *prog
   free(v.blobs);
   free(v.items);
   free(v.sidecars);
+  cas_packs_list_free(cas, v.packs, v.n_packs);
   pthread_mutex_destroy(&v.mu);
   if (r < 0)
     cordon_cas_verify_report_clear(report);

@@ -51,9 +51,11 @@ int cas_openat_noatime(int dirfd, const char *name, int flags);
 
 /* An opened blob: a file of its own (loose) or a range of a pack. */
 struct cas_blob {
-  int fd;          /* the blob's own file, or the pack's (which the store owns) */
-  bool owned;      /* fd is the blob's own: cas_blob_close closes it */
-  uint64_t offset; /* where the blob's bytes start in fd */
+  int fd;     /* the blob's own file, or the pack's (which the store owns) */
+  bool owned; /* fd is the blob's own: cas_blob_close closes it */
+  struct cordon_cas *cas;
+  struct cas_pack *held; /* the pack, held open until cas_blob_close */
+  uint64_t offset;       /* where the blob's bytes start in fd */
   uint64_t size;
   bool packed;
   unsigned char pack[CAS_DIGEST_LEN]; /* the pack's id, when packed */

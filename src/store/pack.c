@@ -271,6 +271,33 @@ static int set_add(struct cas_pack_set *s, struct cas_pack *p) {
   return 0;
 }
 
+/* A pack that left the directory: its fd goes once nobody holds it (under the set's write
+ * lock). `gone` and `holds` are sequentially consistent so that a release racing the removal
+ * sees one or the other and the fd is always closed. */
+static void mark_gone_locked(struct cas_pack *p) {
+  __atomic_store_n(&p->gone, true, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&p->holds, __ATOMIC_SEQ_CST) == 0 && p->fd >= 0) {
+    close(p->fd);
+    p->fd = -1;
+  }
+}
+
+static void hold(struct cas_pack *p) {
+  __atomic_add_fetch(&p->holds, 1, __ATOMIC_SEQ_CST);
+}
+
+void cas_pack_release(struct cordon_cas *cas, struct cas_pack *p) {
+  if (!p || __atomic_sub_fetch(&p->holds, 1, __ATOMIC_SEQ_CST) != 0 ||
+      !__atomic_load_n(&p->gone, __ATOMIC_SEQ_CST))
+    return;
+  pthread_rwlock_wrlock(&cas->packs.lock);
+  if (__atomic_load_n(&p->holds, __ATOMIC_SEQ_CST) == 0 && p->fd >= 0) {
+    close(p->fd);
+    p->fd = -1;
+  }
+  pthread_rwlock_unlock(&cas->packs.lock);
+}
+
 static void pack_free(struct cas_pack *p) {
   if (!p)
     return;
@@ -307,7 +334,7 @@ int cas_pack_publish(struct cordon_cas *cas, struct cas_pack_done *done,
   if (s->scanned) {
     for (size_t i = 0; i < s->n; i++)
       if (!s->packs[i]->gone && !memcmp(s->packs[i]->id, p->id, CAS_DIGEST_LEN)) {
-        s->packs[i]->gone = true; /* replaced by the file just renamed over it */
+        mark_gone_locked(s->packs[i]); /* replaced by the file just renamed over it */
         break;
       }
     r = set_add(s, p);
@@ -475,7 +502,7 @@ static int refresh_locked(struct cordon_cas *cas, struct cordon_error **err) {
   if (r == 0) {
     for (size_t i = 0; i < known; i++)
       if (!seen[i])
-        s->packs[i]->gone = true; /* kept open: a reader may hold its fd */
+        mark_gone_locked(s->packs[i]); /* closed once no reader holds it */
     __atomic_store_n(&s->scanned, true, __ATOMIC_RELEASE);
   }
   free(seen);
@@ -505,8 +532,8 @@ static const struct cas_pack_entry *pack_lookup(const struct cas_pack *p,
   return NULL;
 }
 
-int cas_packs_find(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN], int *fd,
-                   uint64_t *offset, uint64_t *length, unsigned char pack_id[CAS_DIGEST_LEN]) {
+int cas_packs_find(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                   uint64_t *offset, uint64_t *length, struct cas_pack **held) {
   struct cas_pack_set *s = &cas->packs;
   if (!__atomic_load_n(&s->scanned, __ATOMIC_ACQUIRE)) {
     struct cordon_error *ignored = NULL;
@@ -519,16 +546,17 @@ int cas_packs_find(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST
   int found = 0;
   pthread_rwlock_rdlock(&s->lock);
   for (size_t i = s->n; i-- > 0 && !found;) { /* newest first */
-    const struct cas_pack *p = s->packs[i];
+    struct cas_pack *p = s->packs[i];
     if (p->gone)
       continue;
     const struct cas_pack_entry *e = pack_lookup(p, digest);
     if (e) {
-      *fd = p->fd;
       *offset = e->offset;
       *length = e->length;
-      if (pack_id)
-        memcpy(pack_id, p->id, CAS_DIGEST_LEN);
+      if (held) {
+        hold(p); /* under the read lock: it cannot become gone before this */
+        *held = p;
+      }
       found = 1;
     }
   }
@@ -579,13 +607,21 @@ int cas_packs_list(struct cordon_cas *cas, struct cas_pack ***out, size_t *n,
     if (!list)
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store %s", cas->dir);
     for (size_t i = 0; list && i < s->n; i++)
-      if (!s->packs[i]->gone)
+      if (!s->packs[i]->gone) {
+        hold(s->packs[i]);
         list[count++] = s->packs[i];
+      }
   }
   pthread_rwlock_unlock(&s->lock);
   *out = list;
   *n = count;
   return r;
+}
+
+void cas_packs_list_free(struct cordon_cas *cas, struct cas_pack **list, size_t n) {
+  for (size_t i = 0; list && i < n; i++)
+    cas_pack_release(cas, list[i]);
+  free(list);
 }
 
 int cas_packs_remove(struct cordon_cas *cas, struct cas_pack *p, struct cordon_error **err) {
@@ -595,7 +631,7 @@ int cas_packs_remove(struct cordon_cas *cas, struct cas_pack *p, struct cordon_e
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: cannot remove pack %s",
                             cas->dir, name);
   pthread_rwlock_wrlock(&cas->packs.lock);
-  p->gone = true;
+  mark_gone_locked(p);
   pthread_rwlock_unlock(&cas->packs.lock);
   return 0;
 }
@@ -706,47 +742,53 @@ int cas_pack_rewrite(struct cordon_cas *cas, struct cas_pack **packs, size_t n, 
   return 0;
 }
 
+/* The small packs of the store now, held; NULL with *n == 0 when there are none. */
+static int list_small(struct cordon_cas *cas, struct cas_pack ***list, size_t *n,
+                      struct cordon_error **err) {
+  size_t all = 0, small = 0;
+  *n = 0;
+  if (cas_packs_list(cas, list, &all, err) < 0)
+    return -1;
+  for (size_t i = 0; i < all; i++) {
+    if ((*list)[i]->size < CAS_PACK_SMALL)
+      (*list)[small++] = (*list)[i];
+    else
+      cas_pack_release(cas, (*list)[i]);
+  }
+  *n = small;
+  return 0;
+}
+
 int cas_packs_auto_merge(struct cordon_cas *cas, struct cordon_error **err) {
   struct cas_pack **list = NULL;
-  size_t n = 0, small = 0;
-  if (cas_packs_list(cas, &list, &n, err) < 0)
+  size_t n = 0;
+  if (list_small(cas, &list, &n, err) < 0)
     return -1;
-  for (size_t i = 0; i < n; i++)
-    if (list[i]->size < CAS_PACK_SMALL)
-      list[small++] = list[i];
-  int r = 0;
-  if (small > CAS_PACK_AUTO_MERGE) {
-    /* Exclusive, as gc: no batch may look a blob up in a pack we are about to remove. */
-    int lock = cas_try_lock_exclusive(cas, err);
-    if (lock == -1)
-      r = -1;
-    if (lock >= 0) {
-      free(list);
-      list = NULL;
-      /* The list again, under the lock: another process may have merged them meanwhile. */
-      r = cas_packs_list(cas, &list, &n, err);
-      small = 0;
-      for (size_t i = 0; r == 0 && i < n; i++)
-        if (list[i]->size < CAS_PACK_SMALL)
-          list[small++] = list[i];
-      bool **keep = r == 0 && small > CAS_PACK_AUTO_MERGE ? calloc(small, sizeof(*keep)) : NULL;
-      for (size_t i = 0; keep && i < small; i++) {
-        keep[i] = malloc((list[i]->count ? list[i]->count : 1) * sizeof(**keep));
-        if (!keep[i]) {
-          r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store %s", cas->dir);
-          break;
-        }
-        for (size_t j = 0; j < list[i]->count; j++)
-          keep[i][j] = true;
-      }
-      if (keep && r == 0)
-        r = cas_pack_rewrite(cas, list, small, (bool *const *)keep, err) < 0 ? -1 : 1;
-      for (size_t i = 0; keep && i < small; i++)
-        free(keep[i]);
-      free(keep);
-      close(lock);
+  cas_packs_list_free(cas, list, n);
+  if (n <= CAS_PACK_AUTO_MERGE)
+    return 0;
+  /* Exclusive, as gc: no batch may look a blob up in a pack we are about to remove. */
+  int lock = cas_try_lock_exclusive(cas, err);
+  if (lock < 0)
+    return lock == -2 ? 0 : -1;
+  /* The list again, under the lock: another process may have merged them meanwhile. */
+  int r = list_small(cas, &list, &n, err);
+  bool **keep = r == 0 && n > CAS_PACK_AUTO_MERGE ? calloc(n, sizeof(*keep)) : NULL;
+  for (size_t i = 0; keep && i < n; i++) {
+    keep[i] = malloc((list[i]->count ? list[i]->count : 1) * sizeof(**keep));
+    if (!keep[i]) {
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "store %s", cas->dir);
+      break;
     }
+    for (size_t j = 0; j < list[i]->count; j++)
+      keep[i][j] = true;
   }
-  free(list);
+  if (keep && r == 0)
+    r = cas_pack_rewrite(cas, list, n, (bool *const *)keep, err) < 0 ? -1 : 1;
+  for (size_t i = 0; keep && i < n; i++)
+    free(keep[i]);
+  free(keep);
+  cas_packs_list_free(cas, list, n);
+  close(lock);
   return r;
 }

@@ -114,10 +114,12 @@ int cas_pack_publish(struct cordon_cas *cas, struct cas_pack_done *done, struct 
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
-/* A loaded pack. Never freed before the store is closed: a reader may be using its fd. */
+/* A loaded pack. The struct lives until the store is closed; its fd is closed once the pack is
+ * gone from the directory and nobody holds it (a blob being read, a list being walked). */
 struct cas_pack {
   unsigned char id[CAS_DIGEST_LEN];
   int fd;
+  unsigned holds; /* readers holding fd open (atomic) */
   uint64_t size;
   uint64_t index_offset;
   struct cas_pack_entry *entries;
@@ -141,10 +143,12 @@ int cas_packs_open(struct cordon_cas *cas, struct cordon_error **err);
 void cas_packs_close(struct cordon_cas *cas);
 /* Re-read <store>/packs: load packs not seen yet, mark vanished ones gone. */
 int cas_packs_refresh(struct cordon_cas *cas, struct cordon_error **err);
-/* Look a digest up in the loaded packs (scanning once first). 1 when found: fd (the store's,
- * not to be closed), offset and length; 0 when not. */
-int cas_packs_find(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN], int *fd,
-                   uint64_t *offset, uint64_t *length, unsigned char pack_id[CAS_DIGEST_LEN]);
+/* Look a digest up in the loaded packs (scanning once first). 1 when found: offset and length,
+ * and with `held` non-NULL the pack, held (its fd stays open) until cas_pack_release; 0 when
+ * not. */
+int cas_packs_find(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
+                   uint64_t *offset, uint64_t *length, struct cas_pack **held);
+void cas_pack_release(struct cordon_cas *cas, struct cas_pack *p);
 /* A copy of the latest scan's first load problem (NULL when none); the caller frees it. */
 char *cas_packs_problem(struct cordon_cas *cas);
 /* A copy of all of them (an empty strv when none, NULL when out of memory). */
@@ -152,10 +156,10 @@ char **cas_packs_problems(struct cordon_cas *cas);
 /* Read a pack's index and trailer again and check its name and that its blobs tile the data.
  * NULL when fine, else why. */
 const char *cas_pack_check_structure(const struct cas_pack *p);
-/* The packs present now (refreshed), for verify and gc: a snapshot of the list, valid until
- * the store is closed. The caller frees the array, not the packs. */
+/* The packs present now (refreshed), for verify and gc, each held until cas_packs_list_free. */
 int cas_packs_list(struct cordon_cas *cas, struct cas_pack ***out, size_t *n,
                    struct cordon_error **err);
+void cas_packs_list_free(struct cordon_cas *cas, struct cas_pack **list, size_t n);
 /* Replace n packs by one that holds only the blobs marked in keep[i] (one flag per entry of
  * packs[i]), each once, re-hashed as it is copied: a corrupt one stops the rewrite with an
  * integrity error before anything is removed. The new pack is durable and visible before the

@@ -3,8 +3,10 @@
  * integrity error, a pack that is a symlink, a FIFO or truncated is unreadable (never absent,
  * never a hang), a symlinked packs directory is refused, and gc's rewrite keeps exactly the
  * blobs asked for and merges small packs into one. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -256,10 +258,10 @@ static void test_batch_packs_small_keeps_big_loose(void **state) {
   struct cas_pack **packs = NULL;
   size_t before = 0, after = 0;
   must(cas_packs_list(f->cas, &packs, &before, &err), err, "list");
-  free(packs);
+  cas_packs_list_free(f->cas, packs, before);
   store_batch(f, &s);
   must(cas_packs_list(f->cas, &packs, &after, &err), err, "list");
-  free(packs);
+  cas_packs_list_free(f->cas, packs, after);
   assert_int_equal(after, before);
   /* A second handle on the store (another process, in effect) reads them too. */
   struct cordon_cas *other = NULL;
@@ -289,7 +291,7 @@ static void test_few_blobs_stay_loose(void **state) {
   struct cas_pack **packs = NULL;
   size_t n = 1;
   must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
-  free(packs);
+  cas_packs_list_free(f->cas, packs, n);
   assert_int_equal(n, 0);
   for (unsigned i = 0; i < CAS_PACK_MIN_BLOBS; i++) {
     char path[256];
@@ -430,7 +432,7 @@ static void test_rewrite_keeps_what_is_asked(void **state) {
     must(cas_pack_rewrite(f->cas, &packs[i], 1, &keep, &err), err, "rewrite");
     free(keep);
   }
-  free(packs);
+  cas_packs_list_free(f->cas, packs, n);
   close(lock);
   assert_true(n_dropped > 0);
   for (size_t i = 0; i < n_dropped; i++)
@@ -451,10 +453,10 @@ static void test_rewrite_keeps_what_is_asked(void **state) {
     must(cas_pack_rewrite(f->cas, &packs[i], 1, &keep, &err), err, "rewrite");
     free(keep);
   }
-  free(packs);
+  cas_packs_list_free(f->cas, packs, n);
   close(lock);
   must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
-  free(packs);
+  cas_packs_list_free(f->cas, packs, n);
   assert_int_equal(n, 0);
   assert_int_equal(cordon_cas_has(f->cas, s.hex[0], &err), 0);
   assert_int_equal(cordon_cas_has(f->cas, s.hex[s.big], &err), 1); /* loose: untouched */
@@ -480,7 +482,7 @@ static size_t merge_all(struct fixture *f) {
   for (size_t i = 0; i < n; i++)
     free(keep[i]);
   free(keep);
-  free(packs);
+  cas_packs_list_free(f->cas, packs, n);
   close(lock);
   return n;
 }
@@ -509,11 +511,29 @@ static void test_rewrite_merges_packs(void **state) {
   must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
   assert_int_equal(n, 1);
   assert_int_equal(packs[0]->count, 60);
-  free(packs);
+  cas_packs_list_free(f->cas, packs, n);
   for (unsigned batch = 0; batch < 3; batch++)
     for (unsigned i = 0; i < 20; i++)
       assert_int_equal(cordon_cas_has(f->cas, hex[batch][i], &err), 1);
   expect_verify(f, 0);
+}
+
+/* How many of our open files are packs (removed ones included). */
+static size_t open_pack_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  size_t n = 0;
+  for (struct dirent *de; d && (de = readdir(d));) {
+    char link[300], target[PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/self/fd/%s", de->d_name);
+    ssize_t len = readlink(link, target, sizeof(target) - 1);
+    if (len <= 0)
+      continue;
+    target[len] = 0;
+    n += strstr(target, CAS_PACK_SUFFIX) != NULL;
+  }
+  if (d)
+    closedir(d);
+  return n;
 }
 
 static size_t pack_count(struct fixture *f) {
@@ -521,7 +541,7 @@ static size_t pack_count(struct fixture *f) {
   struct cas_pack **packs = NULL;
   size_t n = 0;
   must(cas_packs_list(f->cas, &packs, &n, &err), err, "list");
-  free(packs);
+  cas_packs_list_free(f->cas, packs, n);
   return n;
 }
 
@@ -556,6 +576,9 @@ static void test_packs_merge_automatically(void **state) {
       assert_int_equal(pack_count(f), CAS_PACK_AUTO_MERGE + 1); /* left as they were */
       cas_unlock_shared(other);
     }
+    if (k == 10) /* the other handle has the first packs open */
+      for (unsigned j = 0; j <= k; j++)
+        assert_int_equal(cordon_cas_has(other, hex[j][0], &err), 1);
     size_t n = pack_count(f);
     most = n > most ? n : most;
     if (k == CAS_PACK_AUTO_MERGE + 1)
@@ -567,6 +590,11 @@ static void test_packs_merge_automatically(void **state) {
     for (unsigned i = 0; i < PER; i++)
       assert_int_equal(cordon_cas_has(f->cas, hex[k][i], &err), 1);
   expect_verify(f, 0);
+  /* The merged packs' files are closed, not kept open by these long-lived handles: each holds
+   * the packs there are now, and nothing of the 34 that went (the other handle had 11 open). */
+  for (unsigned k = 0; k < BATCHES; k++) /* the other handle looks at the store again */
+    assert_int_equal(cordon_cas_has(other, hex[k][0], &err), 1);
+  assert_int_equal(open_pack_fds(), 2 * pack_count(f));
   cordon_cas_close(other);
 }
 
