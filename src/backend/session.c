@@ -709,7 +709,12 @@ int cordon_session_destroy_id(struct cordon_context *ctx, const struct cordon_re
   if (load_state(ctx, reg, id, &s, &open_err) < 0) {
     if (open_err->kind == CORDON_ERR_NOT_FOUND && !strncmp(open_err->message, "no session", 10)) {
       cordon_error_free(open_err);
-      return 0; /* already gone: destroy is idempotent */
+      /* Gone (destroy is idempotent), or a directory whose state was never written: its creator
+       * died (SIGKILL) between making it and recording the session. What it holds goes too. */
+      _cleanup_free_ char *dir = NULL;
+      if (asprintf(&dir, "%s/sessions/%s", ctx->state_dir, id) < 0)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s", id);
+      return fs_remove_tree(dir, err) < 0 ? cordon_error_prefix(err, "session %s", id) : 0;
     }
     if (err && !*err)
       *err = open_err;

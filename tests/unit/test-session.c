@@ -3,6 +3,7 @@
  * a backend. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -247,6 +248,27 @@ static void test_failed_create_leaves_nothing(void **state) {
   cordon_strv_free(ids);
 }
 
+/* A session directory whose state was never written (its creator was killed between the two)
+ * is listed, and destroy removes it with what it holds. */
+static void test_destroy_removes_stateless_directory(void **state) {
+  char dir[PATH_MAX], file[PATH_MAX + 16];
+  snprintf(dir, sizeof(dir), "%s/.cordon/sessions/00112233aabbccdd", project);
+  assert_int_equal(fs_mkdir_p(dir, 0700, NULL), 0);
+  snprintf(file, sizeof(file), "%s/upper", dir);
+  assert_int_equal(mkdir(file, 0755), 0);
+  char **ids = NULL;
+  assert_int_equal(cordon_session_list(ctx, &ids, NULL), 0);
+  assert_string_equal(ids[0], "00112233aabbccdd");
+  cordon_strv_free(ids);
+  struct cordon_registry *reg = NULL;
+  assert_int_equal(cordon_registry_load(&reg, NULL), 0);
+  assert_int_equal(cordon_session_destroy_id(ctx, reg, "00112233aabbccdd", NULL), 0);
+  struct stat st;
+  assert_int_equal(stat(dir, &st), -1);
+  assert_int_equal(cordon_session_destroy_id(ctx, reg, "00112233aabbccdd", NULL), 0);
+  cordon_registry_free(reg);
+}
+
 static size_t session_count(void) {
   char **ids = NULL;
   assert_int_equal(cordon_session_list(ctx, &ids, NULL), 0);
@@ -415,6 +437,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_exec_environment_and_timeout, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failed_create_leaves_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_starts_all_then_waits, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_destroy_removes_stateless_directory, setup, teardown),
       cmocka_unit_test_setup_teardown(test_state_roundtrip_and_corruption, setup, teardown),
       cmocka_unit_test_setup_teardown(test_registry_and_plugins, setup, teardown),
       cmocka_unit_test(test_backend_check),
