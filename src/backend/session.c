@@ -201,6 +201,10 @@ static int check_resume(const struct cordon_backend *backend, struct cordon_erro
   return 0;
 }
 
+static int interrupted(struct cordon_error **err) {
+  return cordon_error_set(err, CORDON_ERR_INTERRUPTED, 0, "interrupted");
+}
+
 /* defer: for a batch, let a backend with `ready` return before the sandbox is ready. */
 static int session_start(struct cordon_context *ctx, const struct cordon_backend *backend,
                          const struct cordon_manifest *m, const char *snapshot_id, bool defer,
@@ -225,6 +229,10 @@ static int session_start(struct cordon_context *ctx, const struct cordon_backend
   if (save_state(s, err) < 0) {
     session_abandon(s);
     return -1;
+  }
+  if (cordon_interrupted()) { /* asked to stop while it was being made: it goes again */
+    session_abandon(s);
+    return interrupted(err);
   }
   *out = s;
   return 0;
@@ -256,10 +264,6 @@ struct batch {
   bool stop;
   struct cordon_error *first_error;
 };
-
-static int interrupted(struct cordon_error **err) {
-  return cordon_error_set(err, CORDON_ERR_INTERRUPTED, 0, "interrupted");
-}
 
 static void *batch_worker(void *arg) {
   struct batch *t = arg;

@@ -93,6 +93,30 @@ gone() {
   [ "$(sessions_left)" -eq 1 ]
 }
 
+@test "session create: interrupted while the session is being made, it goes again" {
+  [ "$(id -u)" -eq 0 ] || skip "forks share one base through overlayfs, which needs root"
+  # A base big enough that making the session (restoring the base) takes a while.
+  python3 -c 'import os
+for i in range(10000):
+    d = "tree/d%03d" % (i // 100)
+    os.makedirs(d, exist_ok=True)
+    open("%s/f%d" % (d, i), "wb").write(os.urandom(1024))'
+  ID=$("$CORDON" snapshot take tree)
+  python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' "$CORDON" session create --backend ns --from "$ID" \
+    3>&- >"$PROJECT/out" 2>"$PROJECT/err" &
+  PID=$!
+  for _ in $(seq 500); do
+    [ "$(sessions_left)" -gt 0 ] && break
+    sleep 0.01
+  done
+  kill -s TERM "$PID"
+  expect_death_by TERM
+  [ "$(sessions_left)" -eq 0 ]
+  [ ! -s "$PROJECT/out" ]
+}
+
 @test "session create --count: interrupted midway, no session of the batch is kept" {
   [ "$(id -u)" -eq 0 ] || skip "forks share one base through overlayfs, which needs root"
   mkdir tree
