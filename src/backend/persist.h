@@ -11,5 +11,9 @@
 #include <cordon/backend.h>
 
 int session_persist(struct cordon_session *s, struct cordon_error **err);
+/* An early state, written (not synced) before the backend starts what must not outlive the
+ * session unnamed: if this process is killed before create/resume returns, `session destroy`
+ * still finds it from this state. */
+int session_persist_early(struct cordon_session *s, struct cordon_error **err);
 
 #endif

@@ -80,7 +80,9 @@ void cordon_session_close(struct cordon_session *s) {
   session_free(s);
 }
 
-static int save_state(struct cordon_session *s, struct cordon_error **err) {
+/* unsynced: write without syncing even when the session's state should be durable (an early
+ * state, superseded before create returns); such a write is not remembered as done. */
+static int write_state(struct cordon_session *s, bool unsynced, struct cordon_error **err) {
   json_t *backend_state = NULL;
   if (s->backend_state) {
     json_error_t jerr;
@@ -115,21 +117,28 @@ static int save_state(struct cordon_session *s, struct cordon_error **err) {
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session directory %s", s->state_dir);
   size_t len = strlen(text);
   text[len] = '\n'; /* json_dumps leaves room for the NUL we overwrite; length grows by one */
-  int r = fs_write_replace_at(dirfd, STATE_FILE, text, len + 1, 0600,
-                              !s->ephemeral && !p->defer_sync, err);
+  bool sync = !s->ephemeral && !p->defer_sync;
+  int r = fs_write_replace_at(dirfd, STATE_FILE, text, len + 1, 0600, sync && !unsynced, err);
   text[len] = 0;
-  if (r < 0) {
-    free(p->saved_state);
-    p->saved_state = NULL;
-    return cordon_error_prefix(err, "session %s", s->id);
-  }
   free(p->saved_state);
-  p->saved_state = steal_ptr(&text);
+  p->saved_state = NULL;
+  if (r < 0)
+    return cordon_error_prefix(err, "session %s", s->id);
+  if (!(sync && unsynced))
+    p->saved_state = steal_ptr(&text);
   return 0;
 }
 
+static int save_state(struct cordon_session *s, struct cordon_error **err) {
+  return write_state(s, false, err);
+}
+
 int session_persist(struct cordon_session *s, struct cordon_error **err) {
-  return save_state(s, err);
+  return write_state(s, false, err);
+}
+
+int session_persist_early(struct cordon_session *s, struct cordon_error **err) {
+  return write_state(s, true, err);
 }
 
 static int session_new(struct cordon_context *ctx, const struct cordon_backend *backend,

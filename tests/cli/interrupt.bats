@@ -157,3 +157,31 @@ os.execvp(sys.argv[1], sys.argv[1:])' "$CORDON" session create --backend ns --fr
   [ ! -e "$PROJECT/r.json" ]
   grep -q "interrupted" "$PROJECT/err"
 }
+
+# Alive and not a zombie (an orphan's reaper may be slow to reap it).
+alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z ' "/proc/$1/stat"; }
+
+@test "session destroy finds a holder through its cgroup when its cordon was killed before recording it" {
+  S=$("$CORDON" session create --backend ns)
+  state=".cordon/sessions/$S/state.json"
+  read -r holder cgroup < <(python3 -c 'import json, sys
+b = json.load(open(sys.argv[1]))["backend_state"]
+print(b["holder_pid"], b.get("cgroup_v2", ""))' "$state")
+  [ -n "$cgroup" ] || skip "no cgroup v2 for the session here"
+  alive "$holder"
+  # The state a session has between its early write and the holder's clone: no holder yet.
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+d["backend_state"]["holder_pid"] = 0
+d["backend_state"]["holder_start"] = 0
+json.dump(d, open(sys.argv[1], "w"))' "$state"
+  run "$CORDON" session destroy "$S"
+  [ "$status" -eq 0 ]
+  for _ in $(seq 60); do
+    alive "$holder" || break
+    sleep 0.05
+  done
+  ! alive "$holder"
+  [ ! -e "$cgroup" ]
+  [ "$(sessions_left)" -eq 0 ]
+}

@@ -222,11 +222,12 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
   }
   json_t *pid = json_object_get(o, "holder_pid"), *start = json_object_get(o, "holder_start");
   int r = 0;
-  /* A one-shot session has no holder (pid 0): its sandbox lived and died with its command. */
+  /* A one-shot session has no holder (pid 0): its sandbox lived and died with its command. Nor
+   * has a session whose creator was killed right after the early state (ns_start): its holder,
+   * if it was cloned at all, is found through the cgroup. */
   impl->one_shot = json_is_true(json_object_get(o, "one_shot"));
   if (json_integer_value(json_object_get(o, "version")) != STATE_VERSION || !json_is_integer(pid) ||
-      !json_is_integer(start) || json_integer_value(pid) < (impl->one_shot ? 0 : 1) ||
-      json_integer_value(pid) > INT_MAX) {
+      !json_is_integer(start) || json_integer_value(pid) < 0 || json_integer_value(pid) > INT_MAX) {
     r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state lacks a valid holder pid");
   } else {
     impl->holder_pid = (pid_t)json_integer_value(pid);
@@ -886,8 +887,13 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       impl->pending = p;
     }
   } else if (r == 0) {
+    /* Named before it exists: if this process is killed between the holder's clone and
+     * holder_started, `session destroy` still finds the holder, through its cgroup. */
+    if (save_state(s, impl, err) < 0 || session_persist_early(s, err) < 0)
+      r = -1;
     int ready_fd = -1;
-    r = ns_holder_spawn(&cfg, &impl->holder_pid, &ready_fd, err);
+    if (r == 0)
+      r = ns_holder_spawn(&cfg, &impl->holder_pid, &ready_fd, err);
     /* While the holder builds its sandbox (on another core, when there is one), the session's
      * state is written and made durable: it only needs the holder's pid and start time. */
     if (r == 0)
@@ -960,6 +966,10 @@ static int ns_attach(struct cordon_session *s, struct cordon_error **err) {
   /* A dead holder does not stop read/write/ls (the workspace is on the host); exec says why. */
   if (impl->one_shot) {
     if (asprintf(&impl->dead, "session %s was created for one command (one-shot)", s->id) < 0)
+      impl->dead = NULL;
+  } else if (impl->holder_pid == 0) {
+    if (asprintf(&impl->dead, "session %s was never finished (its creator was killed); destroy it",
+                 s->id) < 0)
       impl->dead = NULL;
   } else if (process_start_time(impl->holder_pid) != impl->holder_start &&
              asprintf(
