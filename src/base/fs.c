@@ -403,3 +403,16 @@ int fs_remove_tree(const char *path, struct cordon_error **err) {
     return cordon_error_prefix(err, "%s", dir);
   return 0;
 }
+
+void fs_boot_id(char *out, size_t size) {
+  if (size == 0)
+    return;
+  out[0] = 0;
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  ssize_t n = read(fd, out, size - 1);
+  close(fd);
+  out[n > 0 ? n : 0] = 0;
+  out[strcspn(out, "\n")] = 0;
+}

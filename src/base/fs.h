@@ -51,6 +51,10 @@ int fs_mkdirs_beneath(int rootfd, const char *relpath, const char *label,
 int fs_remove_tree_at(int dirfd, const char *name, struct cordon_error **err);
 int fs_remove_tree(const char *path, struct cordon_error **err);
 
+/* This boot's id (/proc/sys/kernel/random/boot_id, without the newline); "" when unreadable.
+ * With a pid and its start time, it names a process across reboots. */
+void fs_boot_id(char *out, size_t size);
+
 /* Split "a/b/c" into dir "a/b" and base "c" (dir "" when there is no slash). */
 void fs_split_path(const char *path, char **dir, char **base);
 

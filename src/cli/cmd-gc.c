@@ -1,11 +1,13 @@
-/* `cordon gc`: remove what crashed cordon processes left behind. Today that is the docker
- * backend's containers whose session is gone (see backends/docker/docker.h for the rules). */
+/* `cordon gc`: remove what killed cordon processes left behind: the ns sessions of a `cordon run`
+ * (or race) whose process is gone (backends/ns/ns.h), and the docker backend's containers whose
+ * session is gone (backends/docker/docker.h has the rules). */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backends/docker/docker.h"
+#include "backends/ns/ns.h"
 #include "cli/cli.h"
 
 int cmd_gc(int argc, char **argv);
@@ -13,10 +15,13 @@ int cmd_gc(int argc, char **argv);
 static const char gc_usage[] =
     "usage: cordon gc [--dry-run] [--all-projects] [--json]\n"
     "\n"
-    "Remove Docker containers that cordon made for sessions that no longer exist: the session's\n"
-    "state is gone (a crash between creating the container and recording the session), or the\n"
-    "session belonged to a `cordon run` whose process died (its state is removed too). Running\n"
-    "sessions are never touched. Prints one line per container removed, with the reason.\n"
+    "Remove what killed cordon processes left behind. In this project, the ns sessions made for\n"
+    "one command (`cordon run`, race candidates) whose cordon process is gone (killed with\n"
+    "SIGKILL: nothing could clean up). Then the Docker containers that cordon made for sessions\n"
+    "that no longer exist: the session's state is gone (a crash between creating the container\n"
+    "and recording the session), or the session belonged to a `cordon run` whose process died\n"
+    "(its state is removed too). Sessions in use, and sessions kept for more than one command,\n"
+    "are never touched. Prints one line per session or container removed, with the reason.\n"
     "\n"
     "options:\n"
     "  --dry-run        list what would be removed, remove nothing\n"
@@ -51,14 +56,39 @@ int cmd_gc(int argc, char **argv) {
 
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
+  struct cordon_registry *reg = NULL;
+  struct ns_gc_entry *sessions = NULL;
+  size_t n_sessions = 0;
   struct docker_gc_entry *entries = NULL;
   size_t count = 0;
-  if (cordon_context_open(NULL, &ctx, &err) < 0 ||
-      docker_gc(ctx, all_projects, dry_run, &entries, &count, &err) < 0) {
+  if (cordon_context_open(NULL, &ctx, &err) < 0 || cordon_registry_load(&reg, &err) < 0 ||
+      ns_gc(ctx, reg, dry_run, &sessions, &n_sessions, &err) < 0) {
+    cordon_registry_free(reg);
     cordon_context_free(ctx);
     return cli_fail(err);
   }
+  /* What ns removed is reported even when the engine cannot be reached. */
+  struct cordon_error *docker_err = NULL;
+  docker_gc(ctx, all_projects, dry_run, &entries, &count, &docker_err);
   int code = EXIT_OK;
+  json_t *session_list = json_array();
+  for (size_t i = 0; i < n_sessions; i++) {
+    const struct ns_gc_entry *g = &sessions[i];
+    if (g->error)
+      code = EXIT_FAILURE_;
+    if (json) {
+      json_t *o = json_pack("{s:s, s:s, s:b}", "session", g->session, "reason",
+                            g->reason ? g->reason : "", "removed", g->removed);
+      if (g->error)
+        json_object_set_new(o, "error", json_string(g->error));
+      json_array_append_new(session_list, o);
+    } else if (g->error) {
+      cli_error("cannot remove session %s: %s", g->session, g->error);
+    } else {
+      printf("%s session %s: %s\n", dry_run ? "would remove" : "removed", g->session,
+             g->reason ? g->reason : "");
+    }
+  }
   json_t *list = json_array();
   for (size_t i = 0; i < count; i++) {
     const struct docker_gc_entry *g = &entries[i];
@@ -80,16 +110,30 @@ int cmd_gc(int argc, char **argv) {
     }
   }
   if (json) {
-    json_t *doc = json_pack("{s:o, s:b}", "containers", list, "dry_run", dry_run);
+    json_t *doc = json_pack("{s:o, s:o, s:b}", "sessions", session_list, "containers", list,
+                            "dry_run", dry_run);
+    if (docker_err)
+      json_object_set_new(doc, "docker_error", json_string(docker_err->message));
     json_dumpf(doc, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(doc);
   } else {
+    json_decref(session_list);
     json_decref(list);
-    if (count == 0)
+    if (count == 0 && n_sessions == 0 && !docker_err)
       printf("nothing to remove\n");
   }
+  if (docker_err) {
+    int docker_code = cli_exit_code_for(docker_err);
+    if (json)
+      cordon_error_free(docker_err);
+    else
+      cli_fail(docker_err);
+    code = docker_code;
+  }
+  ns_gc_entries_free(sessions, n_sessions);
   docker_gc_entries_free(entries, count);
+  cordon_registry_free(reg);
   cordon_context_free(ctx);
   return code;
 }

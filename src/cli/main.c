@@ -25,7 +25,7 @@ static const char main_usage[] =
     "  conformance BACKEND [--json]    run the conformance suite against a backend\n"
     "  key init|show|jwks              the install identity: Ed25519 key, key id, JWKS\n"
     "  audit append|show|verify|repair the HMAC-chained audit log of the project\n"
-    "  gc [--dry-run] [--all-projects] remove containers of sessions that no longer exist\n"
+    "  gc [--dry-run] [--all-projects] remove what killed cordon processes left behind\n"
     "  cas put|get|info|verify|gc      the project's content-addressed store\n"
     "  snapshot take|restore|export|import|show|list|forget\n"
     "                                  snapshots of directory trees, canonical tar images\n"

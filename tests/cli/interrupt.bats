@@ -185,3 +185,33 @@ json.dump(d, open(sys.argv[1], "w"))' "$state"
   [ ! -e "$cgroup" ]
   [ "$(sessions_left)" -eq 0 ]
 }
+
+@test "cordon gc removes the session of a cordon run killed with SIGKILL, and only that" {
+  keep=$("$CORDON" session create --backend ns)
+  live=$((300000 + RANDOM))
+  start_until_running $live run --backend ns -- sleep $live
+  live_pid=$PID
+  before=$(ls .cordon/sessions)
+  dead=$((300000 + RANDOM))
+  start_until_running $dead run --backend ns -- sleep $dead
+  lost=$(ls .cordon/sessions | grep -vxF "$before")
+  [ -n "$lost" ]
+  kill -s KILL "$PID"
+  expect_death_by KILL
+  gone $dead
+  [ "$(sessions_left)" -eq 3 ]
+  # The engine may be unreachable here (exit 4): the ns part is done and reported anyway.
+  run "$CORDON" gc --dry-run
+  [[ "$output" == *"would remove session $lost: the cordon process"*"is gone"* ]]
+  [ "$(sessions_left)" -eq 3 ]
+  run "$CORDON" gc
+  [ "$status" -eq 0 ] || [[ "$output" == *"cannot reach the Docker engine"* ]]
+  [[ "$output" == *"removed session $lost"* ]]
+  [ "$(sessions_left)" -eq 2 ]
+  [ -d ".cordon/sessions/$keep" ]
+  pgrep -fx "sleep $live" >/dev/null
+  kill -s TERM "$live_pid"
+  PID=$live_pid
+  expect_death_by TERM
+  [ "$(sessions_left)" -eq 1 ]
+}

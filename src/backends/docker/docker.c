@@ -232,16 +232,10 @@ static int load_backend_state(struct cordon_session *s, char **container, char *
 
 /* "BOOTID:PID:STARTTIME" of this process, so that gc can tell whether it still runs. */
 static char *creator_identity(pid_t pid) {
-  char boot[64] = "", path[64], stat[1024];
-  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = read(fd, boot, sizeof(boot) - 1);
-    close(fd);
-    boot[n > 0 ? n : 0] = 0;
-    boot[strcspn(boot, "\n")] = 0;
-  }
+  char boot[64], path[64], stat[1024];
+  fs_boot_id(boot, sizeof(boot));
   snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return NULL;
   ssize_t n = read(fd, stat, sizeof(stat) - 1);

@@ -34,6 +34,7 @@
 #include "backend/persist.h"
 #include "backend/workspace.h"
 #include "backends/ns/holder.h"
+#include "backends/ns/ns.h"
 #include "backends/ns/proto.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
@@ -82,6 +83,11 @@ struct ns_impl {
    * exec, from what create prepared. NULL once that exec has started. */
   struct ns_pending *pending;
   bool one_shot;
+  /* A one-shot session's owner: the process whose one exec it is (`cordon run`, a race), so
+   * that `cordon gc` can tell a session of a killed cordon from one in use. 0 when unknown. */
+  pid_t owner_pid;
+  unsigned long long owner_start;
+  char owner_boot[64];
   /* A holder still building its sandbox (create/resume returned early for a batch, see
    * ns_ready): its report pipe, or -1. */
   int ready_fd;
@@ -192,8 +198,12 @@ static int save_state(struct cordon_session *s, struct ns_impl *impl, struct cor
   /* Also what keeps the snapshot from `cas gc` while the session lives. */
   if (impl->from_snapshot)
     json_object_set_new(o, "from_snapshot", json_string(impl->from_snapshot));
-  if (impl->one_shot)
+  if (impl->one_shot) {
     json_object_set_new(o, "one_shot", json_true());
+    json_object_set_new(o, "owner_pid", json_integer(impl->owner_pid));
+    json_object_set_new(o, "owner_start", json_integer((json_int_t)impl->owner_start));
+    json_object_set_new(o, "owner_boot", json_string(impl->owner_boot));
+  }
   if (impl->overlay) {
     json_object_set_new(o, "overlay", json_true());
     json_object_set_new(o, "outer_uid", json_integer(impl->outer_uid));
@@ -232,6 +242,11 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
   } else {
     impl->holder_pid = (pid_t)json_integer_value(pid);
     impl->holder_start = (unsigned long long)json_integer_value(start);
+    json_int_t owner = json_integer_value(json_object_get(o, "owner_pid"));
+    impl->owner_pid = owner > 0 && owner <= INT_MAX ? (pid_t)owner : 0;
+    impl->owner_start = (unsigned long long)json_integer_value(json_object_get(o, "owner_start"));
+    const char *boot = json_string_value(json_object_get(o, "owner_boot"));
+    snprintf(impl->owner_boot, sizeof(impl->owner_boot), "%s", boot ? boot : "");
     impl->owned_workspace = json_is_true(json_object_get(o, "owned_workspace"));
     const char *from = json_string_value(json_object_get(o, "from_snapshot"));
     if (from && !(impl->from_snapshot = strdup(from)))
@@ -918,8 +933,12 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       close(join_fds[i]);
   if (r < 0)
     return -1;
-  if (impl->one_shot)
+  if (impl->one_shot) {
+    impl->owner_pid = getpid();
+    impl->owner_start = process_start_time(impl->owner_pid);
+    fs_boot_id(impl->owner_boot, sizeof(impl->owner_boot));
     return save_state(s, impl, err);
+  }
   if (impl->overlay && m->n_files) {
     SANDBOX_OWNER_BEGIN(impl);
     r = workspace_write_manifest_files(s->workspace, m, err);
@@ -1319,3 +1338,67 @@ const struct cordon_backend cordon_backend_ns = {
     .snapshot = ns_snapshot,
     .ready = ns_ready,
 };
+
+/* ---- gc -------------------------------------------------------------------------------------- */
+
+void ns_gc_entries_free(struct ns_gc_entry *entries, size_t count) {
+  for (size_t i = 0; entries && i < count; i++) {
+    free(entries[i].session);
+    free(entries[i].reason);
+    free(entries[i].error);
+  }
+  free(entries);
+}
+
+int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dry_run,
+          struct ns_gc_entry **entries, size_t *count, struct cordon_error **err) {
+  *entries = NULL;
+  *count = 0;
+  char **ids = NULL;
+  if (cordon_session_list(ctx, &ids, err) < 0)
+    return -1;
+  int r = 0;
+  for (size_t i = 0; ids[i] && r == 0; i++) {
+    struct cordon_session *s = NULL;
+    struct cordon_error *e = NULL;
+    if (cordon_session_open(ctx, reg, ids[i], &s, &e) < 0) {
+      cordon_error_free(e); /* not ours to judge: `session destroy` names its problem */
+      continue;
+    }
+    const struct ns_impl *impl = s->impl;
+    char boot[64];
+    fs_boot_id(boot, sizeof(boot));
+    bool owner_alive = impl && impl->owner_pid > 0 && !strcmp(impl->owner_boot, boot) &&
+                       process_start_time(impl->owner_pid) == impl->owner_start;
+    if (s->backend != &cordon_backend_ns || !impl || !impl->one_shot || impl->owner_pid <= 0 ||
+        owner_alive) {
+      cordon_session_close(s);
+      continue;
+    }
+    struct ns_gc_entry *grown = realloc(*entries, (*count + 1) * sizeof(*grown));
+    if (!grown) {
+      cordon_session_close(s);
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
+      break;
+    }
+    *entries = grown;
+    struct ns_gc_entry *g = &grown[(*count)++];
+    memset(g, 0, sizeof(*g));
+    g->session = strdup(ids[i]);
+    if (asprintf(&g->reason, "the cordon process that made it for one command (pid %d) is gone",
+                 (int)impl->owner_pid) < 0)
+      g->reason = NULL;
+    if (dry_run) {
+      cordon_session_close(s);
+      continue;
+    }
+    if (cordon_session_destroy(s, &e) < 0) {
+      g->error = strdup(e && e->message ? e->message : "destroy failed");
+      cordon_error_free(e);
+    } else {
+      g->removed = true;
+    }
+  }
+  cordon_strv_free(ids);
+  return r;
+}
