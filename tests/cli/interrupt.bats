@@ -188,6 +188,8 @@ json.dump(d, open(sys.argv[1], "w"))' "$state"
 
 @test "cordon gc removes the session of a cordon run killed with SIGKILL, and only that" {
   keep=$("$CORDON" session create --backend ns)
+  # Another backend's session: gc must not read it as an ns session (ASan caught that once).
+  other=$("$CORDON" session create --backend worktree)
   live=$((300000 + RANDOM))
   start_until_running $live run --backend ns -- sleep $live
   live_pid=$PID
@@ -199,19 +201,20 @@ json.dump(d, open(sys.argv[1], "w"))' "$state"
   kill -s KILL "$PID"
   expect_death_by KILL
   gone $dead
-  [ "$(sessions_left)" -eq 3 ]
+  [ "$(sessions_left)" -eq 4 ]
   # The engine may be unreachable here (exit 4): the ns part is done and reported anyway.
   run "$CORDON" gc --dry-run
   [[ "$output" == *"would remove session $lost: the cordon process"*"is gone"* ]]
-  [ "$(sessions_left)" -eq 3 ]
+  [ "$(sessions_left)" -eq 4 ]
   run "$CORDON" gc
   [ "$status" -eq 0 ] || [[ "$output" == *"cannot reach the Docker engine"* ]]
   [[ "$output" == *"removed session $lost"* ]]
-  [ "$(sessions_left)" -eq 2 ]
+  [ "$(sessions_left)" -eq 3 ]
   [ -d ".cordon/sessions/$keep" ]
+  [ -d ".cordon/sessions/$other" ]
   pgrep -fx "sleep $live" >/dev/null
   kill -s TERM "$live_pid"
   PID=$live_pid
   expect_death_by TERM
-  [ "$(sessions_left)" -eq 1 ]
+  [ "$(sessions_left)" -eq 2 ]
 }

@@ -1365,13 +1365,13 @@ int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dr
       cordon_error_free(e); /* not ours to judge: `session destroy` names its problem */
       continue;
     }
-    const struct ns_impl *impl = s->impl;
+    /* Another backend's session: its impl is not ours to read. */
+    const struct ns_impl *impl = s->backend == &cordon_backend_ns ? s->impl : NULL;
     char boot[64];
     fs_boot_id(boot, sizeof(boot));
-    bool owner_alive = impl && impl->owner_pid > 0 && !strcmp(impl->owner_boot, boot) &&
-                       process_start_time(impl->owner_pid) == impl->owner_start;
-    if (s->backend != &cordon_backend_ns || !impl || !impl->one_shot || impl->owner_pid <= 0 ||
-        owner_alive) {
+    if (!impl || !impl->one_shot || impl->owner_pid <= 0 ||
+        (!strcmp(impl->owner_boot, boot) &&
+         process_start_time(impl->owner_pid) == impl->owner_start)) {
       cordon_session_close(s);
       continue;
     }
