@@ -30,14 +30,19 @@ teardown() {
 sessions_left() { ls "$PROJECT/.cordon/sessions" 2>/dev/null | wc -l; }
 
 # Start `cordon ARGS...` in the background with default signal dispositions (a script's
-# background job would ignore SIGINT) and wait until `sleep MARKER` runs in its sandbox: PID.
-start_until_running() {
-  local marker=$1
-  shift
+# background job would ignore SIGINT), its output in out and err: PID.
+spawn() {
   python3 -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])' "$CORDON" "$@" 3>&- >"$PROJECT/out" 2>"$PROJECT/err" &
   PID=$!
+}
+
+# spawn `cordon ARGS...` and wait until `sleep MARKER` runs in its sandbox.
+start_until_running() {
+  local marker=$1
+  shift
+  spawn "$@"
   for _ in $(seq 200); do
     pgrep -fx "sleep $marker" >/dev/null && return 0
     sleep 0.05
@@ -102,11 +107,7 @@ for i in range(10000):
     os.makedirs(d, exist_ok=True)
     open("%s/f%d" % (d, i), "wb").write(os.urandom(1024))'
   ID=$("$CORDON" snapshot take tree)
-  python3 -c 'import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execvp(sys.argv[1], sys.argv[1:])' "$CORDON" session create --backend ns --from "$ID" \
-    3>&- >"$PROJECT/out" 2>"$PROJECT/err" &
-  PID=$!
+  spawn session create --backend ns --from "$ID"
   for _ in $(seq 500); do
     [ "$(sessions_left)" -gt 0 ] && break
     sleep 0.01
@@ -123,11 +124,7 @@ os.execvp(sys.argv[1], sys.argv[1:])' "$CORDON" session create --backend ns --fr
   echo base > tree/f
   ID=$("$CORDON" session create --backend ns >/dev/null; "$CORDON" snapshot take tree)
   before=$(sessions_left)
-  python3 -c 'import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execvp(sys.argv[1], sys.argv[1:])' "$CORDON" session create --backend ns --from "$ID" \
-    --count 200 3>&- >"$PROJECT/out" 2>"$PROJECT/err" &
-  PID=$!
+  spawn session create --backend ns --from "$ID" --count 200
   # Interrupt once some sessions of the batch exist.
   for _ in $(seq 200); do
     [ "$(sessions_left)" -gt $((before + 2)) ] && break

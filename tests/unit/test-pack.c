@@ -463,6 +463,25 @@ static void test_rewrite_keeps_what_is_asked(void **state) {
   expect_verify(f, 0);
 }
 
+/* One batch of `count` small blobs "PREFIX K blob I", committed; their digests into hex[] (when
+ * not NULL). More than CAS_PACK_MIN_BLOBS of them make a pack. */
+static void store_small_batch(struct fixture *f, const char *prefix, unsigned k, unsigned count,
+                              char (*hex)[CAS_HEX_LEN + 1]) {
+  struct cordon_error *err = NULL;
+  struct cas_batch *b = NULL;
+  must(cas_batch_new(f->cas, &b, &err), err, "batch");
+  for (unsigned i = 0; i < count; i++) {
+    char text[64];
+    int len = snprintf(text, sizeof(text), "%s %u blob %u", prefix, k, i);
+    unsigned char d[CAS_DIGEST_LEN];
+    must(cas_batch_add_buffer(b, text, (size_t)len, d, &err), err, "add");
+    if (hex)
+      cas_hex(d, hex[i]);
+  }
+  must(cas_batch_commit(b, &err), err, "commit");
+  cas_batch_free(b);
+}
+
 /* Merge every pack into one, keeping every blob, as gc does (under its lock). Returns how many
  * packs there were. */
 static size_t merge_all(struct fixture *f) {
@@ -492,19 +511,8 @@ static void test_rewrite_merges_packs(void **state) {
   struct fixture *f = *state;
   struct cordon_error *err = NULL;
   char hex[3][20][CAS_HEX_LEN + 1];
-  for (unsigned batch = 0; batch < 3; batch++) {
-    struct cas_batch *b = NULL;
-    must(cas_batch_new(f->cas, &b, &err), err, "batch");
-    for (unsigned i = 0; i < 20; i++) {
-      char text[48];
-      int len = snprintf(text, sizeof(text), "batch %u blob %u", batch, i);
-      unsigned char d[CAS_DIGEST_LEN];
-      must(cas_batch_add_buffer(b, text, (size_t)len, d, &err), err, "add");
-      cas_hex(d, hex[batch][i]);
-    }
-    must(cas_batch_commit(b, &err), err, "commit");
-    cas_batch_free(b);
-  }
+  for (unsigned batch = 0; batch < 3; batch++)
+    store_small_batch(f, "batch", batch, 20, hex[batch]);
   assert_int_equal(merge_all(f), 3);
   struct cas_pack **packs = NULL;
   size_t n = 0;
@@ -561,17 +569,7 @@ static void test_packs_merge_automatically(void **state) {
     bool busy = k == CAS_PACK_AUTO_MERGE;
     if (busy)
       must(cas_lock_shared(other, &err), err, "lock");
-    struct cas_batch *b = NULL;
-    must(cas_batch_new(f->cas, &b, &err), err, "batch");
-    for (unsigned i = 0; i < PER; i++) {
-      char text[48];
-      int len = snprintf(text, sizeof(text), "step %u file %u", k, i);
-      unsigned char d[CAS_DIGEST_LEN];
-      must(cas_batch_add_buffer(b, text, (size_t)len, d, &err), err, "add");
-      cas_hex(d, hex[k][i]);
-    }
-    must(cas_batch_commit(b, &err), err, "commit");
-    cas_batch_free(b);
+    store_small_batch(f, "step", k, PER, hex[k]);
     if (busy) {
       assert_int_equal(pack_count(f), CAS_PACK_AUTO_MERGE + 1); /* left as they were */
       cas_unlock_shared(other);
@@ -644,16 +642,7 @@ static void test_reads_during_merges(void **state) {
   }
   time_t end = time(NULL) + 3;
   for (unsigned round = 0; time(NULL) < end; round++) {
-    struct cas_batch *b = NULL;
-    must(cas_batch_new(f->cas, &b, &err), err, "batch");
-    for (unsigned i = 0; i < PER; i++) {
-      char extra[48];
-      int len = snprintf(extra, sizeof(extra), "round %u blob %u", round, i);
-      unsigned char d[CAS_DIGEST_LEN];
-      must(cas_batch_add_buffer(b, extra, (size_t)len, d, &err), err, "add");
-    }
-    must(cas_batch_commit(b, &err), err, "commit");
-    cas_batch_free(b);
+    store_small_batch(f, "round", round, PER, NULL);
     merge_all(f);
   }
   int status = 0;
