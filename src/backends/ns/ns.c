@@ -1357,6 +1357,8 @@ int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dr
   char **ids = NULL;
   if (cordon_session_list(ctx, &ids, err) < 0)
     return -1;
+  char boot[64];
+  fs_boot_id(boot, sizeof(boot));
   int r = 0;
   for (size_t i = 0; ids[i] && r == 0; i++) {
     struct cordon_session *s = NULL;
@@ -1367,8 +1369,6 @@ int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dr
     }
     /* Another backend's session: its impl is not ours to read. */
     const struct ns_impl *impl = s->backend == &cordon_backend_ns ? s->impl : NULL;
-    char boot[64];
-    fs_boot_id(boot, sizeof(boot));
     if (!impl || !impl->one_shot || impl->owner_pid <= 0 ||
         (!strcmp(impl->owner_boot, boot) &&
          process_start_time(impl->owner_pid) == impl->owner_start)) {
