@@ -1,4 +1,5 @@
-/* base: path normalisation, anchored opens, atomic writes, tree removal, env merging. */
+/* base: path normalisation, anchored opens, atomic writes, tree removal, env merging, and
+ * /proc/PID/stat parsing. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,12 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "base/fs.h"
+#include "base/proc.h"
 #include "base/strv.h"
 
 static char *make_tmpdir(void) {
@@ -181,11 +185,69 @@ static void test_random_hex(void **state) {
   free(b);
 }
 
+/* A child whose command name is built to mislead a parser that splits on spaces or on the first
+ * ')': its fields must still come out right, alive and as a zombie. */
+static void test_proc_stat(void **state) {
+  struct proc_stat self;
+  assert_int_equal(proc_stat_read(0, &self), 0);
+  assert_int_equal(self.parent, getppid());
+  assert_int_equal(self.threads, 1);
+  assert_true(self.start_time > 0);
+  assert_true(self.arg_start > 0 && self.arg_end > self.arg_start);
+  assert_int_equal(proc_start_time(getpid()), self.start_time);
+
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    prctl(PR_SET_NAME, ") S 1 2 ) (", 0, 0, 0);
+    char c;
+    close(go[1]);
+    (void)!read(go[0], &c, 1); /* until the parent has looked */
+    _exit(0);
+  }
+  close(go[0]);
+  assert_true(child > 0);
+  struct proc_stat st;
+  for (int i = 0; i < 200; i++) { /* until the new name shows */
+    assert_int_equal(proc_stat_read(child, &st), 0);
+    char path[64], comm[64] = "";
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)child);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(comm, sizeof(comm), f));
+    fclose(f);
+    if (strncmp(comm, ") S 1 2 ) (", 11) == 0)
+      break;
+    usleep(5000);
+  }
+  assert_int_equal(proc_stat_read(child, &st), 0);
+  assert_int_equal(st.parent, getpid());
+  assert_int_equal(st.threads, 1);
+  assert_true(st.start_time >= self.start_time);
+  assert_int_equal(proc_start_time(child), st.start_time);
+  close(go[1]);
+  /* A zombie does not run: no start time. */
+  for (int i = 0; i < 400; i++) {
+    assert_int_equal(proc_stat_read(child, &st), 0);
+    if (st.state == 'Z')
+      break;
+    usleep(5000);
+  }
+  assert_int_equal(st.state, 'Z');
+  assert_int_equal(proc_start_time(child), 0);
+  assert_int_equal(waitpid(child, NULL, 0), child);
+  /* Gone. */
+  assert_int_equal(proc_stat_read(child, &st), -1);
+  assert_int_equal(proc_start_time(child), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_normalize),    cmocka_unit_test(test_atomic_write_and_read),
       cmocka_unit_test(test_open_beneath), cmocka_unit_test(test_remove_readonly_tree),
       cmocka_unit_test(test_env_merge),    cmocka_unit_test(test_random_hex),
+      cmocka_unit_test(test_proc_stat),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

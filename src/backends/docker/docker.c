@@ -50,6 +50,7 @@
 #include "backends/docker/stream.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/proc.h"
 #include "base/strv.h"
 #include "confine/policy.h"
 #include "confine/resolve.h"
@@ -230,28 +231,14 @@ static int load_backend_state(struct cordon_session *s, char **container, char *
 
 /* ---- create --------------------------------------------------------------------------------- */
 
-/* "BOOTID:PID:STARTTIME" of this process, so that gc can tell whether it still runs. */
+/* "BOOTID:PID:STARTTIME" of a process, so that gc can tell whether it still runs; NULL when it
+ * does not. */
 static char *creator_identity(pid_t pid) {
-  char boot[64], path[64], stat[1024];
+  char boot[64];
   fs_boot_id(boot, sizeof(boot));
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return NULL;
-  ssize_t n = read(fd, stat, sizeof(stat) - 1);
-  close(fd);
-  if (n <= 0)
-    return NULL;
-  stat[n] = 0;
-  /* Field 22 (starttime), counted after the ')' that ends the command name (field 2). */
-  char *p = strrchr(stat, ')');
-  unsigned long long start = 0;
-  for (int field = 2; p && field < 22; field++)
-    p = strchr(p + 1, ' ');
-  if (!p || sscanf(p + 1, "%llu", &start) != 1)
-    return NULL;
+  unsigned long long start = proc_start_time(pid);
   char *out = NULL;
-  if (asprintf(&out, "%s:%d:%llu", boot, (int)pid, start) < 0)
+  if (!start || asprintf(&out, "%s:%d:%llu", boot, (int)pid, start) < 0)
     return NULL;
   return out;
 }

@@ -66,6 +66,7 @@
 
 #include "backends/docker/agent.h"
 #include "backends/docker/protocol.h"
+#include "base/proc.h"
 #include "confine/seccomp.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -121,30 +122,13 @@ struct proc_table {
   size_t count, capacity;
 };
 
-/* Parent and state from /proc/PID/stat; the command name may hold spaces and parentheses, so
- * parse from the last ')'. Zombies and dead entries are skipped: they cannot fork and are
+/* The parent of a live process. Zombies and dead entries are skipped: they cannot fork and are
  * reaped by their parent (or by us, once reparented). */
 static bool read_stat(pid_t pid, pid_t *ppid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  struct proc_stat st;
+  if (proc_stat_read(pid, &st) < 0 || st.state == 'Z' || st.state == 'X' || st.state == 'x')
     return false;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0)
-    return false;
-  buf[n] = 0;
-  char *close_paren = strrchr(buf, ')');
-  if (!close_paren)
-    return false;
-  char state = 0;
-  int parent = 0;
-  if (sscanf(close_paren + 1, " %c %d", &state, &parent) != 2)
-    return false;
-  if (state == 'Z' || state == 'X' || state == 'x')
-    return false;
-  *ppid = (pid_t)parent;
+  *ppid = st.parent;
   return true;
 }
 

@@ -28,6 +28,7 @@
 #include "backends/ns/proto.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/proc.h"
 #include "confine/net.h"
 #include "confine/seccomp.h"
 #include "confine/syscalls.h"
@@ -108,30 +109,15 @@ static int send_reply(int conn, enum exec_wire_reply_type type, int32_t a, int32
 
 /* Replace our command line (inherited from the caller, which may carry secrets such as
  * `--env TOKEN=...`) with `title`, as setproctitle does: /proc/PID/cmdline is world-readable
- * inside the sandbox even though we are not dumpable. arg_start/arg_end are fields 48/49 of
- * /proc/self/stat. */
+ * inside the sandbox even though we are not dumpable. */
 static void set_title(const char *title) {
   prctl(PR_SET_NAME, "cordon", 0, 0, 0);
-  char buf[1024];
-  _cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-  if (n <= 0)
+  struct proc_stat st;
+  if (proc_stat_read(0, &st) < 0 || !st.arg_start || st.arg_end <= st.arg_start)
     return;
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
-  unsigned long start = 0, end = 0;
-  for (int field = 2; p && field < 49; field++) {
-    p = strchr(p + 1, ' ');
-    if (p && field == 47)
-      start = strtoul(p + 1, NULL, 10);
-    else if (p && field == 48)
-      end = strtoul(p + 1, NULL, 10);
-  }
-  if (!start || end <= start)
-    return;
-  size_t size = end - start;
-  memset((void *)start, 0, size);
-  memcpy((void *)start, title, strnlen(title, size - 1));
+  size_t size = st.arg_end - st.arg_start;
+  memset((void *)st.arg_start, 0, size);
+  memcpy((void *)st.arg_start, title, strnlen(title, size - 1));
 }
 
 static void reset_signals(void) {
@@ -766,18 +752,9 @@ static _Noreturn void intermediate_main(const struct ns_holder_config *cfg, int 
   _exit(pid > 0 ? 0 : 1);
 }
 
-/* num_threads, field 20 of /proc/self/stat (after the parenthesised command name). */
 static bool single_threaded(void) {
-  char buf[512];
-  _cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-  if (n <= 0)
-    return false;
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
-  for (int field = 2; p && field < 20; field++)
-    p = strchr(p + 1, ' ');
-  return p && strtol(p + 1, NULL, 10) == 1;
+  struct proc_stat st;
+  return proc_stat_read(0, &st) == 0 && st.threads == 1;
 }
 
 int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out, int *ready_fd,

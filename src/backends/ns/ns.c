@@ -38,6 +38,7 @@
 #include "backends/ns/proto.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/proc.h"
 #include "base/strv.h"
 #include "confine/cgroup.h"
 #include "confine/policy.h"
@@ -152,34 +153,6 @@ static int ns_available(const struct cordon_backend *self, char **reason) {
 }
 
 /* ---- state ------------------------------------------------------------------------------- */
-
-/* Field 22 of /proc/PID/stat (start time in clock ticks); 0 when the process is gone or a
- * zombie. Fields after the command name, which may hold spaces and parentheses, are counted
- * from its last ')'. */
-static unsigned long long process_start_time(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return 0;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  if (n <= 0)
-    return 0;
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
-  if (!p || p[1] != ' ')
-    return 0;
-  p += 2;
-  if (*p == 'Z' || *p == 'X')
-    return 0;
-  for (int field = 3; field < 22; field++) {
-    p = strchr(p, ' ');
-    if (!p)
-      return 0;
-    p++;
-  }
-  return strtoull(p, NULL, 10);
-}
 
 static const char *const cgroup_keys[CONFINE_CG_MAX_DIRS] = {"cgroup_v2", "cgroup_memory",
                                                              "cgroup_pids", "cgroup_cpu"};
@@ -299,7 +272,7 @@ static int holder_pidfd(const struct ns_impl *impl) {
   if (fd < 0)
     return -1;
   /* The pidfd pins the process we opened; if its start time matches, it is ours. */
-  if (process_start_time(impl->holder_pid) != impl->holder_start) {
+  if (proc_start_time(impl->holder_pid) != impl->holder_start) {
     close(fd);
     return -1;
   }
@@ -622,7 +595,7 @@ static uid_t env_id(const char *name, unsigned fallback) {
  * state file now, so that its write and sync overlap the holder's setup. */
 static int holder_started(struct cordon_session *s, struct ns_impl *impl,
                           struct cordon_error **err) {
-  impl->holder_start = process_start_time(impl->holder_pid);
+  impl->holder_start = proc_start_time(impl->holder_pid);
   if (!impl->holder_start)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox holder died right away");
   if (impl->overlay) {
@@ -935,7 +908,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
     return -1;
   if (impl->one_shot) {
     impl->owner_pid = getpid();
-    impl->owner_start = process_start_time(impl->owner_pid);
+    impl->owner_start = proc_start_time(impl->owner_pid);
     fs_boot_id(impl->owner_boot, sizeof(impl->owner_boot));
     return save_state(s, impl, err);
   }
@@ -990,7 +963,7 @@ static int ns_attach(struct cordon_session *s, struct cordon_error **err) {
     if (asprintf(&impl->dead, "session %s was never finished (its creator was killed); destroy it",
                  s->id) < 0)
       impl->dead = NULL;
-  } else if (process_start_time(impl->holder_pid) != impl->holder_start &&
+  } else if (proc_start_time(impl->holder_pid) != impl->holder_start &&
              asprintf(
                  &impl->dead,
                  "the sandbox of session %s is gone (its holder, pid %d, has exited); destroy the "
@@ -1031,7 +1004,7 @@ static int workspace_view(struct cordon_session *s, int *view_fd, char **path,
   char root[64];
   snprintf(root, sizeof(root), "/proc/%d/root", (int)impl->holder_pid);
   int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || process_start_time(impl->holder_pid) != impl->holder_start) {
+  if (fd < 0 || proc_start_time(impl->holder_pid) != impl->holder_start) {
     if (fd >= 0)
       close(fd);
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
@@ -1371,7 +1344,7 @@ int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dr
     const struct ns_impl *impl = s->backend == &cordon_backend_ns ? s->impl : NULL;
     if (!impl || !impl->one_shot || impl->owner_pid <= 0 ||
         (!strcmp(impl->owner_boot, boot) &&
-         process_start_time(impl->owner_pid) == impl->owner_start)) {
+         proc_start_time(impl->owner_pid) == impl->owner_start)) {
       cordon_session_close(s);
       continue;
     }
