@@ -157,6 +157,8 @@ for i in range(10000):
 
 # Alive and not a zombie (an orphan's reaper may be slow to reap it).
 alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z ' "/proc/$1/stat"; }
+# Not `! alive`: bash's errexit ignores a negated command, so that line could never fail.
+dead() { ! alive "$1"; }
 
 @test "session destroy finds a holder through its cgroup when its cordon was killed before recording it" {
   S=$("$CORDON" session create --backend ns)
@@ -178,7 +180,7 @@ json.dump(d, open(sys.argv[1], "w"))' "$state"
     alive "$holder" || break
     sleep 0.05
   done
-  ! alive "$holder"
+  dead "$holder"
   [ ! -e "$cgroup" ]
   [ "$(sessions_left)" -eq 0 ]
 }
@@ -214,4 +216,37 @@ json.dump(d, open(sys.argv[1], "w"))' "$state"
   PID=$live_pid
   expect_death_by TERM
   [ "$(sessions_left)" -eq 2 ]
+}
+
+holder_of() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["backend_state"]["holder_pid"])' "$1"; }
+
+@test "a session whose directory is deleted (its project removed with rm -rf) ends by itself" {
+  doomed=$(mktemp -d "${TMPDIR:-/tmp}/cordon-deleted.XXXXXX")
+  S=$(CORDON_PROJECT=$doomed "$CORDON" session create --backend ns)
+  keep=$("$CORDON" session create --backend ns)
+  holder=$(holder_of "$doomed/.cordon/sessions/$S/state.json")
+  kept=$(holder_of ".cordon/sessions/$keep/state.json")
+  marker=$((300000 + RANDOM))
+  CORDON_PROJECT=$doomed "$CORDON" session exec "$S" -- sleep $marker 3>&- >/dev/null 2>&1 &
+  client=$!
+  for _ in $(seq 200); do
+    pgrep -fx "sleep $marker" >/dev/null && break
+    sleep 0.05
+  done
+  pgrep -fx "sleep $marker" >/dev/null
+  rm -rf "$doomed"
+  # The holder looks every 5 s.
+  for _ in $(seq 160); do
+    alive "$holder" || break
+    sleep 0.05
+  done
+  dead "$holder"
+  gone $marker
+  local status=0
+  wait "$client" || status=$?
+  [ "$status" -ne 0 ]
+  # A session whose directory stays lives on.
+  alive "$kept"
+  run "$CORDON" session exec "$keep" -- true
+  [ "$status" -eq 0 ]
 }

@@ -496,6 +496,8 @@ static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_f
  * on demand. */
 #define MAX_WORKERS 1024
 #define IDLE_TARGET 2
+/* How often an idle holder looks whether its session socket's file still exists. */
+#define SOCKET_CHECK_MS 5000
 
 struct holder {
   const struct ns_holder_config *cfg;
@@ -521,6 +523,8 @@ static pid_t spawn_worker(struct holder *h) {
   if (pid == 0) {
     close(h->signal_fd);
     close(h->busy_read);
+    if (h->cfg->socket_file_fd >= 0)
+      close(h->cfg->socket_file_fd);
     worker_main(h->cfg, h->busy_write);
   }
   if (pid > 0) {
@@ -605,15 +609,22 @@ static _Noreturn void holder_loop(struct holder *h) {
         {.fd = want_clients ? h->cfg->listen_fd : -1, .events = POLLIN},
     };
     /* A fork that failed (the pids limit) is retried every 100 ms while clients wait. */
-    int timeout = want_clients && h->n_workers == 0 ? 100 : -1;
+    bool retry = want_clients && h->n_workers == 0;
+    int timeout = retry ? 100 : h->cfg->socket_file_fd >= 0 ? SOCKET_CHECK_MS : -1;
     if (poll(pfds, 3, timeout) < 0 && errno != EINTR)
       continue;
+    /* Nobody can reach us once the socket's file is gone: end the session (the kernel kills
+     * everything in our pid namespace with us). */
+    struct stat socket_file;
+    if (h->cfg->socket_file_fd >= 0 && fstat(h->cfg->socket_file_fd, &socket_file) == 0 &&
+        socket_file.st_nlink == 0)
+      _exit(0);
     if (pfds[0].revents) {
       struct signalfd_siginfo si;
       while (read(h->signal_fd, &si, sizeof(si)) > 0)
         ;
     }
-    size_t target = pfds[2].revents != 0 || timeout >= 0 ? 1 : 0;
+    size_t target = pfds[2].revents != 0 || retry ? 1 : 0;
     if (pfds[1].revents) {
       int32_t msg;
       while (read(h->busy_read, &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
@@ -681,7 +692,8 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
     cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "signalfd");
     fail_setup(ready_fd, err);
   }
-  int keep[] = {ready_fd, cfg->listen_fd, cfg->cgroup_fd, busy[0], busy[1], signal_fd};
+  int keep[] = {ready_fd, cfg->listen_fd, cfg->cgroup_fd, cfg->socket_file_fd,
+                busy[0],  busy[1],        signal_fd};
   close_all_except(keep, ARRAY_SIZE(keep));
 
   /* From here on nothing needs a privilege: give them all up, so that every worker and

@@ -41,6 +41,10 @@ struct ns_holder_config {
   int cgroup_fd;    /* the session's v2 cgroup: the holder is born in it, and (delegated) it
                        takes one leaf per exec; -1 when there is none */
   int cgroup_join_fds[CONFINE_CG_MAX_DIRS]; /* v1 cgroup.procs fds the holder joins */
+  int socket_file_fd; /* O_PATH of the session socket's file, or -1. Once it is unlinked (its
+                         session directory deleted, say with the project), no client can reach
+                         the session any more: the holder ends it. A file, not the directory,
+                         so that pid 1 holds nothing to walk the host's tree from. */
 };
 
 /* Start the holder: on return it exists (*pid, its pid on the host) and builds its sandbox,

@@ -728,6 +728,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       .listen_fd = -1,
       .cgroup_fd = -1,
       .cgroup_join_fds = {-1, -1, -1, -1},
+      .socket_file_fd = -1,
   };
 
   /* One-shot: no holder, the one exec builds the sandbox (the manifest's files of an overlay
@@ -751,7 +752,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
   memcpy(cfg.cgroup_join_fds, join_fds, sizeof(join_fds));
   cfg.cgroup_fd = cg_fd;
 
-  _cleanup_close_ int listen_fd = -1;
+  _cleanup_close_ int listen_fd = -1, socket_file_fd = -1;
   if (!impl->one_shot) {
     impl->state_fd = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (r == 0 && impl->state_fd < 0)
@@ -759,8 +760,13 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
     listen_fd = r == 0 ? make_listen_socket(impl->state_fd, err) : -1;
     if (r == 0 && listen_fd < 0)
       r = -1;
+    socket_file_fd =
+        r == 0 ? openat(impl->state_fd, SOCKET_NAME, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (r == 0 && socket_file_fd < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open the session socket");
   }
   cfg.listen_fd = listen_fd;
+  cfg.socket_file_fd = socket_file_fd;
 
   _cleanup_close_ int idmap_fd = -1;
   /* A one-shot sandbox's own fresh workspace is simply handed to the sandbox uid: nobody
