@@ -1,6 +1,7 @@
-/* `cordon gc`: remove what killed cordon processes left behind: the ns sessions of a `cordon run`
- * (or race) whose process is gone (backends/ns/ns.h), and the docker backend's containers whose
- * session is gone (backends/docker/docker.h has the rules). */
+/* `cordon gc`: remove what killed cordon processes (or deleted projects) left behind: the ns
+ * sessions of a `cordon run` (or race) whose process is gone and the cgroups of ns sessions whose
+ * directory is gone (backends/ns/ns.h), and the docker backend's containers whose session is gone
+ * (backends/docker/docker.h has the rules). */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -15,13 +16,17 @@ int cmd_gc(int argc, char **argv);
 static const char gc_usage[] =
     "usage: cordon gc [--dry-run] [--all-projects] [--json]\n"
     "\n"
-    "Remove what killed cordon processes left behind. In this project, the ns sessions made for\n"
-    "one command (`cordon run`, race candidates) whose cordon process is gone (killed with\n"
-    "SIGKILL: nothing could clean up). Then the Docker containers that cordon made for sessions\n"
-    "that no longer exist: the session's state is gone (a crash between creating the container\n"
-    "and recording the session), or the session belonged to a `cordon run` whose process died\n"
-    "(its state is removed too). Sessions in use, and sessions kept for more than one command,\n"
-    "are never touched. Prints one line per session or container removed, with the reason.\n"
+    "Remove what killed cordon processes and deleted projects left behind:\n"
+    "  - in this project, the ns sessions made for one command (`cordon run`, race candidates)\n"
+    "    whose cordon process is gone (killed with SIGKILL: nothing could clean up);\n"
+    "  - the empty cgroups of ns sessions of any project whose directory was deleted without\n"
+    "    `session destroy` (such a sandbox ends by itself within 5 s);\n"
+    "  - the Docker containers that cordon made for sessions that no longer exist: the\n"
+    "    session's state is gone (a crash between creating the container and recording the\n"
+    "    session), or the session belonged to a `cordon run` whose process died (its state is\n"
+    "    removed too).\n"
+    "Sessions in use, and sessions kept for more than one command, are never touched. Prints\n"
+    "one line per session, cgroup or container removed, with the reason.\n"
     "\n"
     "options:\n"
     "  --dry-run        list what would be removed, remove nothing\n"

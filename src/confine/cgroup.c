@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
@@ -370,4 +371,110 @@ int confine_cgroups_remove(const struct confine_cgroups *cg, struct cordon_error
     if (cg->v1[i] && remove_dir(cg->v1[i], false, r < 0 ? NULL : err) < 0)
       r = -1;
   return r;
+}
+
+/* ---- owners and the sweep ------------------------------------------------------------------ */
+
+#define OWNER_XATTR "user.cordon.owner"
+
+void confine_cgroups_set_owner(const struct confine_cgroups *cg, const char *owner) {
+  const char *dirs[CONFINE_CG_MAX_DIRS] = {cg->v2, cg->v1[0], cg->v1[1], cg->v1[2]};
+  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
+    if (dirs[i])
+      (void)setxattr(dirs[i], OWNER_XATTR, owner, strlen(owner), 0);
+}
+
+/* No process in dir: v2 says so in cgroup.events (descendants included); a v1 cgroup of ours
+ * has no children, and an empty cgroup.procs. */
+static bool holds_no_process(const char *dir, bool v2) {
+  _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return false;
+  if (v2)
+    return !confine_cgroup_populated(dfd);
+  _cleanup_close_ int procs = openat(dfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+  char c;
+  return procs >= 0 && read(procs, &c, 1) == 0;
+}
+
+static int orphan_add(struct confine_cgroup_orphan **found, size_t *count, const char *dir,
+                      const char *owner) {
+  struct confine_cgroup_orphan *grown = realloc(*found, (*count + 1) * sizeof(*grown));
+  if (!grown)
+    return -1;
+  *found = grown;
+  struct confine_cgroup_orphan *o = &grown[*count];
+  *o = (struct confine_cgroup_orphan){.dir = strdup(dir), .owner = strdup(owner)};
+  if (!o->dir || !o->owner) {
+    free(o->dir);
+    free(o->owner);
+    return -1;
+  }
+  (*count)++;
+  return 0;
+}
+
+/* The sweep of one parent directory. */
+static int sweep_parent(const char *parent, bool v2, const char *prefix, bool dry_run,
+                        struct confine_cgroup_orphan **found, size_t *count) {
+  _cleanup_closedir_ DIR *d = opendir(parent);
+  if (!d)
+    return 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+      continue;
+    _cleanup_free_ char *dir = NULL;
+    if (asprintf(&dir, "%s/%s", parent, de->d_name) < 0)
+      return -1;
+    char owner[4096];
+    ssize_t n = getxattr(dir, OWNER_XATTR, owner, sizeof(owner) - 1);
+    if (n <= 0 || owner[0] != '/')
+      continue; /* not labelled: not ours to judge */
+    owner[n] = 0;
+    struct stat st;
+    if (lstat(owner, &st) == 0 || errno != ENOENT || !holds_no_process(dir, v2))
+      continue;
+    if (orphan_add(found, count, dir, owner) < 0)
+      return -1;
+    struct cordon_error *e = NULL;
+    if (!dry_run && remove_dir(dir, v2, &e) < 0) {
+      (*found)[*count - 1].error = strdup(e && e->message ? e->message : "cannot remove it");
+      cordon_error_free(e);
+    }
+  }
+  return 0;
+}
+
+int confine_cgroups_sweep(const char *prefix, bool dry_run, struct confine_cgroup_orphan **found,
+                          size_t *count, struct cordon_error **err) {
+  *found = NULL;
+  *count = 0;
+  _cleanup_free_ unsigned char *proc_cgroup = NULL, *mountinfo = NULL;
+  size_t len;
+  if (fs_read_file("/proc/self/cgroup", 1 << 16, &proc_cgroup, &len, err) < 0 ||
+      fs_read_file("/proc/self/mountinfo", 1 << 22, &mountinfo, &len, err) < 0)
+    return -1;
+  for (int i = -1; i < CONFINE_CG_V1_COUNT; i++) {
+    _cleanup_free_ char *parent = NULL, *dir = NULL;
+    if (hierarchy_dirs((char *)proc_cgroup, (char *)mountinfo, i < 0 ? NULL : v1_names[i], prefix,
+                       &parent, &dir) < 0)
+      continue;
+    if (sweep_parent(parent, i < 0, prefix, dry_run, found, count) < 0) {
+      confine_cgroup_orphans_free(*found, *count);
+      *found = NULL;
+      *count = 0;
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "cgroup sweep");
+    }
+  }
+  return 0;
+}
+
+void confine_cgroup_orphans_free(struct confine_cgroup_orphan *found, size_t count) {
+  for (size_t i = 0; found && i < count; i++) {
+    free(found[i].dir);
+    free(found[i].owner);
+    free(found[i].error);
+  }
+  free(found);
 }

@@ -53,6 +53,26 @@ int confine_cgroups_remove(const struct confine_cgroups *cg, struct cordon_error
 
 void confine_cgroups_clear(struct confine_cgroups *cg);
 
+/* Label the cgroups with the path of what owns them (a session's state directory), so that
+ * confine_cgroups_sweep can tell when the owner is gone. Best effort: an unlabelled cgroup is
+ * never swept. */
+void confine_cgroups_set_owner(const struct confine_cgroups *cg, const char *owner);
+
+/* A cgroup whose owner is gone (confine_cgroups_sweep). */
+struct confine_cgroup_orphan {
+  char *dir;
+  char *owner;
+  char *error; /* why it could not be removed; NULL when it was (or in a dry run) */
+};
+
+/* Find the cgroups named PREFIX... beside the ones confine_cgroups_create makes (under the
+ * caller's own cgroup, in v2 and in the v1 hierarchies it uses) that hold no process and whose
+ * owner label names a path that no longer exists, and remove them unless dry_run. -1 only when
+ * the hierarchies cannot be read. */
+int confine_cgroups_sweep(const char *prefix, bool dry_run, struct confine_cgroup_orphan **found,
+                          size_t *count, struct cordon_error **err);
+void confine_cgroup_orphans_free(struct confine_cgroup_orphan *found, size_t count);
+
 /* Whether the v2 cgroup dirfd still holds a process (cgroup.events). */
 bool confine_cgroup_populated(int dirfd);
 

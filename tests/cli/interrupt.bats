@@ -225,6 +225,9 @@ holder_of() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["
   S=$(CORDON_PROJECT=$doomed "$CORDON" session create --backend ns)
   keep=$("$CORDON" session create --backend ns)
   holder=$(holder_of "$doomed/.cordon/sessions/$S/state.json")
+  cgroup=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["backend_state"].get("cgroup_v2", ""))' \
+    "$doomed/.cordon/sessions/$S/state.json")
   kept=$(holder_of ".cordon/sessions/$keep/state.json")
   marker=$((300000 + RANDOM))
   CORDON_PROJECT=$doomed "$CORDON" session exec "$S" -- sleep $marker 3>&- >/dev/null 2>&1 &
@@ -249,4 +252,34 @@ holder_of() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["
   alive "$kept"
   run "$CORDON" session exec "$keep" -- true
   [ "$status" -eq 0 ]
+  [ -n "$cgroup" ] || return 0 # no cgroup v2 here: nothing left behind to collect
+  # What it leaves is an empty cgroup, which `cordon gc` (of any project) removes. The engine
+  # may be unreachable here (exit 4): the ns part is done and reported anyway.
+  [ -d "$cgroup" ]
+  run "$CORDON" gc --dry-run
+  [[ "$output" == *"would remove session $S: its directory $doomed/.cordon/sessions/$S is gone"* ]]
+  [[ "$output" != *"session $keep"* ]]
+  [ -d "$cgroup" ]
+  run "$CORDON" gc
+  [ "$status" -eq 0 ] || [[ "$output" == *"cannot reach the Docker engine"* ]]
+  [[ "$output" == *"removed session $S: its directory"*"its cgroup $cgroup is empty"* ]]
+  [ ! -e "$cgroup" ]
+  # An empty cgroup whose session directory is still there is its project's to clean up
+  # (`session destroy`), not the sweep's.
+  kept_cgroup=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["backend_state"].get("cgroup_v2", ""))' \
+    ".cordon/sessions/$keep/state.json")
+  kill -s KILL "$kept"
+  for _ in $(seq 60); do
+    alive "$kept" || break
+    sleep 0.05
+  done
+  dead "$kept"
+  grep -qx 'populated 0' "$kept_cgroup/cgroup.events"
+  run "$CORDON" gc
+  [[ "$output" != *"session $keep"* ]]
+  [ -d "$kept_cgroup" ]
+  run "$CORDON" session destroy "$keep"
+  [ "$status" -eq 0 ]
+  [ ! -e "$kept_cgroup" ]
 }

@@ -154,6 +154,9 @@ static int ns_available(const struct cordon_backend *self, char **reason) {
 
 /* ---- state ------------------------------------------------------------------------------- */
 
+/* A session's cgroups: CGROUP_PREFIX and its id. */
+#define CGROUP_PREFIX "cordon-"
+
 static const char *const cgroup_keys[CONFINE_CG_MAX_DIRS] = {"cgroup_v2", "cgroup_memory",
                                                              "cgroup_pids", "cgroup_cpu"};
 
@@ -740,11 +743,14 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
   const struct cordon_limits *lim = &policy->limits;
   bool any_limit = lim->memory_bytes || lim->pids || lim->cpus > 0;
   char cg_name[96];
-  snprintf(cg_name, sizeof(cg_name), "cordon-%s", s->id);
+  snprintf(cg_name, sizeof(cg_name), CGROUP_PREFIX "%s", s->id);
   if ((!impl->one_shot || any_limit) &&
       confine_cgroups_create(cg_name, &policy->limits, PIDS_OVERHEAD, cfg.outer_uid, cfg.outer_gid,
                              &impl->cgroups, err) < 0)
     return -1;
+  /* Should the session's directory go without a destroy (its project deleted), `cordon gc`
+   * still finds these, empty once the holder has ended itself. */
+  confine_cgroups_set_owner(&impl->cgroups, s->state_dir);
   int join_fds[CONFINE_CG_MAX_DIRS] = {-1, -1, -1, -1};
   int r = confine_cgroups_open_v1_procs(&impl->cgroups, join_fds, err);
   _cleanup_close_ int cg_fd =
@@ -1329,6 +1335,36 @@ void ns_gc_entries_free(struct ns_gc_entry *entries, size_t count) {
   free(entries);
 }
 
+/* The cgroups of sessions of any project whose directory went without a destroy: the holder
+ * has ended itself (it watches its socket's file), leaving its cgroups empty. */
+static int gc_orphan_cgroups(bool dry_run, struct ns_gc_entry **entries, size_t *count,
+                             struct cordon_error **err) {
+  struct confine_cgroup_orphan *found = NULL;
+  size_t n = 0;
+  if (confine_cgroups_sweep(CGROUP_PREFIX, dry_run, &found, &n, err) < 0)
+    return -1;
+  int r = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct ns_gc_entry *grown = realloc(*entries, (*count + 1) * sizeof(*grown));
+    if (!grown) {
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
+      break;
+    }
+    *entries = grown;
+    struct ns_gc_entry *g = &grown[(*count)++];
+    memset(g, 0, sizeof(*g));
+    const char *base = strrchr(found[i].dir, '/');
+    g->session = strdup(base ? base + 1 + strlen(CGROUP_PREFIX) : found[i].dir);
+    if (asprintf(&g->reason, "its directory %s is gone (its sandbox ended), its cgroup %s is empty",
+                 found[i].owner, found[i].dir) < 0)
+      g->reason = NULL;
+    g->error = steal_ptr(&found[i].error);
+    g->removed = !dry_run && !g->error;
+  }
+  confine_cgroup_orphans_free(found, n);
+  return r;
+}
+
 int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dry_run,
           struct ns_gc_entry **entries, size_t *count, struct cordon_error **err) {
   *entries = NULL;
@@ -1379,5 +1415,5 @@ int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dr
     }
   }
   cordon_strv_free(ids);
-  return r;
+  return r < 0 ? r : gc_orphan_cgroups(dry_run, entries, count, err);
 }

@@ -18,7 +18,8 @@ struct ns_gc_entry {
 /* Find this project's one-shot ns sessions (`cordon run`, race candidates) whose cordon process
  * is gone (killed with SIGKILL: nothing could clean up) and destroy them unless dry_run. A
  * session in use, a persistent session (its workspace may hold work) and a session of an older
- * cordon that recorded no owner are left alone. */
+ * cordon that recorded no owner are left alone. Then the empty cgroups of sessions of any
+ * project whose directory is gone (their holder has ended itself), one entry each. */
 int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dry_run,
           struct ns_gc_entry **entries, size_t *count, struct cordon_error **err);
 void ns_gc_entries_free(struct ns_gc_entry *entries, size_t count);
