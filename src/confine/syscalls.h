@@ -106,4 +106,15 @@ static inline pid_t sys_clone3_fork(uint64_t flags, int cgroup_fd) {
   return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 }
 
+/* clone3 that runs fn(arg) in the child on [stack, stack + stack_size) and exits with its
+ * result; with cgroup_fd >= 0 the child is born in that v2 cgroup. For CLONE_VM|CLONE_VFORK:
+ * the child borrows our memory until it execs or exits, and we wait until then, so it may
+ * call anything a forked child may. The pid, or -1 with errno (ENOSYS where it is not
+ * implemented: fork instead). clone-run.c. */
+pid_t sys_clone3_run(uint64_t flags, int cgroup_fd, void *stack, size_t stack_size,
+                     int (*fn)(void *), void *arg);
+
+#define CONFINE_STRINGIFY_(x) #x
+#define CONFINE_STRINGIFY(x) CONFINE_STRINGIFY_(x)
+
 #endif

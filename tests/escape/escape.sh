@@ -221,6 +221,27 @@ attack "write /proc/1/exe" -- write-exe /proc/1/exe
 attack "write the runtime binary" -- write-exe "$CORDON"
 attack "read the holder's memory, environment or fds" -- proc-holder
 attack "kill the holder (pid 1)" -- kill-holder
+if [ "$mode" = session ]; then
+  # After one exec the holder keeps idle pairs: workers, each with a command process that
+  # shares its memory until it execs. From a second exec, attach to them, read their memory,
+  # then kill them: the session must go on serving execs.
+  if id=$("$CORDON" session create --backend "$backend" "${policy[@]}" 2>&1) &&
+    "$CORDON" session exec "$id" -- true; then
+    out=$("$CORDON" session exec "$id" -- /workspace/probe idle-pairs 2>&1)
+    code=$?
+    case $code in
+      1) ok "the idle pairs: $(echo "$out" | tail -1)" ;;
+      0) not_ok "the idle pairs ESCAPED: $out" ;;
+      *) not_ok "the idle pairs: exit $code (expected the probe's 'blocked'): $out" ;;
+    esac
+    if out=$("$CORDON" session exec "$id" -- /workspace/probe read-file /workspace/ro/file 2>&1); then
+      ok "the session serves execs after its idle pairs were killed"
+    else not_ok "no exec after the idle pairs were killed: $out"; fi
+  else
+    not_ok "the idle pairs: no session to attack: $id"
+  fi
+  "$CORDON" session destroy "$id" >/dev/null 2>&1
+fi
 # kill(-1) takes our own worker down (same uid): the exec fails, and nothing may linger.
 rm -f "$ws/kill-all-survivor"
 run_probe -- kill-all /workspace/kill-all-survivor

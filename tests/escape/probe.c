@@ -17,6 +17,10 @@
  *   probe write-exe PATH          open a runtime binary (or /proc/1/exe) for writing
  *   probe proc-holder             read the holder's memory, environment or fds (/proc/1)
  *   probe kill-holder             signal pid 1 (SIGKILL, SIGTERM, ...: all must be ignored)
+ *   probe idle-pairs              every other process of the session but pid 1 (the holder's
+ *                                 idle workers and their waiting command processes, which
+ *                                 share their worker's memory until they exec): attach, read
+ *                                 their memory (process_vm_readv, /proc/PID/mem), then kill them
  *   probe kill-all FILE           kill(-1) (our own worker dies too, if there is one), then a
  *                                 child outlives the exec and writes FILE after 2 s (it must
  *                                 be killed first)
@@ -47,6 +51,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -312,6 +317,46 @@ static int kill_holder(void) {
   if (kill(1, 0) < 0)
     return verdict(ESCAPED, "kill-holder", "pid 1 is gone");
   return verdict(BLOCKED, "kill-holder", "pid 1 ignored every signal");
+}
+
+static bool memory_readable(pid_t pid) {
+  char buf[16], path[64];
+  struct iovec local = {buf, sizeof(buf)}, remote = {(void *)0x400000, sizeof(buf)};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) >= 0)
+    return true;
+  snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0)
+    return false;
+  bool read_any = pread(fd, buf, sizeof(buf), 0x400000) > 0;
+  close(fd);
+  return read_any;
+}
+
+static int idle_pairs(void) {
+  pid_t self = getpid(), parent = getppid(), found[64];
+  size_t n = 0;
+  /* By pid, not through /proc: hidepid hides them there. Up to 2 s for the holder to make one. */
+  for (int tries = 0; tries < 40 && n == 0; tries++) {
+    if (tries)
+      usleep(50000);
+    for (pid_t pid = 2; pid < 4096 && n < sizeof(found) / sizeof(found[0]); pid++)
+      if (pid != self && pid != parent && kill(pid, 0) == 0)
+        found[n++] = pid;
+  }
+  if (n == 0)
+    return verdict(BROKEN, "idle-pairs", "no other process in the session to attack");
+  for (size_t i = 0; i < n; i++) {
+    if (ptrace(PTRACE_ATTACH, found[i], NULL, NULL) == 0 ||
+        ptrace(PTRACE_SEIZE, found[i], NULL, NULL) == 0)
+      return verdict(ESCAPED, "idle-pairs", "attached to %d", (int)found[i]);
+    if (memory_readable(found[i]))
+      return verdict(ESCAPED, "idle-pairs", "read the memory of %d", (int)found[i]);
+  }
+  for (size_t i = 0; i < n; i++)
+    kill(found[i], SIGKILL);
+  return verdict(BLOCKED, "idle-pairs",
+                 "%zu idle pair processes: no attach, memory unreadable; killed them", n);
 }
 
 /* Kill everything we may signal (our own supervisor included, it runs as our uid), then try
@@ -615,6 +660,8 @@ int main(int argc, char **argv) {
     return proc_holder();
   if (!strcmp(v, "kill-holder"))
     return kill_holder();
+  if (!strcmp(v, "idle-pairs"))
+    return idle_pairs();
   if (!strcmp(v, "kill-all") && a)
     return kill_all(a);
   if (!strcmp(v, "suid"))

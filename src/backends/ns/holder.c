@@ -39,6 +39,36 @@
 /* How long a worker waits for a killed tree to go away before giving up on stragglers. */
 #define KILL_WAIT_SECONDS 2.0
 
+/* The functions that run on stacks of our own (the one-shot's pid 1 and command, the holder's
+ * command processes) are not instrumented by ASan: it would take their _exit for a jump off an
+ * unknown stack and warn on stderr, which is the command's. */
+#define ON_OWN_STACK __attribute__((no_sanitize_address))
+
+/* Stacks for those functions: mmap'd, and under ASan unpoisoned when mapped and unmapped. A
+ * process that ends (execve, _exit) inside instrumented code leaves its frames poisoned in the
+ * shadow, which survives munmap: a later stack at the same address (in this process, or in a
+ * holder or worker forked from it) would trip over the stale poison. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define STACK_UNPOISON(p, size) ASAN_UNPOISON_MEMORY_REGION(p, size)
+#else
+#define STACK_UNPOISON(p, size) ((void)(p), (void)(size))
+#endif
+
+static void *stack_map(size_t size) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  STACK_UNPOISON(p, size);
+  return p;
+}
+
+static void stack_unmap(void *p, size_t size) {
+  STACK_UNPOISON(p, size);
+  munmap(p, size);
+}
+
 /* ---- messages from the setup processes back to the caller -------------------------------- */
 
 struct setup_report {
@@ -171,7 +201,7 @@ static int sandbox_drop_privileges(struct cordon_error **err) {
 
 /* ---- the command ---------------------------------------------------------------------------- */
 
-/* Every exec is a pair: a worker, and its command process forked ahead of time. The command
+/* Every exec is a pair: a worker, and its command process started ahead of time. The command
  * process is born in the exec's cgroup leaf, takes its own session, its limits and the seccomp
  * filter, and only then waits in accept(): when a client comes, nothing slow is left between
  * its request and execve (no fork, no filter to compile). It replies 'R' itself, hands the
@@ -220,13 +250,13 @@ static int exec_search(const char *name, char *const *argv, char *const *envp) {
 
 /* Tell the client that the command could not start, then go (the worker, seeing us gone
  * without a connection, goes too). */
-static _Noreturn void command_fail(int conn, int stage, int errnum) {
+ON_OWN_STACK static _Noreturn void command_fail(int conn, int stage, int errnum) {
   send_reply(conn, EXEC_WIRE_FAILED, stage, errnum);
   _exit(1);
 }
 
 /* The command process: everything slow first, then wait for a client. */
-static _Noreturn void command_main(const struct ns_holder_config *cfg, int pair) {
+ON_OWN_STACK static _Noreturn void command_main(const struct ns_holder_config *cfg, int pair) {
   setsid(); /* new session, no controlling terminal */
   int r = 0;
   if (cfg->rlimits.nofile || cfg->rlimits.fsize)
@@ -405,6 +435,48 @@ static int pair_receive(int pair, char *tag, int *fd) {
   return 0;
 }
 
+/* The command process is a vfork of its worker: clone3 with CLONE_VM|CLONE_VFORK onto a stack
+ * of its own, born in the exec's leaf. It borrows the worker's memory until its execve (or
+ * exit), while the worker, which has nothing else to do meanwhile, waits in the clone; so no
+ * address space is copied for it, which on a virtualised host was a third of an exec's cost
+ * (bench/startup). The worker is single-threaded, so whatever the command calls (malloc
+ * included) finds its state consistent, and leaves it so for the worker. Where
+ * sys_clone3_run is not implemented, a fork. */
+struct command_start {
+  const struct ns_holder_config *cfg;
+  int pair;     /* the command's end of the socketpair */
+  int close[2]; /* the worker's fds the command must not keep */
+};
+
+#define COMMAND_STACK_SIZE (256 * 1024)
+
+ON_OWN_STACK static int command_entry(void *arg) {
+  const struct command_start *start = arg;
+  close(start->close[0]);
+  close(start->close[1]);
+  command_main(start->cfg, start->pair);
+}
+
+static pid_t start_command(struct command_start *start, int leaf_fd) {
+  /* One stack per worker (a worker starts one command), above a guard page. */
+  static unsigned char *stack;
+  if (!stack) {
+    unsigned char *m = stack_map(COMMAND_STACK_SIZE + 4096);
+    if (m && mprotect(m, 4096, PROT_NONE) == 0)
+      stack = m + 4096;
+  }
+  if (stack) {
+    pid_t pid = sys_clone3_run(CLONE_VM | CLONE_VFORK, leaf_fd, stack, COMMAND_STACK_SIZE,
+                               command_entry, start);
+    if (pid >= 0 || errno != ENOSYS)
+      return pid;
+  }
+  pid_t pid = sys_clone3_fork(0, leaf_fd);
+  if (pid == 0)
+    command_entry(start);
+  return pid;
+}
+
 static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_fd) {
   set_title("cordon: worker");
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -414,14 +486,10 @@ static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_f
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
     worker_exit(&w, 1);
   /* Born in the leaf: everything the command starts is in it, with no migration. */
-  pid_t pid = sys_clone3_fork(0, w.leaf_fd);
+  struct command_start start = {.cfg = cfg, .pair = sp[1], .close = {sp[0], busy_fd}};
+  pid_t pid = start_command(&start, w.leaf_fd);
   if (pid < 0 && w.leaf_fd >= 0)
-    pid = sys_clone3_fork(0, -1); /* the leaf refused us: the subreaper walk still holds */
-  if (pid == 0) {
-    close(sp[0]);
-    close(busy_fd);
-    command_main(cfg, sp[1]);
-  }
+    pid = start_command(&start, -1); /* the leaf refused us: the subreaper walk still holds */
   close(sp[1]);
   close(cfg->listen_fd);
   if (pid < 0)
@@ -854,10 +922,6 @@ int ns_holder_wait(pid_t holder, int ready_fd, struct cordon_error **err) {
 
 #define ONESHOT_STACK_SIZE (256 * 1024)
 
-/* The functions that run on our own stacks are not instrumented by ASan: it would take their
- * _exit for a jump off an unknown stack and warn on stderr, which is the command's. */
-#define ON_OWN_STACK __attribute__((no_sanitize_address))
-
 struct ns_oneshot {
   const struct ns_holder_config *cfg;
   const struct ns_oneshot_command *cmd;
@@ -1025,7 +1089,7 @@ void ns_oneshot_free(struct ns_oneshot *o) {
   oneshot_wait(o, &status);
   oneshot_close_pipes(o);
   if (o->stacks)
-    munmap(o->stacks, 2 * ONESHOT_STACK_SIZE);
+    stack_unmap(o->stacks, 2 * ONESHOT_STACK_SIZE);
   free(o);
 }
 
@@ -1036,12 +1100,9 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "sandbox");
   *o = (struct ns_oneshot){.cfg = cfg, .cmd = cmd, .go = {-1, -1}, .report = {-1, -1}};
   *out = o;
-  o->stacks = mmap(NULL, 2 * ONESHOT_STACK_SIZE, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-  if (o->stacks == MAP_FAILED) {
-    o->stacks = NULL;
+  o->stacks = stack_map(2 * ONESHOT_STACK_SIZE);
+  if (!o->stacks)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "sandbox stacks");
-  }
   if (pipe2(o->go, O_CLOEXEC) < 0 || pipe2(o->report, O_CLOEXEC) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
   o->dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);

@@ -7,9 +7,10 @@
  *                    is born without any; reaps orphans and keeps one idle worker ready
  *     worker         supervises one exec, as a child subreaper so everything the command
  *                    leaves behind comes back to it; reports the exit status, kills the tree
- *       command      forked ahead of time, born in the exec's cgroup leaf: setsid, rlimits,
- *                    seccomp, then accept() on the session socket; on a request: stdio,
- *                    chdir, execve
+ *       command      started ahead of time, a vfork of the worker (it shares the worker's
+ *                    memory until its execve), born in the exec's cgroup leaf: setsid,
+ *                    rlimits, seccomp, then accept() on the session socket; on a request:
+ *                    stdio, chdir, execve
  *
  * Killing the holder (pid 1) makes the kernel kill the whole namespace. The holder is created
  * by ns_holder_spawn() from the calling process: a fork (so the holder is not our child and

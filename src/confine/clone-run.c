@@ -1,0 +1,75 @@
+/* clone3 into a function on its own stack (see syscalls.h: sys_clone3_run).
+ *
+ * glibc 2.36 has clone() (no CLONE_INTO_CGROUP) but no clone3() wrapper, and a raw clone3 with
+ * a new stack cannot return into C: the child would resume in the caller's frame on a stack
+ * that holds none of it. So the system call and the call of fn sit in a few lines of assembly,
+ * as in glibc's own clone3.S: the kernel preserves every register but rax (and rcx, r11), so fn
+ * and arg travel in r8 and r9 to the child, which clears the frame pointer, calls fn on the new
+ * stack (16-byte aligned by the caller, as the ABI wants at a call) and exits with its result.
+ * Elsewhere than x86-64 it fails with ENOSYS and callers fall back to a fork. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "confine/syscalls.h"
+
+#if defined(__x86_64__)
+
+/* long cordon_clone3_raw(struct confine_clone_args *args, size_t size, int (*fn)(void *),
+ *                        void *arg): the child's pid, or -errno. */
+long cordon_clone3_raw(struct confine_clone_args *args, size_t size, int (*fn)(void *), void *arg);
+__asm__(".text\n"
+        ".globl cordon_clone3_raw\n"
+        ".hidden cordon_clone3_raw\n"
+        ".type cordon_clone3_raw, @function\n"
+        "cordon_clone3_raw:\n"
+        "  .cfi_startproc\n"
+        "  mov %rdx, %r8\n" /* fn */
+        "  mov %rcx, %r9\n" /* arg */
+        "  mov $" CONFINE_STRINGIFY(
+            SYS_clone3) ", %eax\n"
+                        "  syscall\n"
+                        "  test %rax, %rax\n"
+                        "  jz 1f\n"
+                        "  ret\n" /* the parent (after the child's exec or exit, with CLONE_VFORK),
+                                     or -errno */
+                        "1:\n"
+                        "  .cfi_undefined %rip\n" /* the child: no caller to unwind to */
+                        "  xor %ebp, %ebp\n"
+                        "  mov %r9, %rdi\n"
+                        "  call *%r8\n"
+                        "  mov %eax, %edi\n"
+                        "  mov $" CONFINE_STRINGIFY(
+                            SYS_exit) ", %eax\n"
+                                      "  syscall\n"
+                                      "  hlt\n"
+                                      "  .cfi_endproc\n"
+                                      ".size cordon_clone3_raw, .-cordon_clone3_raw\n");
+
+pid_t sys_clone3_run(uint64_t flags, int cgroup_fd, void *stack, size_t stack_size,
+                     int (*fn)(void *), void *arg) {
+  struct confine_clone_args args = {
+      .flags = flags | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
+      .exit_signal = SIGCHLD,
+      .stack = (uint64_t)(uintptr_t)stack,
+      .stack_size = stack_size,
+      .cgroup = cgroup_fd >= 0 ? (uint64_t)cgroup_fd : 0,
+  };
+  long r = cordon_clone3_raw(&args, sizeof(args), fn, arg);
+  if (r < 0) {
+    errno = (int)-r;
+    return -1;
+  }
+  return (pid_t)r;
+}
+
+#else
+
+pid_t sys_clone3_run(uint64_t flags, int cgroup_fd, void *stack, size_t stack_size,
+                     int (*fn)(void *), void *arg) {
+  (void)flags, (void)cgroup_fd, (void)stack, (void)stack_size, (void)fn, (void)arg;
+  errno = ENOSYS;
+  return -1;
+}
+
+#endif
