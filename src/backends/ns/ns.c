@@ -1335,6 +1335,16 @@ void ns_gc_entries_free(struct ns_gc_entry *entries, size_t count) {
   free(entries);
 }
 
+/* One more (zeroed) entry at the end of *entries; NULL when out of memory. */
+static struct ns_gc_entry *gc_entry_add(struct ns_gc_entry **entries, size_t *count) {
+  struct ns_gc_entry *grown = realloc(*entries, (*count + 1) * sizeof(*grown));
+  if (!grown)
+    return NULL;
+  *entries = grown;
+  memset(&grown[*count], 0, sizeof(grown[0]));
+  return &grown[(*count)++];
+}
+
 /* The cgroups of sessions of any project whose directory went without a destroy: the holder
  * has ended itself (it watches its socket's file), leaving its cgroups empty. */
 static int gc_orphan_cgroups(bool dry_run, struct ns_gc_entry **entries, size_t *count,
@@ -1345,14 +1355,11 @@ static int gc_orphan_cgroups(bool dry_run, struct ns_gc_entry **entries, size_t 
     return -1;
   int r = 0;
   for (size_t i = 0; i < n; i++) {
-    struct ns_gc_entry *grown = realloc(*entries, (*count + 1) * sizeof(*grown));
-    if (!grown) {
+    struct ns_gc_entry *g = gc_entry_add(entries, count);
+    if (!g) {
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
       break;
     }
-    *entries = grown;
-    struct ns_gc_entry *g = &grown[(*count)++];
-    memset(g, 0, sizeof(*g));
     const char *base = strrchr(found[i].dir, '/');
     g->session = strdup(base ? base + 1 + strlen(CGROUP_PREFIX) : found[i].dir);
     if (asprintf(&g->reason, "its directory %s is gone (its sandbox ended), its cgroup %s is empty",
@@ -1390,15 +1397,12 @@ int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dr
       cordon_session_close(s);
       continue;
     }
-    struct ns_gc_entry *grown = realloc(*entries, (*count + 1) * sizeof(*grown));
-    if (!grown) {
+    struct ns_gc_entry *g = gc_entry_add(entries, count);
+    if (!g) {
       cordon_session_close(s);
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
       break;
     }
-    *entries = grown;
-    struct ns_gc_entry *g = &grown[(*count)++];
-    memset(g, 0, sizeof(*g));
     g->session = strdup(ids[i]);
     if (asprintf(&g->reason, "the cordon process that made it for one command (pid %d) is gone",
                  (int)impl->owner_pid) < 0)
