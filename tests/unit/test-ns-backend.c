@@ -540,6 +540,45 @@ static void test_concurrent_execs(void **state) {
   assert_int_equal(cordon_session_destroy(s, &err), 0);
 }
 
+/* A worker serves execs one after the other (up to 64), and nothing of an exec outlives it on
+ * the next ones: seen from inside, through the parent of each command (its worker). */
+static void test_workers_are_reused_and_clean(void **state) {
+  struct cordon_manifest m = {0};
+  struct cordon_session *s = create(&m);
+  /* Each exec leaves a background child that would write a marker a second later. */
+  for (int i = 0; i < 6; i++) {
+    char script[160];
+    snprintf(script, sizeof(script),
+             "(sleep 1; echo left > /tmp/left-%d) >/dev/null 2>&1 & echo $PPID", i);
+    char *out = NULL;
+    assert_int_equal(sh(s, script, &out), 0);
+    free(out);
+  }
+  sleep(2);
+  expect_stdout(s, "ls /tmp | grep -c '^left-' || true", "0\n");
+  /* 140 execs: a worker per exec would be 140 workers; 2 taking turns up to 64 execs each are
+   * 3 to 6. */
+  enum { EXECS = 140 };
+  pid_t workers[EXECS];
+  size_t distinct = 0;
+  for (int i = 0; i < EXECS; i++) {
+    char *out = NULL;
+    assert_int_equal(sh(s, "echo $PPID", &out), 0);
+    pid_t w = (pid_t)atoi(out);
+    free(out);
+    assert_true(w > 1);
+    bool seen = false;
+    for (size_t k = 0; k < distinct; k++)
+      seen = seen || workers[k] == w;
+    if (!seen)
+      workers[distinct++] = w;
+  }
+  if (distinct < 3 || distinct > 8)
+    fail_msg("%d execs were served by %zu workers, expected 3 to 8", EXECS, distinct);
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+}
+
 /* The conformance suite, through the same entry point as `cordon conformance ns`. */
 /* Fork: 8 sessions resumed from one snapshot, each changing one file of its own from inside;
  * each terminal snapshot holds the base's entries plus exactly its own file. */
@@ -727,6 +766,7 @@ int main(void) {
       cmocka_unit_test(test_limits),
       cmocka_unit_test(test_threaded_caller),
       cmocka_unit_test(test_concurrent_execs),
+      cmocka_unit_test(test_workers_are_reused_and_clean),
       cmocka_unit_test(test_concurrent_one_shot),
       cmocka_unit_test(test_fork_sessions),
       cmocka_unit_test(test_conformance_suite),

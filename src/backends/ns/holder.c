@@ -326,12 +326,13 @@ struct worker {
   const struct ns_holder_config *cfg;
   int conn;    /* the client, once the command process has handed it over */
   int pair;    /* socketpair with the command process */
-  int busy_fd; /* tells the holder we were claimed (+pid) and are done (-pid) */
+  int busy_fd; /* tells the holder what becomes of us (struct worker_note) */
   pid_t command;
   bool command_done;
   int status;
-  int leaf_fd; /* per-exec cgroup leaf, or -1 */
+  int leaf_fd; /* the cgroup leaf of our execs, or -1 */
   char leaf_name[32];
+  unsigned served; /* execs so far */
 };
 
 static void worker_note_exit(struct worker *w, pid_t pid, int status) {
@@ -458,7 +459,7 @@ ON_OWN_STACK static int command_entry(void *arg) {
 }
 
 static pid_t start_command(struct command_start *start, int leaf_fd) {
-  /* One stack per worker (a worker starts one command), above a guard page. */
+  /* One stack per worker, above a guard page: its commands use it one after the other. */
   static unsigned char *stack;
   if (!stack) {
     unsigned char *m = stack_map(COMMAND_STACK_SIZE + 4096);
@@ -466,6 +467,8 @@ static pid_t start_command(struct command_start *start, int leaf_fd) {
       stack = m + 4096;
   }
   if (stack) {
+    /* The last command on it (a worker serves several) exec'd from deep in its frames. */
+    STACK_UNPOISON(stack, COMMAND_STACK_SIZE);
     pid_t pid = sys_clone3_run(CLONE_VM | CLONE_VFORK, leaf_fd, stack, COMMAND_STACK_SIZE,
                                command_entry, start);
     if (pid >= 0 || errno != ENOSYS)
@@ -477,42 +480,61 @@ static pid_t start_command(struct command_start *start, int leaf_fd) {
   return pid;
 }
 
-static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_fd) {
-  set_title("cordon: worker");
-  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-  struct worker w = {.cfg = cfg, .conn = -1, .pair = -1, .busy_fd = busy_fd, .leaf_fd = -1};
-  worker_make_leaf(&w);
+/* What a worker tells the holder over the busy pipe (8 bytes: one atomic write). */
+enum worker_event {
+  WORKER_CLAIMED = 1, /* a client's command runs: one idle pair less */
+  WORKER_REARMED,     /* that exec is over and a new command process waits: idle again */
+  WORKER_DONE,        /* that exec is over and the worker exits: make a new pair */
+};
+struct worker_note {
+  int32_t pid;
+  int32_t event;
+};
+
+static void worker_tell(const struct worker *w, enum worker_event event) {
+  struct worker_note note = {.pid = getpid(), .event = event};
+  (void)!write(w->busy_fd, &note, sizeof(note));
+}
+
+/* Serve one exec with a command process started ahead (command_main): wait for its client,
+ * supervise, kill its tree, report. 0 once the tree is gone; -1 when the worker must go. */
+static int worker_serve(struct worker *w) {
+  const struct ns_holder_config *cfg = w->cfg;
   int sp[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
-    worker_exit(&w, 1);
+    return -1;
   /* Born in the leaf: everything the command starts is in it, with no migration. */
-  struct command_start start = {.cfg = cfg, .pair = sp[1], .close = {sp[0], busy_fd}};
-  pid_t pid = start_command(&start, w.leaf_fd);
-  if (pid < 0 && w.leaf_fd >= 0)
+  struct command_start start = {.cfg = cfg, .pair = sp[1], .close = {sp[0], w->busy_fd}};
+  pid_t pid = start_command(&start, w->leaf_fd);
+  if (pid < 0 && w->leaf_fd >= 0)
     pid = start_command(&start, -1); /* the leaf refused us: the subreaper walk still holds */
   close(sp[1]);
-  close(cfg->listen_fd);
-  if (pid < 0)
-    worker_exit(&w, 1);
-  w.command = pid;
-  w.pair = sp[0];
+  if (pid < 0) {
+    close(sp[0]);
+    return -1;
+  }
+  w->conn = -1;
+  w->pair = sp[0];
+  w->command = pid;
+  w->command_done = false;
+  w->status = 0;
 
   /* Idle until the command process has started a client's command (or failed, or died: then
    * we go, and are replaced). */
   char tag = 0;
-  if (pair_receive(w.pair, &tag, &w.conn) < 0 || tag != PAIR_CONNECTION || w.conn < 0) {
-    worker_kill_tree(&w);
-    worker_exit(&w, 1);
+  if (pair_receive(w->pair, &tag, &w->conn) < 0 || tag != PAIR_CONNECTION || w->conn < 0) {
+    close(w->pair);
+    worker_kill_tree(w);
+    return -1;
   }
-  /* Claimed: the holder counts one idle pair less. */
-  int32_t me = getpid();
-  (void)!write(w.busy_fd, &me, sizeof(me));
-  close(w.pair);
+  worker_tell(w, WORKER_CLAIMED);
+  close(w->pair);
+  w->served++;
   int pidfd = sys_pidfd_open(pid, 0);
   bool client_gone = false;
-  while (!w.command_done && !client_gone) {
+  while (!w->command_done && !client_gone) {
     struct pollfd pfds[2] = {
-        {.fd = w.conn, .events = POLLIN},
+        {.fd = w->conn, .events = POLLIN},
         {.fd = pidfd, .events = POLLIN},
     };
     /* Without a pidfd (old kernel), poll the command every 10 ms. */
@@ -521,34 +543,67 @@ static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_f
       break;
     if (pfds[0].revents) {
       char byte;
-      ssize_t r = recv(w.conn, &byte, 1, MSG_DONTWAIT);
+      ssize_t r = recv(w->conn, &byte, 1, MSG_DONTWAIT);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
         client_gone = true; /* nobody waits for this command any more: it dies */
-      worker_kill_tree(&w);
+      worker_kill_tree(w);
     }
     int status;
     pid_t got = waitpid(pid, &status, WNOHANG);
     if (got == pid)
-      worker_note_exit(&w, got, status);
+      worker_note_exit(w, got, status);
   }
+  if (pidfd >= 0)
+    close(pidfd);
   /* The command ended (or its client left): nothing it started may stay behind. */
-  worker_kill_tree(&w);
-  if (!w.command_done) {
+  worker_kill_tree(w);
+  if (!w->command_done) {
     int status;
     if (waitpid(pid, &status, 0) == pid)
-      worker_note_exit(&w, pid, status);
+      worker_note_exit(w, pid, status);
   }
   if (!client_gone) {
-    int st = w.status;
+    int st = w->status;
     if (WIFSIGNALED(st))
-      send_reply(w.conn, EXEC_WIRE_EXITED, 128 + WTERMSIG(st), WTERMSIG(st));
+      send_reply(w->conn, EXEC_WIRE_EXITED, 128 + WTERMSIG(st), WTERMSIG(st));
     else
-      send_reply(w.conn, EXEC_WIRE_EXITED, WEXITSTATUS(st), 0);
+      send_reply(w->conn, EXEC_WIRE_EXITED, WEXITSTATUS(st), 0);
   }
-  /* Done: now the holder may prepare a replacement, off this exec's critical path. */
-  me = -me;
-  (void)!write(w.busy_fd, &me, sizeof(me));
-  worker_exit(&w, 0);
+  close(w->conn);
+  w->conn = -1;
+  return 0;
+}
+
+/* Whether nothing of the last exec is left: no child of ours, and an empty leaf. */
+static bool worker_clean(const struct worker *w) {
+  pid_t kids[1];
+  return list_children(kids, 1) == 0 && (w->leaf_fd < 0 || !confine_cgroup_populated(w->leaf_fd));
+}
+
+/* A worker serves execs one after the other: once an exec's tree is gone it starts its next
+ * command process (a vfork: no fork per exec), up to WORKER_MAX_EXECS, since what each command
+ * process allocates before its execve stays in our heap. Anything left of an exec (a process
+ * that would not die within the kill's bounded wait) ends the worker instead: the holder then
+ * kills what is in its leaf and makes a new pair. */
+#define WORKER_MAX_EXECS 64
+
+static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_fd) {
+  set_title("cordon: worker");
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  struct worker w = {.cfg = cfg, .conn = -1, .pair = -1, .busy_fd = busy_fd, .leaf_fd = -1};
+  worker_make_leaf(&w);
+  for (;;) {
+    if (worker_serve(&w) < 0)
+      worker_exit(&w, 1);
+    if (w.served >= WORKER_MAX_EXECS || !worker_clean(&w)) {
+      /* Done: now the holder may prepare a replacement, off this exec's critical path. */
+      worker_tell(&w, WORKER_DONE);
+      worker_exit(&w, 0);
+    }
+    /* Idle again as soon as the next command process waits (it borrows our memory, so it is
+     * started last: we wait in that vfork until it runs a client's command). */
+    worker_tell(&w, WORKER_REARMED);
+  }
 }
 
 /* ---- the holder ----------------------------------------------------------------------------- */
@@ -558,10 +613,11 @@ static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_f
  * sandbox, which runs as the same uid): it must not outlive its exec.
  *
  * Pairs are prepared ahead: one when the session starts, two once an exec has run (so that
- * back-to-back execs always find one ready). A claimed pair is replaced when its exec is done,
- * so preparing the next one never competes with a running command for the CPU; a client that
- * arrives when no pair is idle (the listening socket has a pending connection) gets one made
- * on demand. */
+ * back-to-back execs always find one ready). A claimed pair comes back when its exec is done
+ * (its worker starts a new command process, WORKER_REARMED) or, when its worker goes, is
+ * replaced then, so preparing the next one never competes with a running command for the
+ * CPU; a client that arrives when no pair is idle (the listening socket has a pending
+ * connection) gets one made on demand. */
 #define MAX_WORKERS 1024
 #define IDLE_TARGET 2
 /* How often an idle holder looks whether its session socket's file still exists. */
@@ -616,10 +672,10 @@ static bool forget_worker(struct holder *h, pid_t pid, bool *was_idle) {
   return false;
 }
 
-static void mark_claimed(struct holder *h, pid_t pid) {
+static void mark_idle(struct holder *h, pid_t pid, bool idle) {
   for (size_t i = 0; i < h->n_workers; i++)
     if (h->workers[i] == pid)
-      h->idle[i] = false;
+      h->idle[i] = idle;
 }
 
 static bool is_worker(const struct holder *h, pid_t pid) {
@@ -694,12 +750,15 @@ static _Noreturn void holder_loop(struct holder *h) {
     }
     size_t target = pfds[2].revents != 0 || retry ? 1 : 0;
     if (pfds[1].revents) {
-      int32_t msg;
-      while (read(h->busy_read, &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
-        if (msg > 0)
-          mark_claimed(h, msg);
-        else
+      struct worker_note note;
+      while (read(h->busy_read, &note, sizeof(note)) == (ssize_t)sizeof(note)) {
+        if (note.event == WORKER_CLAIMED) {
+          mark_idle(h, note.pid, false);
+        } else {
+          if (note.event == WORKER_REARMED)
+            mark_idle(h, note.pid, true);
           target = IDLE_TARGET; /* an exec is done: prepare the next pairs now */
+        }
       }
     }
     /* Reap everything: workers, and orphans whose worker died (they come to pid 1). */
@@ -749,7 +808,7 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
     cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "pipe");
     fail_setup(ready_fd, err);
   }
-  /* Workers write 4 bytes once: keep their end blocking; ours is drained without blocking. */
+  /* Workers write 8-byte notes: keep their end blocking; ours is drained without blocking. */
   fcntl(busy[1], F_SETFL, 0);
   sigset_t chld;
   sigemptyset(&chld);

@@ -5,8 +5,9 @@
  *
  *   holder (pid 1)   builds the root, then drops every capability, so everything it forks
  *                    is born without any; reaps orphans and keeps one idle worker ready
- *     worker         supervises one exec, as a child subreaper so everything the command
- *                    leaves behind comes back to it; reports the exit status, kills the tree
+ *     worker         supervises execs one at a time, as a child subreaper so everything a
+ *                    command leaves behind comes back to it; reports the exit status, kills
+ *                    the tree, then starts its next command process (up to 64 execs)
  *       command      started ahead of time, a vfork of the worker (it shares the worker's
  *                    memory until its execve), born in the exec's cgroup leaf: setsid,
  *                    rlimits, seccomp, then accept() on the session socket; on a request:
