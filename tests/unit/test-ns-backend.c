@@ -510,6 +510,7 @@ static void *concurrent_exec_thread(void *arg) {
   return NULL;
 }
 
+#define IDLE_PAIRS 2 /* IDLE_TARGET in holder.c */
 static void test_concurrent_execs(void **state) {
   struct cordon_manifest m = {0};
   struct cordon_session *s = create(&m);
@@ -536,6 +537,30 @@ static void test_concurrent_execs(void **state) {
   /* and back to back afterwards, many times */
   for (int i = 0; i < 20; i++)
     expect_stdout(s, "echo again", "again\n");
+  /* The workers made for the concurrent execs do not all stay: the holder keeps two idle pairs
+   * (and a third at worst, for a moment), not one per exec that ever ran at once. */
+  json_t *st = json_loads(s->backend_state, 0, NULL);
+  pid_t holder = (pid_t)json_integer_value(json_object_get(st, "holder_pid"));
+  json_decref(st);
+  char path[64], kids[512] = "";
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)holder, (int)holder);
+  size_t workers = 0;
+  for (int tries = 0; tries < 100; tries++) { /* workers finish and go within a moment */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(kids, 1, sizeof(kids) - 1, f);
+    fclose(f);
+    kids[n] = 0;
+    workers = 0;
+    for (char *p = strtok(kids, " \n"); p; p = strtok(NULL, " \n"))
+      workers++;
+    if (workers <= IDLE_PAIRS)
+      break;
+    usleep(20000);
+  }
+  if (workers > IDLE_PAIRS)
+    fail_msg("%zu workers stay after %d concurrent execs, expected at most %d", workers, N,
+             IDLE_PAIRS);
   struct cordon_error *err = NULL;
   assert_int_equal(cordon_session_destroy(s, &err), 0);
 }

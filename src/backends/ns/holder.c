@@ -333,6 +333,7 @@ struct worker {
   int leaf_fd; /* the cgroup leaf of our execs, or -1 */
   char leaf_name[32];
   unsigned served; /* execs so far */
+  int *idle_pairs; /* how many pairs of the session are idle (shared memory), or NULL */
 };
 
 static void worker_note_exit(struct worker *w, pid_t pid, int status) {
@@ -496,6 +497,37 @@ static void worker_tell(const struct worker *w, enum worker_event event) {
   (void)!write(w->busy_fd, &note, sizeof(note));
 }
 
+/* Idle pairs the holder keeps once an exec has run (see struct holder). */
+#define IDLE_TARGET 2
+
+/* One idle pair less in the shared count, never below zero (a late note can make the holder
+ * count a death twice). */
+static void idle_slot_drop(int *idle_pairs) {
+  if (!idle_pairs)
+    return;
+  int n = __atomic_load_n(idle_pairs, __ATOMIC_RELAXED);
+  while (n > 0 && !__atomic_compare_exchange_n(idle_pairs, &n, n - 1, false, __ATOMIC_RELAXED,
+                                               __ATOMIC_RELAXED)) {
+  }
+}
+
+/* Count ourselves idle again unless IDLE_TARGET pairs wait already (execs ran side by side):
+ * then we go, rather than hold processes (and pids of the session's limit) that nobody needs.
+ * The count is kept by the workers themselves (claimed: one less; rearmed: one more) and the
+ * holder (a new worker: one more; an idle one dead: one less), in memory they all share, so a
+ * worker's own claim counts at once, however late the holder reads its notes. */
+static bool idle_slot_take(int *idle_pairs) {
+  if (!idle_pairs)
+    return true;
+  int n = __atomic_load_n(idle_pairs, __ATOMIC_RELAXED);
+  do {
+    if (n >= IDLE_TARGET)
+      return false;
+  } while (!__atomic_compare_exchange_n(idle_pairs, &n, n + 1, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
+  return true;
+}
+
 /* Serve one exec with a command process started ahead (command_main): wait for its client,
  * supervise, kill its tree, report. 0 once the tree is gone; -1 when the worker must go. */
 static int worker_serve(struct worker *w) {
@@ -527,6 +559,7 @@ static int worker_serve(struct worker *w) {
     worker_kill_tree(w);
     return -1;
   }
+  idle_slot_drop(w->idle_pairs);
   worker_tell(w, WORKER_CLAIMED);
   close(w->pair);
   w->served++;
@@ -587,15 +620,21 @@ static bool worker_clean(const struct worker *w) {
  * kills what is in its leaf and makes a new pair. */
 #define WORKER_MAX_EXECS 64
 
-static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_fd) {
+static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_fd,
+                                  int *idle_pairs) {
   set_title("cordon: worker");
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-  struct worker w = {.cfg = cfg, .conn = -1, .pair = -1, .busy_fd = busy_fd, .leaf_fd = -1};
+  struct worker w = {.cfg = cfg,
+                     .conn = -1,
+                     .pair = -1,
+                     .busy_fd = busy_fd,
+                     .leaf_fd = -1,
+                     .idle_pairs = idle_pairs};
   worker_make_leaf(&w);
   for (;;) {
     if (worker_serve(&w) < 0)
       worker_exit(&w, 1);
-    if (w.served >= WORKER_MAX_EXECS || !worker_clean(&w)) {
+    if (w.served >= WORKER_MAX_EXECS || !worker_clean(&w) || !idle_slot_take(w.idle_pairs)) {
       /* Done: now the holder may prepare a replacement, off this exec's critical path. */
       worker_tell(&w, WORKER_DONE);
       worker_exit(&w, 0);
@@ -612,20 +651,21 @@ static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_f
  * Anything else it finds among its children is an orphan whose worker died (killed by the
  * sandbox, which runs as the same uid): it must not outlive its exec.
  *
- * Pairs are prepared ahead: one when the session starts, two once an exec has run (so that
- * back-to-back execs always find one ready). A claimed pair comes back when its exec is done
- * (its worker starts a new command process, WORKER_REARMED) or, when its worker goes, is
- * replaced then, so preparing the next one never competes with a running command for the
- * CPU; a client that arrives when no pair is idle (the listening socket has a pending
- * connection) gets one made on demand. */
+ * Pairs are prepared ahead: one worker when the session starts, two once an exec has run (so
+ * that back-to-back execs always find one ready while the other starts its next command
+ * process). A worker comes back idle when its exec is done (WORKER_REARMED), or goes and is
+ * replaced then, so preparing the next pair never competes with a running command for the
+ * CPU. A client that arrives when no pair is idle (the listening socket has a pending
+ * connection) gets one made on demand; such extra workers go once their exec is done and two
+ * pairs wait already (idle_slot_take). */
 #define MAX_WORKERS 1024
-#define IDLE_TARGET 2
 /* How often an idle holder looks whether its session socket's file still exists. */
 #define SOCKET_CHECK_MS 5000
 
 struct holder {
   const struct ns_holder_config *cfg;
   int signal_fd, busy_read, busy_write;
+  int *idle_pairs; /* shared with the workers: see idle_slot_take(); NULL without */
   pid_t workers[MAX_WORKERS];
   bool idle[MAX_WORKERS];
   size_t n_workers;
@@ -649,9 +689,11 @@ static pid_t spawn_worker(struct holder *h) {
     close(h->busy_read);
     if (h->cfg->socket_file_fd >= 0)
       close(h->cfg->socket_file_fd);
-    worker_main(h->cfg, h->busy_write);
+    worker_main(h->cfg, h->busy_write, h->idle_pairs);
   }
   if (pid > 0) {
+    if (h->idle_pairs)
+      __atomic_add_fetch(h->idle_pairs, 1, __ATOMIC_RELAXED);
     h->workers[h->n_workers] = pid;
     h->idle[h->n_workers] = true;
     h->n_workers++;
@@ -708,9 +750,10 @@ static void after_worker_death(struct holder *h, pid_t worker) {
   kill_orphans(h);
 }
 
-/* Bring the idle pairs up to `target`. Fork failures (the pids limit) are retried later. */
-static void replenish(struct holder *h, size_t target) {
-  while (count_idle(h) < target) {
+/* Bring the workers up to `workers`, and make one more when a client waits and no pair is
+ * idle. Fork failures (the pids limit) are retried later. */
+static void replenish(struct holder *h, size_t workers, bool client_waiting) {
+  while (h->n_workers < workers || (client_waiting && count_idle(h) == 0)) {
     /* A pair that died before serving anyone (its setup failed, or the sandbox killed it) is
      * replaced too, but never in a tight loop. */
     if (h->idle_died && fs_now() - h->last_spawn < 0.01)
@@ -723,7 +766,8 @@ static void replenish(struct holder *h, size_t target) {
 }
 
 static _Noreturn void holder_loop(struct holder *h) {
-  replenish(h, 1); /* the second pair only after an exec: a one-shot run never needs it */
+  bool exec_seen = false; /* the second pair only after an exec: a one-shot run never needs it */
+  replenish(h, 1, false);
   for (;;) {
     /* With no idle pair, a pending connection on the session socket is a client waiting. */
     bool want_clients = count_idle(h) == 0;
@@ -748,7 +792,7 @@ static _Noreturn void holder_loop(struct holder *h) {
       while (read(h->signal_fd, &si, sizeof(si)) > 0)
         ;
     }
-    size_t target = pfds[2].revents != 0 || retry ? 1 : 0;
+    bool client_waiting = pfds[2].revents != 0 || retry;
     if (pfds[1].revents) {
       struct worker_note note;
       while (read(h->busy_read, &note, sizeof(note)) == (ssize_t)sizeof(note)) {
@@ -757,7 +801,7 @@ static _Noreturn void holder_loop(struct holder *h) {
         } else {
           if (note.event == WORKER_REARMED)
             mark_idle(h, note.pid, true);
-          target = IDLE_TARGET; /* an exec is done: prepare the next pairs now */
+          exec_seen = true; /* an exec is done: prepare the next pair now */
         }
       }
     }
@@ -768,15 +812,16 @@ static _Noreturn void holder_loop(struct holder *h) {
         break;
       bool was_idle = false;
       if (forget_worker(h, pid, &was_idle)) {
-        if (was_idle)
+        if (was_idle) {
           h->idle_died = true;
+          idle_slot_drop(h->idle_pairs);
+        }
         after_worker_death(h, pid);
-        target = IDLE_TARGET;
       }
     }
     /* Orphans keep arriving while their parents die: sweep on every wake-up. */
     kill_orphans(h);
-    replenish(h, target);
+    replenish(h, exec_seen ? IDLE_TARGET : 1, client_waiting);
   }
 }
 
@@ -835,6 +880,8 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
   static struct holder h;
   h = (struct holder){
       .cfg = cfg, .signal_fd = signal_fd, .busy_read = busy[0], .busy_write = busy[1]};
+  void *shared = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  h.idle_pairs = shared == MAP_FAILED ? NULL : shared;
   holder_loop(&h);
 }
 
