@@ -66,6 +66,16 @@ static bool file_exists(const char *dir, const char *name) {
 }
 
 /* The parent (our own cgroup) and the new cgroup's directory on one hierarchy. */
+/* Our own cgroups and the mount table: what hierarchy_dirs() places a sandbox's cgroups by. */
+static int read_own_tables(unsigned char **proc_cgroup, unsigned char **mountinfo,
+                           struct cordon_error **err) {
+  size_t len;
+  return fs_read_file("/proc/self/cgroup", 1 << 16, proc_cgroup, &len, err) < 0 ||
+                 fs_read_file("/proc/self/mountinfo", 1 << 22, mountinfo, &len, err) < 0
+             ? -1
+             : 0;
+}
+
 static int hierarchy_dirs(const char *proc_cgroup, const char *mountinfo, const char *controller,
                           const char *name, char **parent, char **dir) {
   _cleanup_free_ char *mp = NULL, *root = NULL, *own = NULL;
@@ -161,9 +171,7 @@ int confine_cgroups_create(const char *name, const struct cordon_limits *l, uint
                            struct cordon_error **err) {
   memset(out, 0, sizeof(*out));
   _cleanup_free_ unsigned char *proc_cgroup = NULL, *mountinfo = NULL;
-  size_t len;
-  if (fs_read_file("/proc/self/cgroup", 1 << 16, &proc_cgroup, &len, err) < 0 ||
-      fs_read_file("/proc/self/mountinfo", 1 << 22, &mountinfo, &len, err) < 0)
+  if (read_own_tables(&proc_cgroup, &mountinfo, err) < 0)
     return -1;
   const bool wanted[CONFINE_CG_V1_COUNT] = {l->memory_bytes > 0, l->pids > 0, l->cpus > 0};
   static const char *const what[CONFINE_CG_V1_COUNT] = {"memory limit", "pids limit", "cpu limit"};
@@ -451,9 +459,7 @@ int confine_cgroups_sweep(const char *prefix, bool dry_run, struct confine_cgrou
   *found = NULL;
   *count = 0;
   _cleanup_free_ unsigned char *proc_cgroup = NULL, *mountinfo = NULL;
-  size_t len;
-  if (fs_read_file("/proc/self/cgroup", 1 << 16, &proc_cgroup, &len, err) < 0 ||
-      fs_read_file("/proc/self/mountinfo", 1 << 22, &mountinfo, &len, err) < 0)
+  if (read_own_tables(&proc_cgroup, &mountinfo, err) < 0)
     return -1;
   for (int i = -1; i < CONFINE_CG_V1_COUNT; i++) {
     _cleanup_free_ char *parent = NULL, *dir = NULL;

@@ -46,20 +46,29 @@ static int wait_status(pid_t pid) {
   return WEXITSTATUS(status);
 }
 
+/* Run child on a fresh stack with flags; the child's pid, or 0 where sys_clone3_run is not
+ * implemented (after checking that it says so: ENOSYS, and callers fork instead). */
+static pid_t start_child(struct probe *p, uint64_t flags) {
+  p->stack = mmap(NULL, STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(p->stack != MAP_FAILED);
+  pid_t pid = sys_clone3_run(flags, -1, p->stack, STACK_SIZE, child, p);
+#if !defined(__x86_64__)
+  assert_int_equal(pid, -1);
+  assert_int_equal(errno, ENOSYS);
+  return 0;
+#endif
+  assert_true(pid > 0);
+  return pid;
+}
+
 static void test_vfork_shares_memory_and_exits_with_the_result(void **state) {
   (void)state;
   struct probe p = {.result = 7};
-  p.stack = mmap(NULL, STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  assert_true(p.stack != MAP_FAILED);
-  pid_t pid = sys_clone3_run(CLONE_VM | CLONE_VFORK, -1, p.stack, STACK_SIZE, child, &p);
-#if !defined(__x86_64__)
-  /* Not implemented here, as promised: callers fork instead. */
-  assert_int_equal(pid, -1);
-  assert_int_equal(errno, ENOSYS);
-  munmap(p.stack, STACK_SIZE);
-  return;
-#endif
-  assert_true(pid > 0);
+  pid_t pid = start_child(&p, CLONE_VM | CLONE_VFORK);
+  if (pid == 0) {
+    munmap(p.stack, STACK_SIZE);
+    return;
+  }
   /* CLONE_VFORK: the child is done by now, and wrote into our memory from its own stack. */
   assert_int_equal(p.wrote, 42);
   assert_true(p.on_stack);
@@ -70,16 +79,11 @@ static void test_vfork_shares_memory_and_exits_with_the_result(void **state) {
 static void test_without_clone_vm_the_child_has_a_copy(void **state) {
   (void)state;
   struct probe p = {.result = 3};
-  p.stack = mmap(NULL, STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  assert_true(p.stack != MAP_FAILED);
-  pid_t pid = sys_clone3_run(0, -1, p.stack, STACK_SIZE, child, &p);
-#if !defined(__x86_64__)
-  assert_int_equal(pid, -1);
-  assert_int_equal(errno, ENOSYS);
-  munmap(p.stack, STACK_SIZE);
-  return;
-#endif
-  assert_true(pid > 0);
+  pid_t pid = start_child(&p, 0);
+  if (pid == 0) {
+    munmap(p.stack, STACK_SIZE);
+    return;
+  }
   assert_int_equal(wait_status(pid), 3);
   assert_int_equal(p.wrote, 0);
   munmap(p.stack, STACK_SIZE);
