@@ -283,6 +283,15 @@ fi
 limited "fork bomb stopped by --pids 64" --pids 64 -- forkbomb 2000
 limited "memory hog stopped by --memory 64M" --memory 64M -- memory 1024
 
+# Attacks kept in their own files (tests/escape/attacks.d/*.sh, sourced in name order), one per
+# finding: they use the fixtures and helpers above ($CORDON, $PROBE, $ws, $outside, $role, $mode,
+# $backend, policy, run_probe, attack, control, limited, ok, not_ok, skip, note).
+for attack_file in "$here"/attacks.d/*.sh; do
+  [ -e "$attack_file" ] || continue
+  # shellcheck disable=SC1090
+  . "$attack_file"
+done
+
 # A daemon (setsid + double fork) must not outlive the session.
 rm -f "$ws/survivor"
 run_probe -- daemon /workspace/survivor 3
@@ -313,7 +322,9 @@ elif [ "$role" = root ]; then
   cp "$CORDON" "$user_dir/cordon"
   cp "$PROBE" "$user_dir/probe"
   cp "$0" "$user_dir/escape.sh"
-  chmod 755 "$user_dir"/*
+  [ -d "$here/attacks.d" ] && cp -r "$here/attacks.d" "$user_dir/attacks.d"
+  chmod -R a+rX "$user_dir"
+  chmod 755 "$user_dir"/cordon "$user_dir"/probe "$user_dir"/escape.sh
   as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all
            env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$user_dir" LANG=C.UTF-8
            CORDON_ESCAPE_MODE="$mode")
