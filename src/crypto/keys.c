@@ -3,7 +3,6 @@
  * that is cleansed before it is freed. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/private-dirs.h"
 #include "crypto/digest.h"
 #include "crypto/jcs.h"
 #include "crypto/keys.h"
@@ -41,23 +41,11 @@ int cordon_key_dir(char **out, struct cordon_error **err) {
                               "CORDON_KEY_DIR must be an absolute path, not '%s'", env);
     path = strdup(env);
   } else {
-    const char *state = getenv("XDG_STATE_HOME");
-    /* The XDG spec says relative values are to be ignored. */
-    if (state && state[0] == '/') {
-      if (asprintf(&path, "%s/cordon/keys", state) < 0)
-        path = NULL;
-    } else {
-      const char *home = getenv("HOME");
-      if (!home || home[0] != '/') {
-        struct passwd *pw = getpwuid(geteuid());
-        home = pw ? pw->pw_dir : NULL;
-      }
-      if (!home || home[0] != '/')
-        return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
-                                "no key directory: set CORDON_KEY_DIR or HOME");
-      if (asprintf(&path, "%s/.local/state/cordon/keys", home) < 0)
-        path = NULL;
-    }
+    _cleanup_free_ char *home = NULL;
+    if (private_state_home(&home, err) < 0)
+      return -1;
+    if (asprintf(&path, "%s/keys", home) < 0)
+      path = NULL;
   }
   if (!path)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "key directory");
