@@ -14,7 +14,9 @@
 
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/strv.h"
 #include "confine/mount.h"
+#include "confine/policy.h"
 #include "confine/syscalls.h"
 
 #define LABEL "the sandbox root"
@@ -182,20 +184,26 @@ static int set_attr_at(int dirfd, const char *name, uint64_t set, bool recursive
   return 0;
 }
 
-/* Cover dirfd/name with a read-only recursive clone of itself. */
-static int bind_self_readonly(int dirfd, const char *name, struct cordon_error **err) {
+/* Cover dirfd/name with a recursive clone of itself: read-only, or with the flags it has (a
+ * clone keeps nosuid, nodev and the id mapping of its source). */
+static int bind_self(int dirfd, const char *name, bool read_only, struct cordon_error **err) {
   _cleanup_close_ int tree = sys_open_tree(dirfd, name,
                                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
                                                (*name ? 0 : AT_EMPTY_PATH));
   if (tree < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone %s", name);
-  if (set_attr_at(tree, "", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true, err) <
-      0)
+  if (read_only && set_attr_at(tree, "", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                               true, err) < 0)
     return -1;
   if (sys_move_mount(tree, "", dirfd, name,
                      MOVE_MOUNT_F_EMPTY_PATH | (*name ? 0 : MOVE_MOUNT_T_EMPTY_PATH)) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot cover %s read-only", name);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot cover %s%s", name,
+                            read_only ? " read-only" : " with itself");
   return 0;
+}
+
+static int bind_self_readonly(int dirfd, const char *name, struct cordon_error **err) {
+  return bind_self(dirfd, name, true, err);
 }
 
 static int setup_dev(int rootfd, struct cordon_error **err) {
@@ -349,6 +357,26 @@ static int bind_file_over(int rootfd, const char *src, const char *target,
   return 0;
 }
 
+/* Pin every directory between the workspace root and a read-only or hidden path: each becomes a
+ * mount point (a clone of itself: read-write, with the workspace's flags and id mapping), which
+ * the kernel refuses to rename, remove or replace (EBUSY). Without this, `mv .git x; mkdir -p
+ * .git/hooks` inside would carry `--ro .git/hooks` away and leave the sandbox's files at the
+ * protected host path. Parents first, so each clone carries the pins made before it. */
+static int pin_ancestors(int ws, const struct confine_root_spec *spec, struct cordon_error **err) {
+  char **dirs = NULL;
+  if (confine_protected_ancestors(spec->ro_paths, spec->hidden_dirs, spec->hidden_files, &dirs,
+                                  err) < 0)
+    return -1;
+  int r = 0;
+  for (size_t i = 0; dirs[i] && r == 0; i++) {
+    _cleanup_close_ int pfd = open_policy_path(ws, dirs[i], err);
+    if (pfd < 0 || bind_self(pfd, "", false, err) < 0)
+      r = cordon_error_prefix(err, "directory %s above a protected path", dirs[i]);
+  }
+  strv_free(dirs);
+  return r;
+}
+
 static int apply_workspace_policy(int rootfd, const struct confine_root_spec *spec,
                                   struct cordon_error **err) {
   const char *rel = spec->workspace.target;
@@ -358,6 +386,8 @@ static int apply_workspace_policy(int rootfd, const struct confine_root_spec *sp
   if (ws < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open the workspace at %s",
                             spec->workspace.target);
+  if (pin_ancestors(ws, spec, err) < 0)
+    return -1;
   /* Read-only first, so hidden paths inside a read-only tree mask the read-only copy. */
   for (size_t i = 0; spec->ro_paths && spec->ro_paths[i]; i++) {
     _cleanup_close_ int pfd = open_policy_path(ws, spec->ro_paths[i], err);

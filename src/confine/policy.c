@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/strv.h"
 #include "confine/policy.h"
 
 const char *const confine_default_system_paths[] = {
@@ -95,6 +96,110 @@ int confine_check_workspace_lists(const char *const *read_only, const char *cons
                                 "read-only path %s lies under hidden path %s", read_only[j],
                                 hidden[i]);
   return 0;
+}
+
+static void strv_freep(char ***v) {
+  strv_free(*v);
+}
+
+static bool listed(const char *const *list, const char *path) {
+  for (size_t i = 0; list && list[i]; i++)
+    if (strcmp(list[i], path) == 0)
+      return true;
+  return false;
+}
+
+int confine_protected_ancestors(const char *const *read_only, const char *const *hidden_dirs,
+                                const char *const *hidden_files, char ***out,
+                                struct cordon_error **err) {
+  const char *const *lists[] = {read_only, hidden_dirs, hidden_files};
+  _cleanup_(strv_freep) char **dirs = strv_copy(NULL);
+  if (!dirs)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  for (size_t l = 0; l < ARRAY_SIZE(lists); l++)
+    for (size_t i = 0; lists[l] && lists[l][i]; i++)
+      for (const char *p = lists[l][i]; (p = strchr(p, '/')); p++) {
+        char *dir = strndup(lists[l][i], (size_t)(p - lists[l][i]));
+        /* A read-only path is a mount point of its own already. */
+        if (dir && (listed(read_only, dir) || listed((const char *const *)dirs, dir))) {
+          free(dir);
+          continue;
+        }
+        if (!dir || strv_push_take(&dirs, dir) < 0)
+          return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+      }
+  /* A parent is a prefix of what lies under it, so it sorts first. */
+  strv_sort(dirs);
+  *out = steal_ptr(&dirs);
+  return 0;
+}
+
+enum confine_protection confine_protection_of(const char *path, const char *const *read_only,
+                                              const char *const *hidden, const char **by) {
+  for (size_t i = 0; hidden && hidden[i]; i++)
+    if (confine_path_covers(hidden[i], path)) {
+      if (by)
+        *by = hidden[i];
+      return CONFINE_HIDDEN;
+    }
+  for (size_t i = 0; read_only && read_only[i]; i++)
+    if (confine_path_covers(read_only[i], path)) {
+      if (by)
+        *by = read_only[i];
+      return CONFINE_READ_ONLY;
+    }
+  if (by)
+    *by = NULL;
+  return CONFINE_UNPROTECTED;
+}
+
+int confine_check_linked_file(const struct confine_linked_file *f, const char *const *read_only,
+                              const char *const *hidden, struct cordon_error **err) {
+  /* The name that asks the most of the others, and the policy path that protects it. */
+  enum confine_protection need = CONFINE_UNPROTECTED;
+  const char *name = NULL, *by = NULL;
+  size_t found = 0;
+  for (size_t i = 0; f->names && f->names[i]; i++, found++) {
+    const char *b = NULL;
+    enum confine_protection p = confine_protection_of(f->names[i], read_only, hidden, &b);
+    if (p > need) {
+      need = p;
+      name = f->names[i];
+      by = b;
+    }
+  }
+  if (need == CONFINE_UNPROTECTED)
+    return 0; /* nothing protected is among them */
+  const char *what = need == CONFINE_HIDDEN ? "hidden path" : "read-only path";
+  const char *verb = need == CONFINE_HIDDEN ? "read" : "write";
+  const char *fix = need == CONFINE_HIDDEN ? "hide that name too" : "protect that name too";
+  for (size_t i = 0; f->names[i]; i++) {
+    if (confine_protection_of(f->names[i], read_only, hidden, NULL) >= need)
+      continue;
+    if (strcmp(by, name) == 0)
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                              "%s %s has another name, %s, through which the sandbox could %s it "
+                              "(a hard link): %s or remove the link",
+                              what, by, f->names[i], verb, fix);
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "%s %s holds %s, which has another name, %s, through which the "
+                            "sandbox could %s it (a hard link): %s or remove the link",
+                            what, by, name, f->names[i], verb, fix);
+  }
+  if (found >= f->nlink)
+    return 0;
+  if (!f->searched)
+    return 1;
+  unsigned long missing = f->nlink - found;
+  if (strcmp(by, name) == 0)
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "%s %s has %lu other name%s (hard links) outside the workspace or "
+                            "beyond the bounded search for them: remove the links",
+                            what, by, missing, missing == 1 ? "" : "s");
+  return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                          "%s %s holds %s, which has %lu other name%s (hard links) outside the "
+                          "workspace or beyond the bounded search for them: remove the links",
+                          what, by, name, missing, missing == 1 ? "" : "s");
 }
 
 int confine_check_host_lists(const char *const *system_paths, const char *const *allow_ro,

@@ -50,6 +50,44 @@ int confine_normalize_host_path(const char *path, const char *what, char **out,
 int confine_check_workspace_lists(const char *const *read_only, const char *const *hidden,
                                   struct cordon_error **err);
 
+/* The directories between the workspace root and each read-only or hidden path (normalised,
+ * workspace-relative, overlaps checked), each once, parents first, leaving out the read-only
+ * paths themselves. The sandbox pins each as a mount point (a clone of itself, read-write): the
+ * kernel refuses to rename, remove or replace a mount point (EBUSY), so no protected path can be
+ * carried away by renaming a parent and recreating it. *out: a NULL-terminated vector, empty
+ * when every protected path is top-level. */
+int confine_protected_ancestors(const char *const *read_only, const char *const *hidden_dirs,
+                                const char *const *hidden_files, char ***out,
+                                struct cordon_error **err);
+
+/* How a workspace-relative path is protected: hidden when a hidden path covers it, read-only
+ * when a read-only path does (and no hidden one), else not at all. *by (when not NULL) gets the
+ * covering policy path. */
+enum confine_protection {
+  CONFINE_UNPROTECTED = 0,
+  CONFINE_READ_ONLY,
+  CONFINE_HIDDEN,
+};
+enum confine_protection confine_protection_of(const char *path, const char *const *read_only,
+                                              const char *const *hidden, const char **by);
+
+/* A file of a read-only or hidden path with more than one name (a hard link: the mounts cover
+ * a name, not the inode, so every other name reaches the same content). */
+struct confine_linked_file {
+  unsigned long nlink;      /* its link count */
+  const char *const *names; /* the workspace-relative names found, NULL-terminated */
+  bool searched;            /* the names come from a walk of the whole workspace, not only of the
+                               protected paths */
+};
+
+/* Decide on one linked file: 0 when it has as many names as links and each is protected as
+ * strongly as the strongest of them (a hidden file's other names hidden, a read-only file's
+ * read-only or hidden); 1 when names are missing and the workspace was not searched yet (walk
+ * it, set `searched`, ask again); else CORDON_ERR_DENIED naming the protected path and the
+ * other name (or how many names were not found). */
+int confine_check_linked_file(const struct confine_linked_file *file, const char *const *read_only,
+                              const char *const *hidden, struct cordon_error **err);
+
 /* Host-side lists (normalised absolute paths): system paths may not overlap each other; a
  * granted read-only path may not cover a system path, the sandbox root, or the directories the
  * sandbox provides itself (/proc, /dev), and may not sit under the sandbox root, /proc or /dev.

@@ -1,4 +1,5 @@
 /* Path policy, file-system half (see resolve.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/strv.h"
 #include "confine/policy.h"
 #include "confine/resolve.h"
 
@@ -130,4 +132,201 @@ int confine_resolve_host_path(const char *path, bool system, bool optional, cons
   if (!out->path || !out->source)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", what);
   return 0;
+}
+
+/* ---- other names of protected files --------------------------------------------------------- */
+
+struct linked_inode {
+  dev_t dev;
+  ino_t ino;
+  nlink_t nlink;
+  char **names; /* workspace-relative, NULL-terminated */
+};
+
+struct link_walk {
+  struct linked_inode *items;
+  size_t n;
+  size_t entries;
+  bool known_only; /* the workspace walk: collect more names of known inodes only */
+  bool incomplete; /* the workspace walk stopped at a bound or an unreadable directory */
+};
+
+static void link_walk_clear(struct link_walk *w) {
+  for (size_t i = 0; i < w->n; i++)
+    strv_free(w->items[i].names);
+  free(w->items);
+}
+
+static int link_walk_add(struct link_walk *w, const char *rel, const struct stat *st,
+                         struct cordon_error **err) {
+  struct linked_inode *it = NULL;
+  for (size_t i = 0; i < w->n && !it; i++)
+    if (w->items[i].dev == st->st_dev && w->items[i].ino == st->st_ino)
+      it = &w->items[i];
+  if (!it && w->known_only)
+    return 0;
+  if (!it) {
+    struct linked_inode *grown = realloc(w->items, (w->n + 1) * sizeof(*grown));
+    if (!grown)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hard link check");
+    w->items = grown;
+    it = &w->items[w->n++];
+    *it = (struct linked_inode){.dev = st->st_dev, .ino = st->st_ino, .nlink = st->st_nlink};
+  }
+  for (size_t i = 0; it->names && it->names[i]; i++)
+    if (strcmp(it->names[i], rel) == 0)
+      return 0; /* a hidden path under a read-only one is walked twice */
+  if (strv_push(&it->names, rel) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hard link check");
+  return 0;
+}
+
+static char *join_relative(const char *dir, const char *name) {
+  char *out = NULL;
+  if (asprintf(&out, "%s%s%s", dir, *dir ? "/" : "", name) < 0)
+    return NULL;
+  return out;
+}
+
+/* Walk the directory dfd (taken over; workspace-relative name rel) and everything under it,
+ * recording every file with more than one link. A protected directory that cannot be walked
+ * whole is refused (`what` names it); the workspace walk (known_only) just stops, incomplete. */
+static int link_walk_dir(int dfd, const char *rel, unsigned depth, struct link_walk *w,
+                         const char *what, struct cordon_error **err) {
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    int e = errno;
+    close(dfd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "%s: cannot read %s", what, rel);
+  }
+  int r = 0;
+  struct dirent *e;
+  while (r == 0 && (errno = 0, e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    if (++w->entries > CONFINE_LINK_WALK_MAX_ENTRIES) {
+      if (w->known_only) {
+        w->incomplete = true;
+        break;
+      }
+      r = cordon_error_set(err, CORDON_ERR_DENIED, E2BIG,
+                           "%s holds more than %u entries: too many to check that none has "
+                           "another name (a hard link) the sandbox could reach",
+                           what, CONFINE_LINK_WALK_MAX_ENTRIES);
+      break;
+    }
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      if (errno == ENOENT)
+        continue; /* gone since readdir */
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s: cannot inspect %s/%s", what, rel,
+                           e->d_name);
+      break;
+    }
+    if (!S_ISDIR(st.st_mode) && st.st_nlink <= 1)
+      continue;
+    _cleanup_free_ char *child = join_relative(rel, e->d_name);
+    if (!child) {
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hard link check");
+      break;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      r = link_walk_add(w, child, &st, err);
+      continue;
+    }
+    int cfd = depth < CONFINE_LINK_WALK_MAX_DEPTH
+                  ? openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                  : -1;
+    if (cfd < 0 && w->known_only) {
+      w->incomplete = true; /* the names not found are reported as not found */
+      continue;
+    }
+    if (cfd < 0 && depth >= CONFINE_LINK_WALK_MAX_DEPTH)
+      r = cordon_error_set(err, CORDON_ERR_DENIED, ELOOP,
+                           "%s is more than %u directories deep: too deep to check that nothing "
+                           "in it has another name (a hard link)",
+                           what, CONFINE_LINK_WALK_MAX_DEPTH);
+    else if (cfd < 0)
+      r = cordon_error_set(err, CORDON_ERR_DENIED, errno,
+                           "%s: cannot read %s to check that nothing in it has another name (a "
+                           "hard link)",
+                           what, child);
+    else
+      r = link_walk_dir(cfd, child, depth + 1, w, what, err);
+  }
+  if (r == 0 && !e && errno)
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s: cannot read %s", what, rel);
+  closedir(d);
+  return r;
+}
+
+/* Open a canonical protected path beneath the workspace, no symlink followed. */
+static int open_protected(int ws_fd, const char *path, int flags) {
+  struct open_how how = {
+      .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+      .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+  };
+  return (int)syscall(SYS_openat2, ws_fd, path, &how, sizeof(how));
+}
+
+int confine_check_hard_links(int ws_fd, const char *const *read_only, const char *const *hidden,
+                             struct cordon_error **err) {
+  struct link_walk w = {0};
+  const char *const *lists[] = {read_only, hidden};
+  const char *whats[] = {"read-only path", "hidden path"};
+  int r = 0;
+  for (size_t l = 0; l < ARRAY_SIZE(lists) && r == 0; l++)
+    for (size_t i = 0; lists[l] && lists[l][i] && r == 0; i++) {
+      const char *path = lists[l][i];
+      _cleanup_free_ char *what = NULL;
+      if (asprintf(&what, "%s %s", whats[l], path) < 0) {
+        what = NULL;
+        r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hard link check");
+        break;
+      }
+      _cleanup_close_ int fd = open_protected(ws_fd, path, O_PATH);
+      struct stat st;
+      if (fd < 0 || fstat(fd, &st) < 0) {
+        r = cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
+                             "%s", what);
+        break;
+      }
+      if (!S_ISDIR(st.st_mode)) {
+        if (st.st_nlink > 1)
+          r = link_walk_add(&w, path, &st, err);
+        continue;
+      }
+      w.entries = 0;
+      int dfd = open_protected(ws_fd, path, O_RDONLY | O_DIRECTORY);
+      r = dfd < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", what)
+                  : link_walk_dir(dfd, path, 1, &w, what, err);
+    }
+  /* Decide each linked file on what the protected paths hold; walk the workspace only if some
+   * names are elsewhere, then decide again on every name found. */
+  bool search = false;
+  for (size_t pass = 0; pass < 2 && r == 0; pass++) {
+    if (pass == 1) {
+      if (!search)
+        break;
+      w.known_only = true;
+      w.entries = 0;
+      int dfd = openat(ws_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      r = dfd < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace")
+                  : link_walk_dir(dfd, "", 1, &w, "the workspace", err);
+    }
+    for (size_t i = 0; i < w.n && r == 0; i++) {
+      struct confine_linked_file f = {
+          .nlink = (unsigned long)w.items[i].nlink,
+          .names = (const char *const *)w.items[i].names,
+          .searched = pass == 1,
+      };
+      int d = confine_check_linked_file(&f, read_only, hidden, err);
+      if (d < 0)
+        r = -1;
+      else if (d == 1)
+        search = true;
+    }
+  }
+  link_walk_clear(&w);
+  return r;
 }

@@ -40,6 +40,19 @@ int confine_resolve_workspace_path(int ws_fd, const char *ws_real, const char *p
 int confine_resolve_host_path(const char *path, bool system, bool optional, const char *what,
                               struct confine_path *out, bool *present, struct cordon_error **err);
 
+/* The bounds of the walks confine_check_hard_links makes: entries per walk, directory depth. */
+#define CONFINE_LINK_WALK_MAX_ENTRIES 1000000u
+#define CONFINE_LINK_WALK_MAX_DEPTH 256u
+
+/* Refuse a read-only or hidden path (canonical, workspace-relative, beneath ws_fd) that stays
+ * reachable through another name: a file with hard links, or a file inside a protected
+ * directory with a hard link outside it, unless every other name is protected as strongly
+ * (confine_check_linked_file). Walks each protected directory (openat-anchored, no symlink
+ * followed, bounded: a directory too large or too deep to check is refused); only when a file
+ * has names outside the protected paths is the whole workspace walked, to name them. */
+int confine_check_hard_links(int ws_fd, const char *const *read_only, const char *const *hidden,
+                             struct cordon_error **err);
+
 /* Real path of an fd (readlink of /proc/self/fd/N); malloc'd, NULL with errno on failure. */
 char *confine_fd_path(int fd);
 

@@ -36,6 +36,10 @@
  *   probe memory MIB              allocate and touch MIB mebibytes
  *   probe daemon FILE SECONDS     daemonise (setsid, double fork); write FILE after SECONDS
  *   probe sysctl-write            write /proc/sys/kernel/hostname or sysrq-trigger
+ *   probe replace-parent DIR FILE move DIR (a directory above a protected FILE) aside, recreate
+ *                                 the path to FILE and write FILE (success: FILE written)
+ *   probe exchange-parent DIR FILE build DIR.new with FILE in it, then swap it with DIR
+ *                                 (renameat2 RENAME_EXCHANGE; success: the swap happened)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -626,6 +630,55 @@ static int sysctl_write(void) {
   return verdict(BLOCKED, "sysctl-write", "kernel knobs are read-only");
 }
 
+/* mkdir -p for the directories of `file` (not the file itself). */
+static void make_parents(const char *file) {
+  char buf[4096];
+  snprintf(buf, sizeof(buf), "%s", file);
+  for (char *p = buf + 1; (p = strchr(p, '/')); p++) {
+    *p = 0;
+    mkdir(buf, 0755);
+    *p = '/';
+  }
+}
+
+static int plant(const char *file) {
+  int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    return -1;
+  ssize_t n = write(fd, "pwned\n", 6);
+  close(fd);
+  return n == 6 ? 0 : -1;
+}
+
+static int replace_parent(const char *dir, const char *file) {
+  char aside[4096];
+  snprintf(aside, sizeof(aside), "%s.aside", dir);
+  if (rename(dir, aside) < 0)
+    return BLOCK_ERRNO("replace-parent", dir);
+  make_parents(file);
+  if (plant(file) < 0)
+    return verdict(BLOCKED, "replace-parent", "moved %s aside, but cannot write %s: %s", dir, file,
+                   strerror(errno));
+  return verdict(ESCAPED, "replace-parent", "moved %s aside and wrote %s in its place", dir, file);
+}
+
+static int exchange_parent(const char *dir, const char *file) {
+  /* FILE lies under DIR: the same path under DIR.new */
+  char fresh[4096], planted[4096];
+  size_t n = strlen(dir);
+  if (strncmp(file, dir, n) != 0 || file[n] != '/')
+    return verdict(BROKEN, "exchange-parent", "%s is not under %s", file, dir);
+  snprintf(fresh, sizeof(fresh), "%s.new", dir);
+  snprintf(planted, sizeof(planted), "%s%s", fresh, file + n);
+  mkdir(fresh, 0755);
+  make_parents(planted);
+  if (plant(planted) < 0)
+    return verdict(BROKEN, "exchange-parent", "cannot write %s: %s", planted, strerror(errno));
+  if (syscall(SYS_renameat2, AT_FDCWD, fresh, AT_FDCWD, dir, 2 /* RENAME_EXCHANGE */) < 0)
+    return BLOCK_ERRNO("exchange-parent", dir);
+  return verdict(ESCAPED, "exchange-parent", "swapped %s with %s", dir, fresh);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2)
@@ -684,6 +737,10 @@ int main(int argc, char **argv) {
     return daemonise(a, atoi(b));
   if (!strcmp(v, "sysctl-write"))
     return sysctl_write();
+  if (!strcmp(v, "replace-parent") && a && b)
+    return replace_parent(a, b);
+  if (!strcmp(v, "exchange-parent") && a && b)
+    return exchange_parent(a, b);
   int r = syscalls(v);
   if (r != BROKEN)
     return r;

@@ -60,6 +60,12 @@ int docker_paths_resolve(const char *workspace, const char *const *read_only,
     docker_paths_clear(out);
     return -1;
   }
+  /* No protected file may stay reachable through another name (a hard link). */
+  if (confine_check_hard_links(rootfd, (const char *const *)ro_list,
+                               (const char *const *)hidden_list, err) < 0) {
+    docker_paths_clear(out);
+    return -1;
+  }
   /* cordon's own state is always hidden (when the workspace is a project holding it). */
   struct stat st;
   if (fstatat(rootfd, CORDON_DIR, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -148,6 +154,34 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
                           bind_mount(spec->allow_ro[i].source, spec->allow_ro[i].path, true));
   const struct docker_paths *p = spec->paths;
   int r = 0;
+  /* Every directory between the workspace root and a protected path is bound onto itself
+   * (read-write, like the workspace): a mount point cannot be renamed or removed from inside, so
+   * `mv .git x; mkdir -p .git/hooks` cannot carry `--ro .git/hooks` away. The engine mounts
+   * parents first (it sorts by depth). */
+  _cleanup_free_ const char **ro_list = calloc(p->n_read_only + 1, sizeof(char *));
+  _cleanup_free_ const char **hidden_list = calloc(p->n_hidden + 1, sizeof(char *));
+  char **ancestors = NULL;
+  if (!ro_list || !hidden_list) {
+    json_decref(mounts);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container configuration");
+  }
+  for (size_t i = 0; i < p->n_read_only; i++)
+    ro_list[i] = p->read_only[i].relative;
+  for (size_t i = 0; i < p->n_hidden; i++)
+    hidden_list[i] = p->hidden[i].relative;
+  if (confine_protected_ancestors(ro_list, hidden_list, NULL, &ancestors, err) < 0) {
+    json_decref(mounts);
+    return -1;
+  }
+  for (size_t i = 0; ancestors[i] && r == 0; i++) {
+    _cleanup_free_ char *source = join_path(spec->workspace, ancestors[i]);
+    _cleanup_free_ char *target = join_path(spec->root, ancestors[i]);
+    if (!source || !target)
+      r = -1;
+    else
+      json_array_append_new(mounts, bind_mount(source, target, false));
+  }
+  strv_free(ancestors);
   for (size_t i = 0; i < p->n_read_only && r == 0; i++) {
     _cleanup_free_ char *source = join_path(spec->workspace, p->read_only[i].relative);
     _cleanup_free_ char *target = join_path(spec->root, p->read_only[i].relative);

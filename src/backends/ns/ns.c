@@ -429,6 +429,18 @@ static int plan_workspace_policy(struct plan *p, const struct cordon_session *s,
     if (r < 0)
       return -1;
   }
+  /* A protected file must not stay reachable through another name (a hard link). cordon's own
+   * state and keys, added below, are not walked: nothing in a sandbox can name them to link
+   * them, and cordon never links out of them. */
+  _cleanup_(strv_freep) char **hidden_named = strv_copy((const char *const *)p->hidden_dirs);
+  for (size_t i = 0; hidden_named && p->hidden_files && p->hidden_files[i]; i++)
+    if (strv_push(&hidden_named, p->hidden_files[i]) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  if (!hidden_named)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  if (confine_check_hard_links(ws_fd, (const char *const *)p->ro, (const char *const *)hidden_named,
+                               err) < 0)
+    return -1;
   /* cordon's own state, and its keys, are always hidden when the workspace holds them (the
    * keys should live outside every workspace; if they do not, the sandbox still never sees
    * them). */
