@@ -1,16 +1,25 @@
 /* Unit tests of the pure confinement policy (src/confine/policy.c): path normalisation and
  * overlap rules, host-path and sandbox-root checks, limits, egress, id maps, cgroup path
- * arithmetic from /proc/self/cgroup and mountinfo text. No root, no kernel features. */
+ * arithmetic from /proc/self/cgroup and mountinfo text, the directories to pin above protected
+ * paths and the decisions on protected files with other names (hard links), whose walk
+ * (confine/resolve.c) is tried on a temporary tree. No root, no kernel features. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "base/fs.h"
+#include "base/strv.h"
 #include "confine/policy.h"
+#include "confine/resolve.h"
 
 #define LIST(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -281,6 +290,146 @@ static void test_cgroup_list(void **state) {
   assert_false(confine_cgroup_list_has("", "pids"));
 }
 
+static void test_protected_ancestors(void **state) {
+  (void)state;
+  struct cordon_error *err = NULL;
+  char **dirs = NULL;
+  /* Each directory once, parents first, the read-only paths themselves left out; a top-level
+   * path needs nothing (the workspace root is a mount). */
+  assert_int_equal(confine_protected_ancestors(LIST(".git/hooks", "a", "a/b/c/ro"),
+                                               LIST("a/b/hidden", "a-b/x"), LIST("conf/token"),
+                                               &dirs, &err),
+                   0);
+  assert_int_equal(strv_length((const char *const *)dirs), 5);
+  /* strcmp order: "a-b" < "a/b" ('-' < '/'), and a parent before what lies under it */
+  const char *sorted[] = {".git", "a-b", "a/b", "a/b/c", "conf"};
+  for (size_t i = 0; i < 5; i++)
+    assert_string_equal(dirs[i], sorted[i]);
+  strv_free(dirs);
+  dirs = NULL;
+  assert_int_equal(confine_protected_ancestors(LIST("ro"), NULL, LIST(".env"), &dirs, &err), 0);
+  assert_non_null(dirs);
+  assert_null(dirs[0]);
+  strv_free(dirs);
+}
+
+static void test_protection_of(void **state) {
+  (void)state;
+  const char *by = NULL;
+  assert_int_equal(confine_protection_of("a/b/c", LIST("a"), LIST("a/b"), &by), CONFINE_HIDDEN);
+  assert_string_equal(by, "a/b");
+  assert_int_equal(confine_protection_of("a/x", LIST("a"), LIST("a/b"), &by), CONFINE_READ_ONLY);
+  assert_string_equal(by, "a");
+  assert_int_equal(confine_protection_of("ab", LIST("a"), LIST("a/b"), &by), CONFINE_UNPROTECTED);
+  assert_null(by);
+}
+
+static int check_linked(unsigned long nlink, const char *const *names, bool searched,
+                        const char *const *ro, const char *const *hidden,
+                        struct cordon_error **err) {
+  struct confine_linked_file f = {.nlink = nlink, .names = names, .searched = searched};
+  return confine_check_linked_file(&f, ro, hidden, err);
+}
+
+static void test_linked_file(void **state) {
+  (void)state;
+  struct cordon_error *err = NULL;
+  /* Every name found and hidden: fine; a missing name: search first, then refuse. */
+  assert_int_equal(check_linked(2, LIST("h/a", "x"), false, NULL, LIST("h", "x"), &err), 0);
+  assert_int_equal(check_linked(2, LIST("h/a"), false, NULL, LIST("h"), &err), 1);
+  expect_error(check_linked(3, LIST("h/a"), true, NULL, LIST("h"), &err), &err, CORDON_ERR_DENIED,
+               "hidden path h holds h/a, which has 2 other names");
+  expect_error(check_linked(2, LIST("t"), true, NULL, LIST("t"), &err), &err, CORDON_ERR_DENIED,
+               "hidden path t has 1 other name (hard links)");
+  /* An unprotected name: refused naming both, without a search. */
+  expect_error(check_linked(2, LIST("h/a", "w"), false, NULL, LIST("h"), &err), &err,
+               CORDON_ERR_DENIED, "hidden path h holds h/a, which has another name, w,");
+  expect_error(check_linked(2, LIST("w", "t"), false, NULL, LIST("t"), &err), &err,
+               CORDON_ERR_DENIED,
+               "hidden path t has another name, w, through which the sandbox "
+               "could read it");
+  /* A read-only name does not hide: a hidden file's other name may not be read-only. */
+  expect_error(check_linked(2, LIST("r/a", "h/a"), false, LIST("r"), LIST("h"), &err), &err,
+               CORDON_ERR_DENIED, "which has another name, r/a,");
+  /* A read-only file's other names must be read-only (or, all of them, hidden), else it could
+   * be written. */
+  assert_int_equal(check_linked(2, LIST("r/a", "s/a"), false, LIST("r", "s"), NULL, &err), 0);
+  expect_error(check_linked(2, LIST("r/a", "w"), false, LIST("r"), NULL, &err), &err,
+               CORDON_ERR_DENIED,
+               "read-only path r holds r/a, which has another name, w, through "
+               "which the sandbox could write it");
+  /* No protected name at all: not ours to judge. */
+  assert_int_equal(check_linked(2, LIST("w", "v"), true, LIST("r"), LIST("h"), &err), 0);
+}
+
+/* A temporary workspace; paths ending in '/' are directories, "A=B" a hard link A to B. */
+static char *make_tree(const char *const *entries) {
+  char *dir = strdup("/tmp/cordon-test-links.XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  char a[4200], b[4200];
+  for (size_t i = 0; entries[i]; i++) {
+    const char *eq = strchr(entries[i], '=');
+    size_t n = strlen(entries[i]);
+    if (eq) {
+      snprintf(a, sizeof(a), "%s/%.*s", dir, (int)(eq - entries[i]), entries[i]);
+      snprintf(b, sizeof(b), "%s/%s", dir, eq + 1);
+      assert_int_equal(link(b, a), 0);
+    } else if (entries[i][n - 1] == '/') {
+      snprintf(a, sizeof(a), "%s/%s", dir, entries[i]);
+      assert_int_equal(mkdir(a, 0755), 0);
+    } else {
+      snprintf(a, sizeof(a), "%s/%s", dir, entries[i]);
+      int fd = open(a, O_WRONLY | O_CREAT | O_EXCL, 0644);
+      assert_true(fd >= 0);
+      close(fd);
+    }
+  }
+  return dir;
+}
+
+static int check_tree(const char *dir, const char *const *ro, const char *const *hidden,
+                      struct cordon_error **err) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  int r = confine_check_hard_links(fd, ro, hidden, err);
+  close(fd);
+  return r;
+}
+
+static void test_hard_link_walk(void **state) {
+  (void)state;
+  struct cordon_error *err = NULL;
+  char *dir = make_tree(LIST("conf/", "conf/token", "h/", "h/d/", "h/d/s", "h/d/t=h/d/s", "other/",
+                             "other/link=conf/token", "r/", "r/f", "w=r/f"));
+  /* Links inside one hidden directory are fine; a hidden file linked elsewhere is not. */
+  assert_int_equal(check_tree(dir, NULL, LIST("h"), &err), 0);
+  expect_error(check_tree(dir, NULL, LIST("conf/token"), &err), &err, CORDON_ERR_DENIED,
+               "hidden path conf/token has another name, other/link,");
+  expect_error(check_tree(dir, NULL, LIST("conf"), &err), &err, CORDON_ERR_DENIED,
+               "hidden path conf holds conf/token, which has another name, other/link,");
+  assert_int_equal(check_tree(dir, NULL, LIST("conf", "other/link"), &err), 0);
+  expect_error(check_tree(dir, LIST("r"), NULL, &err), &err, CORDON_ERR_DENIED,
+               "read-only path r holds r/f, which has another name, w,");
+  assert_int_equal(check_tree(dir, LIST("r", "w"), NULL, &err), 0);
+  /* Hiding the other name does not do: the hidden w stays readable as r/f. */
+  expect_error(check_tree(dir, LIST("r"), LIST("w"), &err), &err, CORDON_ERR_DENIED,
+               "hidden path w has another name, r/f, through which the sandbox could read it");
+  /* A name outside the workspace: refused, counted. */
+  char inner[4200], outside[4200];
+  snprintf(inner, sizeof(inner), "%s/h/d/s", dir);
+  snprintf(outside, sizeof(outside), "%s.outside", dir);
+  assert_int_equal(link(inner, outside), 0);
+  expect_error(check_tree(dir, NULL, LIST("h"), &err), &err, CORDON_ERR_DENIED,
+               "which has 1 other name (hard links) outside the workspace");
+  unlink(outside);
+  /* A missing protected path is an error, not a pass. */
+  assert_true(check_tree(dir, NULL, LIST("gone"), &err) < 0);
+  cordon_error_free(err);
+  err = NULL;
+  assert_int_equal(fs_remove_tree(dir, NULL), 0);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_workspace_path_normalisation),
@@ -299,6 +448,10 @@ int main(void) {
       cmocka_unit_test(test_cgroup_mounts),
       cmocka_unit_test(test_cgroup_dir),
       cmocka_unit_test(test_cgroup_list),
+      cmocka_unit_test(test_protected_ancestors),
+      cmocka_unit_test(test_protection_of),
+      cmocka_unit_test(test_linked_file),
+      cmocka_unit_test(test_hard_link_walk),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

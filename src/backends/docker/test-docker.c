@@ -353,6 +353,23 @@ static void test_container_config(void **state) {
   assert_string_equal(json_string_value(json_object_get(m, "Source")),
                       "/p/.cordon/sessions/abc123/workspace/src/generated");
   assert_true(json_is_true(json_object_get(m, "ReadOnly")));
+  /* The directory above a protected path is pinned: bound onto itself, read-write, before the
+   * read-only bind under it. */
+  m = mount_with_target(config, "/workspace/src");
+  assert_non_null(m);
+  assert_string_equal(json_string_value(json_object_get(m, "Source")),
+                      "/p/.cordon/sessions/abc123/workspace/src");
+  assert_false(json_is_true(json_object_get(m, "ReadOnly")));
+  size_t index_of_parent = 0, index_of_child = 0, i;
+  json_t *each;
+  json_array_foreach(json_object_get(host, "Mounts"), i, each) {
+    const char *target = json_string_value(json_object_get(each, "Target"));
+    if (!strcmp(target, "/workspace/src"))
+      index_of_parent = i;
+    if (!strcmp(target, "/workspace/src/generated"))
+      index_of_child = i;
+  }
+  assert_true(index_of_parent < index_of_child);
   m = mount_with_target(config, "/workspace/secrets");
   assert_string_equal(json_string_value(json_object_get(m, "Type")), "tmpfs");
   m = mount_with_target(config, "/workspace/.env");
@@ -465,6 +482,22 @@ static void test_paths(void **state) {
   const char *under_state[] = {".cordon", NULL};
   assert_true(docker_paths_resolve(real, under_state, NULL, &paths, &err) < 0);
   cordon_error_free(err);
+  err = NULL;
+  /* A hidden file with another name (a hard link) is refused, naming both, unless every name
+   * is hidden. */
+  char target[4200];
+  snprintf(p, sizeof(p), "%s/key.pem", real);
+  snprintf(target, sizeof(target), "%s/src/key-copy", real);
+  assert_int_equal(link(p, target), 0);
+  assert_true(docker_paths_resolve(real, NULL, hidden, &paths, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_DENIED);
+  assert_non_null(strstr(err->message, "key.pem"));
+  assert_non_null(strstr(err->message, "src/key-copy"));
+  cordon_error_free(err);
+  err = NULL;
+  const char *every_name[] = {"key.pem", "src/key-copy", NULL};
+  assert_int_equal(docker_paths_resolve(real, NULL, every_name, &paths, &err), 0);
+  docker_paths_clear(&paths);
   fs_remove_tree(real, NULL);
 }
 
