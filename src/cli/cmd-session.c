@@ -118,6 +118,8 @@ enum {
   "  --env KEY=VALUE       environment for every command (repeatable)\n"                      \
   "  --ro PATH             workspace path mounted read-only (repeatable)\n"                   \
   "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
+  "                        (a protected file with other names, hard links, is refused; the\n" \
+  "                        directories above a protected path cannot be moved inside)\n"      \
   "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
   "  --net CLASS           egress: none (default), loopback, restricted, open\n"              \
   "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \

@@ -6,7 +6,9 @@
  * nodev (and, as root, an id mapping) for the workspace. The tree can be prepared by a
  * privileged parent in the host namespace (confine_tree_prepare) and handed over as an fd, or
  * cloned by the holder itself. Policy paths are re-opened beneath the mounted workspace with
- * symlinks refused and covered by fd (no path is looked up twice). */
+ * symlinks refused and covered by fd (no path is looked up twice). Every directory above a
+ * read-only or hidden path is pinned first as a mount point (a read-write clone of itself), so
+ * the sandbox cannot rename a parent to carry the protected path away (EBUSY). */
 #ifndef CORDON_CONFINE_MOUNT_H
 #define CORDON_CONFINE_MOUNT_H
 

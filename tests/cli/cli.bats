@@ -226,3 +226,21 @@ hello" ]
   run $CORDON conformance nosuch
   [ "$status" -eq 3 ]
 }
+
+@test "a protected file with another name (hard link) is refused, naming both" {
+  $CORDON backends | grep -q '^ns .* yes' || skip "the ns backend is unavailable here"
+  mkdir -p ws/conf
+  echo secret > ws/conf/token
+  ln ws/conf/token ws/copy
+  run $CORDON session create --workspace ws --hide conf/token
+  [ "$status" -eq 4 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"hidden path conf/token has another name, copy,"* ]]
+  run $CORDON run --workspace ws --ro conf -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"read-only path conf holds conf/token, which has another name, copy,"* ]]
+  # Every name hidden: fine, and nothing to read.
+  run $CORDON run --workspace ws --hide conf/token --hide copy -- cat /workspace/copy
+  [ "$status" -eq 0 ]
+  [ -z "$output" ]
+}
