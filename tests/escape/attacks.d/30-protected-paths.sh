@@ -90,3 +90,23 @@ attack "read a hidden file whose every name is hidden" --hide links/secret --hid
 rm -f "$ws/secret-link"
 attack "read a hidden file once its other name is gone" --hide links/secret \
   -- read-file /workspace/links/secret
+
+# A session resumed from a snapshot (an overlay workspace as root) pins the same directories.
+if [ "$mode" = session ] && [ "$backend" = ns ]; then
+  if id=$("$CORDON" session create --backend ns --workspace "$ws" 2>&1) &&
+    snap=$("$CORDON" session snapshot "$id" 2>&1) &&
+    "$CORDON" session destroy "$id" >/dev/null 2>&1 &&
+    id=$("$CORDON" session create --backend ns --from "$snap" --ro deep/hooks 2>&1); then
+    out=$("$CORDON" session exec "$id" -- /workspace/probe replace-parent /workspace/deep \
+      /workspace/deep/hooks/file 2>&1)
+    code=$?
+    case $code in
+      1) ok "carry --ro deep/hooks away in a resumed session: $(echo "$out" | tail -1)" ;;
+      0) not_ok "carry --ro deep/hooks away in a resumed session ESCAPED: $out" ;;
+      *) not_ok "carry --ro deep/hooks away in a resumed session: exit $code: $out" ;;
+    esac
+    "$CORDON" session destroy "$id" >/dev/null 2>&1
+  else
+    not_ok "carry --ro deep/hooks away in a resumed session: no session to attack: $id $snap"
+  fi
+fi
