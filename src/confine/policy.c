@@ -190,16 +190,20 @@ int confine_check_linked_file(const struct confine_linked_file *f, const char *c
     return 0;
   if (!f->searched)
     return 1;
+  /* Outside the workspace nothing is writable from the sandbox; it may be readable. */
+  if (need == CONFINE_READ_ONLY && f->complete)
+    return 0;
   unsigned long missing = f->nlink - found;
+  const char *where = f->complete ? "outside the workspace"
+                                  : "outside the workspace or beyond the bounded search for them";
   if (strcmp(by, name) == 0)
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,
-                            "%s %s has %lu other name%s (hard links) outside the workspace or "
-                            "beyond the bounded search for them: remove the links",
-                            what, by, missing, missing == 1 ? "" : "s");
+                            "%s %s has %lu other name%s (hard links) %s: remove the links", what,
+                            by, missing, missing == 1 ? "" : "s", where);
   return cordon_error_set(err, CORDON_ERR_DENIED, 0,
-                          "%s %s holds %s, which has %lu other name%s (hard links) outside the "
-                          "workspace or beyond the bounded search for them: remove the links",
-                          what, by, name, missing, missing == 1 ? "" : "s");
+                          "%s %s holds %s, which has %lu other name%s (hard links) %s: remove the "
+                          "links",
+                          what, by, name, missing, missing == 1 ? "" : "s", where);
 }
 
 int confine_check_host_lists(const char *const *system_paths, const char *const *allow_ro,

@@ -78,13 +78,16 @@ struct confine_linked_file {
   const char *const *names; /* the workspace-relative names found, NULL-terminated */
   bool searched;            /* the names come from a walk of the whole workspace, not only of the
                                protected paths */
+  bool complete;            /* that walk saw every entry (no bound reached, nothing unreadable) */
 };
 
-/* Decide on one linked file: 0 when it has as many names as links and each is protected as
- * strongly as the strongest of them (a hidden file's other names hidden, a read-only file's
- * read-only or hidden); 1 when names are missing and the workspace was not searched yet (walk
- * it, set `searched`, ask again); else CORDON_ERR_DENIED naming the protected path and the
- * other name (or how many names were not found). */
+/* Decide on one linked file. Every name found must be protected as strongly as the strongest
+ * of them: a hidden file's other names hidden, a read-only file's read-only (or all hidden).
+ * Names not found: 1 when the workspace was not searched yet (walk it, set `searched` and
+ * `complete`, ask again); after a complete search they lie outside the workspace, where the
+ * sandbox writes nothing, so a read-only file is fine, but a hidden one is refused (a grant or
+ * system path may show them). 0 when fine; else CORDON_ERR_DENIED naming the protected path
+ * and the other name (or how many names were not found). */
 int confine_check_linked_file(const struct confine_linked_file *file, const char *const *read_only,
                               const char *const *hidden, struct cordon_error **err);
 

@@ -136,48 +136,112 @@ int confine_resolve_host_path(const char *path, bool system, bool optional, cons
 
 /* ---- other names of protected files --------------------------------------------------------- */
 
+/* One name of a file with more than one link, as the walk of the protected paths finds it. */
+struct link_record {
+  dev_t dev;
+  ino_t ino;
+  nlink_t nlink;
+  char *name; /* workspace-relative */
+};
+
+/* All the names found of one file. */
 struct linked_inode {
   dev_t dev;
   ino_t ino;
   nlink_t nlink;
-  char **names; /* workspace-relative, NULL-terminated */
+  char **names; /* NULL-terminated */
+  bool search;  /* names are missing: look for them in the workspace */
 };
 
 struct link_walk {
-  struct linked_inode *items;
-  size_t n;
+  struct link_record *records; /* the protected paths' walk */
+  size_t n_records, records_cap;
+  struct linked_inode *files; /* records grouped, sorted by (dev, ino) */
+  size_t n_files;
   size_t entries;
-  bool known_only; /* the workspace walk: collect more names of known inodes only */
+  bool known_only; /* the workspace walk: more names of the files to search only */
   bool incomplete; /* the workspace walk stopped at a bound or an unreadable directory */
 };
 
 static void link_walk_clear(struct link_walk *w) {
-  for (size_t i = 0; i < w->n; i++)
-    strv_free(w->items[i].names);
-  free(w->items);
+  for (size_t i = 0; i < w->n_records; i++)
+    free(w->records[i].name);
+  free(w->records);
+  for (size_t i = 0; i < w->n_files; i++)
+    strv_free(w->files[i].names);
+  free(w->files);
+}
+
+static int compare_inode(dev_t dev_a, ino_t ino_a, dev_t dev_b, ino_t ino_b) {
+  if (dev_a != dev_b)
+    return dev_a < dev_b ? -1 : 1;
+  if (ino_a != ino_b)
+    return ino_a < ino_b ? -1 : 1;
+  return 0;
+}
+
+static int compare_records(const void *a, const void *b) {
+  const struct link_record *x = a, *y = b;
+  int c = compare_inode(x->dev, x->ino, y->dev, y->ino);
+  return c ? c : strcmp(x->name, y->name);
+}
+
+static int compare_file_key(const void *key, const void *element) {
+  const struct stat *st = key;
+  const struct linked_inode *f = element;
+  return compare_inode(st->st_dev, st->st_ino, f->dev, f->ino);
 }
 
 static int link_walk_add(struct link_walk *w, const char *rel, const struct stat *st,
                          struct cordon_error **err) {
-  struct linked_inode *it = NULL;
-  for (size_t i = 0; i < w->n && !it; i++)
-    if (w->items[i].dev == st->st_dev && w->items[i].ino == st->st_ino)
-      it = &w->items[i];
-  if (!it && w->known_only)
-    return 0;
-  if (!it) {
-    struct linked_inode *grown = realloc(w->items, (w->n + 1) * sizeof(*grown));
+  if (w->known_only) {
+    struct linked_inode *f = bsearch(st, w->files, w->n_files, sizeof(*f), compare_file_key);
+    if (!f || !f->search)
+      return 0;
+    for (size_t i = 0; f->names[i]; i++)
+      if (strcmp(f->names[i], rel) == 0)
+        return 0; /* found by the walk of the protected paths already */
+    return strv_push(&f->names, rel) < 0
+               ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hard link check")
+               : 0;
+  }
+  if (w->n_records == w->records_cap) {
+    size_t cap = w->records_cap ? w->records_cap * 2 : 16;
+    struct link_record *grown = realloc(w->records, cap * sizeof(*grown));
     if (!grown)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hard link check");
-    w->items = grown;
-    it = &w->items[w->n++];
-    *it = (struct linked_inode){.dev = st->st_dev, .ino = st->st_ino, .nlink = st->st_nlink};
+    w->records = grown;
+    w->records_cap = cap;
   }
-  for (size_t i = 0; it->names && it->names[i]; i++)
-    if (strcmp(it->names[i], rel) == 0)
-      return 0; /* a hidden path under a read-only one is walked twice */
-  if (strv_push(&it->names, rel) < 0)
+  char *name = strdup(rel);
+  if (!name)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hard link check");
+  w->records[w->n_records++] = (struct link_record){
+      .dev = st->st_dev, .ino = st->st_ino, .nlink = st->st_nlink, .name = name};
+  return 0;
+}
+
+/* Sort the records and group them by file, each name once (a hidden path under a read-only one
+ * is walked twice). */
+static int link_walk_group(struct link_walk *w, struct cordon_error **err) {
+  if (w->n_records == 0)
+    return 0;
+  qsort(w->records, w->n_records, sizeof(*w->records), compare_records);
+  w->files = calloc(w->n_records, sizeof(*w->files));
+  if (!w->files)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hard link check");
+  for (size_t i = 0; i < w->n_records; i++) {
+    const struct link_record *r = &w->records[i];
+    struct linked_inode *f = w->n_files ? &w->files[w->n_files - 1] : NULL;
+    if (!f || compare_inode(f->dev, f->ino, r->dev, r->ino) != 0) {
+      f = &w->files[w->n_files++];
+      *f = (struct linked_inode){.dev = r->dev, .ino = r->ino, .nlink = r->nlink};
+    } else if (strcmp(w->records[i - 1].name, r->name) == 0) {
+      continue;
+    }
+    if (strv_push(&f->names, r->name) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hard link check");
+  }
   return 0;
 }
 
@@ -200,7 +264,7 @@ static int link_walk_dir(int dfd, const char *rel, unsigned depth, struct link_w
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "%s: cannot read %s", what, rel);
   }
   int r = 0;
-  struct dirent *e;
+  struct dirent *e = NULL;
   while (r == 0 && (errno = 0, e = readdir(d))) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
       continue;
@@ -219,6 +283,10 @@ static int link_walk_dir(int dfd, const char *rel, unsigned depth, struct link_w
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
       if (errno == ENOENT)
         continue; /* gone since readdir */
+      if (w->known_only) {
+        w->incomplete = true;
+        continue;
+      }
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s: cannot inspect %s/%s", what, rel,
                            e->d_name);
       break;
@@ -254,7 +322,9 @@ static int link_walk_dir(int dfd, const char *rel, unsigned depth, struct link_w
     else
       r = link_walk_dir(cfd, child, depth + 1, w, what, err);
   }
-  if (r == 0 && !e && errno)
+  if (r == 0 && !e && errno && w->known_only)
+    w->incomplete = true;
+  else if (r == 0 && !e && errno)
     r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s: cannot read %s", what, rel);
   closedir(d);
   return r;
@@ -303,6 +373,8 @@ int confine_check_hard_links(int ws_fd, const char *const *read_only, const char
     }
   /* Decide each linked file on what the protected paths hold; walk the workspace only if some
    * names are elsewhere, then decide again on every name found. */
+  if (r == 0)
+    r = link_walk_group(&w, err);
   bool search = false;
   for (size_t pass = 0; pass < 2 && r == 0; pass++) {
     if (pass == 1) {
@@ -314,17 +386,21 @@ int confine_check_hard_links(int ws_fd, const char *const *read_only, const char
       r = dfd < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace")
                   : link_walk_dir(dfd, "", 1, &w, "the workspace", err);
     }
-    for (size_t i = 0; i < w.n && r == 0; i++) {
+    for (size_t i = 0; i < w.n_files && r == 0; i++) {
+      struct linked_inode *file = &w.files[i];
+      if (pass == 1 && !file->search)
+        continue;
       struct confine_linked_file f = {
-          .nlink = (unsigned long)w.items[i].nlink,
-          .names = (const char *const *)w.items[i].names,
+          .nlink = (unsigned long)file->nlink,
+          .names = (const char *const *)file->names,
           .searched = pass == 1,
+          .complete = pass == 1 && !w.incomplete,
       };
       int d = confine_check_linked_file(&f, read_only, hidden, err);
       if (d < 0)
         r = -1;
       else if (d == 1)
-        search = true;
+        search = file->search = true;
     }
   }
   link_walk_clear(&w);

@@ -49,7 +49,8 @@ int confine_resolve_host_path(const char *path, bool system, bool optional, cons
  * directory with a hard link outside it, unless every other name is protected as strongly
  * (confine_check_linked_file). Walks each protected directory (openat-anchored, no symlink
  * followed, bounded: a directory too large or too deep to check is refused); only when a file
- * has names outside the protected paths is the whole workspace walked, to name them. */
+ * has names outside the protected paths is the whole workspace walked (bounded too), to find
+ * and name them. */
 int confine_check_hard_links(int ws_fd, const char *const *read_only, const char *const *hidden,
                              struct cordon_error **err);
 

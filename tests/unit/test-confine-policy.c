@@ -358,6 +358,18 @@ static void test_linked_file(void **state) {
                CORDON_ERR_DENIED,
                "read-only path r holds r/a, which has another name, w, through "
                "which the sandbox could write it");
+  /* Names outside the workspace (a complete search did not find them): nothing there is
+   * writable from the sandbox, so a read-only file may keep them, a hidden one may not. */
+  struct confine_linked_file outside = {
+      .nlink = 2, .names = LIST("r/a"), .searched = true, .complete = true};
+  assert_int_equal(confine_check_linked_file(&outside, LIST("r"), NULL, &err), 0);
+  expect_error(confine_check_linked_file(&outside, NULL, LIST("r"), &err), &err, CORDON_ERR_DENIED,
+               "hidden path r holds r/a, which has 1 other name (hard links) outside the "
+               "workspace: remove the links");
+  outside.complete = false; /* the search stopped at its bound: the name may be inside */
+  expect_error(confine_check_linked_file(&outside, LIST("r"), NULL, &err), &err, CORDON_ERR_DENIED,
+               "read-only path r holds r/a, which has 1 other name (hard links) outside the "
+               "workspace or beyond the bounded search");
   /* No protected name at all: not ours to judge. */
   assert_int_equal(check_linked(2, LIST("w", "v"), true, LIST("r"), LIST("h"), &err), 0);
 }
@@ -421,6 +433,8 @@ static void test_hard_link_walk(void **state) {
   assert_int_equal(link(inner, outside), 0);
   expect_error(check_tree(dir, NULL, LIST("h"), &err), &err, CORDON_ERR_DENIED,
                "which has 1 other name (hard links) outside the workspace");
+  /* A read-only one may keep it: nothing outside the workspace is writable from the sandbox. */
+  assert_int_equal(check_tree(dir, LIST("h"), NULL, &err), 0);
   unlink(outside);
   /* A missing protected path is an error, not a pass. */
   assert_true(check_tree(dir, NULL, LIST("gone"), &err) < 0);
