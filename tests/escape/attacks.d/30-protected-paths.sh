@@ -34,6 +34,14 @@ attack "carry hidden conf/token away: swap conf with a planted copy (RENAME_EXCH
   -- exchange-parent /workspace/conf /workspace/conf/token
 holds "$ws/conf/token" token "the hidden conf/token"
 put_back "$ws/conf"
+# The protected paths themselves were mount points already: they stay so.
+attack "move the read-only ro aside and recreate it" -- replace-parent /workspace/ro /workspace/ro/file
+holds "$ws/ro/file" read-only "the read-only ro/file"
+put_back "$ws/ro"
+attack "swap the hidden hidden-dir with a planted copy" \
+  -- exchange-parent /workspace/hidden-dir /workspace/hidden-dir/secret
+holds "$ws/hidden-dir/secret" secret "the hidden hidden-dir/secret"
+put_back "$ws/hidden-dir"
 control "the parent of a protected path stays writable" --ro deep/hooks \
   -- write-file /workspace/deep/written
 rm -f "$ws/deep/written"
