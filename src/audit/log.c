@@ -358,9 +358,10 @@ static int read_tail(struct cordon_audit_log *log, int dirfd, const uint64_t *se
 
 /* Before a handle first extends a non-empty chain bound to a project: the first line of the
  * first segment must be a valid entry whose prev is the project's id. Read in growing chunks:
- * a first line is usually short. */
+ * a first line is usually short. torn_ok: a first segment without one whole line (a torn first
+ * append, which repair is about to drop) passes unchecked. */
 static int check_chain_start(struct cordon_audit_log *log, int dirfd, const uint64_t *segments,
-                             size_t count, struct cordon_error **err) {
+                             size_t count, bool torn_ok, struct cordon_error **err) {
   char name[64];
   segment_name(1, name);
   if (count == 0 || segments[0] != 1)
@@ -386,6 +387,8 @@ static int check_chain_start(struct cordon_audit_log *log, int dirfd, const uint
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot read %s/%s", log->dir, name);
     nl = memchr(buf + have, '\n', (size_t)n);
     have += (size_t)n;
+    if (!nl && n == 0 && torn_ok && count == 1)
+      return 0;
     if (!nl && (n == 0 || have > CORDON_AUDIT_MAX_LINE))
       return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
                               "audit log %s/%s: refusing to extend the chain: its first line is "
@@ -480,7 +483,7 @@ static int append_locked(struct cordon_audit_log *log, int dirfd,
   if (t.empty)
     memcpy(t.hmac, log->genesis, sizeof(t.hmac)); /* the chain begins from it */
   else if (log->bound && !log->start_checked &&
-           check_chain_start(log, dirfd, segments, n_segments, err) < 0)
+           check_chain_start(log, dirfd, segments, n_segments, false, err) < 0)
     return -1;
 
   struct jcs_buf lines = {0};
@@ -867,6 +870,11 @@ int cordon_audit_repair(struct cordon_audit_log *log, const char *actor, uint64_
     return -1;
   if (count == 0)
     return 0;
+  /* Nothing is cut from a chain this handle may not extend (another project's log). */
+  if (log->bound && !log->start_checked &&
+      (load_key(log, false, err) < 0 || resolve_genesis(log, true, err) < 0 ||
+       check_chain_start(log, dirfd, segments, count, true, err) < 0))
+    return -1;
   uint64_t number = segments[count - 1];
   _cleanup_close_ int fd = open_segment(dirfd, number, O_RDWR, log->dir, err);
   if (fd < 0)

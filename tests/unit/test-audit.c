@@ -726,6 +726,21 @@ static void test_project_binding(void **state) {
   char *after = slurp(seg, &len_after);
   assert_int_equal(len_after, len);
   free(after);
+  /* Nor repair it: a torn tail of another project's log is left as it is. */
+  int fd = open(seg, O_WRONLY | O_APPEND | O_CLOEXEC);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, "{\"torn", 6), 6);
+  close(fd);
+  uint64_t dropped = 99;
+  assert_true(cordon_audit_repair(b, "tester", &dropped, &err) < 0);
+  assert_non_null(strstr(err->message, "foreign_project"));
+  assert_int_equal(dropped, 0);
+  cordon_error_free(err);
+  err = NULL;
+  after = slurp(seg, &len_after);
+  assert_int_equal(len_after, len + 6);
+  free(after);
+  put(seg, text, len);
   cordon_audit_close(b);
 
   /* Opened as a log bound to no project, the chain does not start from zeros. */
