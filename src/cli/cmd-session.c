@@ -39,8 +39,9 @@ struct manifest_opts {
   struct cordon_limits limits;
   double timeout;
   bool no_require;
-  bool quiet;             /* --quiet or CORDON_QUIET=1: no notice that a backend isolates nothing */
-  bool warned_unconfined; /* select_backend already said it falls back to no isolation */
+  bool quiet; /* --quiet or CORDON_QUIET=1: no notice that a backend isolates nothing */
+  /* select_backend fell back to running unconfined (CORDON_SANDBOX=off or auto) and said so */
+  bool warned_unconfined;
   /* exec options (run only) */
   const char *cwd;
   const char *stdin_file;
@@ -347,8 +348,10 @@ static const char *feature_option(uint32_t feature) {
  * isolates nothing. */
 static int apply_backend(const struct cordon_backend *b, const struct manifest_opts *o,
                          struct cordon_manifest *m, struct cordon_error **err) {
+  /* An unconfined fallback keeps the class a confining backend would have applied (none), so
+   * giving it up is said and audited like any other waiver (the operator's explicit choice). */
   if (!o->egress_set)
-    m->policy.egress = cordon_backend_default_egress(b);
+    m->policy.egress = o->warned_unconfined ? CORDON_EGRESS_NONE : cordon_backend_default_egress(b);
   uint32_t missing = cordon_backend_unenforced(b, &m->policy);
   if (missing && !o->no_require) {
     char list[512] = "";

@@ -8,12 +8,13 @@ setup() {
   PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-cli.XXXXXX")
   export CORDON_PROJECT=$PROJECT
   export CORDON_QUIET=1 # worktree's notice that it isolates nothing: enforcement.bats tests it
+  export CORDON_KEY_DIR=$PROJECT.keys # waivers are audited (CORDON_SANDBOX=off)
   cd "$PROJECT"
 }
 
 teardown() {
   cd /
-  rm -rf "$PROJECT"
+  rm -rf "$PROJECT" "$PROJECT.keys"
 }
 
 wt() { "$CORDON" "$@"; }

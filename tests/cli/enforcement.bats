@@ -152,11 +152,18 @@ example" ]
     [ "$status" -eq 0 ]
     [ -z "$stderr" ]
   fi
-  # The unconfined fallback says it once, as its WARNING.
+  # The unconfined fallback says it as its WARNING, not as the notice; it keeps the class a
+  # confining backend would have applied (none), so giving that up is warned and audited too.
   CORDON_SANDBOX=off run --separate-stderr $CORDON run --no-require-enforcement -- true
   [ "$status" -eq 0 ]
+  [ "${#stderr_lines[@]}" -eq 2 ]
+  [[ "${stderr_lines[0]}" == *"WARNING: CORDON_SANDBOX=off: running UNCONFINED"* ]]
+  [[ "${stderr_lines[1]}" == *"WARNING: backend worktree does NOT enforce net_none"* ]]
+  [ "$($CORDON audit show --json | jq -c .details)" = '{"backend":"worktree","features":["net_none"]}' ]
+  CORDON_SANDBOX=off run --separate-stderr $CORDON run --no-require-enforcement --net open -- true
+  [ "$status" -eq 0 ]
   [ "${#stderr_lines[@]}" -eq 1 ]
-  [[ "$stderr" == *"WARNING"*"UNCONFINED"* ]]
+  [ "$($CORDON audit show --json | wc -l)" -eq 1 ]
 }
 
 @test "backends declare what they enforce; a plugin of the old ABI is refused by name" {
