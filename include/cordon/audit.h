@@ -6,8 +6,11 @@
  *
  *   {"actor":A,"details":{...},"event":E,"hmac":H,"prev":P,"resource_id":I,"resource_type":T}
  *
- * where P is the previous entry's H (64 '0' for the first entry of the whole chain, across
- * segments) and H = hex(HMAC-SHA256(key, P || canonical JSON of the entry without "hmac")),
+ * where P is the previous entry's H and H = hex(HMAC-SHA256(key, P || canonical JSON of the
+ * entry without "hmac")). The first entry of the whole chain (across segments) has for P its
+ * genesis: the project's id (cordon_context_project_id) for a project's log, so a log copied
+ * from another project signed by the same key does not verify as this one's; 64 '0' for a log
+ * bound to no project (opened by directory without a project id).
  * P taken as its 64 hex characters. The key is the 32-byte audit key kept with the signing key
  * (include/cordon/keys.h).
  *
@@ -47,6 +50,10 @@ struct cordon_audit_event {
 struct cordon_audit_options {
   const char *key_dir;   /* NULL: cordon_key_dir() */
   uint64_t rotate_bytes; /* 0: CORDON_AUDIT_DEFAULT_ROTATE_BYTES */
+  /* 64 lowercase hex digits, not all zero: the chain is bound to this project (it is the first
+   * entry's prev). NULL: cordon_audit_open_project binds the project's own id; a log opened by
+   * directory is bound to none (genesis 64 '0'). */
+  const char *project_id;
 };
 
 /* A handle is for one thread at a time; processes and threads with their own handles are
@@ -56,7 +63,9 @@ struct cordon_audit_log;
 /* Open the log in dir (nothing is created until the first append). opts may be NULL. */
 CORDON_API int cordon_audit_open(const char *dir, const struct cordon_audit_options *opts,
                                  struct cordon_audit_log **out, struct cordon_error **err);
-/* The project's log: <project>/.cordon/audit. */
+/* The project's log: <project>/.cordon/audit, bound to the project's id (made at the first
+ * append when the project has none). Appending to or verifying a chain that does not begin
+ * from that id (another project's log, or one begun before logs were bound) is refused. */
 CORDON_API int cordon_audit_open_project(struct cordon_context *ctx,
                                          const struct cordon_audit_options *opts,
                                          struct cordon_audit_log **out, struct cordon_error **err);
@@ -81,6 +90,8 @@ enum cordon_audit_problem {
   CORDON_AUDIT_MALFORMED,       /* not one canonical JSON entry of the right shape */
   CORDON_AUDIT_MISSING_NEWLINE, /* the last line has no final newline (a torn append) */
   CORDON_AUDIT_MISSING_SEGMENT, /* a segment number is missing from the sequence */
+  CORDON_AUDIT_FOREIGN_PROJECT, /* the chain begins from another project's id (or none here) */
+  CORDON_AUDIT_UNBOUND,         /* a project's chain begins from 64 '0': bound to no project */
 };
 
 CORDON_API const char *cordon_audit_problem_name(enum cordon_audit_problem problem);
@@ -95,6 +106,8 @@ struct cordon_audit_report {
   uint64_t offset;                          /* byte offset of that line in the file */
   uint64_t entry;                           /* 1-based position in the whole chain */
   char *reason;                             /* one line, NULL when ok */
+  /* The project id the chain begins from ("" when it begins from 64 '0', or is empty). */
+  char project_id[CORDON_AUDIT_HMAC_HEX_LEN + 1];
 };
 
 CORDON_API void cordon_audit_report_clear(struct cordon_audit_report *report);

@@ -8,7 +8,12 @@
  *
  * Plugins are shared objects exporting CORDON_PLUGIN_ENTRY_SYMBOL, a function of type
  * cordon_plugin_entry_fn that returns the backend and stores the ABI version it was built
- * against. A mismatch with CORDON_BACKEND_ABI_VERSION is refused by name. */
+ * against. A mismatch with CORDON_BACKEND_ABI_VERSION is refused by name.
+ *
+ * A backend declares the policy features it enforces (`enforces`, CORDON_FEATURE_*). The library
+ * compares them with what a manifest asks for (cordon_policy_features) before the backend sees
+ * it: a request the backend does not enforce is refused by name, unless the manifest lifts
+ * require_enforcement, and then the waiver is recorded in the project's audit chain. */
 #ifndef CORDON_BACKEND_H
 #define CORDON_BACKEND_H
 
@@ -22,7 +27,7 @@
 extern "C" {
 #endif
 
-#define CORDON_BACKEND_ABI_VERSION 2u
+#define CORDON_BACKEND_ABI_VERSION 3u
 #define CORDON_PLUGIN_ENTRY_SYMBOL "cordon_plugin_entry"
 
 enum cordon_capability {
@@ -51,7 +56,30 @@ enum cordon_egress {
   CORDON_EGRESS_OPEN,
 };
 
+/* Policy features a backend enforces. Each is a restriction: a backend that declares one applies
+ * it whenever a manifest asks for it, or refuses the manifest naming it when this host cannot
+ * (a memory limit without a cgroup). Egress `open` restricts nothing, so it is no feature. */
+enum cordon_policy_feature {
+  CORDON_FEATURE_READ_ONLY_PATHS = 1u << 0, /* policy.read_only */
+  CORDON_FEATURE_HIDDEN_PATHS = 1u << 1,    /* policy.hidden */
+  CORDON_FEATURE_HOST_GRANTS = 1u << 2,     /* policy.allow_ro: only these host paths, read-only */
+  CORDON_FEATURE_MEMORY = 1u << 3,          /* limits.memory_bytes */
+  CORDON_FEATURE_PIDS = 1u << 4,            /* limits.pids */
+  CORDON_FEATURE_CPU = 1u << 5,             /* limits.cpus */
+  CORDON_FEATURE_NOFILE = 1u << 6,          /* limits.nofile */
+  CORDON_FEATURE_FSIZE = 1u << 7,           /* limits.fsize_bytes */
+  CORDON_FEATURE_TMP_SIZE = 1u << 8,        /* a cap on /tmp and /dev/shm */
+  CORDON_FEATURE_NET_NONE = 1u << 9,        /* egress none */
+  CORDON_FEATURE_NET_LOOPBACK = 1u << 10,   /* egress loopback */
+  CORDON_FEATURE_NET_RESTRICTED = 1u << 11, /* egress restricted */
+};
+#define CORDON_FEATURE_COUNT 12
+#define CORDON_FEATURE_ALL ((1u << CORDON_FEATURE_COUNT) - 1u)
+
 CORDON_API const char *cordon_capability_name(enum cordon_capability cap);
+/* "read_only_paths", "hidden_paths", "host_grants", "memory", "pids", "cpu", "nofile", "fsize",
+ * "tmp_size", "net_none", "net_loopback", "net_restricted". */
+CORDON_API const char *cordon_feature_name(enum cordon_policy_feature feature);
 CORDON_API const char *cordon_tier_name(enum cordon_isolation_tier tier);
 CORDON_API const char *cordon_egress_name(enum cordon_egress egress);
 /* Parse a name ("none", "loopback", ...); returns -1 when unknown. */
@@ -90,8 +118,15 @@ struct cordon_policy {
   const char *const *system_paths; /* NULL: the backend's default list of system directories */
   enum cordon_egress egress;
   struct cordon_limits limits;
-  bool require_enforcement; /* refuse to run unconfined */
+  /* Refuse a manifest asking for a feature the backend does not enforce (and any fallback to
+   * running unconfined). false: run without those features; the library records the waiver in
+   * the project's audit chain ("enforcement.waived") before the backend starts. */
+  bool require_enforcement;
 };
+
+/* The features a policy asks for (pure): one bit per non-empty path list and non-zero limit,
+ * and the egress class unless it is open. */
+CORDON_API uint32_t cordon_policy_features(const struct cordon_policy *policy);
 
 struct cordon_manifest {
   const char *root;      /* where the workspace appears inside the sandbox; NULL: "/workspace" */
@@ -195,6 +230,8 @@ struct cordon_backend {
   const char *summary; /* one line for `cordon backends` */
   uint32_t capabilities;
   enum cordon_isolation_tier tier;
+  /* CORDON_FEATURE_* this backend enforces (ABI 3). 0: none (say so in the summary). */
+  uint32_t enforces;
 
   /* 1 when usable on this host; 0 with *reason (malloc'd) naming what is missing. */
   int (*available)(const struct cordon_backend *self, char **reason);
@@ -236,6 +273,16 @@ struct cordon_backend {
 };
 
 typedef const struct cordon_backend *(*cordon_plugin_entry_fn)(uint32_t *abi_version);
+
+/* What the backend would be asked for and does not enforce (pure): features(policy) minus
+ * backend->enforces. */
+CORDON_API uint32_t cordon_backend_unenforced(const struct cordon_backend *backend,
+                                              const struct cordon_policy *policy);
+/* The egress class for a caller that names none (the CLI without --net): the most restrictive
+ * one the backend enforces (none for ns and docker), open when it enforces none (worktree). */
+CORDON_API enum cordon_egress cordon_backend_default_egress(const struct cordon_backend *backend);
+/* Names of the features in mask, comma-separated ("memory, net_none"); malloc'd, NULL on ENOMEM. */
+CORDON_API char *cordon_features_describe(uint32_t mask);
 
 #ifdef __cplusplus
 }

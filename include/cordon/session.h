@@ -27,6 +27,15 @@ CORDON_API const char *cordon_context_project_dir(const struct cordon_context *c
 /* <project>/.cordon */
 CORDON_API const char *cordon_context_state_dir(const struct cordon_context *ctx);
 
+/* The project's identity: 64 lowercase hex digits (32 random bytes) kept in
+ * <project>/.cordon/project-id, made once (the first writer wins) and stable when the project
+ * moves. The audit chain starts from it, so one project's log is never another's. */
+#define CORDON_PROJECT_ID_HEX_LEN 64
+/* out gets CORDON_PROJECT_ID_HEX_LEN + 1 bytes. create false: returns 0 with out "" when the
+ * project has none yet; otherwise 1 (read or made). A malformed file is an integrity error. */
+CORDON_API int cordon_context_project_id(struct cordon_context *ctx, bool create, char *out,
+                                         struct cordon_error **err);
+
 /* ---- registry ----------------------------------------------------------------------------- */
 
 struct cordon_registry_entry {

@@ -278,3 +278,28 @@ enum cordon_audit_problem audit_line_check(struct crypto_hmac *key, const char *
   }
   return CORDON_AUDIT_OK;
 }
+
+enum cordon_audit_problem audit_genesis_check(const char *first_prev, const char *genesis,
+                                              char *reason, size_t reason_size) {
+  if (!strcmp(first_prev, genesis))
+    return CORDON_AUDIT_OK;
+  if (!strcmp(genesis, AUDIT_GENESIS)) {
+    snprintf(reason, reason_size,
+             "prev %.12s... of the first entry is not the genesis of a log bound to no project "
+             "(64 '0'): its first entry was removed, or it is a project's log",
+             first_prev);
+    return CORDON_AUDIT_BROKEN_LINK;
+  }
+  if (!strcmp(first_prev, AUDIT_GENESIS)) {
+    snprintf(reason, reason_size,
+             "the chain begins bound to no project (64 '0'), not to this project %s: a log begun "
+             "before cordon bound logs to their project, or copied from one opened without it",
+             *genesis ? genesis : "(none yet)");
+    return CORDON_AUDIT_UNBOUND;
+  }
+  snprintf(reason, reason_size,
+           "the chain begins from project %s, not from this project %s: another project's log "
+           "(or its first entry was removed)",
+           first_prev, *genesis ? genesis : "(none: no .cordon/project-id)");
+  return CORDON_AUDIT_FOREIGN_PROJECT;
+}

@@ -36,4 +36,12 @@ json_t *audit_line_parse(const char *line, size_t length, char reason[AUDIT_REAS
 enum cordon_audit_problem audit_line_check(struct crypto_hmac *key, const char *line, size_t length,
                                            char *prev, char *hmac, char reason[AUDIT_REASON_MAX]);
 
+/* The first entry's prev against the chain's genesis (pure). genesis is the project id the log
+ * is bound to, AUDIT_GENESIS for a log bound to none, "" for a project that has no id yet.
+ * CORDON_AUDIT_OK when they match; else BROKEN_LINK for an unbound log (its first entry was
+ * removed), UNBOUND when a project's chain begins from 64 '0', FOREIGN_PROJECT otherwise; the
+ * reason names both ids. */
+enum cordon_audit_problem audit_genesis_check(const char *first_prev, const char *genesis,
+                                              char *reason, size_t reason_size);
+
 #endif

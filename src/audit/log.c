@@ -5,7 +5,11 @@
  * target; appends hold it exclusively, readers shared). A new segment is created complete with
  * its first line (O_EXCL temp file, fsync, link into place), so a segment is never empty or
  * half-made; lines are added to the newest segment with O_APPEND writes and fdatasync, and a
- * failed write is truncated away. */
+ * failed write is truncated away.
+ *
+ * A project's log is bound to the project: its chain begins from the project's id (the first
+ * entry's prev), which verify checks and every handle checks once before it first extends a
+ * chain, so another project's log (same install key) is neither accepted nor continued. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +28,7 @@
 #include <cordon/session.h>
 
 #include "audit/entry.h"
+#include "backend/context.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 
@@ -37,7 +42,18 @@ struct cordon_audit_log {
   char *key_dir;
   uint64_t rotate_bytes;
   struct crypto_hmac *key; /* loaded on first need */
+  /* The chain's genesis: the first entry's prev. A project id, AUDIT_GENESIS when the log is
+   * bound to no project; "" while a project's id is not known (read lazily from
+   * project_state_dir, made at the first append). */
+  char genesis[CORDON_AUDIT_HMAC_HEX_LEN + 1];
+  char *project_state_dir; /* the project whose id binds the log, when read lazily */
+  bool bound;              /* bound to a project: the chain's start is checked */
+  bool start_checked;      /* this handle saw the chain begin from the genesis */
 };
+
+static bool valid_project_id(const char *id) {
+  return id && crypto_is_sha256_hex(id) && strcmp(id, AUDIT_GENESIS) != 0;
+}
 
 /* ---- open / close ------------------------------------------------------------------------- */
 
@@ -51,6 +67,18 @@ int cordon_audit_open(const char *dir, const struct cordon_audit_options *opts,
   }
   log->rotate_bytes =
       opts && opts->rotate_bytes ? opts->rotate_bytes : CORDON_AUDIT_DEFAULT_ROTATE_BYTES;
+  memcpy(log->genesis, AUDIT_GENESIS, sizeof(log->genesis));
+  if (opts && opts->project_id) {
+    if (!valid_project_id(opts->project_id)) {
+      cordon_audit_close(log);
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                              "audit log %s: project id '%.80s' is not 64 lowercase hex digits "
+                              "(not all zero)",
+                              dir, opts->project_id);
+    }
+    memcpy(log->genesis, opts->project_id, sizeof(log->genesis));
+    log->bound = true;
+  }
   *out = log;
   return 0;
 }
@@ -60,7 +88,32 @@ int cordon_audit_open_project(struct cordon_context *ctx, const struct cordon_au
   _cleanup_free_ char *dir = NULL;
   if (asprintf(&dir, "%s/audit", cordon_context_state_dir(ctx)) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "audit log");
-  return cordon_audit_open(dir, opts, out, err);
+  if (cordon_audit_open(dir, opts, out, err) < 0)
+    return -1;
+  struct cordon_audit_log *log = *out;
+  if (!log->bound) { /* the project's own id, known once read (or made) */
+    log->bound = true;
+    log->genesis[0] = 0;
+    if (!(log->project_state_dir = strdup(cordon_context_state_dir(ctx)))) {
+      cordon_audit_close(log);
+      *out = NULL;
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "audit log");
+    }
+  }
+  return 0;
+}
+
+/* Learn the project's id when it is read lazily; create: make it if the project has none. */
+static int resolve_genesis(struct cordon_audit_log *log, bool create, struct cordon_error **err) {
+  if (log->genesis[0] || !log->project_state_dir)
+    return 0;
+  char id[CORDON_PROJECT_ID_HEX_LEN + 1];
+  int r = context_project_id_at(log->project_state_dir, create, id, err);
+  if (r < 0)
+    return cordon_error_prefix(err, "audit log %s", log->dir);
+  if (r > 0)
+    memcpy(log->genesis, id, sizeof(log->genesis));
+  return 0;
 }
 
 void cordon_audit_close(struct cordon_audit_log *log) {
@@ -69,6 +122,7 @@ void cordon_audit_close(struct cordon_audit_log *log) {
   crypto_hmac_free(log->key);
   free(log->dir);
   free(log->key_dir);
+  free(log->project_state_dir);
   free(log);
 }
 
@@ -95,6 +149,8 @@ const char *cordon_audit_problem_name(enum cordon_audit_problem problem) {
   case CORDON_AUDIT_MALFORMED: return "malformed";
   case CORDON_AUDIT_MISSING_NEWLINE: return "missing_newline";
   case CORDON_AUDIT_MISSING_SEGMENT: return "missing_segment";
+  case CORDON_AUDIT_FOREIGN_PROJECT: return "foreign_project";
+  case CORDON_AUDIT_UNBOUND: return "unbound";
   }
   return "unknown";
 }
@@ -298,6 +354,63 @@ static int read_tail(struct cordon_audit_log *log, int dirfd, const uint64_t *se
   return 0;
 }
 
+/* ---- the chain's start ------------------------------------------------------------------- */
+
+/* Before a handle first extends a non-empty chain bound to a project: the first line of the
+ * first segment must be a valid entry whose prev is the project's id. Read in growing chunks:
+ * a first line is usually short. torn_ok: a first segment without one whole line (a torn first
+ * append, which repair is about to drop) passes unchecked. */
+static int check_chain_start(struct cordon_audit_log *log, int dirfd, const uint64_t *segments,
+                             size_t count, bool torn_ok, struct cordon_error **err) {
+  char name[64];
+  segment_name(1, name);
+  if (count == 0 || segments[0] != 1)
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
+                            "audit log %s: refusing to extend the chain: its first segment %s is "
+                            "missing; run 'cordon audit verify'",
+                            log->dir, name);
+  _cleanup_close_ int fd = open_segment(dirfd, 1, O_RDONLY, log->dir, err);
+  if (fd < 0)
+    return -1;
+  size_t have = 0, cap = 4096;
+  _cleanup_free_ char *buf = NULL;
+  char *nl = NULL;
+  while (!nl) {
+    char *grown = realloc(buf, cap);
+    if (!grown)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
+    buf = grown;
+    ssize_t n = pread(fd, buf + have, cap - have, (off_t)have);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot read %s/%s", log->dir, name);
+    nl = memchr(buf + have, '\n', (size_t)n);
+    have += (size_t)n;
+    if (!nl && n == 0 && torn_ok && count == 1)
+      return 0;
+    if (!nl && (n == 0 || have > CORDON_AUDIT_MAX_LINE))
+      return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
+                              "audit log %s/%s: refusing to extend the chain: its first line is "
+                              "not a whole entry; run 'cordon audit verify'",
+                              log->dir, name);
+    if (have == cap)
+      cap *= 2;
+  }
+  char prev[CORDON_AUDIT_HMAC_HEX_LEN + 1], hmac[CORDON_AUDIT_HMAC_HEX_LEN + 1];
+  char reason[AUDIT_REASON_MAX + 2 * CORDON_AUDIT_HMAC_HEX_LEN];
+  enum cordon_audit_problem p =
+      audit_line_check(log->key, buf, (size_t)(nl - buf), prev, hmac, reason);
+  if (p == CORDON_AUDIT_OK)
+    p = audit_genesis_check(prev, log->genesis, reason, sizeof(reason));
+  if (p != CORDON_AUDIT_OK)
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
+                            "audit log %s: refusing to extend the chain: %s: %s", log->dir,
+                            cordon_audit_problem_name(p), reason);
+  log->start_checked = true;
+  return 0;
+}
+
 /* ---- appending ---------------------------------------------------------------------------- */
 
 /* A run of lines bound for one segment. */
@@ -365,7 +478,12 @@ static int append_locked(struct cordon_audit_log *log, int dirfd,
   struct tail t;
   if (read_tail(log, dirfd, segments, n_segments, &t, err) < 0)
     return -1;
-  if (load_key(log, t.empty, err) < 0)
+  if (load_key(log, t.empty, err) < 0 || resolve_genesis(log, true, err) < 0)
+    return -1;
+  if (t.empty)
+    memcpy(t.hmac, log->genesis, sizeof(t.hmac)); /* the chain begins from it */
+  else if (log->bound && !log->start_checked &&
+           check_chain_start(log, dirfd, segments, n_segments, false, err) < 0)
     return -1;
 
   struct jcs_buf lines = {0};
@@ -616,6 +734,13 @@ static int verify_line(const struct line_ref *ref, void *userdata, struct cordon
       audit_line_check(s->log->key, ref->data, ref->length, prev, hmac, reason);
   if (p != CORDON_AUDIT_OK)
     return report_problem(s->report, p, ref->file, ref->line, ref->offset, reason);
+  if (s->report->entries == 0) {
+    if (strcmp(prev, AUDIT_GENESIS))
+      memcpy(s->report->project_id, prev, sizeof(prev));
+    char why[AUDIT_REASON_MAX + 2 * CORDON_AUDIT_HMAC_HEX_LEN];
+    if (s->log->bound && (p = audit_genesis_check(prev, s->expected_prev, why, sizeof(why))))
+      return report_problem(s->report, p, ref->file, ref->line, ref->offset, why);
+  }
   if (strcmp(prev, s->expected_prev)) {
     snprintf(reason, sizeof(reason),
              "prev %.12s... is not the HMAC of the entry before it (%.12s...): an entry was "
@@ -644,12 +769,12 @@ int cordon_audit_verify(struct cordon_audit_log *log, struct cordon_audit_report
     free(w.segments);
     return 0;
   }
-  if (load_key(log, false, err) < 0) {
+  if (load_key(log, false, err) < 0 || resolve_genesis(log, false, err) < 0) {
     free(w.segments);
     return -1;
   }
   struct verify_state s = {.log = log, .report = report};
-  memcpy(s.expected_prev, AUDIT_GENESIS, sizeof(s.expected_prev));
+  memcpy(s.expected_prev, log->genesis, sizeof(s.expected_prev));
   size_t walk_count = w.missing ? w.missing - 1 : w.count;
   int r = walk_lines(log, dirfd, &w, walk_count, verify_line, &s, err);
   if (r == 0 && w.missing) {
@@ -745,6 +870,11 @@ int cordon_audit_repair(struct cordon_audit_log *log, const char *actor, uint64_
     return -1;
   if (count == 0)
     return 0;
+  /* Nothing is cut from a chain this handle may not extend (another project's log). */
+  if (log->bound && !log->start_checked &&
+      (load_key(log, false, err) < 0 || resolve_genesis(log, true, err) < 0 ||
+       check_chain_start(log, dirfd, segments, count, true, err) < 0))
+    return -1;
   uint64_t number = segments[count - 1];
   _cleanup_close_ int fd = open_segment(dirfd, number, O_RDWR, log->dir, err);
   if (fd < 0)

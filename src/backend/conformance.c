@@ -51,9 +51,12 @@ static int skip(struct suite *t, const char *why) {
   return 0;
 }
 
-static struct cordon_manifest base_manifest(void) {
+/* The manifest of a caller that asks for no particular policy: the backend's default egress
+ * class (none where it can enforce that, open for a backend that enforces nothing). */
+static struct cordon_manifest base_manifest(const struct cordon_backend *b) {
   struct cordon_manifest m = {0};
-  m.policy.egress = CORDON_EGRESS_NONE;
+  m.policy.egress = cordon_backend_default_egress(b);
+  m.policy.require_enforcement = true;
   return m;
 }
 
@@ -395,7 +398,7 @@ static int check_path_escapes(struct suite *t) {
 }
 
 static int check_double_shutdown_destroy(struct suite *t) {
-  struct cordon_manifest m = base_manifest();
+  struct cordon_manifest m = base_manifest(t->backend);
   struct cordon_session *s = NULL;
   struct cordon_error *err = NULL;
   if (cordon_session_create(t->ctx, t->backend, &m, &s, &err) < 0)
@@ -428,7 +431,7 @@ static int check_snapshot_roundtrip(struct suite *t) {
     return fail_err(t, "snapshot", err);
   if (cordon_session_write(t->session, "snap/file.txt", "after", 5, 0644, &err) < 0)
     return fail_err(t, "write", err);
-  struct cordon_manifest m = base_manifest();
+  struct cordon_manifest m = base_manifest(t->backend);
   struct cordon_session *s = NULL;
   if (cordon_session_resume(t->ctx, t->backend, &m, id, &s, &err) < 0)
     return fail_err(t, "resume", err);
@@ -461,6 +464,43 @@ struct check {
   int (*fn)(struct suite *t);
 };
 
+/* Asking for a policy feature the backend does not declare is refused by name, before the
+ * backend is called (the library's check, the same for every backend). */
+static int check_refuses_unenforced(struct suite *t) {
+  uint32_t missing = CORDON_FEATURE_ALL & ~t->backend->enforces & ~CORDON_FEATURE_TMP_SIZE;
+  if (!missing)
+    return skip(t, "the backend enforces every policy feature");
+  uint32_t f = missing & -missing; /* the first one */
+  static const char *const one[] = {"conformance-path", NULL};
+  static const char *const host[] = {"/usr", NULL};
+  struct cordon_manifest m = base_manifest(t->backend);
+  struct cordon_policy *p = &m.policy;
+  switch (f) {
+  case CORDON_FEATURE_READ_ONLY_PATHS: p->read_only = one; break;
+  case CORDON_FEATURE_HIDDEN_PATHS: p->hidden = one; break;
+  case CORDON_FEATURE_HOST_GRANTS: p->allow_ro = host; break;
+  case CORDON_FEATURE_MEMORY: p->limits.memory_bytes = 64u << 20; break;
+  case CORDON_FEATURE_PIDS: p->limits.pids = 64; break;
+  case CORDON_FEATURE_CPU: p->limits.cpus = 0.5; break;
+  case CORDON_FEATURE_NOFILE: p->limits.nofile = 256; break;
+  case CORDON_FEATURE_FSIZE: p->limits.fsize_bytes = 1u << 20; break;
+  case CORDON_FEATURE_NET_NONE: p->egress = CORDON_EGRESS_NONE; break;
+  case CORDON_FEATURE_NET_LOOPBACK: p->egress = CORDON_EGRESS_LOOPBACK; break;
+  default: p->egress = CORDON_EGRESS_RESTRICTED; break;
+  }
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  if (cordon_session_create(t->ctx, t->backend, &m, &s, &err) == 0) {
+    cordon_session_destroy(s, NULL);
+    return fail(t, "a manifest asking for %s (not enforced) was accepted", cordon_feature_name(f));
+  }
+  int r = 0;
+  if (err->kind != CORDON_ERR_DENIED || !strstr(err->message, cordon_feature_name(f)))
+    r = fail(t, "expected a refusal naming %s, got: %s", cordon_feature_name(f), err->message);
+  cordon_error_free(err);
+  return r;
+}
+
 static const struct check checks[] = {
     {"declares-file-rw-and-exec", check_capabilities},
     {"utf8-roundtrip", check_utf8_roundtrip},
@@ -484,6 +524,7 @@ static const struct check checks[] = {
     {"path-escapes-refused", check_path_escapes},
     {"double-shutdown-and-destroy", check_double_shutdown_destroy},
     {"snapshot-resume-roundtrip", check_snapshot_roundtrip},
+    {"unenforced-policy-refused", check_refuses_unenforced},
 };
 
 static void report(struct suite *t, const char *name, bool ok, double took) {
@@ -514,7 +555,7 @@ int cordon_conformance_run(struct cordon_context *ctx, const struct cordon_backe
   struct suite t = {.ctx = ctx, .backend = backend, .out = out, .json = json};
   if (cordon_backend_check(backend, err) < 0)
     return -1;
-  struct cordon_manifest m = base_manifest();
+  struct cordon_manifest m = base_manifest(backend);
   if (cordon_session_create(ctx, backend, &m, &t.session, err) < 0)
     return cordon_error_prefix(err, "conformance: cannot create a session");
   t.results = json_array();

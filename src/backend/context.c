@@ -1,6 +1,8 @@
-/* The project context: where `.cordon/` lives. */
+/* The project context: where `.cordon/` lives, and the project's identity in it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,6 +12,7 @@
 
 #include "backend/context.h"
 #include "base/cleanup.h"
+#include "base/fs.h"
 
 static bool has_state_dir(const char *dir) {
   _cleanup_free_ char *p = NULL;
@@ -83,4 +86,109 @@ int context_ensure_dir(struct cordon_context *ctx, const char *sub, char **out,
   if (out)
     *out = steal_ptr(&path);
   return 0;
+}
+
+/* ---- the project's identity ---------------------------------------------------------------- */
+
+#define PROJECT_ID_FILE "project-id"
+
+static bool valid_project_id(const char *id, size_t length) {
+  if (length != CORDON_PROJECT_ID_HEX_LEN)
+    return false;
+  bool zero = true;
+  for (size_t i = 0; i < length; i++) {
+    if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+      return false;
+    zero = zero && id[i] == '0';
+  }
+  return !zero; /* all zeros is the genesis of a chain bound to no project */
+}
+
+/* 1: read into out; 0: no such file; < 0: unreadable or malformed. */
+static int read_project_id(int dirfd, const char *state_dir, char *out, struct cordon_error **err) {
+  _cleanup_close_ int fd =
+      openat(dirfd, PROJECT_ID_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return 0;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s/" PROJECT_ID_FILE,
+                            state_dir);
+  }
+  char buf[CORDON_PROJECT_ID_HEX_LEN + 2];
+  ssize_t n;
+  do
+    n = read(fd, buf, sizeof(buf));
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot read %s/" PROJECT_ID_FILE,
+                            state_dir);
+  if (n != CORDON_PROJECT_ID_HEX_LEN + 1 || buf[CORDON_PROJECT_ID_HEX_LEN] != '\n' ||
+      !valid_project_id(buf, CORDON_PROJECT_ID_HEX_LEN))
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
+                            "%s/" PROJECT_ID_FILE " is not 64 lowercase hex digits and a newline",
+                            state_dir);
+  memcpy(out, buf, CORDON_PROJECT_ID_HEX_LEN);
+  out[CORDON_PROJECT_ID_HEX_LEN] = 0;
+  return 1;
+}
+
+/* Made whole under a temporary name and linked into place: linkat never replaces, so when two
+ * processes race the first id wins and the other reads it. */
+static int make_project_id(int dirfd, const char *state_dir, struct cordon_error **err) {
+  _cleanup_free_ char *id = NULL, *tmp = NULL;
+  do {
+    free(id);
+    id = NULL;
+    if (fs_random_hex(CORDON_PROJECT_ID_HEX_LEN / 2, &id, err) < 0)
+      return -1;
+  } while (!valid_project_id(id, strlen(id)));
+  if (fs_random_hex(6, &tmp, err) < 0)
+    return -1;
+  char tmp_name[64], line[CORDON_PROJECT_ID_HEX_LEN + 2];
+  snprintf(tmp_name, sizeof(tmp_name), "." PROJECT_ID_FILE ".tmp-%s", tmp);
+  snprintf(line, sizeof(line), "%s\n", id);
+  int fd = openat(dirfd, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s/" PROJECT_ID_FILE,
+                            state_dir);
+  int saved = 0;
+  if (fs_write_all(fd, line, strlen(line)) < 0 || fsync(fd) < 0)
+    saved = errno;
+  if (close(fd) < 0 && !saved)
+    saved = errno;
+  if (!saved && linkat(dirfd, tmp_name, dirfd, PROJECT_ID_FILE, 0) < 0 && errno != EEXIST)
+    saved = errno;
+  unlinkat(dirfd, tmp_name, 0);
+  if (saved)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, saved, "cannot create %s/" PROJECT_ID_FILE,
+                            state_dir);
+  fsync(dirfd);
+  return 0;
+}
+
+int context_project_id_at(const char *state_dir, bool create, char *out,
+                          struct cordon_error **err) {
+  out[0] = 0;
+  if (create && mkdir(state_dir, 0700) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", state_dir);
+  _cleanup_close_ int dirfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) {
+    if (errno == ENOENT && !create)
+      return 0;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", state_dir);
+  }
+  int r = read_project_id(dirfd, state_dir, out, err);
+  if (r != 0 || !create)
+    return r;
+  if (make_project_id(dirfd, state_dir, err) < 0)
+    return -1;
+  r = read_project_id(dirfd, state_dir, out, err);
+  return r == 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOENT,
+                                   "%s/" PROJECT_ID_FILE " vanished as it was made", state_dir)
+                : r;
+}
+
+int cordon_context_project_id(struct cordon_context *ctx, bool create, char *out,
+                              struct cordon_error **err) {
+  return context_project_id_at(ctx->state_dir, create, out, err);
 }

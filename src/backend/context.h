@@ -13,4 +13,7 @@ struct cordon_context {
 int context_ensure_dir(struct cordon_context *ctx, const char *sub, char **out,
                        struct cordon_error **err);
 
+/* cordon_context_project_id for a state directory (<project>/.cordon) given by path. */
+int context_project_id_at(const char *state_dir, bool create, char *out, struct cordon_error **err);
+
 #endif

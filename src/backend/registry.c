@@ -57,6 +57,10 @@ int cordon_backend_check(const struct cordon_backend *b, struct cordon_error **e
                             "backend %s declares snapshot without snapshot and resume", b->name);
   if (b->tier > CORDON_TIER_VM)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "backend %s has an unknown tier", b->name);
+  if (b->enforces & ~CORDON_FEATURE_ALL)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "backend %s declares policy features cordon does not know (0x%x)",
+                            b->name, b->enforces & ~CORDON_FEATURE_ALL);
   return 0;
 }
 

@@ -5,17 +5,20 @@
  * state is persisted as <project>/.cordon/sessions/<id>/state.json (written atomically) so a
  * later process can re-attach with cordon_session_open(). cordon_session_resume_many() forks
  * a batch of sessions from one snapshot on a pool of threads, all or none, and makes their
- * state durable with one syncfs. */
+ * state durable with one syncfs. Here too, once for every backend, a manifest asking for a
+ * policy feature the backend does not enforce is refused, or its waiver audited. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cordon/audit.h>
 #include <cordon/session.h>
 
 #include "backend/context.h"
@@ -210,6 +213,51 @@ static int check_resume(const struct cordon_backend *backend, struct cordon_erro
   return 0;
 }
 
+/* ---- enforcement --------------------------------------------------------------------------- */
+
+/* The one check, for every backend: a manifest asking for a policy feature the backend does not
+ * enforce is refused by name before anything is made, unless enforcement is waived. */
+static int refuse_unenforced(const struct cordon_backend *backend, const struct cordon_manifest *m,
+                             struct cordon_error **err) {
+  uint32_t missing = cordon_backend_unenforced(backend, &m->policy);
+  if (!missing || !m->policy.require_enforcement)
+    return 0;
+  _cleanup_free_ char *names = cordon_features_describe(missing);
+  return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                          "backend %s does not enforce %s: refusing to run without %s "
+                          "(enforcement is required)",
+                          backend->name, names ? names : "the requested policy",
+                          missing & (missing - 1) ? "them" : "it");
+}
+
+/* A waiver is the operator's explicit choice to run with less than was asked: it goes into the
+ * project's audit chain before the backend starts, or nothing starts. */
+static int record_waiver(struct cordon_session *s, uint32_t waived, struct cordon_error **err) {
+  json_t *features = json_array();
+  for (unsigned i = 0; features && i < CORDON_FEATURE_COUNT; i++)
+    if (waived & (1u << i))
+      json_array_append_new(features, json_string(cordon_feature_name(1u << i)));
+  json_t *details =
+      features ? json_pack("{s:s, s:o}", "backend", s->backend->name, "features", features) : NULL;
+  _cleanup_free_ char *text = details ? json_dumps(details, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  json_decref(details);
+  if (!text)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "audit entry");
+  char actor[32];
+  snprintf(actor, sizeof(actor), "uid:%u", (unsigned)geteuid());
+  struct cordon_audit_event ev = {"enforcement.waived", actor, "session", s->id, text};
+  struct cordon_audit_log *log = NULL;
+  int r = cordon_audit_open_project(s->ctx, NULL, &log, err);
+  if (r == 0)
+    r = cordon_audit_append(log, &ev, NULL, err);
+  cordon_audit_close(log);
+  return r < 0 ? cordon_error_prefix(err,
+                                     "enforcement was waived for backend %s but the waiver cannot "
+                                     "be recorded in the audit log",
+                                     s->backend->name)
+               : 0;
+}
+
 static int interrupted(struct cordon_error **err) {
   return cordon_error_set(err, CORDON_ERR_INTERRUPTED, 0, "interrupted");
 }
@@ -220,9 +268,19 @@ static int session_start(struct cordon_context *ctx, const struct cordon_backend
                          struct cordon_session **out, struct cordon_error **err) {
   if (snapshot_id && check_resume(backend, err) < 0)
     return -1;
+  if (refuse_unenforced(backend, m, err) < 0)
+    return -1;
   struct cordon_session *s = NULL;
   if (session_new(ctx, backend, m, defer, &s, err) < 0)
     return -1;
+  uint32_t waived = cordon_backend_unenforced(backend, &m->policy);
+  if (waived && record_waiver(s, waived, err) < 0) {
+    struct cordon_error *ignored = NULL;
+    fs_remove_tree(s->state_dir, &ignored); /* nothing of the backend's exists yet */
+    cordon_error_free(ignored);
+    session_free(s);
+    return -1;
+  }
   s->defer_ready = defer && backend->ready;
   int r = snapshot_id ? backend->resume(s, m, snapshot_id, err) : backend->create(s, m, err);
   if (r < 0) {
@@ -358,6 +416,8 @@ int cordon_session_resume_many(struct cordon_context *ctx, const struct cordon_b
                             CORDON_SESSION_BATCH_MAX, batch->count);
   if (!snapshot_id || check_resume(backend, err) < 0)
     return snapshot_id ? -1 : cordon_error_set(err, CORDON_ERR_USAGE, 0, "no snapshot to resume");
+  if (refuse_unenforced(backend, manifest, err) < 0) /* once, not as session 1's failure */
+    return -1;
   for (size_t i = 0; i < batch->count; i++)
     out[i] = NULL;
   struct batch t = {.ctx = ctx,

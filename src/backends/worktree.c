@@ -1,6 +1,6 @@
 /* The `worktree` backend: a workspace directory on the host and commands run as the caller.
- * It isolates nothing (tier none) and says so; it exists for trusted work, for development and
- * as the reference implementation of the protocol.
+ * It isolates nothing (tier none, no policy feature enforced) and says so; it exists for trusted
+ * work, for development and as the reference implementation of the protocol.
  *
  * With a repository in the manifest, the workspace is a git worktree (libgit2) on a fresh
  * branch `cordon/<session id>` cut from the requested branch (or HEAD), so sessions never
@@ -146,27 +146,8 @@ static int save_backend_state(struct cordon_session *s, const char *repo_path, b
   return s->backend_state ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
 }
 
-/* Choosing this backend by name is the operator's choice of no isolation; but confinement the
- * caller asked for explicitly and cannot have is refused, never silently dropped. */
-static int refuse_unenforceable(const struct cordon_manifest *m, struct cordon_error **err) {
-  const struct cordon_policy *p = &m->policy;
-  const struct cordon_limits *l = &p->limits;
-  const char *unenforceable = strv_length(p->read_only)                   ? "read-only paths"
-                              : strv_length(p->hidden)                    ? "hidden paths"
-                              : l->memory_bytes || l->pids || l->cpus > 0 ? "resource limits"
-                                                                          : NULL;
-  if (unenforceable && p->require_enforcement)
-    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
-                            "the worktree backend cannot enforce %s (it isolates nothing); use "
-                            "an isolating backend such as ns",
-                            unenforceable);
-  return 0;
-}
-
 static int worktree_create(struct cordon_session *s, const struct cordon_manifest *m,
                            struct cordon_error **err) {
-  if (refuse_unenforceable(m, err) < 0)
-    return -1;
   if (m->repo && m->workspace)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "give a repository or a workspace, not both");
   _cleanup_free_ char *repo_path = NULL;
@@ -205,8 +186,6 @@ static int worktree_create(struct cordon_session *s, const struct cordon_manifes
  * manifest's files on top. */
 static int worktree_resume(struct cordon_session *s, const struct cordon_manifest *m,
                            const char *snapshot_id, struct cordon_error **err) {
-  if (refuse_unenforceable(m, err) < 0)
-    return -1;
   if (m->repo || m->workspace)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                             "a session resumed from a snapshot gets a fresh workspace; a "
@@ -301,6 +280,10 @@ const struct cordon_backend cordon_backend_worktree = {
     .summary = "host directory or git worktree; NO isolation: commands run as you, on the host",
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
     .tier = CORDON_TIER_NONE,
+    /* Nothing: no path policy, no limit, no network class. The library refuses a manifest that
+     * asks for any (unless enforcement is waived, which the audit chain records); its default
+     * egress is therefore open, what it gives anyway. */
+    .enforces = 0,
     .available = worktree_available,
     .create = worktree_create,
     .resume = worktree_resume,

@@ -19,7 +19,9 @@ static const char audit_usage[] =
     "\n"
     "The project's append-only audit log, <project>/.cordon/audit/audit-NNNNNN.jsonl: one\n"
     "canonical JSON entry per line, each chained to the one before by an HMAC-SHA256 under\n"
-    "the audit key kept with the signing key (see 'cordon key --help').\n"
+    "the audit key kept with the signing key (see 'cordon key --help'). The first entry\n"
+    "chains to the project's id (.cordon/project-id, made once), so a log copied from\n"
+    "another project under the same key neither verifies nor grows here.\n"
     "\n"
     "  append --event E --resource-type T [--resource-id I] [--actor A] [--details JSON]\n"
     "         [--rotate-size SIZE] [--json]\n"
@@ -30,7 +32,9 @@ static const char audit_usage[] =
     "                  print the entries (--json: the stored JSON lines), without checking\n"
     "  verify [--json] replay the whole chain offline; on failure name the first bad line\n"
     "                  and why: bad_hmac, broken_link, malformed, missing_newline (a torn\n"
-    "                  append), missing_segment\n"
+    "                  append), missing_segment, foreign_project (the chain begins from\n"
+    "                  another project's id: .cordon/project-id), unbound (a log begun before\n"
+    "                  logs were bound to their project)\n"
     "  repair [--actor A] [--json]\n"
     "                  drop a torn final line left by an interrupted append, and record the\n"
     "                  repair in the chain; nothing else is ever rewritten\n"
@@ -245,6 +249,8 @@ static int audit_verify(int argc, char **argv) {
     json_t *o = json_pack("{s:b, s:I, s:I, s:s, s:s}", "ok", ok, "entries", (json_int_t)rep.entries,
                           "segments", (json_int_t)rep.segments, "head", rep.head, "problem",
                           cordon_audit_problem_name(rep.problem));
+    json_object_set_new(o, "project",
+                        rep.project_id[0] ? json_string(rep.project_id) : json_null());
     if (!ok) {
       json_object_set_new(o, "file", json_string(rep.file ? rep.file : ""));
       json_object_set_new(o, "line", json_integer((json_int_t)rep.line));
@@ -254,8 +260,9 @@ static int audit_verify(int argc, char **argv) {
     }
     cli_print_json(o);
   } else if (ok) {
-    printf("audit chain intact: %llu entries in %zu segment%s, head %s\n",
-           (unsigned long long)rep.entries, rep.segments, rep.segments == 1 ? "" : "s", rep.head);
+    printf("audit chain intact: %llu entries in %zu segment%s, head %s%s%s\n",
+           (unsigned long long)rep.entries, rep.segments, rep.segments == 1 ? "" : "s", rep.head,
+           rep.project_id[0] ? ", project " : "", rep.project_id);
   } else if (rep.problem == CORDON_AUDIT_MISSING_SEGMENT) {
     cli_error("audit chain broken: %s: %s: %s (%llu entries verified before it)", rep.file,
               cordon_audit_problem_name(rep.problem), rep.reason, (unsigned long long)rep.entries);

@@ -11,7 +11,18 @@ static const char backends_usage[] =
     "\n"
     "List every backend (built-in and plugins from CORDON_PLUGIN_PATH) with its capabilities,\n"
     "isolation tier (none < process < container < vm) and whether it is available on this host,\n"
-    "with the reason when it is not. A plugin that failed to load is listed with the reason.\n";
+    "with the reason when it is not. A plugin that failed to load is listed with the reason.\n"
+    "--json also lists the policy features each backend enforces (read_only_paths,\n"
+    "hidden_paths, host_grants, memory, pids, cpu, nofile, fsize, tmp_size, net_none,\n"
+    "net_loopback, net_restricted); asking a backend for another is refused.\n";
+
+static json_t *features_json(uint32_t features) {
+  json_t *a = json_array();
+  for (unsigned i = 0; i < CORDON_FEATURE_COUNT; i++)
+    if (features & (1u << i))
+      json_array_append_new(a, json_string(cordon_feature_name(1u << i)));
+  return a;
+}
 
 static json_t *capabilities_json(uint32_t caps) {
   json_t *a = json_array();
@@ -58,6 +69,7 @@ int cmd_backends(int argc, char **argv) {
       if (b) {
         json_object_set_new(o, "tier", json_string(cordon_tier_name(b->tier)));
         json_object_set_new(o, "capabilities", capabilities_json(b->capabilities));
+        json_object_set_new(o, "enforces", features_json(b->enforces));
         json_object_set_new(o, "summary", json_string(b->summary ? b->summary : ""));
       }
       if (why)

@@ -35,9 +35,13 @@ struct manifest_opts {
   struct cordon_file_spec *files;
   size_t n_files;
   enum cordon_egress egress;
+  bool egress_set; /* --net given; otherwise the backend's default class */
   struct cordon_limits limits;
   double timeout;
   bool no_require;
+  bool quiet; /* --quiet or CORDON_QUIET=1: no notice that a backend isolates nothing */
+  /* select_backend fell back to running unconfined (CORDON_SANDBOX=off or auto) and said so */
+  bool warned_unconfined;
   /* exec options (run only) */
   const char *cwd;
   const char *stdin_file;
@@ -78,6 +82,7 @@ enum {
   OPT_FSIZE,
   OPT_TIMEOUT,
   OPT_NO_REQUIRE,
+  OPT_QUIET,
   OPT_CWD,
   OPT_STDIN,
   OPT_JSON,
@@ -104,7 +109,7 @@ enum {
       {"fsize", required_argument, NULL, OPT_FSIZE},                                              \
       {"timeout", required_argument, NULL, OPT_TIMEOUT},                                          \
       {"no-require-enforcement", no_argument, NULL, OPT_NO_REQUIRE},                              \
-      {"json", no_argument, NULL, OPT_JSON}, {                                                    \
+      {"quiet", no_argument, NULL, OPT_QUIET}, {"json", no_argument, NULL, OPT_JSON}, {           \
     "help", no_argument, NULL, OPT_HELP                                                           \
   }
 
@@ -121,13 +126,18 @@ enum {
   "                        (a protected file with other names, hard links, is refused; the\n" \
   "                        directories above a protected path cannot be moved inside)\n"      \
   "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
-  "  --net CLASS           egress: none (default), loopback, restricted, open\n"              \
+  "  --net CLASS           egress: none, loopback, restricted, open (default: the\n"          \
+  "                        strictest class the backend enforces; worktree: open)\n"           \
   "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
   "                        resource limits (SIZE takes K, M, G); refused if unenforceable\n"  \
   "  --timeout SECONDS     exec timeout\n"                                                    \
   "  --image IMAGE         image for container and VM backends\n"                             \
   "  --no-require-enforcement\n"                                                              \
-  "                        allow running unconfined (CORDON_SANDBOX=off, or no backend)\n"    \
+  "                        run even if the backend does not enforce what is asked\n"          \
+  "                        (--ro, --memory, --net none...: a WARNING line each, and\n"        \
+  "                        an enforcement.waived entry in the audit log), or run\n"           \
+  "                        unconfined (CORDON_SANDBOX=off, or no backend)\n"                  \
+  "  --quiet               no notice that a backend isolates nothing (CORDON_QUIET=1)\n"      \
   "  --json                machine-readable output\n"
 
 static int read_host_file(const char *src, struct cordon_file_spec *f, struct cordon_error **err) {
@@ -187,6 +197,7 @@ static int manifest_option(const char *verb, int c, const char *arg, struct mani
     if (cordon_egress_parse(arg, &o->egress) < 0)
       return cli_usage_error(verb, "--net expects none, loopback, restricted or open, got '%s'",
                              arg);
+    o->egress_set = true;
     return 0;
   case OPT_MEMORY:
     if (cli_parse_size(arg, &u) < 0 || u == 0)
@@ -217,6 +228,7 @@ static int manifest_option(const char *verb, int c, const char *arg, struct mani
       return cli_usage_error(verb, "--timeout expects seconds, got '%s'", arg);
     return 0;
   case OPT_NO_REQUIRE: o->no_require = true; return 0;
+  case OPT_QUIET: o->quiet = true; return 0;
   case OPT_JSON: o->json = true; return 0;
   }
   return 1;
@@ -269,7 +281,7 @@ static int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
  * Otherwise CORDON_SANDBOX decides: ns (must be available), auto (the default backend, and
  * only when enforcement is not required a loud fallback to worktree), off (unconfined, only
  * when enforcement is not required). */
-static int select_backend(const struct cordon_registry *reg, const struct manifest_opts *o,
+static int select_backend(const struct cordon_registry *reg, struct manifest_opts *o,
                           const struct cordon_backend **out, struct cordon_error **err) {
   if (o->backend)
     return cordon_registry_find(reg, o->backend, out, err);
@@ -283,6 +295,7 @@ static int select_backend(const struct cordon_registry *reg, const struct manife
                               "CORDON_SANDBOX=off asks to run unconfined, but enforcement is "
                               "required (pass --no-require-enforcement to allow it)");
     cli_error("WARNING: CORDON_SANDBOX=off: running UNCONFINED on the host (worktree backend)");
+    o->warned_unconfined = true;
     return cordon_registry_find(reg, "worktree", out, err);
   }
   if (strcmp(mode, "auto") && strcmp(mode, "ns"))
@@ -308,7 +321,66 @@ static int select_backend(const struct cordon_registry *reg, const struct manife
   cli_error("WARNING: backend %s is unavailable (%s): running UNCONFINED on the host "
             "(worktree backend) because enforcement is not required",
             name, why ? why : "unavailable");
+  o->warned_unconfined = true;
   return cordon_registry_find(reg, "worktree", out, err);
+}
+
+/* The option that asks for each policy feature, for messages. */
+static const char *feature_option(uint32_t feature) {
+  switch (feature) {
+  case CORDON_FEATURE_READ_ONLY_PATHS: return "--ro";
+  case CORDON_FEATURE_HIDDEN_PATHS: return "--hide";
+  case CORDON_FEATURE_HOST_GRANTS: return "--allow-ro or CORDON_SANDBOX_ALLOW";
+  case CORDON_FEATURE_MEMORY: return "--memory";
+  case CORDON_FEATURE_PIDS: return "--pids";
+  case CORDON_FEATURE_CPU: return "--cpus";
+  case CORDON_FEATURE_NOFILE: return "--nofile";
+  case CORDON_FEATURE_FSIZE: return "--fsize";
+  case CORDON_FEATURE_TMP_SIZE: return "--tmp-size";
+  case CORDON_FEATURE_NET_NONE: return "--net none";
+  case CORDON_FEATURE_NET_LOOPBACK: return "--net loopback";
+  case CORDON_FEATURE_NET_RESTRICTED: return "--net restricted";
+  }
+  return "?";
+}
+
+/* With the backend chosen: its default egress class when --net was not given, then the
+ * enforcement check (the library makes it too, and audits a waiver; here it is said in terms of
+ * options), one WARNING line per waived feature, and the notice that a backend of tier none
+ * isolates nothing. */
+static int apply_backend(const struct cordon_backend *b, const struct manifest_opts *o,
+                         struct cordon_manifest *m, struct cordon_error **err) {
+  /* An unconfined fallback keeps the class a confining backend would have applied (none), so
+   * giving it up is said and audited like any other waiver (the operator's explicit choice). */
+  if (!o->egress_set)
+    m->policy.egress = o->warned_unconfined ? CORDON_EGRESS_NONE : cordon_backend_default_egress(b);
+  uint32_t missing = cordon_backend_unenforced(b, &m->policy);
+  if (missing && !o->no_require) {
+    char list[512] = "";
+    for (unsigned i = 0; i < CORDON_FEATURE_COUNT; i++)
+      if (missing & (1u << i)) {
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof(list) - n, "%s%s (%s)", n ? ", " : "",
+                 cordon_feature_name(1u << i), feature_option(1u << i));
+      }
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "backend %s does not enforce %s: refusing to run without %s "
+                            "(--no-require-enforcement runs anyway and records it in the audit "
+                            "log)",
+                            b->name, list, missing & (missing - 1) ? "them" : "it");
+  }
+  for (unsigned i = 0; i < CORDON_FEATURE_COUNT; i++)
+    if (missing & (1u << i))
+      cli_error("WARNING: backend %s does NOT enforce %s (%s): running without it, as "
+                "--no-require-enforcement allows; recorded in the audit log",
+                b->name, cordon_feature_name(1u << i), feature_option(1u << i));
+  const char *quiet_env = getenv("CORDON_QUIET");
+  bool quiet = o->quiet || (quiet_env && *quiet_env && strcmp(quiet_env, "0") != 0);
+  if (b->tier == CORDON_TIER_NONE && !quiet && !o->warned_unconfined)
+    cli_error("notice: backend %s isolates nothing: commands run as you, on the host, with your "
+              "files and network (--quiet hides this)",
+              b->name);
+  return 0;
 }
 
 /* ---- exec output -------------------------------------------------------------------------- */
@@ -427,7 +499,7 @@ int cmd_run(int argc, char **argv) {
   size_t stdin_len = 0;
   if (load_stdin(o.stdin_file, &stdin_data, &stdin_len, &err) < 0 ||
       cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
-      cordon_context_open(NULL, &ctx, &err) < 0 ||
+      apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
       cordon_session_create(ctx, b, &m, &s, &err) < 0) {
     cli_fail(err);
     goto out;
@@ -620,12 +692,12 @@ static int session_create(int argc, char **argv) {
   struct cordon_session *s = NULL;
   if (count) {
     if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
-        cordon_context_open(NULL, &ctx, &err) < 0)
+        apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0)
       code = cli_fail(err);
     else
       code = create_batch(ctx, b, &m, from, (size_t)count, o.json);
   } else if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
-             cordon_context_open(NULL, &ctx, &err) < 0 ||
+             apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
              (from ? cordon_session_resume(ctx, b, &m, from, &s, &err)
                    : cordon_session_create(ctx, b, &m, &s, &err)) < 0) {
     code = cli_fail(err);

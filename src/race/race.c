@@ -362,6 +362,9 @@ static int start_all(struct race *r, struct cordon_error **err) {
   /* Ephemeral: the race destroys its sessions itself, so their state needs no fsync. One-shot
    * unless a judge runs after the command, in the same session. */
   struct cordon_manifest m = {.ephemeral = true, .one_shot = !r->o->judge_argv};
+  /* No policy asked for: the backend's own default egress (none on ns, open on worktree). */
+  m.policy.egress = cordon_backend_default_egress(r->o->backend);
+  m.policy.require_enforcement = true;
   struct cordon_session_batch batch = {
       .count = r->k, .jobs = r->o->jobs, .progress = start_progress, .data = r};
   _cleanup_free_ struct cordon_session **sessions = calloc(r->k, sizeof(*sessions));

@@ -123,8 +123,9 @@ append() { "$CORDON" audit append --event "${1:-test.event}" --resource-type thi
 3
 $h3" ]
   [ "$(stat -c %a "$(seg 1)")" = 600 ]
-  # Lines are canonical JSON, the first links to genesis, the second to the first.
-  [ "$(head -n1 "$(seg 1)" | jq -r .prev)" = "$(printf '0%.0s' $(seq 64))" ]
+  # Lines are canonical JSON, the first links to the project's id, the second to the first.
+  [ "$(head -n1 "$(seg 1)" | jq -r .prev)" = "$(cat .cordon/project-id)" ]
+  [[ "$(cat .cordon/project-id)" =~ ^[0-9a-f]{64}$ ]]
   [ "$(sed -n 2p "$(seg 1)" | jq -r .prev)" = "$h1" ]
   head -n1 "$(seg 1)" | grep -q '"details":{"k":4,"winner":"t2"}'
   run $CORDON audit show
@@ -262,4 +263,48 @@ $h3" ]
   run $CORDON audit verify
   [ "$status" -eq 1 ]
   [[ "$output" == *":1 "*"bad_hmac"* ]]
+}
+
+@test "audit: another project's log under the same key fails verify naming both ids" {
+  append a; append b
+  mine=$(cat .cordon/project-id)
+  OTHER=$(mktemp -d "${TMPDIR:-/tmp}/cordon-audit-other.XXXXXX")
+  CORDON_PROJECT=$OTHER $CORDON audit append --event other.one --resource-type t >/dev/null
+  CORDON_PROJECT=$OTHER $CORDON audit append --event other.two --resource-type t >/dev/null
+  theirs=$(cat "$OTHER/.cordon/project-id")
+  [ "$mine" != "$theirs" ]
+  # Each verifies in its own project...
+  CORDON_PROJECT=$OTHER run $CORDON audit verify
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"project $theirs"* ]]
+  # ...but the other's HMAC-valid chain copied in here does not.
+  cp .cordon/audit/audit-000001.jsonl mine.jsonl
+  cp "$OTHER/.cordon/audit/audit-000001.jsonl" .cordon/audit/audit-000001.jsonl
+  rm -rf "$OTHER"
+  run $CORDON audit verify
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"audit-000001.jsonl:1 "*"foreign_project"*"$theirs"*"$mine"* ]]
+  run $CORDON audit verify --json
+  [ "$(echo "$output" | jq -r '.problem, .project, .entries')" = "foreign_project
+$theirs
+0" ]
+  # Nor does it grow here.
+  run $CORDON audit append --event e --resource-type t
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"refusing to extend"*"foreign_project"*"$mine"* ]]
+  # The project's own log back: intact. Without its project-id, its log is no one's.
+  cp mine.jsonl .cordon/audit/audit-000001.jsonl
+  run $CORDON audit verify
+  [ "$status" -eq 0 ]
+  mv .cordon/project-id saved-id
+  run $CORDON audit verify
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"foreign_project"*"$mine"*"none"* ]]
+  mv saved-id .cordon/project-id
+  echo garbage > .cordon/project-id
+  run $CORDON audit verify
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"project-id is not 64 lowercase hex digits"* ]]
 }

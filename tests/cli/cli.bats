@@ -7,12 +7,14 @@ bats_require_minimum_version 1.5.0
 setup() {
   PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-cli.XXXXXX")
   export CORDON_PROJECT=$PROJECT
+  export CORDON_QUIET=1 # worktree's notice that it isolates nothing: enforcement.bats tests it
+  export CORDON_KEY_DIR=$PROJECT.keys # waivers are audited (CORDON_SANDBOX=off)
   cd "$PROJECT"
 }
 
 teardown() {
   cd /
-  rm -rf "$PROJECT"
+  rm -rf "$PROJECT" "$PROJECT.keys"
 }
 
 wt() { "$CORDON" "$@"; }
@@ -99,7 +101,7 @@ from-stdin" ]
 @test "worktree refuses confinement it cannot enforce" {
   run $CORDON run --backend worktree --ro src -- true
   [ "$status" -eq 125 ]
-  [[ "$output" == *"cannot enforce read-only paths"* ]]
+  [[ "$output" == *"does not enforce read_only_paths (--ro)"* ]]
 }
 
 @test "CORDON_SANDBOX=off is refused unless enforcement is lifted, then warns loudly" {

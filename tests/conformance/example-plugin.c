@@ -1,7 +1,9 @@
 /* An example backend plugin: a plain host directory, like `worktree` without git, loaded at
  * run time from CORDON_PLUGIN_PATH. It shows the whole contract a plugin meets: one exported
- * entry point returning the backend and the ABI version it was built against. It reuses
- * cordon's own helpers (linked statically into this object) for the workspace and the runner. */
+ * entry point returning the backend and the ABI version it was built against, and the policy
+ * features it enforces (none: cordon refuses to hand it --ro, --hide, limits or a network class
+ * unless enforcement is waived). It reuses cordon's own helpers (linked statically into this
+ * object) for the workspace and the runner. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +87,7 @@ static const struct cordon_backend example_backend = {
     .summary = "example plugin: a host directory, no isolation",
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC,
     .tier = CORDON_TIER_NONE,
+    .enforces = 0, /* it confines nothing; its default egress is therefore open */
     .available = example_available,
     .create = example_create,
     .attach = example_attach,

@@ -1,7 +1,8 @@
 /* Unit tests of the HMAC-chained audit log (src/audit/): the chain verifies; any single changed
  * byte is caught; torn tails, removed, reordered and forged lines are named precisely;
  * concurrent appenders from four processes leave one unforked chain; rotation keeps the chain
- * continuous across segments. */
+ * continuous across segments; a chain bound to a project neither verifies nor grows as
+ * another project's, nor as an unbound one's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -19,7 +20,9 @@
 
 #include <cordon/audit.h>
 #include <cordon/keys.h>
+#include <cordon/session.h>
 
+#include "audit/entry.h"
 #include "base/fs.h"
 
 static char tmp_root[] = "/tmp/cordon-test-audit.XXXXXX";
@@ -642,8 +645,236 @@ static void test_large_batch(void **state) {
   free(dir);
 }
 
+/* ---- project binding ---------------------------------------------------------------------- */
+
+#define PROJECT_A "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"
+#define PROJECT_B "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2"
+
+static struct cordon_audit_log *open_bound(const char *dir, const char *project, uint64_t rotate) {
+  struct cordon_audit_options opts = {
+      .key_dir = key_dir, .rotate_bytes = rotate, .project_id = project};
+  struct cordon_audit_log *log = NULL;
+  assert_int_equal(cordon_audit_open(dir, &opts, &log, NULL), 0);
+  return log;
+}
+
+static void test_genesis_check_pure(void **state) {
+  (void)state;
+  char reason[512];
+  assert_int_equal(audit_genesis_check(PROJECT_A, PROJECT_A, reason, sizeof(reason)),
+                   CORDON_AUDIT_OK);
+  assert_int_equal(audit_genesis_check(AUDIT_GENESIS, AUDIT_GENESIS, reason, sizeof(reason)),
+                   CORDON_AUDIT_OK);
+  /* Another project's chain: both ids named. */
+  assert_int_equal(audit_genesis_check(PROJECT_B, PROJECT_A, reason, sizeof(reason)),
+                   CORDON_AUDIT_FOREIGN_PROJECT);
+  assert_non_null(strstr(reason, PROJECT_A));
+  assert_non_null(strstr(reason, PROJECT_B));
+  /* A project that has no id yet is never handed someone else's chain. */
+  assert_int_equal(audit_genesis_check(PROJECT_B, "", reason, sizeof(reason)),
+                   CORDON_AUDIT_FOREIGN_PROJECT);
+  assert_non_null(strstr(reason, PROJECT_B));
+  /* A chain begun bound to no project, read as a project's. */
+  assert_int_equal(audit_genesis_check(AUDIT_GENESIS, PROJECT_A, reason, sizeof(reason)),
+                   CORDON_AUDIT_UNBOUND);
+  assert_non_null(strstr(reason, PROJECT_A));
+  /* A log bound to no project whose chain does not start from zeros: as before, a broken link. */
+  assert_int_equal(audit_genesis_check(PROJECT_A, AUDIT_GENESIS, reason, sizeof(reason)),
+                   CORDON_AUDIT_BROKEN_LINK);
+}
+
+static void test_project_binding(void **state) {
+  (void)state;
+  char *dir = fresh_dir("bound");
+  struct cordon_audit_log *a = open_bound(dir, PROJECT_A, 0);
+  append_n(a, 3, "a");
+  struct cordon_audit_report r;
+  verify(a, &r);
+  assert_int_equal(r.problem, CORDON_AUDIT_OK);
+  assert_int_equal(r.entries, 3);
+  assert_string_equal(r.project_id, PROJECT_A);
+  cordon_audit_report_clear(&r);
+  /* The first entry chains to the project's id. */
+  char *seg = segment_path(dir, 1);
+  size_t len = 0;
+  char *text = slurp(seg, &len);
+  assert_non_null(strstr(text, "\"prev\":\"" PROJECT_A "\""));
+  cordon_audit_close(a);
+
+  /* The same files (same key) in project B: verify names both ids on line 1... */
+  struct cordon_audit_log *b = open_bound(dir, PROJECT_B, 0);
+  verify(b, &r);
+  assert_int_equal(r.problem, CORDON_AUDIT_FOREIGN_PROJECT);
+  assert_int_equal(r.line, 1);
+  assert_int_equal(r.entry, 1);
+  assert_int_equal(r.entries, 0);
+  assert_non_null(strstr(r.reason, PROJECT_A));
+  assert_non_null(strstr(r.reason, PROJECT_B));
+  assert_null(strchr(r.reason, '\n'));
+  assert_string_equal(r.project_id, PROJECT_A);
+  cordon_audit_report_clear(&r);
+  /* ...and B cannot extend it: nothing is written. */
+  struct cordon_audit_event ev = {"e", "a", "t", "", NULL};
+  struct cordon_error *err = NULL;
+  assert_true(cordon_audit_append(b, &ev, NULL, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_INTEGRITY);
+  assert_non_null(strstr(err->message, "foreign_project"));
+  assert_non_null(strstr(err->message, PROJECT_B));
+  cordon_error_free(err);
+  err = NULL;
+  size_t len_after = 0;
+  char *after = slurp(seg, &len_after);
+  assert_int_equal(len_after, len);
+  free(after);
+  /* Nor repair it: a torn tail of another project's log is left as it is. */
+  int fd = open(seg, O_WRONLY | O_APPEND | O_CLOEXEC);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, "{\"torn", 6), 6);
+  close(fd);
+  uint64_t dropped = 99;
+  assert_true(cordon_audit_repair(b, "tester", &dropped, &err) < 0);
+  assert_non_null(strstr(err->message, "foreign_project"));
+  assert_int_equal(dropped, 0);
+  cordon_error_free(err);
+  err = NULL;
+  after = slurp(seg, &len_after);
+  assert_int_equal(len_after, len + 6);
+  free(after);
+  put(seg, text, len);
+  cordon_audit_close(b);
+
+  /* Opened as a log bound to no project, the chain does not start from zeros. */
+  struct cordon_audit_log *unbound = open_log(dir, 0);
+  expect_problem(unbound, CORDON_AUDIT_BROKEN_LINK, "audit-000001.jsonl", 1);
+  cordon_audit_close(unbound);
+
+  /* Its first entry removed, A's chain no longer begins from A. */
+  size_t start, length;
+  line_span(text, 1, &start, &length);
+  put(seg, text + length, len - length);
+  a = open_bound(dir, PROJECT_A, 0);
+  expect_problem(a, CORDON_AUDIT_FOREIGN_PROJECT, "audit-000001.jsonl", 1);
+  assert_true(cordon_audit_append(a, &ev, NULL, &err) < 0);
+  cordon_error_free(err);
+  err = NULL;
+  cordon_audit_close(a);
+  put(seg, text, len);
+  free(text);
+  free(seg);
+  free(dir);
+
+  /* A chain begun bound to no project (a log of an earlier cordon) is refused for a project,
+   * by verify and by append, with the reason. */
+  dir = fresh_dir("unbound");
+  unbound = open_log(dir, 0);
+  append_n(unbound, 2, "old");
+  expect_ok(unbound, 2);
+  cordon_audit_close(unbound);
+  a = open_bound(dir, PROJECT_A, 0);
+  expect_problem(a, CORDON_AUDIT_UNBOUND, "audit-000001.jsonl", 1);
+  assert_true(cordon_audit_append(a, &ev, NULL, &err) < 0);
+  assert_non_null(strstr(err->message, "unbound"));
+  cordon_error_free(err);
+  err = NULL;
+  cordon_audit_close(a);
+  free(dir);
+
+  /* Rotation: the binding is the first entry of the whole chain, in the first segment. */
+  dir = fresh_dir("bound-rotated");
+  a = open_bound(dir, PROJECT_A, 1024);
+  append_n(a, 20, "r");
+  expect_ok(a, 20);
+  cordon_audit_close(a);
+  b = open_bound(dir, PROJECT_B, 1024);
+  expect_problem(b, CORDON_AUDIT_FOREIGN_PROJECT, "audit-000001.jsonl", 1);
+  cordon_audit_close(b);
+  free(dir);
+
+  /* A project id must be one: 64 lowercase hex digits, not the unbound genesis. */
+  const char *bad[] = {AUDIT_GENESIS, "abc", PROJECT_A "0",
+                       "A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    struct cordon_audit_options opts = {.key_dir = key_dir, .project_id = bad[i]};
+    struct cordon_audit_log *log = NULL;
+    assert_true(cordon_audit_open("/nonexistent", &opts, &log, &err) < 0);
+    assert_int_equal(err->kind, CORDON_ERR_USAGE);
+    assert_null(log);
+    cordon_error_free(err);
+    err = NULL;
+  }
+}
+
+/* A project's log, through its context: the id is made once in .cordon/project-id at the first
+ * append, and another project's log copied in is refused with both ids. */
+static void test_project_log_through_context(void **state) {
+  (void)state;
+  char *pa = fresh_dir("project-a"), *pb = fresh_dir("project-b");
+  assert_int_equal(mkdir(pa, 0700), 0);
+  assert_int_equal(mkdir(pb, 0700), 0);
+  struct cordon_context *ca = NULL, *cb = NULL;
+  assert_int_equal(cordon_context_open(pa, &ca, NULL), 0);
+  assert_int_equal(cordon_context_open(pb, &cb, NULL), 0);
+  char ida[CORDON_PROJECT_ID_HEX_LEN + 1], idb[CORDON_PROJECT_ID_HEX_LEN + 1];
+  assert_int_equal(cordon_context_project_id(ca, false, ida, NULL), 0); /* none yet */
+  assert_string_equal(ida, "");
+  struct cordon_audit_options opts = {.key_dir = key_dir};
+  struct cordon_audit_log *la = NULL, *lb = NULL;
+  assert_int_equal(cordon_audit_open_project(ca, &opts, &la, NULL), 0);
+  expect_ok(la, 0); /* verifying an empty log makes nothing */
+  assert_int_equal(cordon_context_project_id(ca, false, ida, NULL), 0);
+  append_n(la, 2, "a");
+  assert_int_equal(cordon_context_project_id(ca, false, ida, NULL), 1);
+  assert_int_equal(strlen(ida), 64);
+  expect_ok(la, 2);
+  assert_int_equal(cordon_audit_open_project(cb, &opts, &lb, NULL), 0);
+  append_n(lb, 1, "b");
+  assert_int_equal(cordon_context_project_id(cb, true, idb, NULL), 1);
+  assert_string_not_equal(ida, idb);
+  /* Stable: read again, the same id. */
+  char again[CORDON_PROJECT_ID_HEX_LEN + 1];
+  assert_int_equal(cordon_context_project_id(ca, true, again, NULL), 1);
+  assert_string_equal(again, ida);
+
+  /* B's log replaced by A's (same install key): refused, naming both ids. */
+  char *seg_a = NULL, *seg_b = NULL;
+  assert_true(asprintf(&seg_a, "%s/.cordon/audit/audit-000001.jsonl", pa) > 0);
+  assert_true(asprintf(&seg_b, "%s/.cordon/audit/audit-000001.jsonl", pb) > 0);
+  size_t len = 0;
+  char *text = slurp(seg_a, &len);
+  assert_int_equal(fs_write_atomic(seg_b, text, len, 0600, NULL), 0);
+  cordon_audit_close(lb);
+  assert_int_equal(cordon_audit_open_project(cb, &opts, &lb, NULL), 0);
+  struct cordon_audit_report r;
+  verify(lb, &r);
+  assert_int_equal(r.problem, CORDON_AUDIT_FOREIGN_PROJECT);
+  assert_non_null(strstr(r.reason, ida));
+  assert_non_null(strstr(r.reason, idb));
+  cordon_audit_report_clear(&r);
+  /* A malformed project-id is an integrity error, not a new identity. */
+  char *idfile = NULL;
+  assert_true(asprintf(&idfile, "%s/.cordon/project-id", pa) > 0);
+  assert_int_equal(fs_write_atomic(idfile, "xyz\n", 4, 0600, NULL), 0);
+  struct cordon_error *err = NULL;
+  assert_true(cordon_context_project_id(ca, true, again, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_INTEGRITY);
+  cordon_error_free(err);
+  free(idfile);
+  free(text);
+  free(seg_a);
+  free(seg_b);
+  cordon_audit_close(la);
+  cordon_audit_close(lb);
+  cordon_context_free(ca);
+  cordon_context_free(cb);
+  free(pa);
+  free(pb);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_genesis_check_pure),
+      cmocka_unit_test(test_project_binding),
+      cmocka_unit_test(test_project_log_through_context),
       cmocka_unit_test(test_chain_verifies),
       cmocka_unit_test(test_every_byte_flip_detected),
       cmocka_unit_test(test_torn_tail),

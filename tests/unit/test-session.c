@@ -1,6 +1,7 @@
 /* The session layer: what backends receive, state files, re-attach, idempotent destroy, the
- * registry and plugin refusal. A recording fake backend shows exactly what the library hands
- * a backend. */
+ * registry and plugin refusal, and the one enforcement check (policy features asked for
+ * against those a backend enforces; a waiver is audited). A recording fake backend shows
+ * exactly what the library hands a backend. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include <cordon/audit.h>
+#include <cordon/keys.h>
 #include <cordon/session.h>
 
 #include "base/fs.h"
@@ -27,12 +30,14 @@ static char **last_env;
 static char *last_cwd;
 static double last_timeout;
 static int creates_to_fail;
+static size_t creates; /* create calls that reached the backend */
 
 static int fake_available(const struct cordon_backend *self, char **reason) {
   return 1;
 }
 static int fake_create(struct cordon_session *s, const struct cordon_manifest *m,
                        struct cordon_error **err) {
+  creates++;
   if (creates_to_fail > 0) {
     creates_to_fail--;
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "fake refuses");
@@ -82,6 +87,7 @@ static const struct cordon_backend fake = {
     .abi_version = CORDON_BACKEND_ABI_VERSION,
     .name = "fake",
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC,
+    .enforces = CORDON_FEATURE_NET_NONE,
     .available = fake_available,
     .create = fake_create,
     .attach = fake_ok,
@@ -123,6 +129,7 @@ static const struct cordon_backend deferring = {
     .abi_version = CORDON_BACKEND_ABI_VERSION,
     .name = "deferring",
     .capabilities = CORDON_CAP_SNAPSHOT,
+    .enforces = CORDON_FEATURE_NET_NONE,
     .available = fake_available,
     .create = fake_create,
     .resume = deferring_resume,
@@ -322,6 +329,7 @@ static void test_state_roundtrip_and_corruption(void **state) {
   assert_int_equal(cordon_registry_find(reg, "worktree", &wt, NULL), 0);
   const char *env[] = {"K=V", NULL};
   struct cordon_manifest m = {.env = env, .default_timeout = 4};
+  m.policy.egress = CORDON_EGRESS_OPEN; /* worktree enforces no network class */
   struct cordon_session *s = NULL;
   struct cordon_error *err = NULL;
   assert_int_equal(cordon_session_create(ctx, wt, &m, &s, &err), 0);
@@ -388,7 +396,7 @@ static void test_registry_and_plugins(void **state) {
   struct cordon_registry *reg = NULL;
   assert_int_equal(cordon_registry_load(&reg, NULL), 0);
   unsetenv("CORDON_PLUGIN_PATH");
-  bool saw_example = false, saw_broken = false;
+  bool saw_example = false, saw_broken = false, saw_old = false;
   for (size_t i = 0; i < cordon_registry_count(reg); i++) {
     const struct cordon_registry_entry *e = cordon_registry_entry(reg, i);
     if (!strcmp(e->name, "example")) {
@@ -396,9 +404,14 @@ static void test_registry_and_plugins(void **state) {
     }
     if (e->load_error && strstr(e->load_error, "ABI version 999"))
       saw_broken = true;
+    /* Built before backends declared what they enforce: refused, named by its file. */
+    if (!strcmp(e->name, "cordon-old.so") && !e->backend && e->load_error &&
+        strstr(e->load_error, "ABI version 2, cordon speaks 3"))
+      saw_old = true;
   }
   assert_true(saw_example);
   assert_true(saw_broken);
+  assert_true(saw_old);
   const struct cordon_backend *b = NULL;
   struct cordon_error *err = NULL;
   assert_true(cordon_registry_find(reg, "nosuch", &b, &err) < 0);
@@ -429,11 +442,155 @@ static void test_backend_check(void **state) {
   b.capabilities |= CORDON_CAP_SNAPSHOT;
   assert_true(cordon_backend_check(&b, &err) < 0);
   cordon_error_free(err);
+  err = NULL;
+  b = fake;
+  b.enforces |= 1u << CORDON_FEATURE_COUNT; /* a feature this cordon does not know */
+  assert_true(cordon_backend_check(&b, &err) < 0);
+  assert_non_null(strstr(err->message, "policy features"));
+  cordon_error_free(err);
+}
+
+/* ---- enforcement: what a manifest asks for against what a backend enforces ---------------- */
+
+static void test_policy_features(void **state) {
+  struct cordon_policy p = {0};
+  /* Nothing but the egress class, which defaults to none: a request like any other. */
+  assert_int_equal(cordon_policy_features(&p), CORDON_FEATURE_NET_NONE);
+  p.egress = CORDON_EGRESS_OPEN; /* restricts nothing */
+  assert_int_equal(cordon_policy_features(&p), 0);
+  const char *one[] = {"x", NULL}, *none[] = {NULL};
+  p.read_only = none; /* an empty list asks for nothing */
+  assert_int_equal(cordon_policy_features(&p), 0);
+  p.read_only = one;
+  p.hidden = one;
+  p.allow_ro = one;
+  p.limits = (struct cordon_limits){
+      .memory_bytes = 1, .pids = 1, .cpus = 0.5, .nofile = 1, .fsize_bytes = 1};
+  p.egress = CORDON_EGRESS_LOOPBACK;
+  uint32_t all = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
+                 CORDON_FEATURE_HOST_GRANTS | CORDON_FEATURE_MEMORY | CORDON_FEATURE_PIDS |
+                 CORDON_FEATURE_CPU | CORDON_FEATURE_NOFILE | CORDON_FEATURE_FSIZE |
+                 CORDON_FEATURE_NET_LOOPBACK;
+  assert_int_equal(cordon_policy_features(&p), all);
+  p.egress = CORDON_EGRESS_RESTRICTED;
+  assert_true(cordon_policy_features(&p) & CORDON_FEATURE_NET_RESTRICTED);
+  p.egress = (enum cordon_egress)42; /* unknown: read as the strictest, never as open */
+  assert_true(cordon_policy_features(&p) & CORDON_FEATURE_NET_NONE);
+
+  /* worktree enforces nothing; ns everything but restricted egress (and, here, tmp_size). */
+  struct cordon_registry *reg = NULL;
+  const struct cordon_backend *wt = NULL, *ns = NULL;
+  assert_int_equal(cordon_registry_load(&reg, NULL), 0);
+  assert_int_equal(cordon_registry_find(reg, "worktree", &wt, NULL), 0);
+  assert_int_equal(cordon_registry_find(reg, "ns", &ns, NULL), 0);
+  p.egress = CORDON_EGRESS_NONE;
+  assert_int_equal(cordon_backend_unenforced(wt, &p),
+                   (all & ~CORDON_FEATURE_NET_LOOPBACK) | CORDON_FEATURE_NET_NONE);
+  assert_int_equal(cordon_backend_unenforced(ns, &p), 0);
+  p.egress = CORDON_EGRESS_RESTRICTED;
+  assert_int_equal(cordon_backend_unenforced(ns, &p), CORDON_FEATURE_NET_RESTRICTED);
+  /* The default class is the strictest a backend enforces; open when it enforces none. */
+  assert_int_equal(cordon_backend_default_egress(wt), CORDON_EGRESS_OPEN);
+  assert_int_equal(cordon_backend_default_egress(ns), CORDON_EGRESS_NONE);
+  struct cordon_backend loopback_only = fake;
+  loopback_only.enforces = CORDON_FEATURE_NET_LOOPBACK;
+  assert_int_equal(cordon_backend_default_egress(&loopback_only), CORDON_EGRESS_LOOPBACK);
+  cordon_registry_free(reg);
+
+  char *names = cordon_features_describe(CORDON_FEATURE_MEMORY | CORDON_FEATURE_NET_NONE);
+  assert_string_equal(names, "memory, net_none");
+  free(names);
+  names = cordon_features_describe(0);
+  assert_string_equal(names, "");
+  free(names);
+  for (unsigned i = 0; i < CORDON_FEATURE_COUNT; i++)
+    assert_string_not_equal(cordon_feature_name(1u << i), "unknown");
+  assert_string_equal(cordon_feature_name(1u << CORDON_FEATURE_COUNT), "unknown");
+}
+
+static int count_entries(const struct cordon_audit_entry *e, void *userdata) {
+  size_t *n = userdata;
+  assert_string_equal(e->event, "enforcement.waived");
+  assert_string_equal(e->resource_type, "session");
+  assert_string_equal(e->details_json, "{\"backend\":\"fake\",\"features\":[\"read_only_paths\","
+                                       "\"memory\"]}");
+  (*n)++;
+  return 0;
+}
+
+static void test_unenforced_refused_or_audited(void **state) {
+  char keys[PATH_MAX];
+  snprintf(keys, sizeof(keys), "%s/keys", project);
+  setenv("CORDON_KEY_DIR", keys, 1);
+  const char *ro[] = {"src", NULL};
+  struct cordon_manifest m = {0};
+  m.policy.read_only = ro;
+  m.policy.limits.memory_bytes = 64u << 20;
+  m.policy.require_enforcement = true;
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  /* Refused by name, before the backend or the state directory is touched. */
+  size_t before = creates;
+  assert_true(cordon_session_create(ctx, &fake, &m, &s, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_DENIED);
+  assert_non_null(strstr(err->message, "backend fake does not enforce read_only_paths, memory"));
+  assert_null(strchr(err->message, '\n'));
+  cordon_error_free(err);
+  err = NULL;
+  assert_int_equal(creates, before);
+  assert_int_equal(session_count(), 0);
+  char audit_dir[PATH_MAX];
+  snprintf(audit_dir, sizeof(audit_dir), "%s/.cordon/audit", project);
+  struct stat st;
+  assert_true(stat(audit_dir, &st) < 0);
+  /* A batch is refused once, as itself, not as its first session's failure. */
+  struct cordon_backend snap = fake;
+  snap.capabilities |= CORDON_CAP_SNAPSHOT;
+  snap.resume = deferring_resume;
+  snap.snapshot = deferring_snapshot;
+  struct cordon_session *batch_out[2] = {0};
+  struct cordon_session_batch batch = {.count = 2};
+  assert_true(cordon_session_resume_many(ctx, &snap, &m, "00", &batch, batch_out, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_DENIED);
+  assert_int_equal(batch.failed_index, SIZE_MAX);
+  cordon_error_free(err);
+  err = NULL;
+
+  /* Waived: it runs, and the project's audit chain says what was waived, for which session. */
+  m.policy.require_enforcement = false;
+  assert_int_equal(cordon_session_create(ctx, &fake, &m, &s, &err), 0);
+  assert_int_equal(creates, before + 1);
+  struct cordon_audit_log *log = NULL;
+  assert_int_equal(cordon_audit_open_project(ctx, NULL, &log, NULL), 0);
+  size_t n = 0;
+  assert_int_equal(cordon_audit_foreach(log, count_entries, &n, NULL), 0);
+  assert_int_equal(n, 1);
+  struct cordon_audit_report report;
+  assert_int_equal(cordon_audit_verify(log, &report, NULL), 0);
+  assert_int_equal(report.problem, CORDON_AUDIT_OK);
+  char id[CORDON_PROJECT_ID_HEX_LEN + 1];
+  assert_int_equal(cordon_context_project_id(ctx, false, id, NULL), 1);
+  assert_string_equal(report.project_id, id);
+  cordon_audit_report_clear(&report);
+  cordon_audit_close(log);
+  assert_int_equal(cordon_session_destroy(s, NULL), 0);
+
+  /* A waiver that cannot be recorded is no waiver: nothing starts. */
+  setenv("CORDON_KEY_DIR", "relative/keys", 1);
+  before = creates;
+  assert_true(cordon_session_create(ctx, &fake, &m, &s, &err) < 0);
+  assert_non_null(strstr(err->message, "cannot be recorded in the audit log"));
+  assert_int_equal(creates, before);
+  assert_int_equal(session_count(), 0);
+  cordon_error_free(err);
+  unsetenv("CORDON_KEY_DIR");
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_paths_reach_backend_normalised, setup, teardown),
+      cmocka_unit_test(test_policy_features),
+      cmocka_unit_test_setup_teardown(test_unenforced_refused_or_audited, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exec_environment_and_timeout, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failed_create_leaves_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_starts_all_then_waits, setup, teardown),

@@ -1347,6 +1347,13 @@ const struct cordon_backend cordon_backend_docker = {
     .summary = "a container of the Docker engine per session (Engine API on its unix socket)",
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
     .tier = CORDON_TIER_CONTAINER,
+    /* Limits the engine reports it cannot set are refused by name at create. Egress none and
+     * loopback are both NetworkMode none (the container's own lo only); restricted is not
+     * implemented. /tmp is the container's writable layer, not a capped tmpfs. */
+    .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
+                CORDON_FEATURE_HOST_GRANTS | CORDON_FEATURE_MEMORY | CORDON_FEATURE_PIDS |
+                CORDON_FEATURE_CPU | CORDON_FEATURE_NOFILE | CORDON_FEATURE_FSIZE |
+                CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK,
     .available = docker_available,
     .create = docker_create,
     .resume = docker_resume,

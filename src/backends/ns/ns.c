@@ -1321,6 +1321,12 @@ const struct cordon_backend cordon_backend_ns = {
                "non-root uid (the default)",
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
     .tier = CORDON_TIER_CONTAINER,
+    /* Limits it cannot set on this host (rootless without a delegated cgroup) it refuses by
+     * name at create; restricted egress is not implemented. */
+    .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
+                CORDON_FEATURE_HOST_GRANTS | CORDON_FEATURE_MEMORY | CORDON_FEATURE_PIDS |
+                CORDON_FEATURE_CPU | CORDON_FEATURE_NOFILE | CORDON_FEATURE_FSIZE |
+                CORDON_FEATURE_TMP_SIZE | CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK,
     .available = ns_available,
     .create = ns_create,
     .resume = ns_resume,
