@@ -40,7 +40,8 @@
  *                                 PATH.* by every way there is: chmod, fchmod, fchmodat,
  *                                 fchmodat2, chmod through the 32-bit (int 0x80) and x32
  *                                 entry points, open/openat/creat/openat2 with O_CREAT, O_TMPFILE
- *                                 then linkat, mknod/mknodat S_IFREG, and a directory's g+s
+ *                                 then linkat, mknod/mknodat S_IFREG, and a directory's g+s;
+ *                                 and file capabilities (setxattr security.capability)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -64,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/openat2.h>
+#include <linux/capability.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -76,6 +78,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -708,7 +711,7 @@ static long chmod_int80(const char *path, unsigned mode) {
 }
 
 static int setid(const char *base) {
-  struct setid_try tries[40];
+  struct setid_try tries[48];
   size_t n = 0;
   static const unsigned modes[] = {04755, 02755};
   for (size_t m = 0; m < 2; m++) {
@@ -792,10 +795,25 @@ static int setid(const char *base) {
       close(fd);
 #undef TRY
   }
+  /* File capabilities are the other way to make a file that raises privileges: CAP_SETUID in
+   * the permitted set of a file we wrote (security.capability, VFS_CAP_REVISION_2). */
+  {
+    struct vfs_cap_data caps = {.magic_etc = VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE};
+    caps.data[0].permitted = 1u << CAP_SETUID;
+    struct setid_try *t = &tries[n++];
+    snprintf(t->what, sizeof(t->what), "setxattr security.capability");
+    snprintf(t->path, sizeof(t->path), "%s.fcaps", base);
+    close(setid_fresh(t->path));
+    errno = 0;
+    t->result = setxattr(t->path, "security.capability", &caps, sizeof(caps), 0);
+    t->errnum = t->result < 0 ? errno : 0;
+    if (t->result == 0 || getxattr(t->path, "security.capability", NULL, 0) > 0)
+      return verdict(ESCAPED, "setid", "set file capabilities on %s", t->path);
+  }
   /* How they were refused: each distinct answer once, with its count. */
   char summary[512] = "";
   size_t used = 0;
-  int seen[40];
+  int seen[48];
   size_t n_seen = 0;
   for (size_t i = 0; i < n; i++) {
     unsigned bits = setid_bits(tries[i].path);
