@@ -42,6 +42,9 @@
  *                                 entry points, open/openat/creat/openat2 with O_CREAT, O_TMPFILE
  *                                 then linkat, mknod/mknodat S_IFREG, and a directory's g+s;
  *                                 and file capabilities (setxattr security.capability)
+ *   probe modes PATH              (a control for setid) every ordinary mode still works at
+ *                                 PATH.*: create 0600, chmod 0755, mknod S_IFREG 0644, O_TMPFILE
+ *                                 then linkat, a directory chmod 01777 (success: all did)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -837,6 +840,37 @@ static int setid(const char *base) {
   return verdict(BLOCKED, "setid", "no set-id bit after %zu tries (%s)", n, summary);
 }
 
+static int modes(const char *base) {
+  char path[PATH_MAX + 16], dir[PATH_MAX];
+  snprintf(path, sizeof(path), "%s.modes-file", base);
+  unlink(path);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return verdict(BLOCKED, "modes", "create %s 0600: %s", path, strerror(errno));
+  if (fchmod(fd, 0700) < 0 || chmod(path, 0755) < 0)
+    return verdict(BLOCKED, "modes", "chmod %s 0755: %s", path, strerror(errno));
+  close(fd);
+  snprintf(path, sizeof(path), "%s.modes-mknod", base);
+  unlink(path);
+  if (mknod(path, S_IFREG | 0644, 0) < 0)
+    return verdict(BLOCKED, "modes", "mknod %s: %s", path, strerror(errno));
+  snprintf(dir, sizeof(dir), "%s.modes-dir", base);
+  rmdir(dir);
+  if (mkdir(dir, 0755) < 0 || chmod(dir, 01777) < 0)
+    return verdict(BLOCKED, "modes", "chmod %s 01777: %s", dir, strerror(errno));
+  fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  char proc[64];
+  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+  snprintf(path, sizeof(path), "%s/tmpfile", dir);
+  if (fd < 0 || linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0)
+    return verdict(BLOCKED, "modes", "O_TMPFILE then linkat %s: %s", path, strerror(errno));
+  close(fd);
+  struct stat st;
+  if (stat(dir, &st) < 0 || (st.st_mode & 07777) != 01777)
+    return verdict(BLOCKED, "modes", "%s is not 01777", dir);
+  return verdict(ESCAPED, "modes", "ordinary modes work (0600, 0755, 0644, 01777, O_TMPFILE)");
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2)
@@ -897,6 +931,8 @@ int main(int argc, char **argv) {
     return sysctl_write();
   if (!strcmp(v, "setid") && a)
     return setid(a);
+  if (!strcmp(v, "modes") && a)
+    return modes(a);
   int r = syscalls(v);
   if (r != BROKEN)
     return r;

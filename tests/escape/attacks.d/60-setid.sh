@@ -13,6 +13,7 @@ setid_sweep() { # WORKSPACE NAME: no set-id bit anywhere below WORKSPACE, seen f
 }
 
 rm -rf "$ws"/setid.*
+control "ordinary modes (0600, 0755, 01777, O_TMPFILE) still work" -- modes /workspace/setid
 attack "set-id bits on what the sandbox makes" -- setid /workspace/setid
 setid_sweep "$ws" "set-id bits on what the sandbox makes"
 rm -rf "$ws"/setid.*
