@@ -130,6 +130,15 @@ static const struct {
  * mode sits in a struct: it returns ENOSYS instead, and libc falls back to openat. */
 static int setid_rules(scmp_filter_ctx ctx, struct cordon_error **err) {
   const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+  /* rule() skips a name libseccomp does not know; these two are on every architecture since
+   * Linux 6.6 and 5.6, so an unknown one means a libseccomp too old to close them: fail closed
+   * (seccomp-gen fails the build; the docker init refuses to run the command). */
+  static const char *const newer[] = {"fchmodat2", "openat2"};
+  for (size_t i = 0; i < 2; i++)
+    if (seccomp_syscall_resolve_name(newer[i]) == __NR_SCMP_ERROR)
+      return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, ENOSYS,
+                              "this libseccomp does not know %s: set-id modes cannot be denied",
+                              newer[i]);
   static const unsigned long bits[] = {S_ISUID, S_ISGID};
   /* O_TMPFILE includes O_DIRECTORY: its own bit alone says "create" */
   static const unsigned long creating[] = {O_CREAT, O_TMPFILE & ~O_DIRECTORY};
