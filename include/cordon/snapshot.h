@@ -54,8 +54,8 @@ CORDON_API int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
 
 struct cordon_restore_options {
   unsigned threads; /* 0: online CPUs, at most 8 */
-  /* Keep set-user-ID and set-group-ID bits on files. Off by default: a restore must not mint
-   * setuid binaries owned by whoever restores. */
+  /* Keep set-user-ID and set-group-ID bits on files and directories. Off by default: a restore
+   * must not mint setuid binaries owned by whoever restores, nor set-group-ID directories. */
   bool keep_setid;
   /* Create device nodes. Off by default: a snapshot's device node is refused by name. */
   bool allow_devices;

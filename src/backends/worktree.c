@@ -166,7 +166,7 @@ static int worktree_create(struct cordon_session *s, const struct cordon_manifes
     if (m->repo) {
       if (add_git_worktree(s, m->repo, s->workspace, &repo_path, err) < 0)
         return -1;
-    } else if (mkdir(s->workspace, 0755) < 0) {
+    } else if (mkdir(s->workspace, 0755) < 0 || chmod(s->workspace, 0755) < 0) { /* not umask's */
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", s->workspace);
     }
   }

@@ -1,10 +1,11 @@
 /* The seccomp deny list (see seccomp.h; the reasons are in docs/security.md).
  *
- * Every rule returns EPERM except clone3, which returns ENOSYS: its flags live in a struct that
- * seccomp cannot inspect, and ENOSYS makes libc fall back to clone(2), whose flags we can. The
- * filter covers the x86 and x32 ABIs too on x86-64, so 32-bit entry points are no way around
- * it; any other architecture is killed. */
+ * Every rule returns EPERM except clone3 and openat2, which return ENOSYS: their flags (and
+ * openat2's mode) live in a struct that seccomp cannot inspect, and ENOSYS makes libc fall back
+ * to clone(2) and openat(2), whose arguments we can. The filter covers the x86 and x32 ABIs too
+ * on x86-64, so 32-bit entry points are no way around it; any other architecture is killed. */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stddef.h>
@@ -110,6 +111,58 @@ static int rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned
   return 0;
 }
 
+/* Where each call that sets a file's mode takes it (argument index), and for the calls that only
+ * create with O_CREAT or O_TMPFILE, where the flags are (-1: the call always creates). */
+static const struct {
+  const char *name;
+  int mode_arg, flags_arg;
+} setid_calls[] = {
+    {"chmod", 1, -1},     {"fchmod", 1, -1}, {"fchmodat", 2, -1},
+    {"fchmodat2", 2, -1}, {"mknod", 1, -1},  {"mknodat", 2, -1},
+    {"creat", 1, -1},     {"open", 2, 1},    {"openat", 3, 2},
+};
+
+/* No set-user-ID or set-group-ID bit on anything a sandboxed command makes (finding 9 of issue
+ * 14): a file the sandbox writes in a root-owned workspace is host root's, and with S_ISUID it
+ * would be a root shell for every local user. Deny the bits where they are asked for: a mode
+ * with either of them, and (open, openat) only when the call creates. The mode register is
+ * masked bit by bit, so values above 07777 (which the kernel ignores) change nothing. openat2's
+ * mode sits in a struct: it returns ENOSYS instead, and libc falls back to openat. */
+static int setid_rules(scmp_filter_ctx ctx, struct cordon_error **err) {
+  const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+  /* rule() skips a name libseccomp does not know; these two are on every architecture since
+   * Linux 6.6 and 5.6, so an unknown one means a libseccomp too old to close them: fail closed
+   * (seccomp-gen fails the build; the docker init refuses to run the command). */
+  static const char *const newer[] = {"fchmodat2", "openat2"};
+  for (size_t i = 0; i < 2; i++)
+    if (seccomp_syscall_resolve_name(newer[i]) == __NR_SCMP_ERROR)
+      return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, ENOSYS,
+                              "this libseccomp does not know %s: set-id modes cannot be denied",
+                              newer[i]);
+  static const unsigned long bits[] = {S_ISUID, S_ISGID};
+  /* O_TMPFILE includes O_DIRECTORY: its own bit alone says "create" */
+  static const unsigned long creating[] = {O_CREAT, O_TMPFILE & ~O_DIRECTORY};
+  for (size_t i = 0; i < sizeof(setid_calls) / sizeof(setid_calls[0]); i++)
+    for (size_t b = 0; b < 2; b++) {
+      unsigned a = (unsigned)setid_calls[i].mode_arg;
+      struct scmp_arg_cmp mode = {a, SCMP_CMP_MASKED_EQ, bits[b], bits[b]};
+      if (setid_calls[i].flags_arg < 0) {
+        if (rule(ctx, eperm, setid_calls[i].name, 1, &mode, err) < 0)
+          return -1;
+        continue;
+      }
+      for (size_t c = 0; c < 2; c++) {
+        struct scmp_arg_cmp both[2] = {
+            {(unsigned)setid_calls[i].flags_arg, SCMP_CMP_MASKED_EQ, creating[c], creating[c]},
+            mode,
+        };
+        if (rule(ctx, eperm, setid_calls[i].name, 2, both, err) < 0)
+          return -1;
+      }
+    }
+  return rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "openat2", 0, NULL, err);
+}
+
 /* The rules, into a fresh context. */
 static int make_filter(scmp_filter_ctx *out, struct cordon_error **err) {
   _cleanup_(release_ctx) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -136,6 +189,8 @@ static int make_filter(scmp_filter_ctx *out, struct cordon_error **err) {
   }
   struct scmp_arg_cmp newtime = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWTIME, CLONE_NEWTIME);
   if (rule(ctx, eperm, "unshare", 1, &newtime, err) < 0)
+    return -1;
+  if (setid_rules(ctx, err) < 0)
     return -1;
   /* Terminal injection: the command number is an int, but the register is 64 bits wide and the
    * kernel truncates it, so compare the low 32 bits only (high-bit variants are caught too). */

@@ -668,6 +668,10 @@ static _Noreturn void child_run(const struct child_plan *plan) {
     while (n < 0 && errno == EINTR);
   }
   setpgid(0, 0);
+  /* Commands start with umask 022 whatever the caller's, as in every sandbox: the same command
+   * makes the same tree (and snapshot ids) under any caller. vfork shares no fs_struct, so the
+   * caller's own umask is untouched. */
+  umask(022);
 
   /* Dispositions: handlers are reset by execve anyway, but SIG_IGN would be inherited. The
    * mask stays full (set by the parent) until just before execve, so no signal runs a

@@ -111,6 +111,7 @@ static void add_progress(struct restore_worker *w, uint64_t bytes) {
 
 static int restore_blob(struct restore_worker *w, int pfd, const char *name,
                         const struct snap_entry *e, const struct cas_blob *in);
+static unsigned restored_mode(const struct restore *r, unsigned mode);
 
 static int restore_file(struct restore_worker *w, int pfd, const char *name,
                         const struct snap_entry *e) {
@@ -126,9 +127,7 @@ static int restore_file(struct restore_worker *w, int pfd, const char *name,
 static int restore_blob(struct restore_worker *w, int pfd, const char *name,
                         const struct snap_entry *e, const struct cas_blob *in) {
   struct restore *r = w->r;
-  unsigned mode = e->mode;
-  if (!r->o->keep_setid)
-    mode &= ~(unsigned)(S_ISUID | S_ISGID);
+  unsigned mode = restored_mode(r, e->mode);
   /* Created with its final mode when the umask leaves it intact (the tree is private until
    * the final rename), which saves an fchmod per file. */
   bool exact = r->umask >= 0 && !(mode & 07000) && !(mode & (unsigned)r->umask);
@@ -294,16 +293,23 @@ static int make_dirs(struct restore *r, struct cordon_error **err) {
   return 0;
 }
 
+/* The mode a restored entry gets: the recorded one, without set-user-ID and set-group-ID unless
+ * the caller asked to keep them (directories as files: a set-group-ID directory hands its group
+ * to everything made below it). */
+static unsigned restored_mode(const struct restore *r, unsigned mode) {
+  return r->o->keep_setid ? mode : mode & ~(unsigned)(S_ISUID | S_ISGID);
+}
+
 static int set_dir_modes(struct restore *r, struct cordon_error **err) {
   for (size_t i = r->m->count; i-- > 1;) {
     const struct snap_entry *e = &r->m->entries[i];
     if (e->kind != SNAP_DIR || dir_mode_exact(r, e->mode))
       continue;
     _cleanup_close_ int fd = anchor_open(r->rootfd, e->path, O_RDONLY | O_DIRECTORY, 0);
-    if (fd < 0 || fchmod(fd, e->mode) < 0)
+    if (fd < 0 || fchmod(fd, restored_mode(r, e->mode)) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "restore directory %s", e->path);
   }
-  if (fchmod(r->rootfd, r->m->entries[0].mode) < 0)
+  if (fchmod(r->rootfd, restored_mode(r, r->m->entries[0].mode)) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "restore: root directory");
   return 0;
 }

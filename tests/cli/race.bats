@@ -301,3 +301,32 @@ stored_in() {
   grep -q '"backend":"ns"' r.json
   [ "$(sessions_left)" -eq 0 ]
 }
+
+# Issue 14, finding 13: the caller's umask does not reach the candidates (every sandboxed command
+# starts with umask 022), and a fork's root keeps the base's mode (here 0751, not 0755 & ~umask).
+@test "the same race under umask 077 and 022: the same snapshots, a byte-identical receipt" {
+  chmod 0751 tree
+  BASE=$("$CORDON" snapshot take tree)
+  umask_cmd=(sh -c 'mkdir -p d/e; head -c $((100 + CORDON_CANDIDATE_INDEX)) /dev/zero > d/out; echo x > top')
+  backends=(worktree)
+  for b in ns docker; do
+    if $CORDON backends --json | tr -d ' \n' | grep -q "\"name\":\"$b\"[^}]*\"available\":true[^}]*\"snapshot\""; then
+      backends+=("$b")
+    fi
+  done
+  echo "# backends: ${backends[*]}" >&3
+  for b in "${backends[@]}"; do
+    (umask 077 && "$CORDON" race --backend "$b" --base "$BASE" --k 2 --out "r077-$b.json" -- "${umask_cmd[@]}")
+    (umask 022 && "$CORDON" race --backend "$b" --base "$BASE" --k 2 --out "r022-$b.json" -- "${umask_cmd[@]}")
+    cmp "r077-$b.json" "r022-$b.json"
+    # The winner's tree: the base's root mode, umask 022 modes for what the command made.
+    winner=$(tr -d ' \n' < "r077-$b.json" | sed -n 's/.*"winner":{"snapshot":"\([0-9a-f]*\)".*/\1/p')
+    [ ${#winner} -eq 64 ]
+    (umask 077 && "$CORDON" snapshot restore "$winner" "out-$b")
+    [ "$(stat -c %a "out-$b")" = 751 ]
+    [ "$(stat -c %a "out-$b/d")" = 755 ]
+    [ "$(stat -c %a "out-$b/d/e")" = 755 ]
+    [ "$(stat -c %a "out-$b/d/out")" = 644 ]
+  done
+  [ "$(sessions_left)" -eq 0 ]
+}

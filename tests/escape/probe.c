@@ -40,6 +40,15 @@
  *                                 the path to FILE and write FILE (success: FILE written)
  *   probe exchange-parent DIR FILE build DIR.new with FILE in it, then swap it with DIR
  *                                 (renameat2 RENAME_EXCHANGE; success: the swap happened)
+ *   probe setid PATH              leave a set-user-ID or set-group-ID file or directory at
+ *                                 PATH.* by every way there is: chmod, fchmod, fchmodat,
+ *                                 fchmodat2, chmod through the 32-bit (int 0x80) and x32
+ *                                 entry points, open/openat/creat/openat2 with O_CREAT, O_TMPFILE
+ *                                 then linkat, mknod/mknodat S_IFREG, and a directory's g+s;
+ *                                 and file capabilities (setxattr security.capability)
+ *   probe modes PATH              (a control for setid) every ordinary mode still works at
+ *                                 PATH.*: create 0600, chmod 0755, mknod S_IFREG 0644, O_TMPFILE
+ *                                 then linkat, a directory chmod 01777 (success: all did)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -48,6 +57,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/bpf.h>
 #include <linux/perf_event.h>
 #include <netinet/in.h>
@@ -61,6 +71,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <linux/capability.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -73,6 +85,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -679,6 +692,238 @@ static int exchange_parent(const char *dir, const char *file) {
   return verdict(ESCAPED, "exchange-parent", "swapped %s with %s", dir, fresh);
 }
 
+/* ---- setid: no set-id bit may survive on anything we make ----------------------------------- */
+
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+#define X32_SYSCALL_BIT 0x40000000L
+
+/* The set-id bits PATH has now (0 when it is gone or cannot be seen). */
+static unsigned setid_bits(const char *path) {
+  struct stat st;
+  return lstat(path, &st) == 0 ? (unsigned)(st.st_mode & (S_ISUID | S_ISGID)) : 0;
+}
+
+struct setid_try {
+  char what[64];
+  char path[PATH_MAX];
+  int result; /* what the call returned */
+  int errnum;
+};
+
+/* A plain file at PATH (our own, 0755), to change the mode of. */
+static int setid_fresh(const char *path) {
+  unlink(path);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+  if (fd < 0)
+    return -1;
+  (void)!write(fd, "#!/bin/sh\n", 10);
+  return fd;
+}
+
+/* chmod(path, mode) through the i386 entry point (int 0x80): the path must sit below 4 GiB, so
+ * it is copied into our (non-PIE, static) data segment first. -ENOSYS when the kernel has no
+ * 32-bit emulation. */
+static long chmod_int80(const char *path, unsigned mode) {
+#if defined(__x86_64__)
+  static char low[PATH_MAX];
+  snprintf(low, sizeof(low), "%s", path);
+  if ((uintptr_t)low > 0xffffffffu) {
+    errno = ENOSYS;
+    return -1;
+  }
+  /* Without ia32 emulation (ia32_emulation=0) int 0x80 is a SIGSEGV: try it in a child first. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    long g;
+    __asm__ volatile("int $0x80" : "=a"(g) : "a"(20L /* i386 getpid */) : "memory");
+    _exit(0);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status)) {
+    errno = ENOSYS;
+    return -1;
+  }
+  long r;
+  __asm__ volatile("int $0x80"
+                   : "=a"(r)
+                   : "a"(15L /* i386 chmod */), "b"((long)(uintptr_t)low), "c"((long)mode)
+                   : "memory");
+  if (r < 0) {
+    errno = (int)-r;
+    return -1;
+  }
+  return r;
+#else
+  (void)path;
+  (void)mode;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+static int setid(const char *base) {
+  struct setid_try tries[48];
+  size_t n = 0;
+  static const unsigned modes[] = {04755, 02755};
+  for (size_t m = 0; m < 2; m++) {
+    unsigned mode = modes[m];
+    const char *tag = m ? "g" : "u";
+#define TRY(name, call)                                              \
+  do {                                                               \
+    struct setid_try *t = &tries[n++];                               \
+    snprintf(t->what, sizeof(t->what), "%s %04o", name, mode);       \
+    snprintf(t->path, sizeof(t->path), "%s.%s-%s", base, name, tag); \
+    errno = 0;                                                       \
+    t->result = (int)(call);                                         \
+    if (t->result >= 0)                                              \
+      errno = 0;                                                     \
+    t->errnum = errno;                                               \
+  } while (0)
+    int fd;
+    /* change the mode of a file we just wrote */
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s.chmod-%s", base, tag);
+    if ((fd = setid_fresh(path)) < 0)
+      return verdict(BROKEN, "setid", "cannot create %s: %s", path, strerror(errno));
+    close(fd);
+    TRY("chmod", chmod(path, mode));
+    snprintf(path, sizeof(path), "%s.fchmod-%s", base, tag);
+    if ((fd = setid_fresh(path)) < 0)
+      return verdict(BROKEN, "setid", "cannot create %s: %s", path, strerror(errno));
+    TRY("fchmod", fchmod(fd, mode));
+    close(fd);
+    snprintf(path, sizeof(path), "%s.fchmodat-%s", base, tag);
+    close(setid_fresh(path));
+    TRY("fchmodat", fchmodat(AT_FDCWD, path, mode, 0));
+    snprintf(path, sizeof(path), "%s.fchmodat2-%s", base, tag);
+    close(setid_fresh(path));
+    TRY("fchmodat2", syscall(SYS_fchmodat2, AT_FDCWD, path, mode, AT_SYMLINK_NOFOLLOW));
+    snprintf(path, sizeof(path), "%s.int80-%s", base, tag);
+    close(setid_fresh(path));
+    TRY("int80", chmod_int80(path, mode));
+    snprintf(path, sizeof(path), "%s.x32-%s", base, tag);
+    close(setid_fresh(path));
+    TRY("x32", syscall(SYS_chmod | X32_SYSCALL_BIT, path, mode));
+    /* the mode given when creating */
+    TRY("open", syscall(SYS_open, t->path, O_WRONLY | O_CREAT | O_CLOEXEC, mode));
+    TRY("openat", syscall(SYS_openat, AT_FDCWD, t->path, O_WRONLY | O_CREAT | O_CLOEXEC, mode));
+    TRY("openat-excl", openat(AT_FDCWD, t->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+    TRY("creat", syscall(SYS_creat, t->path, mode));
+    struct open_how how = {.flags = O_WRONLY | O_CREAT | O_CLOEXEC, .mode = mode};
+    TRY("openat2", syscall(SYS_openat2, AT_FDCWD, t->path, &how, sizeof(how)));
+    TRY("mknod", mknod(t->path, S_IFREG | mode, 0));
+    TRY("mknodat", mknodat(AT_FDCWD, t->path, S_IFREG | mode, 0));
+    /* an unnamed file, made with the mode, then given a name */
+    {
+      char dir[PATH_MAX];
+      snprintf(dir, sizeof(dir), "%s", base);
+      char *slash = strrchr(dir, '/');
+      if (slash && slash != dir)
+        *slash = 0;
+      else
+        snprintf(dir, sizeof(dir), "%s", slash ? "/" : ".");
+      int tmp = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
+      int open_errno = errno;
+      char proc[64];
+      snprintf(proc, sizeof(proc), "/proc/self/fd/%d", tmp);
+      TRY("tmpfile", tmp < 0 ? (errno = open_errno, -1)
+                             : linkat(AT_FDCWD, proc, AT_FDCWD, t->path, AT_SYMLINK_FOLLOW));
+      if (tmp >= 0)
+        close(tmp);
+    }
+    /* a directory: chmod g+s (u+s) on it, by path and by fd */
+    snprintf(path, sizeof(path), "%s.dir-chmod-%s", base, tag);
+    rmdir(path);
+    if (mkdir(path, 0755) < 0)
+      return verdict(BROKEN, "setid", "cannot create %s: %s", path, strerror(errno));
+    TRY("dir-chmod", chmod(path, mode));
+    snprintf(path, sizeof(path), "%s.dir-fchmod-%s", base, tag);
+    rmdir(path);
+    mkdir(path, 0755);
+    fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    TRY("dir-fchmod", fchmod(fd, mode));
+    if (fd >= 0)
+      close(fd);
+#undef TRY
+  }
+  /* File capabilities are the other way to make a file that raises privileges: CAP_SETUID in
+   * the permitted set of a file we wrote (security.capability, VFS_CAP_REVISION_2). */
+  {
+    struct vfs_cap_data caps = {.magic_etc = VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE};
+    caps.data[0].permitted = 1u << CAP_SETUID;
+    struct setid_try *t = &tries[n++];
+    snprintf(t->what, sizeof(t->what), "setxattr security.capability");
+    snprintf(t->path, sizeof(t->path), "%s.fcaps", base);
+    close(setid_fresh(t->path));
+    errno = 0;
+    t->result = setxattr(t->path, "security.capability", &caps, sizeof(caps), 0);
+    t->errnum = t->result < 0 ? errno : 0;
+    if (t->result == 0 || getxattr(t->path, "security.capability", NULL, 0) > 0)
+      return verdict(ESCAPED, "setid", "set file capabilities on %s", t->path);
+  }
+  /* How they were refused: each distinct answer once, with its count. */
+  char summary[512] = "";
+  size_t used = 0;
+  int seen[48];
+  size_t n_seen = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned bits = setid_bits(tries[i].path);
+    if (bits)
+      return verdict(ESCAPED, "setid", "%s left %s with mode bits %04o (call returned %d)",
+                     tries[i].what, tries[i].path, bits, tries[i].result);
+    int e = tries[i].result < 0 ? tries[i].errnum : 0;
+    bool known = false;
+    for (size_t k = 0; k < n_seen; k++)
+      known |= seen[k] == e;
+    if (known)
+      continue;
+    seen[n_seen++] = e;
+    size_t count = 0;
+    for (size_t j = i; j < n; j++)
+      count += (tries[j].result < 0 ? tries[j].errnum : 0) == e;
+    if (used < sizeof(summary))
+      used += (size_t)snprintf(summary + used, sizeof(summary) - used, "%s%zu %s", used ? ", " : "",
+                               count, e ? strerror(e) : "bits dropped");
+  }
+  return verdict(BLOCKED, "setid", "no set-id bit after %zu tries (%s)", n, summary);
+}
+
+static int modes(const char *base) {
+  char path[PATH_MAX + 16], dir[PATH_MAX];
+  snprintf(path, sizeof(path), "%s.modes-file", base);
+  unlink(path);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return verdict(BLOCKED, "modes", "create %s 0600: %s", path, strerror(errno));
+  if (fchmod(fd, 0700) < 0 || chmod(path, 0755) < 0)
+    return verdict(BLOCKED, "modes", "chmod %s 0755: %s", path, strerror(errno));
+  close(fd);
+  snprintf(path, sizeof(path), "%s.modes-mknod", base);
+  unlink(path);
+  if (mknod(path, S_IFREG | 0644, 0) < 0)
+    return verdict(BLOCKED, "modes", "mknod %s: %s", path, strerror(errno));
+  snprintf(dir, sizeof(dir), "%s.modes-dir", base);
+  rmdir(dir);
+  if (mkdir(dir, 0755) < 0 || chmod(dir, 01777) < 0)
+    return verdict(BLOCKED, "modes", "chmod %s 01777: %s", dir, strerror(errno));
+  fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  char proc[64];
+  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+  snprintf(path, sizeof(path), "%s/tmpfile", dir);
+  if (fd < 0 || linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0)
+    return verdict(BLOCKED, "modes", "O_TMPFILE then linkat %s: %s", path, strerror(errno));
+  close(fd);
+  struct stat st;
+  if (stat(dir, &st) < 0 || (st.st_mode & 07777) != 01777)
+    return verdict(BLOCKED, "modes", "%s is not 01777", dir);
+  return verdict(ESCAPED, "modes", "ordinary modes work (0600, 0755, 0644, 01777, O_TMPFILE)");
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2)
@@ -741,6 +986,10 @@ int main(int argc, char **argv) {
     return replace_parent(a, b);
   if (!strcmp(v, "exchange-parent") && a && b)
     return exchange_parent(a, b);
+  if (!strcmp(v, "setid") && a)
+    return setid(a);
+  if (!strcmp(v, "modes") && a)
+    return modes(a);
   int r = syscalls(v);
   if (r != BROKEN)
     return r;

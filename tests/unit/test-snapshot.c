@@ -815,6 +815,61 @@ static void test_restore_special_files(void **state) {
   free(tree);
 }
 
+/* Issue 14, finding 14: set-id bits go from directories too, the root included. The snapshot
+ * records them (the mode counts in the id); only the restored tree is without them, unless
+ * keep_setid. */
+static void test_restore_strips_setid_dirs(void **state) {
+  struct fixture *f = *state;
+  char *tree = path_of(f, "setid-dirs");
+  mks(tree, "g/file", "x", 0644);
+  mks(tree, "u/file", "y", 0640);
+  mkdir_in(tree, "g", 02775);
+  mkdir_in(tree, "u", 04750);
+  assert_int_equal(chmod(tree, 02755), 0);
+  struct stat st;
+  assert_int_equal(stat(tree, &st), 0);
+  if (!(st.st_mode & S_ISGID)) { /* a group we are not in: the kernel dropped the bit */
+    free(tree);
+    skip();
+  }
+  char id[CORDON_DIGEST_HEX_SIZE], back[CORDON_DIGEST_HEX_SIZE];
+  take(f, tree, id);
+  struct cordon_snapshot_entry *es = NULL;
+  size_t n = 0;
+  struct cordon_error *err = NULL;
+  must(cordon_snapshot_entries(f->cas, id, &es, &n, &err), err, "entries");
+  unsigned recorded_g = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(es[i].path, "g"))
+      recorded_g = es[i].mode;
+  cordon_snapshot_entries_free(es, n);
+  assert_int_equal(recorded_g, 02775);
+  static const struct {
+    const char *path;
+    unsigned stripped;
+  } dirs[] = {{"", 0755}, {"/g", 0775}, {"/u", 0750}};
+  char *out = path_of(f, "setid-dirs-out");
+  restore_to(f, id, out);
+  for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+    char *p = NULL;
+    assert_true(asprintf(&p, "%s%s", out, dirs[i].path) >= 0);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, dirs[i].stripped);
+    free(p);
+  }
+  take(f, out, back);
+  assert_string_not_equal(back, id);
+  /* keep_setid: the round trip is exact. */
+  char *kept = path_of(f, "setid-dirs-kept");
+  struct cordon_restore_options keep = {.keep_setid = true};
+  must(cordon_snapshot_restore(f->cas, id, kept, &keep, &err), err, "restore");
+  take(f, kept, back);
+  assert_string_equal(back, id);
+  free(kept);
+  free(out);
+  free(tree);
+}
+
 /* ---- names of any bytes, long names, deep trees ------------------------------------------ */
 
 static void test_any_bytes_and_long_names(void **state) {
@@ -1402,6 +1457,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_stat_cache, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicates_stored_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_restore_special_files, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_restore_strips_setid_dirs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_any_bytes_and_long_names, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hostile_archives, setup, teardown),
       cmocka_unit_test_setup_teardown(test_import_gnu_tar, setup, teardown),

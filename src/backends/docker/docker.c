@@ -286,7 +286,7 @@ static int prepare_workspace(struct cordon_session *s, const struct cordon_manif
     if (snapshot_id) {
       if (workspace_restore(s, snapshot_id, dir, err) < 0)
         return -1;
-    } else if (mkdir(dir, 0755) < 0) {
+    } else if (mkdir(dir, 0755) < 0 || chmod(dir, 0755) < 0) { /* not umask's */
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", dir);
     }
     /* The engine mounts real paths: resolve any symlink in the project's own path. */

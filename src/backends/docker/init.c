@@ -351,6 +351,7 @@ static _Noreturn void child_run(const char *cwd, char *const *argv, char **envp,
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   setsid();
+  umask(022); /* never the caller's or the image's: the same command makes the same tree */
   /* The agent's received fds are all >= 3 (0-2 are init's /dev/null), so no dup2 here can
    * overwrite a source still to be copied. */
   for (int i = 0; stdio && i < 3; i++)

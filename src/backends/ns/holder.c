@@ -258,6 +258,8 @@ ON_OWN_STACK static _Noreturn void command_fail(int conn, int stage, int errnum)
 /* The command process: everything slow first, then wait for a client. */
 ON_OWN_STACK static _Noreturn void command_main(const struct ns_holder_config *cfg, int pair) {
   setsid(); /* new session, no controlling terminal */
+  /* umask 022, never the caller's: the same command makes the same tree (and snapshot ids) */
+  umask(022);
   int r = 0;
   if (cfg->rlimits.nofile || cfg->rlimits.fsize)
     r = confine_apply_rlimits(&cfg->rlimits);
@@ -1052,6 +1054,8 @@ ON_OWN_STACK static int oneshot_command_main(void *arg) {
   struct ns_oneshot *o = arg;
   const struct ns_oneshot_command *cmd = o->cmd;
   setsid(); /* new session, no controlling terminal */
+  /* umask 022, never the caller's (see command_main) */
+  umask(022);
   int r = confine_apply_rlimits(&o->cfg->rlimits);
   if (r == 0)
     r = confine_seccomp_attach(confine_seccomp_prebuilt());

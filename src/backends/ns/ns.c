@@ -687,9 +687,14 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       r = fs_mkdir_p(bases, 0700, err);
       if (r == 0)
         r = cordon_snapshot_materialize_base(cas, snapshot_id, bases, &s->workspace, err);
-      if (r == 0 && (mkdir(overlay_upper, 0755) < 0 ||
-                     chown(overlay_upper, impl->outer_uid, impl->outer_gid) < 0 ||
-                     mkdir(overlay_work, 0700) < 0))
+      /* The merged root takes the upper layer's mode: make it the base's (the snapshot's
+       * root), whatever our umask, so a fork's root is the tree it was forked from. */
+      struct stat base_st;
+      if (r == 0 &&
+          (stat(s->workspace, &base_st) < 0 || mkdir(overlay_upper, 0700) < 0 ||
+           chown(overlay_upper, impl->outer_uid, impl->outer_gid) < 0 ||
+           chmod(overlay_upper, base_st.st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID)) < 0 ||
+           mkdir(overlay_work, 0700) < 0))
         r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
                              "cannot create the overlay layers in %s", s->state_dir);
     } else {
@@ -711,7 +716,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
   } else {
     if (asprintf(&s->workspace, "%s/workspace", s->state_dir) < 0)
       s->workspace = NULL;
-    else if (mkdir(s->workspace, 0755) < 0)
+    else if (mkdir(s->workspace, 0755) < 0 || chmod(s->workspace, 0755) < 0) /* not umask's */
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", s->workspace);
     impl->owned_workspace = true;
   }
