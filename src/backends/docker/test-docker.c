@@ -422,7 +422,7 @@ static void test_paths(void **state) {
   struct cordon_error *err = NULL;
   const char *ro[] = {"./src//gen/", NULL};
   const char *hidden[] = {"secret", "key.pem", NULL};
-  assert_int_equal(docker_paths_resolve(real, ro, hidden, &paths, &err), 0);
+  assert_int_equal(docker_paths_resolve(real, ro, hidden, NULL, &paths, &err), 0);
   assert_int_equal(paths.n_read_only, 1);
   assert_string_equal(paths.read_only[0].relative, "src/gen");
   assert_true(paths.read_only[0].directory);
@@ -433,37 +433,58 @@ static void test_paths(void **state) {
 
   /* A symlink inside resolves to its target; one that leaves is refused. */
   const char *alias[] = {"alias", NULL};
-  assert_int_equal(docker_paths_resolve(real, alias, NULL, &paths, &err), 0);
+  assert_int_equal(docker_paths_resolve(real, alias, NULL, NULL, &paths, &err), 0);
   assert_string_equal(paths.read_only[0].relative, "src/gen");
   docker_paths_clear(&paths);
   const char *escape[] = {"out", NULL};
-  assert_true(docker_paths_resolve(real, escape, NULL, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, escape, NULL, NULL, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   const char *dotdot[] = {"../x", NULL};
-  assert_true(docker_paths_resolve(real, NULL, dotdot, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, NULL, dotdot, NULL, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   const char *missing[] = {"nope", NULL};
-  assert_true(docker_paths_resolve(real, missing, NULL, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, missing, NULL, NULL, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   /* Overlaps, also through two names of one directory; read-only under hidden. */
   const char *overlap[] = {"src", "src/gen", NULL};
-  assert_true(docker_paths_resolve(real, overlap, NULL, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, overlap, NULL, NULL, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   const char *two_names[] = {"alias", "src/gen", NULL};
-  assert_true(docker_paths_resolve(real, two_names, NULL, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, two_names, NULL, NULL, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   const char *hide_src[] = {"src", NULL};
-  assert_true(docker_paths_resolve(real, ro, hide_src, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, ro, hide_src, NULL, &paths, &err) < 0);
   assert_non_null(strstr(err->message, "under hidden"));
   cordon_error_free(err);
   err = NULL;
   const char *under_state[] = {".cordon", NULL};
-  assert_true(docker_paths_resolve(real, under_state, NULL, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, under_state, NULL, NULL, &paths, &err) < 0);
+  cordon_error_free(err);
+  err = NULL;
+
+  /* The always-hidden set (another project's .cordon/ deep inside, the policy's own hidden
+   * directory named again, a directory elsewhere): hidden once each, at any depth. */
+  snprintf(p, sizeof(p), "%s/src/gen/.cordon", real);
+  assert_int_equal(mkdir(p, 0700), 0);
+  char secret[4200];
+  snprintf(secret, sizeof(secret), "%s/secret", real);
+  const char *private_dirs[] = {"/nonexistent-cordon-state", p, secret, NULL};
+  const char *hide_secret[] = {"secret", NULL};
+  assert_int_equal(docker_paths_resolve(real, NULL, hide_secret, private_dirs, &paths, &err), 0);
+  assert_int_equal(paths.n_hidden, 3);
+  assert_string_equal(paths.hidden[0].relative, "secret");
+  assert_string_equal(paths.hidden[1].relative, ".cordon");
+  assert_string_equal(paths.hidden[2].relative, "src/gen/.cordon");
+  assert_true(paths.hidden[2].directory);
+  docker_paths_clear(&paths);
+  /* A read-only path may not expose one. */
+  const char *ro_state[] = {"src/gen/.cordon", NULL};
+  assert_true(docker_paths_resolve(real, ro_state, NULL, private_dirs, &paths, &err) < 0);
   cordon_error_free(err);
   fs_remove_tree(real, NULL);
 }
