@@ -204,16 +204,18 @@ int confine_check_not_private(const char *path, const char *what, const char *co
                               struct cordon_error **err) {
   for (size_t i = 0; private_dirs && private_dirs[i]; i++)
     if (confine_path_covers(private_dirs[i], path))
-      return cordon_error_set(err, CORDON_ERR_DENIED, 0,
-                              "%s %s lies inside cordon's state directory %s: the sandbox would "
-                              "see cordon's state",
-                              what, path, private_dirs[i]);
+      return cordon_error_set(
+          err, CORDON_ERR_DENIED, 0,
+          "%s %s is or lies inside cordon's state directory %s: the sandbox would "
+          "see cordon's state",
+          what, path, private_dirs[i]);
   for (const char *p = strstr(path, "/.cordon"); p; p = strstr(p + 1, "/.cordon"))
     if (p[8] == 0 || p[8] == '/')
-      return cordon_error_set(err, CORDON_ERR_DENIED, 0,
-                              "%s %s lies inside cordon's state directory %.*s: the sandbox would "
-                              "see cordon's state",
-                              what, path, (int)(p + 8 - path), path);
+      return cordon_error_set(
+          err, CORDON_ERR_DENIED, 0,
+          "%s %s is or lies inside cordon's state directory %.*s: the sandbox would "
+          "see cordon's state",
+          what, path, (int)(p + 8 - path), path);
   return 0;
 }
 

@@ -325,7 +325,7 @@ static void test_not_private(void **state) {
   assert_int_equal(confine_check_not_private("/srv/p", "workspace", set, &err), 0);
   assert_int_equal(confine_check_not_private("/srv/p/.cordonx/a", "workspace", set, &err), 0);
   expect_error(confine_check_not_private("/srv/p/.cordon/sessions/x", "workspace", set, &err), &err,
-               CORDON_ERR_DENIED, "workspace /srv/p/.cordon/sessions/x lies inside");
+               CORDON_ERR_DENIED, "workspace /srv/p/.cordon/sessions/x is or lies inside");
   expect_error(
       confine_check_not_private("/home/u/.local/state/cordon", "read-only grant", set, &err), &err,
       CORDON_ERR_DENIED, "state directory /home/u/.local/state/cordon");
