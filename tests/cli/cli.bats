@@ -226,3 +226,21 @@ hello" ]
   run $CORDON conformance nosuch
   [ "$status" -eq 3 ]
 }
+
+@test "projects are registered when their .cordon/ is made; gc removes the entries of deleted ones" {
+  export XDG_STATE_HOME="$PROJECT/xdg"
+  mkdir a b
+  CORDON_PROJECT="$PROJECT/a" "$CORDON" snapshot take a >/dev/null
+  CORDON_PROJECT="$PROJECT/b" "$CORDON" snapshot take b >/dev/null
+  [ "$(ls xdg/cordon/projects | wc -l)" -eq 2 ]
+  grep -qx "$(realpath "$PROJECT")/b/.cordon" xdg/cordon/projects/*
+  [ "$(stat -c %a xdg/cordon/projects)" = 700 ]
+  rm -rf b
+  run "$CORDON" gc --dry-run
+  [ "$(ls xdg/cordon/projects | wc -l)" -eq 2 ]
+  # The Docker engine may be unreachable here (exit 4): the registry is pruned anyway.
+  run "$CORDON" gc
+  [[ "$output" == *"removed 1 registry entries of deleted projects"* ]]
+  [ "$(ls xdg/cordon/projects | wc -l)" -eq 1 ]
+  grep -qx "$(realpath "$PROJECT")/a/.cordon" xdg/cordon/projects/*
+}

@@ -9,7 +9,8 @@
 # the grant, in $outside, for its commands only.
 hs_grant="$outside/hs-grant"
 hs_env=(env XDG_STATE_HOME="$hs_grant/xdg" CORDON_KEY_DIR="$hs_grant/keys")
-mkdir -p "$hs_grant/keys" "$hs_grant/.cordon" "$hs_grant/deep/proj" "$ws/inner"
+mkdir -p "$hs_grant/keys" "$hs_grant/.cordon" "$hs_grant/deep/proj" "$hs_grant/xdg/cordon" "$ws/inner"
+echo "state" > "$hs_grant/xdg/cordon/marker"
 echo "key" > "$hs_grant/keys/signing.key"
 echo "state" > "$hs_grant/.cordon/marker"
 echo "visible" > "$hs_grant/visible"
