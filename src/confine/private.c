@@ -1,4 +1,10 @@
 /* The always-hidden set and the registry of projects (see private.h). */
+/* OpenSSL's low-level SHA-256 (deprecated in 3.0, still provided): the EVP route loads
+ * openssl.cnf and the default provider, 2-3 ms per process that `cordon run` otherwise never
+ * pays, for one digest of a path. */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +21,12 @@
 #include "base/fs.h"
 #include "base/private-dirs.h"
 #include "base/strv.h"
+#include "confine/policy.h"
 #include "confine/private.h"
 #include "confine/resolve.h"
 #include "crypto/digest.h"
 
 #define PROJECTS_DIR "projects"
-#define ENTRY_MAX (PATH_MAX + 1)
 
 static void strv_freep(char ***v) {
   strv_free(*v);
@@ -49,7 +55,12 @@ int confine_projects_register(const char *state_dir, struct cordon_error **err) 
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "state directory %s", state_dir);
   char name[CRYPTO_SHA256_HEX_LEN + 1];
   _cleanup_free_ char *dir = NULL;
-  if (crypto_sha256_hex(real, strlen(real), name, err) < 0 || projects_dir(&dir, err) < 0)
+  uint8_t digest[SHA256_DIGEST_LENGTH];
+  SHA256_CTX sha;
+  if (!SHA256_Init(&sha) || !SHA256_Update(&sha, real, strlen(real)) || !SHA256_Final(digest, &sha))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "SHA-256");
+  crypto_hex_encode(digest, sizeof(digest), name);
+  if (projects_dir(&dir, err) < 0)
     return -1;
   _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
@@ -62,28 +73,25 @@ int confine_projects_register(const char *state_dir, struct cordon_error **err) 
     if (dfd < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "registry of projects %s", dir);
   }
-  _cleanup_free_ char *line = NULL;
-  if (asprintf(&line, "%s\n", real) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "registry of projects");
-  if (fs_write_atomic_at(dfd, name, line, strlen(line), 0600, err) < 0)
-    return cordon_error_prefix(err, "registry of projects %s", dir);
+  /* A symlink is created whole or not at all, and reads back in one system call: the
+   * registry is read by every sandbox plan. Never followed by cordon: the path is a name. */
+  if (symlinkat(real, dfd, name) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "registry of projects %s", dir);
+  _cleanup_close_ int sync_fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (sync_fd >= 0)
+    fsync(sync_fd);
   return 0;
 }
 
-/* The path an entry names (absolute, one line), or NULL when it is not a well-formed entry. */
+/* The path an entry names (absolute), or NULL when it is not a well-formed entry. */
 static char *read_entry(int dfd, const char *name) {
   if (!crypto_is_sha256_hex(name))
     return NULL;
-  _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
+  char buf[PATH_MAX];
+  ssize_t n = readlinkat(dfd, name, buf, sizeof(buf));
+  if (n < 1 || n >= (ssize_t)sizeof(buf) || buf[0] != '/')
     return NULL;
-  char buf[ENTRY_MAX + 1];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  if (n < 2 || buf[0] != '/' || buf[n - 1] != '\n')
-    return NULL;
-  buf[n - 1] = 0;
-  if (memchr(buf, '\n', (size_t)n - 1) || strlen(buf) != (size_t)n - 1)
-    return NULL;
+  buf[n] = 0;
   return strdup(buf);
 }
 
@@ -129,9 +137,11 @@ static int push_canonical(char ***set, const char *path) {
   return strv_push_take(set, real);
 }
 
+/* Registry entries go in as written (real paths when registered): checked only when one lies
+ * beneath a tree (confine_private_beneath), so a long registry costs one read per entry. */
 static int collect_entry(int dfd, const char *name, const char *path, void *data) {
   (void)dfd, (void)name;
-  return path ? push_canonical(data, path) : 0;
+  return path ? strv_push(data, path) : 0;
 }
 
 static int prune_entry(int dfd, const char *name, const char *path, void *data) {
@@ -169,17 +179,29 @@ int confine_private_set(const char *own_state_dir, char ***out, struct cordon_er
   return 0;
 }
 
-int confine_private_set_add_top(char ***set, const char *root, struct cordon_error **err) {
-  _cleanup_free_ char *path = NULL;
-  struct stat st;
-  if (asprintf(&path, "%s%s.cordon", root, strcmp(root, "/") ? "/" : "") < 0)
+/* path names an existing directory by its canonical name (no symlink on the way, no "."). */
+static bool is_canonical_dir(const char *path) {
+  _cleanup_free_ char *real = canonical_dir(path);
+  return real && strcmp(real, path) == 0;
+}
+
+int confine_private_beneath(const char *const *set, const char *root, bool top, char ***out,
+                            struct cordon_error **err) {
+  _cleanup_(strv_freep) char **present = strv_copy(NULL);
+  if (!present)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
-  if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-    return 0;
-  for (size_t i = 0; *set && (*set)[i]; i++)
-    if (strcmp((*set)[i], path) == 0)
-      return 0;
-  if (strv_push_take(set, steal_ptr(&path)) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
-  return 0;
+  size_t rl = strcmp(root, "/") == 0 ? 0 : strlen(root);
+  for (size_t i = 0; set && set[i]; i++)
+    if (confine_path_covers(root, set[i]) && set[i][rl] == '/' && set[i][rl + 1] &&
+        is_canonical_dir(set[i]) && strv_push(&present, set[i]) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+  if (top) {
+    _cleanup_free_ char *path = NULL;
+    struct stat st;
+    if (asprintf(&path, "%s%s.cordon", root, rl ? "/" : "") < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && strv_push(&present, path) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+  }
+  return confine_hidden_beneath((const char *const *)present, root, out, err);
 }

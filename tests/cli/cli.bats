@@ -233,7 +233,10 @@ hello" ]
   CORDON_PROJECT="$PROJECT/a" "$CORDON" snapshot take a >/dev/null
   CORDON_PROJECT="$PROJECT/b" "$CORDON" snapshot take b >/dev/null
   [ "$(ls xdg/cordon/projects | wc -l)" -eq 2 ]
-  grep -qx "$(realpath "$PROJECT")/b/.cordon" xdg/cordon/projects/*
+  # One symlink per project, named by the SHA-256 of the real path of its .cordon/.
+  b_state="$(realpath "$PROJECT")/b/.cordon"
+  b_entry="xdg/cordon/projects/$(printf %s "$b_state" | sha256sum | cut -d' ' -f1)"
+  [ "$(readlink "$b_entry")" = "$b_state" ]
   [ "$(stat -c %a xdg/cordon/projects)" = 700 ]
   rm -rf b
   run "$CORDON" gc --dry-run
@@ -242,5 +245,5 @@ hello" ]
   run "$CORDON" gc
   [[ "$output" == *"removed 1 registry entries of deleted projects"* ]]
   [ "$(ls xdg/cordon/projects | wc -l)" -eq 1 ]
-  grep -qx "$(realpath "$PROJECT")/a/.cordon" xdg/cordon/projects/*
+  [ "$(readlink xdg/cordon/projects/*)" = "$(realpath "$PROJECT")/a/.cordon" ]
 }

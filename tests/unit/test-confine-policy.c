@@ -383,27 +383,45 @@ static void test_private_set(void **state) {
   assert_true(has(set, a));
   assert_true(has(set, b));
   assert_int_equal(strv_length((const char *const *)set), 4);
-  /* The top of a tree: a .cordon directory there joins the set, once. */
-  snprintf(p, sizeof(p), "%s/a", base);
-  assert_int_equal(confine_private_set_add_top(&set, p, &err), 0);
-  assert_int_equal(strv_length((const char *const *)set), 4);
+  /* Beneath a tree: the members present there by that name, and a .cordon/ at its top when
+   * asked (not a symlink named .cordon). */
+  char **rel = NULL;
+  assert_int_equal(confine_private_beneath((const char *const *)set, base, true, &rel, &err), 0);
+  assert_int_equal(strv_length((const char *const *)rel), 4); /* keys, state, a, b */
+  assert_true(has(rel, "a/.cordon"));
+  strv_free(rel);
+  rel = NULL;
   snprintf(p, sizeof(p), "%s/c/.cordon", base);
   assert_int_equal(fs_mkdir_p(p, 0700, &err), 0);
   snprintf(q, sizeof(q), "%s/c", base);
-  assert_int_equal(confine_private_set_add_top(&set, q, &err), 0);
-  assert_true(has(set, p));
+  snprintf(p, sizeof(p), "%s/d", base);
+  assert_int_equal(mkdir(p, 0700), 0);
+  snprintf(p, sizeof(p), "%s/d/.cordon", base);
+  assert_int_equal(symlink(q, p), 0);
+  assert_int_equal(confine_private_beneath((const char *const *)set, q, true, &rel, &err), 0);
+  assert_true(has(rel, ".cordon"));
+  assert_int_equal(strv_length((const char *const *)rel), 1);
+  strv_free(rel);
+  rel = NULL;
+  snprintf(p, sizeof(p), "%s/d", base);
+  assert_int_equal(confine_private_beneath((const char *const *)set, p, true, &rel, &err), 0);
+  assert_null(rel);
   strv_free(set);
 
-  /* A project deleted: ignored, then pruned. Garbage in the registry is ignored too. */
+  /* A project deleted: still in the set (unchecked), but nothing beneath a tree; then pruned.
+   * Garbage in the registry is ignored. */
   snprintf(p, sizeof(p), "%s/b", base);
   assert_int_equal(fs_remove_tree(p, &err), 0);
   snprintf(p, sizeof(p), "%s/state/cordon/projects/not-a-digest", base);
   assert_int_equal(fs_write_atomic(p, "/etc\n", 5, 0600, &err), 0);
   set = NULL;
   assert_int_equal(confine_private_set(a, &set, &err), 0);
-  assert_false(has(set, b));
   assert_false(has(set, "/etc"));
-  assert_int_equal(strv_length((const char *const *)set), 3);
+  assert_int_equal(strv_length((const char *const *)set), 5); /* a as own and registered, b */
+  assert_int_equal(confine_private_beneath((const char *const *)set, base, false, &rel, &err), 0);
+  assert_int_equal(strv_length((const char *const *)rel), 3);
+  assert_false(has(rel, "b/.cordon"));
+  strv_free(rel);
   strv_free(set);
   size_t removed = 0;
   assert_int_equal(confine_projects_prune(&removed, &err), 0);

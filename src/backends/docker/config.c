@@ -14,6 +14,7 @@
 #include "base/fs.h"
 #include "base/strv.h"
 #include "confine/policy.h"
+#include "confine/private.h"
 #include "confine/resolve.h"
 
 #define CORDON_DIR ".cordon"
@@ -114,14 +115,11 @@ int docker_paths_resolve(const char *workspace, const char *const *read_only,
   }
   /* cordon's keys, state home and every other project's .cordon/, at any depth. */
   _cleanup_free_ char *real = confine_fd_path(rootfd);
-  char **set = strv_copy(private_dirs), **beneath = NULL;
-  int r =
-      real && set ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", workspace);
-  if (r == 0)
-    r = confine_hidden_beneath((const char *const *)set, real, &beneath, err);
+  char **beneath = NULL;
+  int r = real ? confine_private_beneath(private_dirs, real, false, &beneath, err)
+               : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", workspace);
   for (size_t i = 0; r == 0 && beneath && beneath[i]; i++)
     r = hide_private(out, &hidden_list, beneath[i], err);
-  strv_free(set);
   strv_free(beneath);
   if (r < 0) {
     docker_paths_clear(out);

@@ -429,11 +429,8 @@ static void strv_freep(char ***v) {
  * with an empty tmpfs, added to *hidden once each. */
 static int hide_in_grant(const struct confine_path *grant, const char *const *private_dirs,
                          char ***hidden, struct cordon_error **err) {
-  char **set = strv_copy(private_dirs), **beneath = NULL;
-  int r = set ? confine_private_set_add_top(&set, grant->source, err)
-              : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  if (r == 0)
-    r = confine_hidden_beneath((const char *const *)set, grant->source, &beneath, err);
+  char **beneath = NULL;
+  int r = confine_private_beneath(private_dirs, grant->source, true, &beneath, err);
   for (size_t i = 0; r == 0 && beneath && beneath[i]; i++) {
     char *target = NULL;
     bool seen = false;
@@ -448,7 +445,6 @@ static int hide_in_grant(const struct confine_path *grant, const char *const *pr
     else if (strv_push_take(hidden, target) < 0)
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
   }
-  strv_free(set);
   strv_free(beneath);
   return r;
 }

@@ -464,12 +464,9 @@ static int plan_workspace_policy(struct plan *p, const struct cordon_session *s,
   }
   /* cordon's own state, its keys and every other project's .cordon/ are always hidden where
    * the workspace holds them, at any depth; one the policy hides already stays as it is. */
-  _cleanup_(strv_freep) char **set = strv_copy((const char *const *)p->private_dirs);
   _cleanup_(strv_freep) char **beneath = NULL;
-  if (!set)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  if (confine_private_set_add_top(&set, p->workspace_real, err) < 0 ||
-      confine_hidden_beneath((const char *const *)set, p->workspace_real, &beneath, err) < 0)
+  if (confine_private_beneath((const char *const *)p->private_dirs, p->workspace_real, true,
+                              &beneath, err) < 0)
     return -1;
   for (size_t i = 0; beneath && beneath[i]; i++)
     if (push_always_hidden(p, beneath[i], err) < 0)
@@ -494,13 +491,10 @@ static int plan_hidden_host_dirs(struct plan *p, struct cordon_error **err) {
     const struct confine_tree *t = &p->trees[i];
     if (t->link || !t->source || !t->is_dir)
       continue;
-    _cleanup_(strv_freep) char **set = strv_copy((const char *const *)p->private_dirs);
     _cleanup_(strv_freep) char **beneath = NULL;
-    if (!set)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
     bool grant = i >= p->n_trees - p->n_grant_trees;
-    if ((grant && confine_private_set_add_top(&set, t->source, err) < 0) ||
-        confine_hidden_beneath((const char *const *)set, t->source, &beneath, err) < 0)
+    if (confine_private_beneath((const char *const *)p->private_dirs, t->source, grant, &beneath,
+                                err) < 0)
       return -1;
     for (size_t j = 0; beneath && beneath[j]; j++) {
       char *target = NULL;
