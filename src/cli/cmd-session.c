@@ -119,6 +119,8 @@ enum {
   "  --ro PATH             workspace path mounted read-only (repeatable)\n"                   \
   "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
   "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
+  "                        (each .cordon/, cordon's keys and state stay hidden in\n"          \
+  "                        grants and workspace; a workspace or grant inside: refused)\n"     \
   "  --net CLASS           egress: none (default), loopback, restricted, open\n"              \
   "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
   "                        resource limits (SIZE takes K, M, G); refused if unenforceable\n"  \
