@@ -327,6 +327,7 @@ static void test_container_config(void **state) {
       .network = "none",
       .allow_ro = &grant,
       .n_allow_ro = 1,
+      .hidden_grant_dirs = (const char *const[]){"/opt/tools/proj/.cordon", NULL},
       .paths = &paths,
       .limits = &limits,
       .features = &features,
@@ -359,6 +360,10 @@ static void test_container_config(void **state) {
   assert_string_equal(json_string_value(json_object_get(m, "Source")), spec.empty_file);
   m = mount_with_target(config, "/opt/tools");
   assert_string_equal(json_string_value(json_object_get(m, "Source")), "/srv/tools");
+  /* cordon's state inside a grant: an empty read-only tmpfs over it. */
+  m = mount_with_target(config, "/opt/tools/proj/.cordon");
+  assert_string_equal(json_string_value(json_object_get(m, "Type")), "tmpfs");
+  assert_true(json_is_true(json_object_get(m, "ReadOnly")));
   m = mount_with_target(config, "/.cordon-init");
   assert_true(json_is_true(json_object_get(m, "ReadOnly")));
   m = mount_with_target(config, DOCKER_AGENT_TARGET);
