@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154 # the fixtures and helpers are escape.sh's
 # Issue 14, findings 1 (visibility) and 6: no cordon state or secret is visible in any sandbox.
 #  (i)   another project's .cordon/ inside the workspace (made by the operator through cordon,
 #        so it is in the registry of projects): nothing of it can be listed, read or written;
@@ -43,13 +44,13 @@ if [ -e "$ws/inner/.cordon/planted" ]; then not_ok "a file was planted in anothe
 else ok "nothing planted in another project's .cordon/"; fi
 
 # (ii) a grant holding cordon's secrets and state
-grant=(--allow-ro "$hs_grant")
-hs_run "read a plain file of a grant" control "${grant[@]}" -- read-file "$hs_grant/visible"
-hs_run "read the key directory inside a grant" attack "${grant[@]}" -- read-file "$hs_grant/keys/signing.key"
-hs_run "list the key directory inside a grant" attack "${grant[@]}" -- list-dir "$hs_grant/keys"
-hs_run "list the state home (registry of projects) inside a grant" attack "${grant[@]}" -- list-dir "$hs_grant/xdg/cordon"
-hs_run "read a registered project's .cordon/ deep in a grant" attack "${grant[@]}" -- read-file "$hs_grant/deep/proj/.cordon/marker"
-hs_run "read an unregistered .cordon/ at the top of a grant" attack "${grant[@]}" -- read-file "$hs_grant/.cordon/marker"
+hs_flags=(--allow-ro "$hs_grant")
+hs_run "read a plain file of a grant" control "${hs_flags[@]}" -- read-file "$hs_grant/visible"
+hs_run "read the key directory inside a grant" attack "${hs_flags[@]}" -- read-file "$hs_grant/keys/signing.key"
+hs_run "list the key directory inside a grant" attack "${hs_flags[@]}" -- list-dir "$hs_grant/keys"
+hs_run "list the state home (registry of projects) inside a grant" attack "${hs_flags[@]}" -- list-dir "$hs_grant/xdg/cordon"
+hs_run "read a registered project's .cordon/ deep in a grant" attack "${hs_flags[@]}" -- read-file "$hs_grant/deep/proj/.cordon/marker"
+hs_run "read an unregistered .cordon/ at the top of a grant" attack "${hs_flags[@]}" -- read-file "$hs_grant/.cordon/marker"
 
 # (iii) refusals: exit 4 from session create, 125 from run (cordon failed), naming the state
 # directory; nothing is created.
