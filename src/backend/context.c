@@ -13,6 +13,7 @@
 #include "backend/context.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "confine/private.h"
 
 static bool has_state_dir(const char *dir) {
   _cleanup_free_ char *p = NULL;
@@ -81,6 +82,15 @@ int context_ensure_dir(struct cordon_context *ctx, const char *sub, char **out,
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", sub);
   if (mkdir(ctx->state_dir, 0700) < 0 && errno != EEXIST)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", ctx->state_dir);
+  /* Known to every later sandbox plan, so no sandbox of another project sees it (a project
+   * made by an older cordon is registered the first time it is used again). */
+  if (!ctx->registered) {
+    /* Best effort: without a writable state home there is no registry to keep (documented in
+     * docs/security.md: such a project is hidden only by its own sandboxes and by a workspace
+     * or grant with it at the top). */
+    confine_projects_register(ctx->state_dir, NULL);
+    ctx->registered = true;
+  }
   if (mkdir(path, 0700) < 0 && errno != EEXIST)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", path);
   if (out)

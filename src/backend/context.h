@@ -2,11 +2,14 @@
 #ifndef CORDON_BACKEND_CONTEXT_H
 #define CORDON_BACKEND_CONTEXT_H
 
+#include <stdbool.h>
+
 #include <cordon/session.h>
 
 struct cordon_context {
   char *project_dir;
   char *state_dir; /* <project>/.cordon */
+  bool registered; /* in the registry of projects (confine/private.h) */
 };
 
 /* Create (mode 0700) <state_dir>/<sub> and its parent; *out gets the path when out != NULL. */

@@ -10,6 +10,7 @@
 #include "backends/docker/docker.h"
 #include "backends/ns/ns.h"
 #include "cli/cli.h"
+#include "confine/private.h"
 
 int cmd_gc(int argc, char **argv);
 
@@ -21,6 +22,8 @@ static const char gc_usage[] =
     "    whose cordon process is gone (killed with SIGKILL: nothing could clean up);\n"
     "  - the empty cgroups of ns sessions of any project whose directory was deleted without\n"
     "    `session destroy` (such a sandbox ends by itself within 5 s);\n"
+    "  - the entries of the registry of projects (in the per-user state directory; every\n"
+    "    sandbox hides the .cordon/ of each project it names) whose .cordon/ is gone;\n"
     "  - the Docker containers that cordon made for sessions that no longer exist: the\n"
     "    session's state is gone (a crash between creating the container and recording the\n"
     "    session), or the session belonged to a `cordon run` whose process died (its state is\n"
@@ -75,6 +78,10 @@ int cmd_gc(int argc, char **argv) {
   /* What ns removed is reported even when the engine cannot be reached. */
   struct cordon_error *docker_err = NULL;
   docker_gc(ctx, all_projects, dry_run, &entries, &count, &docker_err);
+  /* Best effort: a stale entry only costs a failed open per sandbox plan. */
+  size_t pruned = 0;
+  if (!dry_run)
+    confine_projects_prune(&pruned, NULL);
   int code = EXIT_OK;
   json_t *session_list = json_array();
   for (size_t i = 0; i < n_sessions; i++) {
@@ -115,8 +122,8 @@ int cmd_gc(int argc, char **argv) {
     }
   }
   if (json) {
-    json_t *doc = json_pack("{s:o, s:o, s:b}", "sessions", session_list, "containers", list,
-                            "dry_run", dry_run);
+    json_t *doc = json_pack("{s:o, s:o, s:b, s:I}", "sessions", session_list, "containers", list,
+                            "dry_run", dry_run, "registry_entries_removed", (json_int_t)pruned);
     if (docker_err)
       json_object_set_new(doc, "docker_error", json_string(docker_err->message));
     json_dumpf(doc, stdout, JSON_INDENT(2));
@@ -125,7 +132,9 @@ int cmd_gc(int argc, char **argv) {
   } else {
     json_decref(session_list);
     json_decref(list);
-    if (count == 0 && n_sessions == 0 && !docker_err)
+    if (pruned)
+      printf("removed %zu registry entries of deleted projects\n", pruned);
+    if (count == 0 && n_sessions == 0 && !pruned && !docker_err)
       printf("nothing to remove\n");
   }
   if (docker_err) {

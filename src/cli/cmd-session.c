@@ -126,6 +126,8 @@ enum {
   "                        (a protected file with other names, hard links, is refused; the\n" \
   "                        directories above a protected path cannot be moved inside)\n"      \
   "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
+  "                        (each .cordon/, cordon's keys and state stay hidden in\n"          \
+  "                        grants and workspace; a workspace or grant inside: refused)\n"     \
   "  --net CLASS           egress: none, loopback, restricted, open (default: the\n"          \
   "                        strictest class the backend enforces; worktree: open)\n"           \
   "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \

@@ -455,6 +455,26 @@ int confine_build_root(const struct confine_root_spec *spec, struct cordon_error
     if (r < 0)
       return -1;
   }
+  for (size_t i = 0; spec->hidden_host_dirs && spec->hidden_host_dirs[i]; i++) {
+    const char *rel = spec->hidden_host_dirs[i];
+    while (*rel == '/')
+      rel++;
+    struct open_how how = {
+        .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    _cleanup_close_ int pfd = (int)syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
+    /* Gone, or out of our reach (a 0700 directory of a user our namespace does not map): the
+     * sandbox, whose credentials are a subset of ours, cannot reach it either. */
+    if (pfd < 0 && (errno == ENOENT || errno == EACCES))
+      continue;
+    if (pfd < 0)
+      return cordon_error_set(err, CORDON_ERR_DENIED, errno,
+                              "cordon's state at %s changed before it could be hidden",
+                              spec->hidden_host_dirs[i]);
+    if (mask_dir(pfd, spec->hidden_host_dirs[i], err) < 0)
+      return -1;
+  }
   if (attach_tree(rootfd, &spec->workspace, spec->workspace.tree_fd, err) < 0 ||
       apply_workspace_policy(rootfd, spec, err) < 0 || setup_identity_files(rootfd, spec, err) < 0)
     return -1;

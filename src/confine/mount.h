@@ -34,7 +34,10 @@ struct confine_root_spec {
   const char *const *ro_paths;     /* canonical workspace-relative paths */
   const char *const *hidden_dirs;  /* masked by an empty read-only tmpfs */
   const char *const *hidden_files; /* masked by an empty read-only file */
-  const char *passwd;              /* contents of /etc/passwd and /etc/group; NULL: host's */
+  /* Absolute sandbox paths of directories inside the trees (cordon's state inside a grant),
+   * canonical below their tree's target: masked by an empty read-only tmpfs. */
+  const char *const *hidden_host_dirs;
+  const char *passwd; /* contents of /etc/passwd and /etc/group; NULL: host's */
   const char *group;
   bool deny_user_namespaces; /* set user.max_user_namespaces to 0 in the new namespace */
 };

@@ -278,6 +278,55 @@ int confine_check_workspace_dir(const char *path, struct cordon_error **err) {
   return 0;
 }
 
+int confine_hidden_beneath(const char *const *hidden, const char *root, char ***out,
+                           struct cordon_error **err) {
+  size_t rl = strlen(root);
+  if (rl == 1 && root[0] == '/')
+    rl = 0; /* "/" covers everything: entries are relative to it without a leading slash */
+  for (size_t i = 0; hidden && hidden[i]; i++) {
+    const char *h = hidden[i];
+    if (!confine_path_covers(root, h) || h[rl] != '/' || !h[rl + 1])
+      continue;
+    const char *rel = h + rl + 1;
+    bool covered = false;
+    size_t o = 0;
+    for (size_t j = 0; *out && (*out)[j]; j++) {
+      char *e = (*out)[j];
+      if (confine_path_covers(e, rel)) {
+        covered = true;
+      } else if (confine_path_covers(rel, e)) {
+        free(e); /* the new entry hides this one already */
+        continue;
+      }
+      (*out)[o++] = e;
+    }
+    if (*out)
+      (*out)[o] = NULL;
+    if (!covered && strv_push(out, rel) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
+  }
+  return 0;
+}
+
+int confine_check_not_private(const char *path, const char *what, const char *const *private_dirs,
+                              struct cordon_error **err) {
+  for (size_t i = 0; private_dirs && private_dirs[i]; i++)
+    if (confine_path_covers(private_dirs[i], path))
+      return cordon_error_set(
+          err, CORDON_ERR_DENIED, 0,
+          "%s %s is or lies inside cordon's state directory %s: the sandbox would "
+          "see cordon's state",
+          what, path, private_dirs[i]);
+  for (const char *p = strstr(path, "/.cordon"); p; p = strstr(p + 1, "/.cordon"))
+    if (p[8] == 0 || p[8] == '/')
+      return cordon_error_set(
+          err, CORDON_ERR_DENIED, 0,
+          "%s %s is or lies inside cordon's state directory %.*s: the sandbox would "
+          "see cordon's state",
+          what, path, (int)(p + 8 - path), path);
+  return 0;
+}
+
 uint64_t confine_cpu_quota_us(double cpus) {
   double q = cpus * (double)CONFINE_CPU_PERIOD_US;
   if (q < 1000.0)

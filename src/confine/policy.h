@@ -108,6 +108,21 @@ int confine_check_sandbox_root(const char *root, const char *const *system_paths
  * host's own files to the sandbox. A workspace under one of them is fine. */
 int confine_check_workspace_dir(const char *path, struct cordon_error **err);
 
+/* The always-hidden set (confine/private.h gathers it: key directory, state home, runtime
+ * directory, every registered project's .cordon/): absolute canonical directories no sandbox may
+ * see. The entries of `hidden` strictly beneath `root` (absolute, canonical), relative to root,
+ * are appended to *out unless already there or beneath an entry already there; an entry that
+ * covers earlier ones replaces them. Entries equal to or above root are not this function's
+ * business (see confine_private_covering). */
+int confine_hidden_beneath(const char *const *hidden, const char *root, char ***out,
+                           struct cordon_error **err);
+
+/* A caller-named workspace or grant at `path` (absolute, canonical; `what` names it) may not be
+ * or lie inside cordon's state: an entry of `private_dirs`, or any directory named .cordon
+ * (registered or not). CORDON_ERR_DENIED naming both paths. */
+int confine_check_not_private(const char *path, const char *what, const char *const *private_dirs,
+                              struct cordon_error **err);
+
 /* Limits: refuse values that make no sense (a memory limit under 1 MiB, a CPU share that rounds
  * to less than 1 ms per period, ...), naming the limit. */
 int confine_check_limits(const struct cordon_limits *limits, struct cordon_error **err);

@@ -245,4 +245,23 @@ hello" ]
   run $CORDON run --workspace ws --hide conf/token --hide copy -- cat /workspace/copy
   [ "$status" -eq 0 ]
   [ -z "$output" ]
+@test "projects are registered when their .cordon/ is made; gc removes the entries of deleted ones" {
+  export XDG_STATE_HOME="$PROJECT/xdg"
+  mkdir a b
+  CORDON_PROJECT="$PROJECT/a" "$CORDON" snapshot take a >/dev/null
+  CORDON_PROJECT="$PROJECT/b" "$CORDON" snapshot take b >/dev/null
+  [ "$(ls xdg/cordon/projects | wc -l)" -eq 2 ]
+  # One symlink per project, named by the SHA-256 of the real path of its .cordon/.
+  b_state="$(realpath "$PROJECT")/b/.cordon"
+  b_entry="xdg/cordon/projects/$(printf %s "$b_state" | sha256sum | cut -d' ' -f1)"
+  [ "$(readlink "$b_entry")" = "$b_state" ]
+  [ "$(stat -c %a xdg/cordon/projects)" = 700 ]
+  rm -rf b
+  run "$CORDON" gc --dry-run
+  [ "$(ls xdg/cordon/projects | wc -l)" -eq 2 ]
+  # The Docker engine may be unreachable here (exit 4): the registry is pruned anyway.
+  run "$CORDON" gc
+  [[ "$output" == *"removed 1 registry entries of deleted projects"* ]]
+  [ "$(ls xdg/cordon/projects | wc -l)" -eq 1 ]
+  [ "$(readlink xdg/cordon/projects/*)" = "$(realpath "$PROJECT")/a/.cordon" ]
 }

@@ -2,7 +2,9 @@
  * overlap rules, host-path and sandbox-root checks, limits, egress, id maps, cgroup path
  * arithmetic from /proc/self/cgroup and mountinfo text, the directories to pin above protected
  * paths and the decisions on protected files with other names (hard links), whose walk
- * (confine/resolve.c) is tried on a temporary tree. No root, no kernel features. */
+ * (confine/resolve.c) is tried on a temporary tree; the always-hidden set's decisions, and the
+ * set itself with the registry of projects (confine/private.c), in a scratch directory. No
+ * root, no kernel features. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +22,7 @@
 #include "base/strv.h"
 #include "confine/policy.h"
 #include "confine/resolve.h"
+#include "confine/private.h"
 
 #define LIST(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -444,6 +447,152 @@ static void test_hard_link_walk(void **state) {
   free(dir);
 }
 
+static void test_hidden_beneath(void **state) {
+  struct cordon_error *err = NULL;
+  char **out = NULL;
+  /* Strictly beneath only; "/a/bc" is not beneath "/a/b"; the root itself is not listed. */
+  assert_int_equal(
+      confine_hidden_beneath(LIST("/w/p/.cordon", "/w", "/wx/.cordon", "/k", "/w/deep/er/.cordon"),
+                             "/w", &out, &err),
+      0);
+  assert_int_equal(strv_length((const char *const *)out), 2);
+  assert_string_equal(out[0], "p/.cordon");
+  assert_string_equal(out[1], "deep/er/.cordon");
+  /* Nested entries: the outer one stays, in either order, and a repeat is not added. */
+  assert_int_equal(confine_hidden_beneath(LIST("/w/deep/er/.cordon/sub", "/w/deep", "/w/p/.cordon"),
+                                          "/w", &out, &err),
+                   0);
+  assert_int_equal(strv_length((const char *const *)out), 2);
+  assert_string_equal(out[0], "p/.cordon");
+  assert_string_equal(out[1], "deep");
+  strv_free(out);
+  out = NULL;
+  /* A grant of "/" (refused elsewhere) still computes relative paths. */
+  assert_int_equal(confine_hidden_beneath(LIST("/k/keys"), "/", &out, &err), 0);
+  assert_string_equal(out[0], "k/keys");
+  strv_free(out);
+  out = NULL;
+  assert_int_equal(confine_hidden_beneath(NULL, "/w", &out, &err), 0);
+  assert_null(out);
+}
+
+static void test_not_private(void **state) {
+  struct cordon_error *err = NULL;
+  const char *const *set = LIST("/home/u/.local/state/cordon", "/srv/p/.cordon");
+  assert_int_equal(confine_check_not_private("/home/u/work", "workspace", set, &err), 0);
+  assert_int_equal(confine_check_not_private("/srv/p", "workspace", set, &err), 0);
+  assert_int_equal(confine_check_not_private("/srv/p/.cordonx/a", "workspace", set, &err), 0);
+  expect_error(confine_check_not_private("/srv/p/.cordon/sessions/x", "workspace", set, &err), &err,
+               CORDON_ERR_DENIED, "workspace /srv/p/.cordon/sessions/x is or lies inside");
+  expect_error(
+      confine_check_not_private("/home/u/.local/state/cordon", "read-only grant", set, &err), &err,
+      CORDON_ERR_DENIED, "state directory /home/u/.local/state/cordon");
+  /* Any directory named .cordon, registered or not, names the part that is one. */
+  expect_error(confine_check_not_private("/a/.cordon/b", "workspace", NULL, &err), &err,
+               CORDON_ERR_DENIED, "state directory /a/.cordon:");
+  expect_error(confine_check_not_private("/a/.cordon", "workspace", NULL, &err), &err,
+               CORDON_ERR_DENIED, "inside cordon's state directory /a/.cordon:");
+}
+
+static bool has(char **set, const char *path) {
+  for (size_t i = 0; set && set[i]; i++)
+    if (strcmp(set[i], path) == 0)
+      return true;
+  return false;
+}
+
+/* The set, end to end: fixed members from the environment, registered projects (canonical,
+ * once each), gone ones ignored and pruned, a .cordon/ at the top of a tree added. */
+static void test_private_set(void **state) {
+  char tmpl[] = "/tmp/cordon-test-private.XXXXXX";
+  assert_non_null(mkdtemp(tmpl));
+  char base[4096], p[4200], q[4200], keys[4200], a[4200], b[4200];
+  assert_non_null(realpath(tmpl, base));
+  snprintf(p, sizeof(p), "%s/state", base);
+  setenv("XDG_STATE_HOME", p, 1);
+  snprintf(keys, sizeof(keys), "%s/keys", base);
+  setenv("CORDON_KEY_DIR", keys, 1);
+  snprintf(p, sizeof(p), "%s/run", base);
+  setenv("CORDON_RUNTIME_DIR", p, 1); /* missing: left out */
+  assert_int_equal(mkdir(keys, 0700), 0);
+  snprintf(a, sizeof(a), "%s/a/.cordon", base);
+  snprintf(b, sizeof(b), "%s/b/.cordon", base);
+  struct cordon_error *err = NULL;
+  assert_int_equal(fs_mkdir_p(a, 0700, &err), 0);
+  assert_int_equal(fs_mkdir_p(b, 0700, &err), 0);
+  assert_int_equal(confine_projects_register(a, &err), 0);
+  assert_int_equal(confine_projects_register(a, &err), 0); /* once */
+  /* Registered through a symlink: the real path is what counts. */
+  snprintf(p, sizeof(p), "%s/link", base);
+  snprintf(q, sizeof(q), "%s/b", base);
+  assert_int_equal(symlink(q, p), 0);
+  snprintf(q, sizeof(q), "%s/link/.cordon", base);
+  assert_int_equal(confine_projects_register(q, &err), 0);
+  snprintf(p, sizeof(p), "%s/state/cordon/projects", base);
+  struct stat st;
+  assert_int_equal(stat(p, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+
+  char **set = NULL;
+  assert_int_equal(confine_private_set(NULL, &set, &err), 0);
+  snprintf(p, sizeof(p), "%s/state/cordon", base);
+  assert_true(has(set, keys));
+  assert_true(has(set, p));
+  assert_true(has(set, a));
+  assert_true(has(set, b));
+  assert_int_equal(strv_length((const char *const *)set), 4);
+  /* Beneath a tree: the members present there by that name, and a .cordon/ at its top when
+   * asked (not a symlink named .cordon). */
+  char **rel = NULL;
+  assert_int_equal(confine_private_beneath((const char *const *)set, base, true, &rel, &err), 0);
+  assert_int_equal(strv_length((const char *const *)rel), 4); /* keys, state, a, b */
+  assert_true(has(rel, "a/.cordon"));
+  strv_free(rel);
+  rel = NULL;
+  snprintf(p, sizeof(p), "%s/c/.cordon", base);
+  assert_int_equal(fs_mkdir_p(p, 0700, &err), 0);
+  snprintf(q, sizeof(q), "%s/c", base);
+  snprintf(p, sizeof(p), "%s/d", base);
+  assert_int_equal(mkdir(p, 0700), 0);
+  snprintf(p, sizeof(p), "%s/d/.cordon", base);
+  assert_int_equal(symlink(q, p), 0);
+  assert_int_equal(confine_private_beneath((const char *const *)set, q, true, &rel, &err), 0);
+  assert_true(has(rel, ".cordon"));
+  assert_int_equal(strv_length((const char *const *)rel), 1);
+  strv_free(rel);
+  rel = NULL;
+  snprintf(p, sizeof(p), "%s/d", base);
+  assert_int_equal(confine_private_beneath((const char *const *)set, p, true, &rel, &err), 0);
+  assert_null(rel);
+  strv_free(set);
+
+  /* A project deleted: still in the set (unchecked), but nothing beneath a tree; then pruned.
+   * Garbage in the registry is ignored. */
+  snprintf(p, sizeof(p), "%s/b", base);
+  assert_int_equal(fs_remove_tree(p, &err), 0);
+  snprintf(p, sizeof(p), "%s/state/cordon/projects/not-a-digest", base);
+  assert_int_equal(fs_write_atomic(p, "/etc\n", 5, 0600, &err), 0);
+  set = NULL;
+  assert_int_equal(confine_private_set(a, &set, &err), 0);
+  assert_false(has(set, "/etc"));
+  assert_int_equal(strv_length((const char *const *)set), 5); /* a as own and registered, b */
+  assert_int_equal(confine_private_beneath((const char *const *)set, base, false, &rel, &err), 0);
+  assert_int_equal(strv_length((const char *const *)rel), 3);
+  assert_false(has(rel, "b/.cordon"));
+  strv_free(rel);
+  strv_free(set);
+  size_t removed = 0;
+  assert_int_equal(confine_projects_prune(&removed, &err), 0);
+  assert_int_equal(removed, 2);
+  assert_int_equal(confine_projects_prune(&removed, &err), 0);
+  assert_int_equal(removed, 0);
+
+  unsetenv("XDG_STATE_HOME");
+  unsetenv("CORDON_KEY_DIR");
+  unsetenv("CORDON_RUNTIME_DIR");
+  assert_int_equal(fs_remove_tree(base, &err), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_workspace_path_normalisation),
@@ -466,6 +615,9 @@ int main(void) {
       cmocka_unit_test(test_protection_of),
       cmocka_unit_test(test_linked_file),
       cmocka_unit_test(test_hard_link_walk),
+      cmocka_unit_test(test_hidden_beneath),
+      cmocka_unit_test(test_not_private),
+      cmocka_unit_test(test_private_set),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include "base/fs.h"
 #include "base/strv.h"
 #include "confine/policy.h"
+#include "confine/private.h"
 #include "confine/resolve.h"
 
 #define CORDON_DIR ".cordon"
@@ -45,9 +46,43 @@ static int resolve_list(int rootfd, const char *workspace, const char *what,
   return 0;
 }
 
+/* Hide the directory `rel` (a member of the always-hidden set) unless a hidden path covers it
+ * already; hidden paths beneath it go. hidden_list mirrors out->hidden's names. */
+static int hide_private(struct docker_paths *out, char ***hidden_list, const char *rel,
+                        struct cordon_error **err) {
+  size_t o = 0;
+  bool covered = false;
+  for (size_t i = 0; i < out->n_hidden; i++) {
+    if (confine_path_covers(out->hidden[i].relative, rel)) {
+      covered = true;
+    } else if (confine_path_covers(rel, out->hidden[i].relative)) {
+      free(out->hidden[i].relative);
+      continue;
+    }
+    out->hidden[o++] = out->hidden[i];
+  }
+  out->n_hidden = o;
+  if (!covered) {
+    struct docker_path *h = realloc(out->hidden, (o + 2) * sizeof(*h));
+    char **list = h ? realloc(*hidden_list, (o + 2) * sizeof(char *)) : NULL;
+    if (h)
+      out->hidden = h;
+    if (list)
+      *hidden_list = list;
+    if (!h || !list || !(h[o].relative = strdup(rel)))
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+    h[o].directory = true;
+    out->n_hidden = ++o;
+  }
+  for (size_t i = 0; i < out->n_hidden; i++)
+    (*hidden_list)[i] = out->hidden[i].relative;
+  (*hidden_list)[out->n_hidden] = NULL;
+  return 0;
+}
+
 int docker_paths_resolve(const char *workspace, const char *const *read_only,
-                         const char *const *hidden, struct docker_paths *out,
-                         struct cordon_error **err) {
+                         const char *const *hidden, const char *const *private_dirs,
+                         struct docker_paths *out, struct cordon_error **err) {
   memset(out, 0, sizeof(*out));
   _cleanup_close_ int rootfd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (rootfd < 0)
@@ -83,6 +118,18 @@ int docker_paths_resolve(const char *workspace, const char *const *read_only,
       }
       hidden_list[out->n_hidden++] = h->relative;
     }
+  }
+  /* cordon's keys, state home and every other project's .cordon/, at any depth. */
+  _cleanup_free_ char *real = confine_fd_path(rootfd);
+  char **beneath = NULL;
+  int r = real ? confine_private_beneath(private_dirs, real, false, &beneath, err)
+               : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", workspace);
+  for (size_t i = 0; r == 0 && beneath && beneath[i]; i++)
+    r = hide_private(out, &hidden_list, beneath[i], err);
+  strv_free(beneath);
+  if (r < 0) {
+    docker_paths_clear(out);
+    return -1;
   }
   /* Overlaps are judged on the canonical paths: two names of one directory overlap. */
   if (confine_check_workspace_lists((const char *const *)ro_list, (const char *const *)hidden_list,
@@ -203,6 +250,11 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
       json_array_append_new(mounts, bind_mount(spec->empty_file, target, true));
     }
   }
+  for (size_t i = 0; spec->hidden_grant_dirs && spec->hidden_grant_dirs[i]; i++)
+    json_array_append_new(mounts,
+                          json_pack("{s:s, s:s, s:b, s:{s:I, s:i}}", "Type", "tmpfs", "Target",
+                                    spec->hidden_grant_dirs[i], "ReadOnly", 1, "TmpfsOptions",
+                                    "SizeBytes", (json_int_t)4096, "Mode", 0555));
   if (r < 0) {
     json_decref(mounts);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container configuration");

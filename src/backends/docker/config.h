@@ -6,7 +6,8 @@
  * The path rules are the ns backend's (confine/policy.h and confine/resolve.h, issue 3 §2):
  * relative, non-empty, no "..", resolved without leaving the workspace (symlinks included),
  * each an existing regular file or directory, no overlaps within a list, no read-only path
- * under a hidden one, and `.cordon/` always hidden. */
+ * under a hidden one, and `.cordon/` always hidden (with every member of the always-hidden set
+ * of confine/private.h, in the workspace and in grants). */
 #ifndef CORDON_BACKENDS_DOCKER_CONFIG_H
 #define CORDON_BACKENDS_DOCKER_CONFIG_H
 
@@ -37,9 +38,11 @@ struct docker_paths {
 };
 
 /* Resolve and validate the policy's paths against the workspace (a real, absolute path). */
+/* private_dirs: the always-hidden set (confine/private.h); its members beneath the workspace
+ * are hidden too. */
 int docker_paths_resolve(const char *workspace, const char *const *read_only,
-                         const char *const *hidden, struct docker_paths *out,
-                         struct cordon_error **err);
+                         const char *const *hidden, const char *const *private_dirs,
+                         struct docker_paths *out, struct cordon_error **err);
 void docker_paths_clear(struct docker_paths *paths);
 
 /* What the engine can enforce (from GET /info). */
@@ -62,6 +65,7 @@ struct docker_container_spec {
   const char *network;                 /* NetworkMode */
   const struct confine_path *allow_ro; /* host paths granted read-only: source -> path */
   size_t n_allow_ro;
+  const char *const *hidden_grant_dirs; /* container paths inside grants: empty tmpfs over each */
   const struct docker_paths *paths;
   const struct cordon_limits *limits;
   const struct docker_engine_features *features;

@@ -53,6 +53,7 @@
 #include "base/proc.h"
 #include "base/strv.h"
 #include "confine/policy.h"
+#include "confine/private.h"
 #include "confine/resolve.h"
 #include "exec/runner.h"
 
@@ -265,7 +266,8 @@ static int engine_features(struct docker_engine *e, struct docker_engine_feature
 /* The workspace: the given directory, or a fresh one in the session's state directory (empty,
  * or restored from a snapshot, every blob verified); then the manifest's files on top. */
 static int prepare_workspace(struct cordon_session *s, const struct cordon_manifest *m,
-                             const char *snapshot_id, bool *owned, struct cordon_error **err) {
+                             const char *snapshot_id, const char *const *private_dirs, bool *owned,
+                             struct cordon_error **err) {
   char resolved[PATH_MAX];
   *owned = !m->workspace;
   if (snapshot_id && m->workspace)
@@ -278,6 +280,8 @@ static int prepare_workspace(struct cordon_session *s, const struct cordon_manif
       return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", m->workspace);
     if (!S_ISDIR(st.st_mode))
       return cordon_error_set(err, CORDON_ERR_USAGE, ENOTDIR, "workspace %s", m->workspace);
+    if (confine_check_not_private(resolved, "workspace", private_dirs, err) < 0)
+      return -1;
     s->workspace = strdup(resolved);
   } else {
     _cleanup_free_ char *dir = NULL;
@@ -417,10 +421,39 @@ static void remove_container(struct docker_engine *e, const char *id) {
   cordon_error_free(ignored);
 }
 
+static void strv_freep(char ***v) {
+  strv_free(*v);
+}
+
+/* The always-hidden set inside a grant (and a .cordon/ at its top): container paths to cover
+ * with an empty tmpfs, added to *hidden once each. */
+static int hide_in_grant(const struct confine_path *grant, const char *const *private_dirs,
+                         char ***hidden, struct cordon_error **err) {
+  char **beneath = NULL;
+  int r = confine_private_beneath(private_dirs, grant->source, true, &beneath, err);
+  for (size_t i = 0; r == 0 && beneath && beneath[i]; i++) {
+    char *target = NULL;
+    bool seen = false;
+    if (asprintf(&target, "%s/%s", grant->path, beneath[i]) < 0) {
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+      break;
+    }
+    for (size_t j = 0; *hidden && (*hidden)[j]; j++)
+      seen |= strcmp((*hidden)[j], target) == 0;
+    if (seen)
+      free(target);
+    else if (strv_push_take(hidden, target) < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  }
+  strv_free(beneath);
+  return r;
+}
+
 /* Host paths granted read-only, checked by the ns backend's rules and resolved to the real
  * paths the engine will bind (at their own path inside the container). */
-static int resolve_grants(const char *const *allow_ro, const char *root, struct confine_path **out,
-                          size_t *count, struct cordon_error **err) {
+static int resolve_grants(const char *const *allow_ro, const char *root,
+                          const char *const *private_dirs, struct confine_path **out, size_t *count,
+                          char ***hidden, struct cordon_error **err) {
   size_t n = strv_length(allow_ro);
   *count = 0;
   *out = calloc(n + 1, sizeof(**out));
@@ -433,6 +466,10 @@ static int resolve_grants(const char *const *allow_ro, const char *root, struct 
   for (size_t i = 0; i < n && r == 0; i++) {
     r = confine_resolve_host_path(norm[i], false, false, "read-only grant", &(*out)[i], NULL, err);
     *count = i + 1;
+    if (r == 0)
+      r = confine_check_not_private((*out)[i].source, "read-only grant", private_dirs, err);
+    if (r == 0 && (*out)[i].kind == CONFINE_KIND_DIR)
+      r = hide_in_grant(&(*out)[i], private_dirs, hidden, err);
   }
   strv_free(norm);
   return r;
@@ -458,10 +495,13 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       confine_check_limits(&p->limits, err) < 0)
     return -1;
   bool owned = false;
-  if (prepare_workspace(s, m, snapshot_id, &owned, err) < 0)
+  _cleanup_(strv_freep) char **private_dirs = NULL, **hidden_grant_dirs = NULL;
+  if (confine_private_set(cordon_context_state_dir(s->ctx), &private_dirs, err) < 0 ||
+      prepare_workspace(s, m, snapshot_id, (const char *const *)private_dirs, &owned, err) < 0)
     return -1;
   struct docker_paths paths;
-  if (docker_paths_resolve(s->workspace, p->read_only, p->hidden, &paths, err) < 0)
+  if (docker_paths_resolve(s->workspace, p->read_only, p->hidden, (const char *const *)private_dirs,
+                           &paths, err) < 0)
     return -1;
   int r = -1;
   struct confine_path *grants = NULL;
@@ -475,7 +515,8 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   const struct cordon_limits *l = &p->limits;
   bool limited = l->memory_bytes || l->pids || l->cpus > 0;
   struct stat ws;
-  if (resolve_grants(p->allow_ro, s->root, &grants, &n_grants, err) < 0 ||
+  if (resolve_grants(p->allow_ro, s->root, (const char *const *)private_dirs, &grants, &n_grants,
+                     &hidden_grant_dirs, err) < 0 ||
       docker_engine_open(NULL, &e, err) < 0 || make_empty_file(s, &empty, err) < 0)
     goto out;
   /* /info costs ~25 ms: ask only when there are limits to check. */
@@ -509,6 +550,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       .network = network,
       .allow_ro = grants,
       .n_allow_ro = n_grants,
+      .hidden_grant_dirs = (const char *const *)hidden_grant_dirs,
       .paths = &paths,
       .limits = l,
       .features = &features,

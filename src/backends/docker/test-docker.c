@@ -327,6 +327,7 @@ static void test_container_config(void **state) {
       .network = "none",
       .allow_ro = &grant,
       .n_allow_ro = 1,
+      .hidden_grant_dirs = (const char *const[]){"/opt/tools/proj/.cordon", NULL},
       .paths = &paths,
       .limits = &limits,
       .features = &features,
@@ -376,6 +377,10 @@ static void test_container_config(void **state) {
   assert_string_equal(json_string_value(json_object_get(m, "Source")), spec.empty_file);
   m = mount_with_target(config, "/opt/tools");
   assert_string_equal(json_string_value(json_object_get(m, "Source")), "/srv/tools");
+  /* cordon's state inside a grant: an empty read-only tmpfs over it. */
+  m = mount_with_target(config, "/opt/tools/proj/.cordon");
+  assert_string_equal(json_string_value(json_object_get(m, "Type")), "tmpfs");
+  assert_true(json_is_true(json_object_get(m, "ReadOnly")));
   m = mount_with_target(config, "/.cordon-init");
   assert_true(json_is_true(json_object_get(m, "ReadOnly")));
   m = mount_with_target(config, DOCKER_AGENT_TARGET);
@@ -439,7 +444,7 @@ static void test_paths(void **state) {
   struct cordon_error *err = NULL;
   const char *ro[] = {"./src//gen/", NULL};
   const char *hidden[] = {"secret", "key.pem", NULL};
-  assert_int_equal(docker_paths_resolve(real, ro, hidden, &paths, &err), 0);
+  assert_int_equal(docker_paths_resolve(real, ro, hidden, NULL, &paths, &err), 0);
   assert_int_equal(paths.n_read_only, 1);
   assert_string_equal(paths.read_only[0].relative, "src/gen");
   assert_true(paths.read_only[0].directory);
@@ -450,37 +455,58 @@ static void test_paths(void **state) {
 
   /* A symlink inside resolves to its target; one that leaves is refused. */
   const char *alias[] = {"alias", NULL};
-  assert_int_equal(docker_paths_resolve(real, alias, NULL, &paths, &err), 0);
+  assert_int_equal(docker_paths_resolve(real, alias, NULL, NULL, &paths, &err), 0);
   assert_string_equal(paths.read_only[0].relative, "src/gen");
   docker_paths_clear(&paths);
   const char *escape[] = {"out", NULL};
-  assert_true(docker_paths_resolve(real, escape, NULL, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, escape, NULL, NULL, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   const char *dotdot[] = {"../x", NULL};
-  assert_true(docker_paths_resolve(real, NULL, dotdot, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, NULL, dotdot, NULL, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   const char *missing[] = {"nope", NULL};
-  assert_true(docker_paths_resolve(real, missing, NULL, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, missing, NULL, NULL, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   /* Overlaps, also through two names of one directory; read-only under hidden. */
   const char *overlap[] = {"src", "src/gen", NULL};
-  assert_true(docker_paths_resolve(real, overlap, NULL, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, overlap, NULL, NULL, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   const char *two_names[] = {"alias", "src/gen", NULL};
-  assert_true(docker_paths_resolve(real, two_names, NULL, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, two_names, NULL, NULL, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   const char *hide_src[] = {"src", NULL};
-  assert_true(docker_paths_resolve(real, ro, hide_src, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, ro, hide_src, NULL, &paths, &err) < 0);
   assert_non_null(strstr(err->message, "under hidden"));
   cordon_error_free(err);
   err = NULL;
   const char *under_state[] = {".cordon", NULL};
-  assert_true(docker_paths_resolve(real, under_state, NULL, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, under_state, NULL, NULL, &paths, &err) < 0);
+  cordon_error_free(err);
+  err = NULL;
+
+  /* The always-hidden set (another project's .cordon/ deep inside, the policy's own hidden
+   * directory named again, a directory elsewhere): hidden once each, at any depth. */
+  snprintf(p, sizeof(p), "%s/src/gen/.cordon", real);
+  assert_int_equal(mkdir(p, 0700), 0);
+  char secret[4200];
+  snprintf(secret, sizeof(secret), "%s/secret", real);
+  const char *private_dirs[] = {"/nonexistent-cordon-state", p, secret, NULL};
+  const char *hide_secret[] = {"secret", NULL};
+  assert_int_equal(docker_paths_resolve(real, NULL, hide_secret, private_dirs, &paths, &err), 0);
+  assert_int_equal(paths.n_hidden, 3);
+  assert_string_equal(paths.hidden[0].relative, "secret");
+  assert_string_equal(paths.hidden[1].relative, ".cordon");
+  assert_string_equal(paths.hidden[2].relative, "src/gen/.cordon");
+  assert_true(paths.hidden[2].directory);
+  docker_paths_clear(&paths);
+  /* A read-only path may not expose one. */
+  const char *ro_state[] = {"src/gen/.cordon", NULL};
+  assert_true(docker_paths_resolve(real, ro_state, NULL, private_dirs, &paths, &err) < 0);
   cordon_error_free(err);
   err = NULL;
   /* A hidden file with another name (a hard link) is refused, naming both, unless every name
@@ -489,14 +515,14 @@ static void test_paths(void **state) {
   snprintf(p, sizeof(p), "%s/key.pem", real);
   snprintf(target, sizeof(target), "%s/src/key-copy", real);
   assert_int_equal(link(p, target), 0);
-  assert_true(docker_paths_resolve(real, NULL, hidden, &paths, &err) < 0);
+  assert_true(docker_paths_resolve(real, NULL, hidden, NULL, &paths, &err) < 0);
   assert_int_equal(err->kind, CORDON_ERR_DENIED);
   assert_non_null(strstr(err->message, "key.pem"));
   assert_non_null(strstr(err->message, "src/key-copy"));
   cordon_error_free(err);
   err = NULL;
   const char *every_name[] = {"key.pem", "src/key-copy", NULL};
-  assert_int_equal(docker_paths_resolve(real, NULL, every_name, &paths, &err), 0);
+  assert_int_equal(docker_paths_resolve(real, NULL, every_name, NULL, &paths, &err), 0);
   docker_paths_clear(&paths);
   fs_remove_tree(real, NULL);
 }

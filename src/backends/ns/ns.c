@@ -42,6 +42,7 @@
 #include "base/strv.h"
 #include "confine/cgroup.h"
 #include "confine/policy.h"
+#include "confine/private.h"
 #include "confine/resolve.h"
 #include "confine/syscalls.h"
 #include "confine/userns.h"
@@ -328,8 +329,10 @@ struct plan {
   struct confine_path *grants; /* resolved allow_ro */
   size_t n_grants;
   char **ro, **hidden_dirs, **hidden_files;
+  char **private_dirs;     /* the always-hidden set (confine/private.h) */
+  char **hidden_host_dirs; /* members of it inside system paths and grants, sandbox paths */
   struct confine_tree *trees;
-  size_t n_trees;
+  size_t n_trees, n_grant_trees; /* grants come last */
   char *passwd, *group;
   char *workspace_real;
 };
@@ -341,6 +344,8 @@ static void plan_clear(struct plan *p) {
   strv_free(p->ro);
   strv_free(p->hidden_dirs);
   strv_free(p->hidden_files);
+  strv_free(p->private_dirs);
+  strv_free(p->hidden_host_dirs);
   for (size_t i = 0; i < p->n_trees; i++)
     if (p->trees[i].tree_fd >= 0)
       close(p->trees[i].tree_fd);
@@ -382,6 +387,34 @@ static int push_resolved(struct plan *p, const struct confine_path *rp, bool rea
     if (strcmp((*list)[i], rp->path) == 0)
       return 0; /* the same path named twice (e.g. .cordon listed explicitly) */
   if (strv_push(list, rp->path) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  return 0;
+}
+
+/* Drop the entries of list that `rel` covers; true when one of them covers `rel`. */
+static bool hidden_merge(char **list, const char *rel) {
+  size_t o = 0;
+  bool covered = false;
+  for (size_t i = 0; list && list[i]; i++) {
+    if (confine_path_covers(list[i], rel))
+      covered = true;
+    else if (confine_path_covers(rel, list[i])) {
+      free(list[i]);
+      continue;
+    }
+    list[o++] = list[i];
+  }
+  if (list)
+    list[o] = NULL;
+  return covered;
+}
+
+/* A directory of the always-hidden set inside the workspace (canonical, relative): hidden
+ * unless the policy hides it (or a parent) already; what the policy hides beneath it goes. */
+static int push_always_hidden(struct plan *p, const char *rel, struct cordon_error **err) {
+  bool covered = hidden_merge(p->hidden_dirs, rel);
+  covered |= hidden_merge(p->hidden_files, rel);
+  if (!covered && strv_push(&p->hidden_dirs, rel) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
   return 0;
 }
@@ -441,30 +474,15 @@ static int plan_workspace_policy(struct plan *p, const struct cordon_session *s,
   if (confine_check_hard_links(ws_fd, (const char *const *)p->ro, (const char *const *)hidden_named,
                                err) < 0)
     return -1;
-  /* cordon's own state, and its keys, are always hidden when the workspace holds them (the
-   * keys should live outside every workspace; if they do not, the sandbox still never sees
-   * them). */
-  _cleanup_free_ char *key_dir = NULL;
-  cordon_key_dir(&key_dir, NULL);
-  const char *own[] = {s->ctx ? cordon_context_state_dir(s->ctx) : NULL, key_dir};
-  for (size_t k = 0; k < ARRAY_SIZE(own); k++) {
-    char real[PATH_MAX];
-    struct stat st;
-    if (!own[k] || !realpath(own[k], real) || stat(real, &st) < 0)
-      continue;
-    size_t wl = strlen(p->workspace_real);
-    if (strncmp(real, p->workspace_real, wl) != 0 || real[wl] != '/')
-      continue;
-    struct confine_path rp = {
-        .path = strdup(real + wl + 1),
-        .kind = S_ISDIR(st.st_mode) ? CONFINE_KIND_DIR : CONFINE_KIND_FILE,
-    };
-    int r = rp.path ? push_resolved(p, &rp, false, err)
-                    : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-    free(rp.path);
-    if (r < 0)
+  /* cordon's own state, its keys and every other project's .cordon/ are always hidden where
+   * the workspace holds them, at any depth; one the policy hides already stays as it is. */
+  _cleanup_(strv_freep) char **beneath = NULL;
+  if (confine_private_beneath((const char *const *)p->private_dirs, p->workspace_real, true,
+                              &beneath, err) < 0)
+    return -1;
+  for (size_t i = 0; beneath && beneath[i]; i++)
+    if (push_always_hidden(p, beneath[i], err) < 0)
       return -1;
-  }
   _cleanup_(strv_freep) char **hidden_all = strv_copy((const char *const *)p->hidden_dirs);
   for (size_t i = 0; hidden_all && p->hidden_files && p->hidden_files[i]; i++)
     if (strv_push(&hidden_all, p->hidden_files[i]) < 0)
@@ -474,6 +492,29 @@ static int plan_workspace_policy(struct plan *p, const struct cordon_session *s,
   if (confine_check_workspace_lists((const char *const *)p->ro, (const char *const *)hidden_all,
                                     err) < 0)
     return cordon_error_prefix(err, "after resolving symlinks");
+  return 0;
+}
+
+/* The always-hidden set inside every tree bound from the host (system paths and grants, at
+ * any depth, and a .cordon/ at the top of a grant even when unregistered): each is covered by
+ * an empty read-only tmpfs at its path inside the sandbox. */
+static int plan_hidden_host_dirs(struct plan *p, struct cordon_error **err) {
+  for (size_t i = 0; i < p->n_trees; i++) {
+    const struct confine_tree *t = &p->trees[i];
+    if (t->link || !t->source || !t->is_dir)
+      continue;
+    _cleanup_(strv_freep) char **beneath = NULL;
+    bool grant = i >= p->n_trees - p->n_grant_trees;
+    if (confine_private_beneath((const char *const *)p->private_dirs, t->source, grant, &beneath,
+                                err) < 0)
+      return -1;
+    for (size_t j = 0; beneath && beneath[j]; j++) {
+      char *target = NULL;
+      if (asprintf(&target, "%s/%s", t->target, beneath[j]) < 0 ||
+          strv_push_take(&p->hidden_host_dirs, target) < 0)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+    }
+  }
   return 0;
 }
 
@@ -538,8 +579,11 @@ static int plan_host_paths(struct plan *p, const struct cordon_session *s,
     if (covered)
       continue;
     if (confine_resolve_host_path(grants[i], false, false, "read-only grant", &p->grants[i], NULL,
-                                  err) < 0)
+                                  err) < 0 ||
+        confine_check_not_private(p->grants[i].source, "read-only grant",
+                                  (const char *const *)p->private_dirs, err) < 0)
       return -1;
+    p->n_grant_trees++;
     struct confine_tree *t = &p->trees[p->n_trees++];
     *t = (struct confine_tree){
         .target = p->grants[i].path,
@@ -548,7 +592,7 @@ static int plan_host_paths(struct plan *p, const struct cordon_session *s,
         .is_dir = p->grants[i].kind == CONFINE_KIND_DIR,
     };
   }
-  return 0;
+  return plan_hidden_host_dirs(p, err);
 }
 
 static int make_listen_socket(int state_fd, struct cordon_error **err) {
@@ -646,7 +690,9 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
                             "checkout as the workspace");
 
   _cleanup_(plan_clear) struct plan plan = {0};
-  if (plan_host_paths(&plan, s, policy, err) < 0)
+  if (confine_private_set(s->ctx ? cordon_context_state_dir(s->ctx) : NULL, &plan.private_dirs,
+                          err) < 0 ||
+      plan_host_paths(&plan, s, policy, err) < 0)
     return -1;
 
   /* The workspace: the caller's directory, a fresh one in the session's state, or (resume) the
@@ -710,7 +756,9 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", m->workspace);
     if (!S_ISDIR(st.st_mode))
       return cordon_error_set(err, CORDON_ERR_USAGE, ENOTDIR, "workspace %s", m->workspace);
-    if (confine_check_workspace_dir(real, err) < 0)
+    if (confine_check_workspace_dir(real, err) < 0 ||
+        confine_check_not_private(real, "workspace", (const char *const *)plan.private_dirs, err) <
+            0)
       return -1;
     s->workspace = strdup(real);
   } else {
@@ -879,6 +927,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       .ro_paths = (const char *const *)plan.ro,
       .hidden_dirs = (const char *const *)plan.hidden_dirs,
       .hidden_files = (const char *const *)plan.hidden_files,
+      .hidden_host_dirs = (const char *const *)plan.hidden_host_dirs,
       .passwd = plan.passwd,
       .group = plan.group,
       .deny_user_namespaces = true,

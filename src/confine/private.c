@@ -1,0 +1,207 @@
+/* The always-hidden set and the registry of projects (see private.h). */
+/* OpenSSL's low-level SHA-256 (deprecated in 3.0, still provided): the EVP route loads
+ * openssl.cnf and the default provider, 2-3 ms per process that `cordon run` otherwise never
+ * pays, for one digest of a path. */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cordon/keys.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/private-dirs.h"
+#include "base/strv.h"
+#include "confine/policy.h"
+#include "confine/private.h"
+#include "confine/resolve.h"
+#include "crypto/digest.h"
+
+#define PROJECTS_DIR "projects"
+
+static void strv_freep(char ***v) {
+  strv_free(*v);
+}
+
+static int projects_dir(char **out, struct cordon_error **err) {
+  _cleanup_free_ char *home = NULL;
+  if (private_state_home(&home, err) < 0)
+    return -1;
+  if (asprintf(out, "%s/" PROJECTS_DIR, home) < 0) {
+    *out = NULL;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "registry of projects");
+  }
+  return 0;
+}
+
+/* The canonical path of an existing directory (following symlinks), or NULL. */
+static char *canonical_dir(const char *path) {
+  _cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  return fd < 0 ? NULL : confine_fd_path(fd);
+}
+
+int confine_projects_register(const char *state_dir, struct cordon_error **err) {
+  _cleanup_free_ char *real = canonical_dir(state_dir);
+  if (!real)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "state directory %s", state_dir);
+  char name[CRYPTO_SHA256_HEX_LEN + 1];
+  _cleanup_free_ char *dir = NULL;
+  uint8_t digest[SHA256_DIGEST_LENGTH];
+  SHA256_CTX sha;
+  if (!SHA256_Init(&sha) || !SHA256_Update(&sha, real, strlen(real)) || !SHA256_Final(digest, &sha))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "SHA-256");
+  crypto_hex_encode(digest, sizeof(digest), name);
+  if (projects_dir(&dir, err) < 0)
+    return -1;
+  _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (dfd >= 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    return 0;
+  if (dfd < 0) {
+    if (fs_mkdir_p(dir, 0700, err) < 0)
+      return cordon_error_prefix(err, "registry of projects");
+    dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "registry of projects %s", dir);
+  }
+  /* A symlink is created whole or not at all, and reads back in one system call: the
+   * registry is read by every sandbox plan. Never followed by cordon: the path is a name. */
+  if (symlinkat(real, dfd, name) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "registry of projects %s", dir);
+  _cleanup_close_ int sync_fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (sync_fd >= 0)
+    fsync(sync_fd);
+  return 0;
+}
+
+/* The path an entry names (absolute), or NULL when it is not a well-formed entry. */
+static char *read_entry(int dfd, const char *name) {
+  if (!crypto_is_sha256_hex(name))
+    return NULL;
+  char buf[PATH_MAX];
+  ssize_t n = readlinkat(dfd, name, buf, sizeof(buf));
+  if (n < 1 || n >= (ssize_t)sizeof(buf) || buf[0] != '/')
+    return NULL;
+  buf[n] = 0;
+  return strdup(buf);
+}
+
+/* Call fn for every well-formed entry of the registry (a missing registry has none). */
+static int projects_walk(int (*fn)(int dfd, const char *name, const char *path, void *data),
+                         void *data, struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL;
+  if (projects_dir(&dir, err) < 0)
+    return -1;
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) {
+    if (errno == ENOENT)
+      return 0;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "registry of projects %s", dir);
+  }
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    close(dfd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "registry of projects %s", dir);
+  }
+  int r = 0;
+  for (struct dirent *de; r == 0 && (de = readdir(d));) {
+    if (de->d_name[0] == '.')
+      continue;
+    _cleanup_free_ char *path = read_entry(dfd, de->d_name);
+    r = fn(dfd, de->d_name, path, data);
+  }
+  closedir(d);
+  if (r < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "registry of projects");
+  return 0;
+}
+
+static int push_canonical(char ***set, const char *path) {
+  char *real = canonical_dir(path);
+  if (!real)
+    return 0;
+  for (size_t i = 0; *set && (*set)[i]; i++)
+    if (strcmp((*set)[i], real) == 0) {
+      free(real);
+      return 0;
+    }
+  return strv_push_take(set, real);
+}
+
+/* Registry entries go in as written (real paths when registered): checked only when one lies
+ * beneath a tree (confine_private_beneath), so a long registry costs one read per entry. */
+static int collect_entry(int dfd, const char *name, const char *path, void *data) {
+  (void)dfd, (void)name;
+  return path ? strv_push(data, path) : 0;
+}
+
+static int prune_entry(int dfd, const char *name, const char *path, void *data) {
+  struct stat st;
+  if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    return 0;
+  if (unlinkat(dfd, name, 0) == 0)
+    ++*(size_t *)data;
+  return 0;
+}
+
+int confine_projects_prune(size_t *removed, struct cordon_error **err) {
+  size_t n = 0;
+  int r = projects_walk(prune_entry, &n, err);
+  if (removed)
+    *removed = n;
+  return r;
+}
+
+int confine_private_set(const char *own_state_dir, char ***out, struct cordon_error **err) {
+  _cleanup_(strv_freep) char **set = strv_copy(NULL);
+  _cleanup_free_ char *keys = NULL, *home = NULL, *runtime = NULL;
+  if (!set)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+  cordon_key_dir(&keys, NULL);
+  private_state_home(&home, NULL);
+  private_runtime_dir(&runtime, NULL);
+  const char *fixed[] = {keys, home, runtime, own_state_dir};
+  for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+    if (fixed[i] && push_canonical(&set, fixed[i]) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+  if (home && projects_walk(collect_entry, &set, err) < 0)
+    return -1;
+  *out = steal_ptr(&set);
+  return 0;
+}
+
+/* path names an existing directory by its canonical name (no symlink on the way, no "."). */
+static bool is_canonical_dir(const char *path) {
+  _cleanup_free_ char *real = canonical_dir(path);
+  return real && strcmp(real, path) == 0;
+}
+
+int confine_private_beneath(const char *const *set, const char *root, bool top, char ***out,
+                            struct cordon_error **err) {
+  _cleanup_(strv_freep) char **present = strv_copy(NULL);
+  if (!present)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+  size_t rl = strcmp(root, "/") == 0 ? 0 : strlen(root);
+  for (size_t i = 0; set && set[i]; i++)
+    if (confine_path_covers(root, set[i]) && set[i][rl] == '/' && set[i][rl + 1] &&
+        is_canonical_dir(set[i]) && strv_push(&present, set[i]) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+  if (top) {
+    _cleanup_free_ char *path = NULL;
+    struct stat st;
+    if (asprintf(&path, "%s%s.cordon", root, rl ? "/" : "") < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && strv_push(&present, path) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+  }
+  return confine_hidden_beneath((const char *const *)present, root, out, err);
+}
