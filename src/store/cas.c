@@ -426,6 +426,26 @@ ssize_t cas_blob_read(const struct cas_blob *b, void *buf, size_t n, uint64_t po
   }
 }
 
+void cas_blob_region(const struct cas_blob *b, uint64_t pos, bool *hole, uint64_t *end) {
+  *hole = false;
+  *end = b->size;
+  if (!b->owned || b->packed || pos >= b->size)
+    return;
+  /* Regions as the filesystem reports them; any doubt (no SEEK_DATA support) reads data. */
+  off_t data = lseek(b->fd, (off_t)pos, SEEK_DATA);
+  if (data < 0 && errno != ENXIO)
+    return;
+  if (data < 0 || (uint64_t)data > pos) {
+    *hole = true;
+    if (data >= 0 && (uint64_t)data < b->size)
+      *end = (uint64_t)data;
+    return;
+  }
+  off_t hole_at = lseek(b->fd, (off_t)pos, SEEK_HOLE);
+  if (hole_at > (off_t)pos && (uint64_t)hole_at < b->size)
+    *end = (uint64_t)hole_at;
+}
+
 void cas_blob_close(struct cas_blob *b) {
   if (b->owned && b->fd >= 0)
     close(b->fd);
@@ -1360,6 +1380,21 @@ int cas_stage_write(struct cas_stage *st, const void *data, size_t length,
   return 0;
 }
 
+int cas_stage_skip(struct cas_stage *st, uint64_t length, struct cordon_error **err) {
+  if (length == 0)
+    return 0;
+  if (length > (uint64_t)INT64_MAX - st->size)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EFBIG, "store %s: temp file",
+                            st->batch->cas->dir);
+  if (lseek(st->fd, (off_t)length, SEEK_CUR) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file",
+                            st->batch->cas->dir);
+  cas_hasher_update_zeros(st->hasher, length);
+  st->size += length;
+  st->holes = true;
+  return 0;
+}
+
 void cas_stage_abort(struct cas_stage *st) {
   if (st->fd >= 0)
     close(st->fd);
@@ -1371,6 +1406,12 @@ void cas_stage_abort(struct cas_stage *st) {
 
 int cas_stage_close(struct cas_stage *st, unsigned char digest[CAS_DIGEST_LEN],
                     struct cordon_error **err) {
+  /* A trailing hole is only an offset until the file's length says so. */
+  if (st->holes && ftruncate(st->fd, (off_t)st->size) < 0) {
+    int e = errno;
+    cas_stage_abort(st);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", st->batch->cas->dir);
+  }
   int r = close(st->fd);
   st->fd = -1;
   if (r < 0) {
