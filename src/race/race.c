@@ -362,6 +362,7 @@ static int start_all(struct race *r, struct cordon_error **err) {
   /* Ephemeral: the race destroys its sessions itself, so their state needs no fsync. One-shot
    * unless a judge runs after the command, in the same session. */
   struct cordon_manifest m = {.ephemeral = true, .one_shot = !r->o->judge_argv};
+  m.policy.limits.fsize_bytes = r->o->fsize_bytes;
   struct cordon_session_batch batch = {
       .count = r->k, .jobs = r->o->jobs, .progress = start_progress, .data = r};
   _cleanup_free_ struct cordon_session **sessions = calloc(r->k, sizeof(*sessions));
@@ -430,6 +431,7 @@ static int run_step(struct slot *s, struct cordon_error **err) {
   if (stopping(r))
     return 0;
   announce(s, CORDON_RACE_SNAPSHOT);
+  s->session->max_snapshot_bytes = r->o->max_snapshot_bytes;
   if (cordon_session_snapshot(s->session, &s->snapshot, err) < 0)
     return cordon_error_prefix(err, "%s: terminal snapshot", s->task_id);
   if (terminal_change(s, err) < 0)

@@ -27,6 +27,7 @@
 #define COPY_BUFFER ((size_t)1 << 20)
 #define CHUNK 32
 #define MAX_THREADS 64
+#define HOLE_STEP ((uint64_t)64 << 20)
 
 struct restore {
   struct cordon_cas *cas;
@@ -151,6 +152,8 @@ static int restore_blob(struct restore_worker *w, int pfd, const char *name,
     if (in->size > COPY_BUFFER)
       cas_blob_region(in, size, &hole, &region_end);
     if (hole) {
+      if (region_end - size > HOLE_STEP) /* in steps, for interrupts */
+        region_end = size + HOLE_STEP;
       cas_hasher_update_zeros(&w->hasher, region_end - size);
       if (lseek(out, (off_t)region_end, SEEK_SET) < 0)
         return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "restore %s", e->path);

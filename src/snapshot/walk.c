@@ -26,6 +26,7 @@
 #define DENTS_BUFFER ((size_t)64 << 10)
 #define ARENA_CHUNK ((size_t)2 << 20)
 #define MAX_THREADS 64
+#define HOLE_STEP ((uint64_t)64 << 20)
 
 enum { JOB_DIR = 1, JOB_FILE = 2 };
 
@@ -148,8 +149,7 @@ static int over_limit(struct worker *w, uint64_t total) {
   return cordon_error_set(&w->err, CORDON_ERR_DENIED, 0,
                           "the tree's files hold at least %llu bytes, over the snapshot limit of "
                           "%llu bytes",
-                          (unsigned long long)total,
-                          (unsigned long long)w->tree->o->limit_bytes);
+                          (unsigned long long)total, (unsigned long long)w->tree->o->limit_bytes);
 }
 
 /* Count bytes against the limit; *counter is one of the tree's totals. */
@@ -512,10 +512,12 @@ static int stage_sparse(struct worker *w, struct walk_node *n, int fd, const str
     }
     uint64_t data_at = data < 0 || (uint64_t)data > end ? end : (uint64_t)data;
     if (data_at > pos) {
-      if (charge(w, &t->read_bytes, data_at - pos) < 0 ||
-          cas_stage_skip(&stage, data_at - pos, &w->err) < 0)
+      /* In steps, so that an interrupt stops hashing a huge hole within a fraction of a
+       * second. */
+      uint64_t step = data_at - pos < HOLE_STEP ? data_at - pos : HOLE_STEP;
+      if (charge(w, &t->read_bytes, step) < 0 || cas_stage_skip(&stage, step, &w->err) < 0)
         goto fail;
-      pos = data_at;
+      pos += step;
       continue;
     }
     off_t hole = lseek(fd, (off_t)pos, SEEK_HOLE);
