@@ -303,7 +303,8 @@ int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
       .limit_bytes = limit_of(o),
   };
   if (walk_run(cas, batch, rootfd, &wo, &tree, err) < 0) {
-    cordon_error_prefix(err, "snapshot of %s", dir);
+    if (!err || !*err || (*err)->kind != CORDON_ERR_INTERRUPTED)
+      cordon_error_prefix(err, "snapshot of %s", dir);
     goto out;
   }
   /* The walk built the tree in canonical order: encode it directly. */
@@ -550,7 +551,8 @@ int cordon_snapshot_take_overlay(struct cordon_cas *cas, const char *base_hex,
   if (cas_batch_new(cas, &batch, err) < 0)
     goto out;
   if (walk_run(cas, batch, rootfd, &wo, &tree, err) < 0) {
-    cordon_error_prefix(err, "overlay snapshot of %s", upper_dir);
+    if (!err || !*err || (*err)->kind != CORDON_ERR_INTERRUPTED)
+      cordon_error_prefix(err, "overlay snapshot of %s", upper_dir);
     goto out;
   }
   if (walk_entries(tree, &nodes, &upper_entries, &n_nodes, err) < 0 ||

@@ -547,6 +547,8 @@ static int stage_sparse(struct worker *w, struct walk_node *n, int fd, const str
   return 0;
 fail:
   cas_stage_abort(&stage);
+  if (w->err->kind == CORDON_ERR_INTERRUPTED)
+    return -1;
   return cordon_error_prefix(&w->err, "%s", n->path);
 }
 

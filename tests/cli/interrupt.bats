@@ -311,6 +311,7 @@ until_staging() {
     expect_death_by $sig
     [ "$(store_temps)" -eq 0 ]
     [ ! -s "$PROJECT/out" ]
+    grep -qx "cordon: interrupted" "$PROJECT/err"
   done
   run -0 "$CORDON" cas verify
   # SIGKILL leaves the staged file; `cas gc` removes it.
