@@ -1370,12 +1370,47 @@ int cas_stage_open(struct cas_batch *b, struct cas_hasher *hasher, struct cas_st
   return 0;
 }
 
+#define STAGE_BLOCK ((size_t)4096)
+
+static bool all_zero(const unsigned char *p, size_t n) {
+  return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+/* Zero blocks (aligned to the file's 4 KiB blocks) become holes, runs of the others one write
+ * each: a file of zeros costs no store space, however it was written. */
 int cas_stage_write(struct cas_stage *st, const void *data, size_t length,
                     struct cordon_error **err) {
   cas_hasher_update(st->hasher, data, length);
-  if (fs_write_all(st->fd, data, length) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file",
-                            st->batch->cas->dir);
+  const unsigned char *p = data;
+  size_t at = 0;
+  while (at < length) {
+    bool zero = false;
+    size_t run = 0;
+    for (;;) {
+      uint64_t offset = st->size + at + run;
+      size_t block = STAGE_BLOCK - (size_t)(offset % STAGE_BLOCK);
+      if (block > length - at - run)
+        block = length - at - run;
+      bool z = all_zero(p + at + run, block);
+      if (run == 0)
+        zero = z;
+      else if (z != zero)
+        break;
+      run += block;
+      if (at + run == length)
+        break;
+    }
+    if (zero) {
+      if (lseek(st->fd, (off_t)run, SEEK_CUR) < 0)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file",
+                                st->batch->cas->dir);
+      st->holes = true;
+    } else if (fs_write_all(st->fd, p + at, run) < 0) {
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file",
+                              st->batch->cas->dir);
+    }
+    at += run;
+  }
   st->size += length;
   return 0;
 }
