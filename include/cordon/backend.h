@@ -106,10 +106,18 @@ struct cordon_repo_spec {
 struct cordon_limits {
   uint64_t memory_bytes;
   uint64_t pids;
-  double cpus;          /* CPU bandwidth in cores, e.g. 0.5 */
-  uint64_t nofile;      /* RLIMIT_NOFILE */
-  uint64_t fsize_bytes; /* RLIMIT_FSIZE */
+  double cpus;     /* CPU bandwidth in cores, e.g. 0.5 */
+  uint64_t nofile; /* RLIMIT_NOFILE */
+  /* RLIMIT_FSIZE. 0: CORDON_DEFAULT_FSIZE_BYTES on the backends that enforce rlimits (ns,
+   * docker), so that no sandboxed command fills the host's disk with one file unless asked to;
+   * CORDON_LIMIT_UNLIMITED: none (not a requested limit). */
+  uint64_t fsize_bytes;
 };
+
+/* 4 GiB: above any source file, build product or test fixture a command should write in a
+ * workspace; a sparse file's apparent size counts, so a 100 GiB hole is refused too. */
+#define CORDON_DEFAULT_FSIZE_BYTES ((uint64_t)4 << 30)
+#define CORDON_LIMIT_UNLIMITED UINT64_MAX
 
 struct cordon_policy {
   const char *const *read_only;    /* workspace-relative paths mounted read-only */
@@ -222,6 +230,9 @@ struct cordon_session {
   /* Set by the library, for a batch, when the backend has `ready`: create/resume may return
    * while the session's sandbox is still being built; `ready` finishes it. */
   bool defer_ready;
+  /* The snapshot limit (cordon_snapshot_options.max_bytes) for `snapshot`, set by the caller
+   * before it: 0 is CORDON_SNAPSHOT_DEFAULT_MAX_BYTES. Not persisted. */
+  uint64_t max_snapshot_bytes;
 };
 
 struct cordon_backend {

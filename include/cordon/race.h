@@ -184,6 +184,11 @@ struct cordon_race_options {
   const char *key_dir;                         /* NULL: cordon_key_dir() */
   const char *actor;                           /* audit actor; NULL: "uid:N" */
   const struct cordon_race_observer *observer; /* may be NULL */
+  /* Limits on what a candidate can write (0: the defaults, CORDON_DEFAULT_FSIZE_BYTES and
+   * CORDON_SNAPSHOT_DEFAULT_MAX_BYTES; CORDON_LIMIT_UNLIMITED / CORDON_SNAPSHOT_UNLIMITED:
+   * none). A candidate whose tree is over the snapshot limit has no terminal snapshot. */
+  uint64_t fsize_bytes;
+  uint64_t max_snapshot_bytes;
 };
 
 struct cordon_race_candidate {

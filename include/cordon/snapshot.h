@@ -8,7 +8,10 @@
  *
  * Taking a snapshot re-reads only files whose stat data changed since the last snapshot of the
  * same directory (a stat cache with git's racy-timestamp rule) and hashes on every core. Every
- * snapshot taken or imported gets a ref in the store, which keeps it from gc until forgotten. */
+ * snapshot taken or imported gets a ref in the store, which keeps it from gc until forgotten.
+ * Sparse files are read by their data regions and stored sparse: holes cost neither reads nor
+ * disk, and the id is the same as for the dense file. A tree whose files hold more than a limit
+ * (8 GiB unless the caller says otherwise) is refused before it is stored. */
 #ifndef CORDON_SNAPSHOT_H
 #define CORDON_SNAPSHOT_H
 
@@ -33,7 +36,15 @@ struct cordon_snapshot_options {
   unsigned threads;   /* 0: online CPUs, at most 8 */
   bool no_stat_cache; /* hash every file */
   const struct cordon_progress *progress;
+  /* The most bytes the tree's regular files may hold (their sizes, holes included): a tree over
+   * it fails with CORDON_ERR_DENIED before its files are stored, and leaves nothing behind.
+   * 0: CORDON_SNAPSHOT_DEFAULT_MAX_BYTES; CORDON_SNAPSHOT_UNLIMITED: no limit. */
+  uint64_t max_bytes;
 };
+
+/* 8 GiB: far above a source tree with its build outputs, far below what fills a disk. */
+#define CORDON_SNAPSHOT_DEFAULT_MAX_BYTES ((uint64_t)8 << 30)
+#define CORDON_SNAPSHOT_UNLIMITED UINT64_MAX
 
 struct cordon_snapshot_stats {
   uint64_t entries;      /* manifest entries, the root included */

@@ -148,7 +148,8 @@ int workspace_write_manifest_files(const char *workspace, const struct cordon_ma
 int workspace_snapshot(struct cordon_session *s, const char *const *exclude, char **snapshot_id,
                        struct cordon_error **err) {
   const char *const aliases[] = {s->root, NULL};
-  struct cordon_snapshot_options o = {.root_aliases = aliases, .exclude = exclude};
+  struct cordon_snapshot_options o = {
+      .root_aliases = aliases, .exclude = exclude, .max_bytes = s->max_snapshot_bytes};
   struct cordon_cas *cas = NULL;
   if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
     return -1;

@@ -3,6 +3,7 @@
 #define CORDON_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <jansson.h>
@@ -35,6 +36,8 @@ int cli_parse_double(const char *s, double min, double *out);
 int cli_parse_u64(const char *s, unsigned long long *out);
 /* Sizes with an optional K, M, G suffix (powers of 1024). */
 int cli_parse_size(const char *s, unsigned long long *out);
+/* A size limit: SIZE as cli_parse_size, or "0" or "unlimited" for none (UINT64_MAX). */
+int cli_parse_size_limit(const char *s, uint64_t *out);
 
 /* Print a JSON document on stdout (indented, keys sorted) and release it. */
 void cli_print_json(json_t *doc);

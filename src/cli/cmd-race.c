@@ -45,6 +45,11 @@ static const char race_usage[] =
     "                     CORDON_CANDIDATE_EXIT_CODE, its exit code counts for correctness\n"
     "  --timeout SECONDS  limit for the command and for the judge (default: none)\n"
     "  --jobs N           candidates run at once (default: the number of cores)\n"
+    "  --fsize SIZE       the largest file a candidate may write (default 4G; 0 or\n"
+    "                     unlimited: none)\n"
+    "  --max-snapshot-bytes SIZE\n"
+    "                     the most a candidate's terminal tree may hold in files (default\n"
+    "                     8G; 0 or unlimited: none); a candidate over it has no snapshot\n"
     "  --json             print the outcome as JSON\n"
     "\n"
     "Scores: correctness 1 when the command exits 0 (with a judge: the mean of the command's\n"
@@ -66,6 +71,8 @@ enum {
   OPT_TIMEOUT,
   OPT_JOBS,
   OPT_JSON,
+  OPT_FSIZE,
+  OPT_MAX_SNAPSHOT_BYTES,
 };
 
 struct race_args {
@@ -75,22 +82,26 @@ struct race_args {
   bool has_k;
   double timeout;
   bool json;
+  uint64_t fsize, max_snapshot_bytes;
   char **argv;
 };
 
 /* Returns -1 after printing help, > 0 an exit code, 0 to go on. */
 static int parse_args(int argc, char **argv, struct race_args *a) {
-  static const struct option opts[] = {{"base", required_argument, NULL, OPT_BASE},
-                                       {"k", required_argument, NULL, OPT_K},
-                                       {"out", required_argument, NULL, OPT_OUT},
-                                       {"backend", required_argument, NULL, OPT_BACKEND},
-                                       {"profile", required_argument, NULL, OPT_PROFILE},
-                                       {"judge", required_argument, NULL, OPT_JUDGE},
-                                       {"timeout", required_argument, NULL, OPT_TIMEOUT},
-                                       {"jobs", required_argument, NULL, OPT_JOBS},
-                                       {"json", no_argument, NULL, OPT_JSON},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {0}};
+  static const struct option opts[] = {
+      {"base", required_argument, NULL, OPT_BASE},
+      {"k", required_argument, NULL, OPT_K},
+      {"out", required_argument, NULL, OPT_OUT},
+      {"backend", required_argument, NULL, OPT_BACKEND},
+      {"profile", required_argument, NULL, OPT_PROFILE},
+      {"judge", required_argument, NULL, OPT_JUDGE},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"jobs", required_argument, NULL, OPT_JOBS},
+      {"json", no_argument, NULL, OPT_JSON},
+      {"fsize", required_argument, NULL, OPT_FSIZE},
+      {"max-snapshot-bytes", required_argument, NULL, OPT_MAX_SNAPSHOT_BYTES},
+      {"help", no_argument, NULL, 'h'},
+      {0}};
   optind = 1;
   opterr = 0;
   int c;
@@ -120,6 +131,15 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
     case OPT_TIMEOUT:
       if (cli_parse_double(optarg, 0, &a->timeout) < 0)
         return cli_usage_error("race", "--timeout needs a number of seconds, not '%s'", optarg);
+      break;
+    case OPT_FSIZE:
+      if (cli_parse_size_limit(optarg, &a->fsize) < 0)
+        return cli_usage_error("race", "--fsize needs a size such as 1G, not '%s'", optarg);
+      break;
+    case OPT_MAX_SNAPSHOT_BYTES:
+      if (cli_parse_size_limit(optarg, &a->max_snapshot_bytes) < 0)
+        return cli_usage_error("race", "--max-snapshot-bytes needs a size such as 8G, not '%s'",
+                               optarg);
       break;
     default:
       return cli_usage_error("race", "unknown option or missing value '%s'", argv[optind - 1]);
@@ -365,6 +385,8 @@ int cmd_race(int argc, char **argv) {
       .jobs = (unsigned)a.jobs,
       .actor = actor,
       .observer = &observer,
+      .fsize_bytes = a.fsize,
+      .max_snapshot_bytes = a.max_snapshot_bytes,
   };
   r = cordon_race_run(ctx, &o, &res, &err);
   view_done(&view);

@@ -87,6 +87,7 @@ enum {
   OPT_STDIN,
   OPT_JSON,
   OPT_MODE,
+  OPT_MAX_SNAPSHOT_BYTES,
   OPT_CLEAR_ENV,
   OPT_HELP,
   OPT_FROM,
@@ -131,7 +132,9 @@ enum {
   "  --net CLASS           egress: none, loopback, restricted, open (default: the\n"          \
   "                        strictest class the backend enforces; worktree: open)\n"           \
   "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
-  "                        resource limits (SIZE takes K, M, G); refused if unenforceable\n"  \
+  "                        resource limits (SIZE takes K, M, G); refused if unenforceable;\n" \
+  "                        --fsize (largest file a command may write) defaults to 4G on ns\n" \
+  "                        and docker (0 or unlimited: none)\n"                               \
   "  --timeout SECONDS     exec timeout\n"                                                    \
   "  --image IMAGE         image for container and VM backends\n"                             \
   "  --no-require-enforcement\n"                                                              \
@@ -207,9 +210,9 @@ static int manifest_option(const char *verb, int c, const char *arg, struct mani
     o->limits.memory_bytes = u;
     return 0;
   case OPT_FSIZE:
-    if (cli_parse_size(arg, &u) < 0 || u == 0)
-      return cli_usage_error(verb, "--fsize expects a size such as 1G, got '%s'", arg);
-    o->limits.fsize_bytes = u;
+    if (cli_parse_size_limit(arg, &o->limits.fsize_bytes) < 0)
+      return cli_usage_error(verb, "--fsize expects a size such as 1G, or unlimited, got '%s'",
+                             arg);
     return 0;
   case OPT_PIDS:
     if (cli_parse_u64(arg, &u) < 0 || u == 0)
@@ -546,7 +549,10 @@ static const char session_usage[] =
     "  ls ID [PATH] [--json]            list a directory, sorted\n"
     "  list [--json]                    list this project's sessions\n"
     "  shutdown ID                      stop the session's processes, keep its files\n"
-    "  snapshot ID [--json]             snapshot the session's workspace, print the snapshot id\n"
+    "  snapshot ID [--max-snapshot-bytes SIZE] [--json]\n"
+    "                                   snapshot the session's workspace, print the snapshot id;\n"
+    "                                   refused (exit 4) when its files hold more than SIZE\n"
+    "                                   (default 8G; 0 or unlimited: no limit)\n"
     "  destroy ID...                    destroy sessions (an unknown id is not an error)\n"
     "\n"
     "`cordon session create --help` lists the create options.\n";
@@ -827,16 +833,19 @@ static int session_exec(int argc, char **argv) {
 struct small_args {
   bool json;
   const char *mode;
+  uint64_t max_snapshot_bytes; /* session snapshot only; 0: the default */
   const char *positional[3];
   int n;
 };
 
 static int parse_small(const char *verb, int argc, char **argv, bool allow_mode,
                        struct small_args *a) {
-  static const struct option opts[] = {{"json", no_argument, NULL, OPT_JSON},
-                                       {"mode", required_argument, NULL, OPT_MODE},
-                                       {"help", no_argument, NULL, OPT_HELP},
-                                       {0}};
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, OPT_JSON},
+      {"mode", required_argument, NULL, OPT_MODE},
+      {"max-snapshot-bytes", required_argument, NULL, OPT_MAX_SNAPSHOT_BYTES},
+      {"help", no_argument, NULL, OPT_HELP},
+      {0}};
   memset(a, 0, sizeof(*a));
   int c;
   optind = 1;
@@ -846,7 +855,11 @@ static int parse_small(const char *verb, int argc, char **argv, bool allow_mode,
       a->json = true;
     else if (c == OPT_MODE && allow_mode)
       a->mode = optarg;
-    else if (c == 'h' || c == OPT_HELP) {
+    else if (c == OPT_MAX_SNAPSHOT_BYTES && !strcmp(verb, "session snapshot")) {
+      if (cli_parse_size_limit(optarg, &a->max_snapshot_bytes) < 0)
+        return cli_usage_error(verb, "--max-snapshot-bytes expects a size such as 8G, got '%s'",
+                               optarg);
+    } else if (c == 'h' || c == OPT_HELP) {
       fputs(session_usage, stdout);
       return -1;
     } else
@@ -1013,6 +1026,7 @@ static int session_snapshot(int argc, char **argv) {
     return cli_fail(err);
   char *id = NULL;
   int code = EXIT_OK;
+  h.s->max_snapshot_bytes = a.max_snapshot_bytes;
   if (cordon_session_snapshot(h.s, &id, &err) < 0) {
     code = cli_fail(err);
   } else if (a.json) {

@@ -23,8 +23,9 @@ static const char snapshot_usage[] =
     "Snapshots of directory trees in the project's store. A snapshot id is the SHA-256 of the\n"
     "tree's canonical manifest: the same tree gives the same id on any host, under any user.\n"
     "\n"
-    "  take DIR [--exclude PATH]... [--no-cache] [--json]\n"
-    "                         snapshot DIR, print its id\n"
+    "  take DIR [--exclude PATH]... [--no-cache] [--max-snapshot-bytes SIZE] [--json]\n"
+    "                         snapshot DIR, print its id; refused (exit 4) when its files\n"
+    "                         hold more than SIZE (default 8G; 0 or unlimited: no limit)\n"
     "  restore ID DIR [--keep-setid] [--allow-devices] [--json]\n"
     "                         recreate the tree as DIR (new or empty), every blob verified;\n"
     "                         set-user-ID and set-group-ID bits (files and directories) are\n"
@@ -44,11 +45,13 @@ enum {
   OPT_EXCLUDE,
   OPT_KEEP_SETID,
   OPT_ALLOW_DEVICES,
+  OPT_MAX_SNAPSHOT_BYTES,
   OPT_HELP,
 };
 
 struct snap_args {
   bool json, no_cache, keep_setid, allow_devices;
+  uint64_t max_snapshot_bytes;
   char **exclude;
   const char *output;
   char **positional;
@@ -61,14 +64,16 @@ static void args_free(struct snap_args *a) {
 }
 
 static int parse_args(const char *verb, int argc, char **argv, struct snap_args *a) {
-  static const struct option opts[] = {{"json", no_argument, NULL, OPT_JSON},
-                                       {"no-cache", no_argument, NULL, OPT_NO_CACHE},
-                                       {"exclude", required_argument, NULL, OPT_EXCLUDE},
-                                       {"keep-setid", no_argument, NULL, OPT_KEEP_SETID},
-                                       {"allow-devices", no_argument, NULL, OPT_ALLOW_DEVICES},
-                                       {"output", required_argument, NULL, 'o'},
-                                       {"help", no_argument, NULL, OPT_HELP},
-                                       {0}};
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, OPT_JSON},
+      {"no-cache", no_argument, NULL, OPT_NO_CACHE},
+      {"exclude", required_argument, NULL, OPT_EXCLUDE},
+      {"keep-setid", no_argument, NULL, OPT_KEEP_SETID},
+      {"allow-devices", no_argument, NULL, OPT_ALLOW_DEVICES},
+      {"output", required_argument, NULL, 'o'},
+      {"max-snapshot-bytes", required_argument, NULL, OPT_MAX_SNAPSHOT_BYTES},
+      {"help", no_argument, NULL, OPT_HELP},
+      {0}};
   memset(a, 0, sizeof(*a));
   a->positional = calloc((size_t)argc + 1, sizeof(char *));
   if (!a->positional)
@@ -87,6 +92,11 @@ static int parse_args(const char *verb, int argc, char **argv, struct snap_args 
         return EXIT_FAILURE_;
       break;
     case 'o': a->output = optarg; break;
+    case OPT_MAX_SNAPSHOT_BYTES:
+      if (cli_parse_size_limit(optarg, &a->max_snapshot_bytes) < 0)
+        return cli_usage_error(verb, "--max-snapshot-bytes expects a size such as 8G, got '%s'",
+                               optarg);
+      break;
     case 'h':
     case OPT_HELP: fputs(snapshot_usage, stdout); return -1;
     default: return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
@@ -127,6 +137,7 @@ static int snapshot_take(int argc, char **argv) {
       .exclude = (const char *const *)a.exclude,
       .no_stat_cache = a.no_cache,
       .progress = tty_progress_init(&bar, stderr, false),
+      .max_bytes = a.max_snapshot_bytes,
   };
   struct cordon_snapshot_stats stats;
   char id[CORDON_DIGEST_HEX_SIZE];

@@ -159,6 +159,18 @@ int cli_parse_size(const char *s, unsigned long long *out) {
   return 0;
 }
 
+int cli_parse_size_limit(const char *s, uint64_t *out) {
+  unsigned long long v;
+  if (!strcmp(s, "unlimited")) {
+    *out = UINT64_MAX;
+    return 0;
+  }
+  if (cli_parse_size(s, &v) < 0)
+    return -1;
+  *out = v ? (uint64_t)v : UINT64_MAX;
+  return 0;
+}
+
 /* SIGINT, SIGTERM and SIGHUP while sandboxes run: the library is asked to stop
  * (cordon_interrupt), kills what runs, destroys what this command made, and then we die of the
  * same signal, as the caller (a shell, a CI runner) expects. A second signal does not wait for
@@ -235,6 +247,10 @@ int main(int argc, char **argv) {
       /* The verbs that start sandboxes clean up when interrupted; the others keep the default
        * (their writes are atomic, and what a kill leaves in the store is removed by gc). */
       if (verbs[i].fn == cmd_run || verbs[i].fn == cmd_session || verbs[i].fn == cmd_race)
+        catch_interrupts();
+      /* A snapshot being taken or restored stops and removes its temporary files. */
+      if (verbs[i].fn == cmd_snapshot && argc > 2 &&
+          (!strcmp(argv[2], "take") || !strcmp(argv[2], "restore")))
         catch_interrupts();
       return exit_as_interrupted(verbs[i].fn(argc - 1, argv + 1));
     }

@@ -365,6 +365,7 @@ static int start_all(struct race *r, struct cordon_error **err) {
   /* No policy asked for: the backend's own default egress (none on ns, open on worktree). */
   m.policy.egress = cordon_backend_default_egress(r->o->backend);
   m.policy.require_enforcement = true;
+  m.policy.limits.fsize_bytes = r->o->fsize_bytes;
   struct cordon_session_batch batch = {
       .count = r->k, .jobs = r->o->jobs, .progress = start_progress, .data = r};
   _cleanup_free_ struct cordon_session **sessions = calloc(r->k, sizeof(*sessions));
@@ -433,6 +434,7 @@ static int run_step(struct slot *s, struct cordon_error **err) {
   if (stopping(r))
     return 0;
   announce(s, CORDON_RACE_SNAPSHOT);
+  s->session->max_snapshot_bytes = r->o->max_snapshot_bytes;
   if (cordon_session_snapshot(s->session, &s->snapshot, err) < 0)
     return cordon_error_prefix(err, "%s: terminal snapshot", s->task_id);
   if (terminal_change(s, err) < 0)

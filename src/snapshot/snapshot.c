@@ -168,6 +168,10 @@ static int prepare(struct cordon_cas *cas, const char *dir, int rootfd,
   return 0;
 }
 
+static uint64_t limit_of(const struct cordon_snapshot_options *o) {
+  return o->max_bytes ? o->max_bytes : CORDON_SNAPSHOT_DEFAULT_MAX_BYTES;
+}
+
 static int open_statcache_dir(struct cordon_cas *cas) {
   return openat(cas->rootfd, CAS_STATCACHE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
@@ -296,9 +300,11 @@ int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
       .skip = s.skip,
       .n_skip = s.n_skip,
       .progress = o->progress,
+      .limit_bytes = limit_of(o),
   };
   if (walk_run(cas, batch, rootfd, &wo, &tree, err) < 0) {
-    cordon_error_prefix(err, "snapshot of %s", dir);
+    if (!err || !*err || (*err)->kind != CORDON_ERR_INTERRUPTED)
+      cordon_error_prefix(err, "snapshot of %s", dir);
     goto out;
   }
   /* The walk built the tree in canonical order: encode it directly. */
@@ -540,16 +546,30 @@ int cordon_snapshot_take_overlay(struct cordon_cas *cas, const char *base_hex,
       .skip = s.skip,
       .n_skip = s.n_skip,
       .progress = o->progress,
+      .limit_bytes = limit_of(o),
   };
   if (cas_batch_new(cas, &batch, err) < 0)
     goto out;
   if (walk_run(cas, batch, rootfd, &wo, &tree, err) < 0) {
-    cordon_error_prefix(err, "overlay snapshot of %s", upper_dir);
+    if (!err || !*err || (*err)->kind != CORDON_ERR_INTERRUPTED)
+      cordon_error_prefix(err, "overlay snapshot of %s", upper_dir);
     goto out;
   }
   if (walk_entries(tree, &nodes, &upper_entries, &n_nodes, err) < 0 ||
       overlay_merge(&base, nodes, n_nodes, &merged, &n_merged, err) < 0)
     goto out;
+  /* The walk counted the upper layer; the limit is on the whole tree, base included. */
+  uint64_t total = 0;
+  for (size_t i = 0; i < n_merged; i++)
+    if (merged[i].kind == SNAP_FILE)
+      total += merged[i].size;
+  if (total > limit_of(o)) {
+    cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                     "overlay snapshot of %s: the tree's files hold %llu bytes, over the snapshot "
+                     "limit of %llu bytes",
+                     upper_dir, (unsigned long long)total, (unsigned long long)limit_of(o));
+    goto out;
+  }
   uint64_t staged = cas_batch_staged(batch);
   if (cas_batch_commit(batch, err) < 0)
     goto out;

@@ -26,6 +26,7 @@
 #define DENTS_BUFFER ((size_t)64 << 10)
 #define ARENA_CHUNK ((size_t)2 << 20)
 #define MAX_THREADS 64
+#define HOLE_STEP ((uint64_t)64 << 20)
 
 enum { JOB_DIR = 1, JOB_FILE = 2 };
 
@@ -105,6 +106,8 @@ struct walk_tree {
   struct worker workers[MAX_THREADS];
   unsigned n_workers;
   uint64_t entries, files, bytes, hashed_files, hashed_bytes, files_done;
+  uint64_t seen_bytes; /* sizes of the files listed so far (for the limit) */
+  uint64_t read_bytes; /* bytes staged from files so far, holes included (for the limit) */
   double last_progress;
 };
 
@@ -133,6 +136,26 @@ static int changed_error(struct worker *w, const struct walk_node *n, int e) {
                             "became a symlink or a file); refusing to follow it",
                             *n->path ? n->path : ".");
   return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, e, "%s", *n->path ? n->path : ".");
+}
+
+/* An interrupted walk stops: its staged blobs are removed with the batch. */
+static int check_interrupt(struct worker *w) {
+  if (!cordon_interrupted())
+    return 0;
+  return cordon_error_set(&w->err, CORDON_ERR_INTERRUPTED, 0, "interrupted");
+}
+
+static int over_limit(struct worker *w, uint64_t total) {
+  return cordon_error_set(&w->err, CORDON_ERR_DENIED, 0,
+                          "the tree's files hold at least %llu bytes, over the snapshot limit of "
+                          "%llu bytes",
+                          (unsigned long long)total, (unsigned long long)w->tree->o->limit_bytes);
+}
+
+/* Count bytes against the limit; *counter is one of the tree's totals. */
+static int charge(struct worker *w, uint64_t *counter, uint64_t bytes) {
+  uint64_t total = __atomic_add_fetch(counter, bytes, __ATOMIC_RELAXED);
+  return total > w->tree->o->limit_bytes ? over_limit(w, total) : 0;
 }
 
 static bool excluded(const struct walk_options *o, const char *path) {
@@ -361,7 +384,7 @@ static int process_dir(struct worker *w, struct walk_node *node) {
   }
   struct walk_node *first = NULL, *last = NULL;
   size_t jobs = 0, kept = 0;
-  uint64_t files = 0, bytes = 0;
+  uint64_t files = 0, bytes = 0, listed_bytes = 0;
   for (size_t i = 0; i < n; i++) {
     struct walk_node *c = w->scratch[i];
     struct stat cst;
@@ -377,6 +400,7 @@ static int process_dir(struct worker *w, struct walk_node *node) {
       return -1;
     if (c->kind == SNAP_FILE) {
       files++;
+      listed_bytes += (uint64_t)cst.st_size;
       if (r == 0)
         bytes += c->size;
     }
@@ -393,11 +417,139 @@ static int process_dir(struct worker *w, struct walk_node *node) {
     }
   }
   node->n_children = (uint32_t)kept;
+  /* Before any of these files is read: a tree over the limit fails before writing it. */
+  if (charge(w, &t->seen_bytes, listed_bytes) < 0)
+    return -1;
   __atomic_add_fetch(&t->entries, kept, __ATOMIC_RELAXED);
   __atomic_add_fetch(&t->files, files, __ATOMIC_RELAXED);
   __atomic_add_fetch(&t->bytes, bytes, __ATOMIC_RELAXED);
   push_jobs(t, first, last, jobs);
   return 0;
+}
+
+/* A file with fewer blocks than its size has holes. Only big ones are worth the lseeks. */
+static bool is_sparse(const struct stat *st) {
+  return (uint64_t)st->st_size > READ_BUFFER &&
+         (uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size;
+}
+
+/* Read, hash and stage a file, whole when it fits the buffer, else streamed. */
+static int stage_dense(struct worker *w, struct walk_node *n, int fd, const struct stat *st,
+                       uint64_t *size) {
+  struct walk_tree *t = w->tree;
+  /* Read the whole file when it fits the buffer. A read that returns exactly the size fstat
+   * reported is taken as the end: a regular file only reads short at its end. */
+  size_t want = (uint64_t)st->st_size < READ_BUFFER ? (size_t)st->st_size + 1 : READ_BUFFER;
+  size_t filled = 0;
+  for (;;) {
+    ssize_t r = read(fd, w->buf + filled, want - filled);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "read %s", n->path);
+    }
+    filled += (size_t)r;
+    if (r == 0 || filled == want || filled == (size_t)st->st_size)
+      break;
+  }
+  *size = filled;
+  if (filled < READ_BUFFER && (filled < want || filled == (size_t)st->st_size)) {
+    if (cas_batch_add_buffer(t->batch, w->buf, filled, n->digest, &w->err) < 0)
+      return cordon_error_prefix(&w->err, "%s", n->path);
+  } else {
+    struct cas_stage stage;
+    if (cas_stage_open(t->batch, &w->hasher, &stage, &w->err) < 0)
+      return cordon_error_prefix(&w->err, "%s", n->path);
+    if (cas_stage_write(&stage, w->buf, filled, &w->err) < 0) {
+      cas_stage_abort(&stage);
+      return cordon_error_prefix(&w->err, "%s", n->path);
+    }
+    for (;;) {
+      if (check_interrupt(w) < 0) {
+        cas_stage_abort(&stage);
+        return -1;
+      }
+      ssize_t r = read(fd, w->buf, READ_BUFFER);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0) {
+        int e = errno;
+        cas_stage_abort(&stage);
+        return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, e, "read %s", n->path);
+      }
+      if (r == 0)
+        break;
+      if (charge(w, &t->read_bytes, (uint64_t)r) < 0 ||
+          cas_stage_write(&stage, w->buf, (size_t)r, &w->err) < 0) {
+        cas_stage_abort(&stage);
+        return cordon_error_prefix(&w->err, "%s", n->path);
+      }
+    }
+    *size = stage.size;
+    if (cas_stage_close(&stage, n->digest, &w->err) < 0)
+      return cordon_error_prefix(&w->err, "%s", n->path);
+  }
+  return 0;
+}
+
+/* Hash and stage a sparse file by its regions: data is read, holes are hashed as zeros and
+ * staged as holes, so a file that is mostly hole costs what it holds on disk, not its size. The
+ * digest is the one its bytes give, dense or not. */
+static int stage_sparse(struct worker *w, struct walk_node *n, int fd, const struct stat *st,
+                        uint64_t *size) {
+  struct walk_tree *t = w->tree;
+  struct cas_stage stage;
+  if (cas_stage_open(t->batch, &w->hasher, &stage, &w->err) < 0)
+    return cordon_error_prefix(&w->err, "%s", n->path);
+  uint64_t pos = 0, end = (uint64_t)st->st_size;
+  while (pos < end) {
+    if (check_interrupt(w) < 0)
+      goto fail;
+    off_t data = lseek(fd, (off_t)pos, SEEK_DATA);
+    if (data < 0 && errno != ENXIO) {
+      cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "read %s", n->path);
+      goto fail;
+    }
+    uint64_t data_at = data < 0 || (uint64_t)data > end ? end : (uint64_t)data;
+    if (data_at > pos) {
+      /* In steps, so that an interrupt stops hashing a huge hole within a fraction of a
+       * second. */
+      uint64_t step = data_at - pos < HOLE_STEP ? data_at - pos : HOLE_STEP;
+      if (charge(w, &t->read_bytes, step) < 0 || cas_stage_skip(&stage, step, &w->err) < 0)
+        goto fail;
+      pos += step;
+      continue;
+    }
+    off_t hole = lseek(fd, (off_t)pos, SEEK_HOLE);
+    uint64_t hole_at = hole <= (off_t)pos || (uint64_t)hole > end ? end : (uint64_t)hole;
+    while (pos < hole_at) {
+      size_t want = hole_at - pos < READ_BUFFER ? (size_t)(hole_at - pos) : READ_BUFFER;
+      ssize_t got = pread(fd, w->buf, want, (off_t)pos);
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got < 0) {
+        cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "read %s", n->path);
+        goto fail;
+      }
+      if (got == 0) { /* truncated while we read: its end is here */
+        end = hole_at = pos;
+        break;
+      }
+      if (charge(w, &t->read_bytes, (uint64_t)got) < 0 ||
+          cas_stage_write(&stage, w->buf, (size_t)got, &w->err) < 0)
+        goto fail;
+      pos += (uint64_t)got;
+    }
+  }
+  *size = stage.size;
+  if (cas_stage_close(&stage, n->digest, &w->err) < 0)
+    return cordon_error_prefix(&w->err, "%s", n->path);
+  return 0;
+fail:
+  cas_stage_abort(&stage);
+  if (w->err->kind == CORDON_ERR_INTERRUPTED)
+    return -1;
+  return cordon_error_prefix(&w->err, "%s", n->path);
 }
 
 static int process_file(struct worker *w, struct walk_node *n) {
@@ -433,52 +585,12 @@ static int process_file(struct worker *w, struct walk_node *n) {
                             "upper layer file %s is a metacopy (overlayfs metacopy=on); "
                             "its data lives in the lower layer",
                             n->path);
-  /* Read the whole file when it fits the buffer. A read that returns exactly the size fstat
-   * reported is taken as the end: a regular file only reads short at its end. */
-  size_t want = (uint64_t)st.st_size < READ_BUFFER ? (size_t)st.st_size + 1 : READ_BUFFER;
-  size_t filled = 0;
-  for (;;) {
-    ssize_t r = read(fd, w->buf + filled, want - filled);
-    if (r < 0) {
-      if (errno == EINTR)
-        continue;
-      return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, errno, "read %s", n->path);
-    }
-    filled += (size_t)r;
-    if (r == 0 || filled == want || filled == (size_t)st.st_size)
-      break;
-  }
-  uint64_t size = filled;
-  if (filled < READ_BUFFER && (filled < want || filled == (size_t)st.st_size)) {
-    if (cas_batch_add_buffer(t->batch, w->buf, filled, n->digest, &w->err) < 0)
-      return cordon_error_prefix(&w->err, "%s", n->path);
-  } else {
-    struct cas_stage stage;
-    if (cas_stage_open(t->batch, &w->hasher, &stage, &w->err) < 0)
-      return cordon_error_prefix(&w->err, "%s", n->path);
-    if (cas_stage_write(&stage, w->buf, filled, &w->err) < 0) {
-      cas_stage_abort(&stage);
-      return cordon_error_prefix(&w->err, "%s", n->path);
-    }
-    for (;;) {
-      ssize_t r = read(fd, w->buf, READ_BUFFER);
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r < 0) {
-        int e = errno;
-        cas_stage_abort(&stage);
-        return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, e, "read %s", n->path);
-      }
-      if (r == 0)
-        break;
-      if (cas_stage_write(&stage, w->buf, (size_t)r, &w->err) < 0) {
-        cas_stage_abort(&stage);
-        return cordon_error_prefix(&w->err, "%s", n->path);
-      }
-    }
-    size = stage.size;
-    if (cas_stage_close(&stage, n->digest, &w->err) < 0)
-      return cordon_error_prefix(&w->err, "%s", n->path);
+  uint64_t size = 0;
+  if (is_sparse(&st)) {
+    if (stage_sparse(w, n, fd, &st, &size) < 0)
+      return -1;
+  } else if (stage_dense(w, n, fd, &st, &size) < 0) {
+    return -1;
   }
   /* No second fstat: a write during the read moves mtime past the racy threshold, away from
    * the stat recorded here, so the next snapshot reads the file again. */
@@ -524,7 +636,9 @@ static void *worker_main(void *arg) {
     t->stack = job->next_job;
     pthread_mutex_unlock(&t->mu);
     int r;
-    if (job->job == JOB_DIR) {
+    if (check_interrupt(w) < 0) {
+      r = -1;
+    } else if (job->job == JOB_DIR) {
       r = process_dir(w, job);
     } else {
       r = process_file(w, job);

@@ -54,6 +54,10 @@ struct walk_options {
   const struct walk_skip *skip;  /* directories never entered (the store) */
   size_t n_skip;
   const struct cordon_progress *progress;
+  /* The walk fails (CORDON_ERR_DENIED) once the regular files it saw hold more than this many
+   * bytes (their sizes as lstat reports them, holes included), checked as each directory is
+   * listed, before its files are read. UINT64_MAX: no limit. */
+  uint64_t limit_bytes;
 };
 
 struct walk_counts {

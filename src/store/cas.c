@@ -426,6 +426,26 @@ ssize_t cas_blob_read(const struct cas_blob *b, void *buf, size_t n, uint64_t po
   }
 }
 
+void cas_blob_region(const struct cas_blob *b, uint64_t pos, bool *hole, uint64_t *end) {
+  *hole = false;
+  *end = b->size;
+  if (!b->owned || b->packed || pos >= b->size)
+    return;
+  /* Regions as the filesystem reports them; any doubt (no SEEK_DATA support) reads data. */
+  off_t data = lseek(b->fd, (off_t)pos, SEEK_DATA);
+  if (data < 0 && errno != ENXIO)
+    return;
+  if (data < 0 || (uint64_t)data > pos) {
+    *hole = true;
+    if (data >= 0 && (uint64_t)data < b->size)
+      *end = (uint64_t)data;
+    return;
+  }
+  off_t hole_at = lseek(b->fd, (off_t)pos, SEEK_HOLE);
+  if (hole_at > (off_t)pos && (uint64_t)hole_at < b->size)
+    *end = (uint64_t)hole_at;
+}
+
 void cas_blob_close(struct cas_blob *b) {
   if (b->owned && b->fd >= 0)
     close(b->fd);
@@ -1350,13 +1370,63 @@ int cas_stage_open(struct cas_batch *b, struct cas_hasher *hasher, struct cas_st
   return 0;
 }
 
+#define STAGE_BLOCK ((size_t)4096)
+
+static bool all_zero(const unsigned char *p, size_t n) {
+  return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+/* Zero blocks (aligned to the file's 4 KiB blocks) become holes, runs of the others one write
+ * each: a file of zeros costs no store space, however it was written. */
 int cas_stage_write(struct cas_stage *st, const void *data, size_t length,
                     struct cordon_error **err) {
   cas_hasher_update(st->hasher, data, length);
-  if (fs_write_all(st->fd, data, length) < 0)
+  const unsigned char *p = data;
+  size_t at = 0;
+  while (at < length) {
+    bool zero = false;
+    size_t run = 0;
+    for (;;) {
+      uint64_t offset = st->size + at + run;
+      size_t block = STAGE_BLOCK - (size_t)(offset % STAGE_BLOCK);
+      if (block > length - at - run)
+        block = length - at - run;
+      bool z = all_zero(p + at + run, block);
+      if (run == 0)
+        zero = z;
+      else if (z != zero)
+        break;
+      run += block;
+      if (at + run == length)
+        break;
+    }
+    if (zero) {
+      if (lseek(st->fd, (off_t)run, SEEK_CUR) < 0)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file",
+                                st->batch->cas->dir);
+      st->holes = true;
+    } else if (fs_write_all(st->fd, p + at, run) < 0) {
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file",
+                              st->batch->cas->dir);
+    }
+    at += run;
+  }
+  st->size += length;
+  return 0;
+}
+
+int cas_stage_skip(struct cas_stage *st, uint64_t length, struct cordon_error **err) {
+  if (length == 0)
+    return 0;
+  if (length > (uint64_t)INT64_MAX - st->size)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EFBIG, "store %s: temp file",
+                            st->batch->cas->dir);
+  if (lseek(st->fd, (off_t)length, SEEK_CUR) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: temp file",
                             st->batch->cas->dir);
+  cas_hasher_update_zeros(st->hasher, length);
   st->size += length;
+  st->holes = true;
   return 0;
 }
 
@@ -1371,6 +1441,12 @@ void cas_stage_abort(struct cas_stage *st) {
 
 int cas_stage_close(struct cas_stage *st, unsigned char digest[CAS_DIGEST_LEN],
                     struct cordon_error **err) {
+  /* A trailing hole is only an offset until the file's length says so. */
+  if (st->holes && ftruncate(st->fd, (off_t)st->size) < 0) {
+    int e = errno;
+    cas_stage_abort(st);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", st->batch->cas->dir);
+  }
   int r = close(st->fd);
   st->fd = -1;
   if (r < 0) {

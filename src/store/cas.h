@@ -66,6 +66,10 @@ struct cas_blob {
  * blob may be in it); anything but a regular file: CORDON_ERR_INTEGRITY ("unreadable"). */
 int cas_blob_open(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
                   struct cas_blob *b, struct cordon_error **err);
+/* The region of the blob that starts at pos (< size): *hole is true when it is a hole of a
+ * sparse loose blob (zeros not stored on disk), and *end is where the region ends (at most the
+ * blob's size). Packed blobs are one data region. */
+void cas_blob_region(const struct cas_blob *b, uint64_t pos, bool *hole, uint64_t *end);
 /* Read up to n bytes at pos within the blob (never past its size); 0 at its end. */
 ssize_t cas_blob_read(const struct cas_blob *b, void *buf, size_t n, uint64_t pos);
 void cas_blob_close(struct cas_blob *b);
@@ -110,6 +114,7 @@ struct cas_stage {
   char name[48];
   struct cas_hasher *hasher; /* caller's (per thread) */
   uint64_t size;
+  bool holes; /* cas_stage_skip left a hole: the file's length is set at close */
 };
 int cas_stage_open(struct cas_batch *b, struct cas_hasher *hasher, struct cas_stage *st,
                    struct cordon_error **err);
@@ -117,6 +122,8 @@ int cas_stage_write(struct cas_stage *st, const void *data, size_t length,
                     struct cordon_error **err);
 int cas_stage_close(struct cas_stage *st, unsigned char digest[CAS_DIGEST_LEN],
                     struct cordon_error **err);
+/* Append length zero bytes as a hole: hashed, not written (the staged blob stays sparse). */
+int cas_stage_skip(struct cas_stage *st, uint64_t length, struct cordon_error **err);
 void cas_stage_abort(struct cas_stage *st);
 
 /* Make every staged blob durable, then rename each into its shard (an intact copy already

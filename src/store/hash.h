@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define CAS_DIGEST_LEN 32
 #define CAS_HEX_LEN 64
@@ -16,6 +17,8 @@ struct cas_hasher {
 /* Start a new digest; allocates the context on first use. Returns -1 when out of memory. */
 int cas_hasher_init(struct cas_hasher *h);
 void cas_hasher_update(struct cas_hasher *h, const void *data, size_t length);
+/* Feed length zero bytes (a sparse file's hole) without reading or allocating them. */
+void cas_hasher_update_zeros(struct cas_hasher *h, uint64_t length);
 void cas_hasher_final(struct cas_hasher *h, unsigned char out[CAS_DIGEST_LEN]);
 void cas_hasher_free(struct cas_hasher *h);
 

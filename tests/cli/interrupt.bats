@@ -283,3 +283,60 @@ print(json.load(open(sys.argv[1]))["backend_state"].get("cgroup_v2", ""))' \
   [ "$status" -eq 0 ]
   [ ! -e "$kept_cgroup" ]
 }
+
+# The store's temporary files: staged blobs in tmp/ (streamed files, packs being written) and in
+# the shards (.tmp-*).
+store_temps() {
+  { ls -A "$PROJECT/.cordon/cas/tmp" 2>/dev/null
+    find "$PROJECT/.cordon/cas" -mindepth 2 -maxdepth 2 -name '.tmp-*' 2>/dev/null; } | wc -l
+}
+
+# Wait until a staged file appears in the store's tmp directory (a big file being hashed).
+until_staging() {
+  for _ in $(seq 400); do
+    [ -n "$(ls -A "$PROJECT/.cordon/cas/tmp" 2>/dev/null)" ] && return 0
+    sleep 0.05
+  done
+  echo "nothing was staged: $(cat "$PROJECT/err")"
+  return 1
+}
+
+@test "snapshot take: interrupted, it stops and removes its temporary files; killed, cas gc does" {
+  mkdir tree
+  truncate -s 64G tree/huge # a minute of hashing its holes: long enough to interrupt
+  for sig in INT TERM; do
+    spawn snapshot take --max-snapshot-bytes unlimited tree
+    until_staging
+    kill -s $sig "$PID"
+    expect_death_by $sig
+    [ "$(store_temps)" -eq 0 ]
+    [ ! -s "$PROJECT/out" ]
+    grep -qx "cordon: interrupted" "$PROJECT/err"
+  done
+  run -0 "$CORDON" cas verify
+  # SIGKILL leaves the staged file; `cas gc` removes it.
+  spawn snapshot take --max-snapshot-bytes unlimited tree
+  until_staging
+  kill -s KILL "$PID"
+  expect_death_by KILL
+  [ "$(store_temps)" -gt 0 ]
+  run -0 "$CORDON" cas gc
+  [ "$(store_temps)" -eq 0 ]
+  run -0 "$CORDON" cas verify
+}
+
+@test "race: interrupted while a candidate's snapshot is taken, no temporary file is left" {
+  "$CORDON" key init >/dev/null
+  mkdir base
+  echo a > base/a
+  BASE=$("$CORDON" snapshot take base)
+  spawn race --backend worktree --base "$BASE" --k 1 --out "$PROJECT/receipt.json" \
+    --max-snapshot-bytes unlimited -- truncate -s 64G huge
+  until_staging
+  kill -s INT "$PID"
+  expect_death_by INT
+  [ "$(store_temps)" -eq 0 ]
+  [ "$(sessions_left)" -eq 0 ]
+  [ ! -e "$PROJECT/receipt.json" ]
+  run -0 "$CORDON" cas verify
+}

@@ -330,3 +330,21 @@ stored_in() {
   done
   [ "$(sessions_left)" -eq 0 ]
 }
+
+@test "race --max-snapshot-bytes: a candidate's tree over the limit is refused by name, nothing staged stays" {
+  run $CORDON race --backend worktree --base "$BASE" --k 1 --out r.json --max-snapshot-bytes lots -- true
+  [ "$status" -eq 2 ]
+  run $CORDON race --backend worktree --base "$BASE" --k 1 --out r.json --fsize lots -- true
+  [ "$status" -eq 2 ]
+  run race --k 2 --out "$PROJECT/r.json" --max-snapshot-bytes 1K -- \
+    sh -c 'head -c $((2048 * (1 - CORDON_CANDIDATE_INDEX) + 1)) /dev/zero > big'
+  # The candidate over the limit has no terminal snapshot: the race fails naming the limit, or
+  # (when a failed snapshot scores as a failed candidate) the other candidate wins.
+  if [ "$status" -ne 0 ]; then
+    [[ "$output" == *"over the snapshot limit of 1024 bytes"* ]]
+  else
+    [ "$(winner_of "$PROJECT/r.json")" != "" ]
+  fi
+  [ -z "$(ls -A "$PROJECT/.cordon/cas/tmp")" ]
+  [ "$(sessions_left)" -eq 0 ]
+}

@@ -924,6 +924,28 @@ static int modes(const char *base) {
   return verdict(ESCAPED, "modes", "ordinary modes work (0600, 0755, 0644, 01777, O_TMPFILE)");
 }
 
+/* Make PATH a sparse file of GIB GiB (one byte written at its end, then a truncate to the
+ * size): the default RLIMIT_FSIZE must refuse both with EFBIG (SIGXFSZ ignored here, so the
+ * verdict is printed rather than the probe killed). The file is removed either way. */
+static int big_file(const char *path, long gib) {
+  signal(SIGXFSZ, SIG_IGN);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY, 0644);
+  if (fd < 0)
+    return verdict(BROKEN, "big-file", "open %s: %s", path, strerror(errno));
+  off_t size = (off_t)gib << 30;
+  bool wrote = pwrite(fd, "x", 1, size - 1) == 1;
+  int write_errno = errno;
+  bool truncated = ftruncate(fd, size) == 0;
+  int truncate_errno = errno;
+  close(fd);
+  unlink(path);
+  if (wrote || truncated)
+    return verdict(ESCAPED, "big-file", "made %s %ld GiB (%s)", path, gib,
+                   wrote ? "pwrite" : "ftruncate");
+  return verdict(BLOCKED, "big-file", "%ld GiB: pwrite: %s, ftruncate: %s", gib,
+                 strerror(write_errno), strerror(truncate_errno));
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2)
@@ -990,6 +1012,8 @@ int main(int argc, char **argv) {
     return setid(a);
   if (!strcmp(v, "modes") && a)
     return modes(a);
+  if (!strcmp(v, "big-file") && a && b)
+    return big_file(a, atol(b));
   int r = syscalls(v);
   if (r != BROKEN)
     return r;

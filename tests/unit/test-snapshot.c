@@ -1446,6 +1446,158 @@ static void test_exclude_and_store_inside(void **state) {
   free(tree);
 }
 
+/* A file of size bytes, a hole but for data at each (offset, length) given. */
+static void mk_sparse(const char *root, const char *rel, off_t size, const off_t *data,
+                      size_t n_data, bool dense) {
+  char *p = NULL;
+  assert_true(asprintf(&p, "%s/%s", root, rel) >= 0);
+  struct cordon_error *err = NULL;
+  must(fs_mkdir_p(root, 0755, &err), err, "mkdir");
+  int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_true(fd >= 0);
+  if (dense) {
+    static const char zeros[1 << 16];
+    for (off_t at = 0; at < size; at += (off_t)sizeof(zeros))
+      assert_true(write(fd, zeros, sizeof(zeros)) == (ssize_t)sizeof(zeros));
+  }
+  assert_int_equal(ftruncate(fd, size), 0);
+  for (size_t i = 0; i < n_data; i++) {
+    char block[4096];
+    memset(block, 'a' + (int)i, sizeof(block));
+    assert_int_equal(pwrite(fd, block, sizeof(block), data[i]), (ssize_t)sizeof(block));
+  }
+  close(fd);
+  free(p);
+}
+
+static blkcnt_t blocks_of(const char *path) {
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  return st.st_blocks;
+}
+
+/* Every file of snapshot id is size bytes and its blob is a sparse loose file. */
+static void expect_sparse_blobs(struct cordon_cas *cas, const char *id, off_t size) {
+  struct cordon_snapshot_entry *entries = NULL;
+  size_t n = 0, files = 0;
+  struct cordon_error *err = NULL;
+  must(cordon_snapshot_entries(cas, id, &entries, &n, &err), err, "entries");
+  for (size_t i = 0; i < n; i++) {
+    if (entries[i].kind != CORDON_SNAPSHOT_FILE)
+      continue;
+    files++;
+    assert_int_equal(entries[i].size, (uint64_t)size);
+    unsigned char digest[CAS_DIGEST_LEN];
+    assert_int_equal(cas_unhex(entries[i].digest, digest), 0);
+    struct cas_blob b;
+    must(cas_blob_open(cas, digest, &b, &err), err, "blob");
+    struct stat st;
+    assert_int_equal(fstat(b.fd, &st), 0);
+    assert_true(b.owned && !b.packed);
+    assert_true((uint64_t)st.st_blocks * 512 < (uint64_t)1 << 20);
+    cas_blob_close(&b);
+  }
+  assert_int_equal(files, 3);
+  cordon_snapshot_entries_free(entries, n);
+}
+
+/* Sparse files: the same id as the same bytes written densely; the stored blob and the
+ * restored file keep the holes. */
+static void test_sparse_files(void **state) {
+  struct fixture *f = *state;
+  char *sparse = path_of(f, "sparse"), *dense = path_of(f, "dense");
+  const off_t size = (off_t)24 << 20;
+  const off_t middle[] = {(off_t)5 << 20, (off_t)9 << 20};
+  const off_t edges[] = {0, size - 4096};
+  mk_sparse(sparse, "middle", size, middle, 2, false);
+  mk_sparse(sparse, "edges", size, edges, 2, false);
+  mk_sparse(sparse, "hole", size, NULL, 0, false);
+  mk_sparse(dense, "middle", size, middle, 2, true);
+  mk_sparse(dense, "edges", size, edges, 2, true);
+  mk_sparse(dense, "hole", size, NULL, 0, true);
+  char *probe = path_of(f, "sparse/middle");
+  if (blocks_of(probe) * 512 >= size) {
+    free(probe);
+    free(sparse);
+    free(dense);
+    skip(); /* a filesystem that keeps no holes */
+  }
+  free(probe);
+  char sid[CORDON_DIGEST_HEX_SIZE], did[CORDON_DIGEST_HEX_SIZE];
+  take(f, sparse, sid);
+  expect_sparse_blobs(f->cas, sid, size);
+  /* The dense tree, in a store of its own: zero blocks are stored as holes too, and the id is
+   * the same (a pure function of the bytes). */
+  char *store2 = path_of(f, "store2");
+  struct cordon_cas *cas2 = NULL;
+  struct cordon_error *err = NULL;
+  must(cordon_cas_open(store2, &cas2, &err), err, "open store2");
+  must(cordon_snapshot_take(cas2, dense, NULL, did, NULL, &err), err, "take dense");
+  assert_string_equal(sid, did);
+  expect_sparse_blobs(cas2, did, size);
+  cordon_cas_close(cas2);
+  free(store2);
+  /* Restored with its holes, byte for byte. */
+  char *out = path_of(f, "restored");
+  restore_to(f, sid, out);
+  const char *names[] = {"middle", "edges", "hole"};
+  for (size_t i = 0; i < 3; i++) {
+    char *a = NULL, *b = NULL;
+    assert_true(asprintf(&a, "%s/%s", out, names[i]) >= 0);
+    assert_true(asprintf(&b, "%s/%s", dense, names[i]) >= 0);
+    assert_true(blocks_of(a) * 512 < (blkcnt_t)1 << 20);
+    size_t la = 0, lb = 0;
+    unsigned char *da = NULL, *db = NULL;
+    must(fs_read_file(a, (size_t)64 << 20, &da, &la, &err), err, "read");
+    must(fs_read_file(b, (size_t)64 << 20, &db, &lb, &err), err, "read");
+    assert_int_equal(la, lb);
+    assert_memory_equal(da, db, la);
+    free(da);
+    free(db);
+    free(a);
+    free(b);
+  }
+  free(out);
+  free(sparse);
+  free(dense);
+}
+
+/* A tree whose files hold more than the limit fails (DENIED, naming the limit) and leaves no
+ * blob and no snapshot in the store. */
+static void test_snapshot_limit(void **state) {
+  struct fixture *f = *state;
+  char *tree = path_of(f, "limited");
+  char big[600];
+  memset(big, 'x', sizeof(big));
+  mk(tree, "a", big, sizeof(big), 0644);
+  big[0] = 'y';
+  mk(tree, "sub/b", big, sizeof(big), 0644);
+  struct cordon_snapshot_options o = {.max_bytes = 1000};
+  char id[CORDON_DIGEST_HEX_SIZE];
+  struct cordon_error *err = NULL;
+  assert_true(cordon_snapshot_take(f->cas, tree, &o, id, NULL, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_DENIED);
+  assert_non_null(strstr(err->message, "over the snapshot limit of 1000 bytes"));
+  assert_null(strchr(err->message, '\n'));
+  cordon_error_free(err);
+  err = NULL;
+  char **ids = NULL;
+  must(cordon_snapshot_list(f->cas, &ids, &err), err, "list");
+  assert_null(ids[0]);
+  cordon_strv_free(ids);
+  struct cas_blob_list blobs = {0};
+  must(cas_list_blobs(f->cas, &blobs, &err), err, "blobs");
+  assert_int_equal(blobs.count, 0);
+  cas_blob_list_free(&blobs);
+  /* At the limit, or unlimited, it is taken; the default (0) is 8 GiB. */
+  o.max_bytes = 1200;
+  must(cordon_snapshot_take(f->cas, tree, &o, id, NULL, &err), err, "take at the limit");
+  o.max_bytes = CORDON_SNAPSHOT_UNLIMITED;
+  must(cordon_snapshot_take(f->cas, tree, &o, id, NULL, &err), err, "take unlimited");
+  take(f, tree, id);
+  free(tree);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_path_order),
@@ -1467,6 +1619,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_materialize_base, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exclude_and_store_inside, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_files, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_snapshot_limit, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

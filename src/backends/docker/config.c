@@ -264,10 +264,12 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
   if (l->nofile)
     json_array_append_new(ulimits, json_pack("{s:s, s:I, s:I}", "Name", "nofile", "Soft",
                                              (json_int_t)l->nofile, "Hard", (json_int_t)l->nofile));
-  if (l->fsize_bytes)
-    json_array_append_new(ulimits, json_pack("{s:s, s:I, s:I}", "Name", "fsize", "Soft",
-                                             (json_int_t)l->fsize_bytes, "Hard",
-                                             (json_int_t)l->fsize_bytes));
+  /* Always a file-size limit: the default when none was asked for, -1 (none) when asked. */
+  json_int_t fsize = !l->fsize_bytes ? (json_int_t)CORDON_DEFAULT_FSIZE_BYTES
+                     : l->fsize_bytes == CORDON_LIMIT_UNLIMITED ? -1
+                                                                : (json_int_t)l->fsize_bytes;
+  json_array_append_new(
+      ulimits, json_pack("{s:s, s:I, s:I}", "Name", "fsize", "Soft", fsize, "Hard", fsize));
 
   json_t *host =
       json_pack("{s:o, s:s, s:[s], s:[s], s:o, s:b, s:b, s:s, s:{s:s, s:{}}, s:{s:s}}", "Mounts",

@@ -790,7 +790,9 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       .outer_uid = rootless ? geteuid() : env_id("CORDON_SANDBOX_HOST_UID", CONFINE_ROOT_HOST_UID),
       .outer_gid = rootless ? getegid() : env_id("CORDON_SANDBOX_HOST_GID", CONFINE_ROOT_HOST_GID),
       .rootless = rootless,
-      .rlimits = {.nofile = policy->limits.nofile, .fsize = policy->limits.fsize_bytes},
+      .rlimits = {.nofile = policy->limits.nofile,
+                  .fsize = policy->limits.fsize_bytes ? policy->limits.fsize_bytes
+                                                      : CORDON_DEFAULT_FSIZE_BYTES},
       .new_network = policy->egress != CORDON_EGRESS_OPEN,
       .loopback = policy->egress == CORDON_EGRESS_LOOPBACK,
       .listen_fd = -1,
@@ -1170,7 +1172,7 @@ static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cord
   }
   /* Symlinks the sandbox made point at its own view of the workspace (s->root). */
   const char *const aliases[] = {s->root, NULL};
-  struct cordon_snapshot_options o = {.root_aliases = aliases};
+  struct cordon_snapshot_options o = {.root_aliases = aliases, .max_bytes = s->max_snapshot_bytes};
   struct cordon_cas *cas = NULL;
   if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
     return -1;
