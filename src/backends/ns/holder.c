@@ -256,10 +256,22 @@ ON_OWN_STACK static _Noreturn void command_fail(int conn, int stage, int errnum)
 }
 
 /* The command process: everything slow first, then wait for a client. */
+/* A command process joins the memory cgroup itself (see memory_join_fd): still a vfork of its
+ * worker or pid 1 until its execve, which the OOM killer never picks. Async-signal-safe. */
+static int join_memory_cgroup(const struct ns_holder_config *cfg) {
+  if (cfg->memory_join_fd < 0)
+    return 0;
+  ssize_t n;
+  do
+    n = write(cfg->memory_join_fd, "0", 1);
+  while (n < 0 && errno == EINTR);
+  return n == 1 ? 0 : n < 0 ? -errno : -EIO;
+}
+
 ON_OWN_STACK static _Noreturn void command_main(const struct ns_holder_config *cfg, int pair) {
   setsid(); /* new session, no controlling terminal */
-  int r = 0;
-  if (cfg->rlimits.nofile || cfg->rlimits.fsize)
+  int r = join_memory_cgroup(cfg);
+  if (r == 0 && (cfg->rlimits.nofile || cfg->rlimits.fsize))
     r = confine_apply_rlimits(&cfg->rlimits);
   /* Compiled and JIT-ed by the kernel here, while nobody waits. From now on only what the
    * filter allows: accept, recvmsg, sendmsg, dup2, chdir and execve all are. */
@@ -865,7 +877,7 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
     fail_setup(ready_fd, err);
   }
   int keep[] = {ready_fd, cfg->listen_fd, cfg->cgroup_fd, cfg->socket_file_fd,
-                busy[0],  busy[1],        signal_fd};
+                busy[0],  busy[1],        signal_fd,      cfg->memory_join_fd};
   close_all_except(keep, ARRAY_SIZE(keep));
 
   /* From here on nothing needs a privilege: give them all up, so that every worker and
@@ -1052,7 +1064,9 @@ ON_OWN_STACK static int oneshot_command_main(void *arg) {
   struct ns_oneshot *o = arg;
   const struct ns_oneshot_command *cmd = o->cmd;
   setsid(); /* new session, no controlling terminal */
-  int r = confine_apply_rlimits(&o->cfg->rlimits);
+  int r = join_memory_cgroup(o->cfg);
+  if (r == 0)
+    r = confine_apply_rlimits(&o->cfg->rlimits);
   if (r == 0)
     r = confine_seccomp_attach(confine_seccomp_prebuilt());
   int moved[3] = {-1, -1, -1};
@@ -1107,7 +1121,8 @@ ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
    * the sandbox may read this memory, which is also the caller's (its arguments included). */
   if (sandbox_drop_privileges(&err) < 0)
     oneshot_fail(o, err);
-  int keep[] = {o->report[1], o->go[0], o->cmd->stdio[0], o->cmd->stdio[1], o->cmd->stdio[2]};
+  int keep[] = {o->report[1],     o->go[0],         o->cmd->stdio[0],
+                o->cmd->stdio[1], o->cmd->stdio[2], o->cfg->memory_join_fd};
   close_all_except(keep, ARRAY_SIZE(keep));
   /* The sandbox dies with the caller (killed, crashed): its thread's death kills us, and with
    * us the namespace. Asked only now: the setup's change of uid clears the parent-death signal.

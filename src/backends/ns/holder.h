@@ -43,6 +43,12 @@ struct ns_holder_config {
   int cgroup_fd;    /* the session's v2 cgroup: the holder is born in it, and (delegated) it
                        takes one leaf per exec; -1 when there is none */
   int cgroup_join_fds[CONFINE_CG_MAX_DIRS]; /* v1 cgroup.procs fds the holder joins */
+  int memory_join_fd; /* the v1 memory cgroup's cgroup.procs, or -1: only each command process
+                         joins it (a vfork, immune to the OOM killer until its execve), never
+                         pid 1 or a worker, whose memory is shared with the caller (one-shot)
+                         or with waiting command processes: the kernel kills every process
+                         sharing an OOM victim's memory, and the session (or the caller) must
+                         outlive an out-of-memory command */
   int socket_file_fd; /* O_PATH of the session socket's file, or -1. Once it is unlinked (its
                          session directory deleted, say with the project), no client can reach
                          the session any more: the holder ends it. A file, not the directory,
