@@ -81,7 +81,12 @@ struct cordon_limits {
   double cpus;          /* CPU bandwidth in cores, e.g. 0.5 */
   uint64_t nofile;      /* RLIMIT_NOFILE */
   uint64_t fsize_bytes; /* RLIMIT_FSIZE */
+  uint64_t tmp_bytes;   /* size of the sandbox's /tmp and of its /dev/shm, each; 0: the memory
+                           limit when there is one, else CORDON_DEFAULT_TMP_BYTES */
 };
+
+/* The size of /tmp and of /dev/shm (each) when neither a size nor a memory limit is given. */
+#define CORDON_DEFAULT_TMP_BYTES (1ull << 30)
 
 struct cordon_policy {
   const char *const *read_only;    /* workspace-relative paths mounted read-only */

@@ -151,10 +151,11 @@ static int save_backend_state(struct cordon_session *s, const char *repo_path, b
 static int refuse_unenforceable(const struct cordon_manifest *m, struct cordon_error **err) {
   const struct cordon_policy *p = &m->policy;
   const struct cordon_limits *l = &p->limits;
-  const char *unenforceable = strv_length(p->read_only)                   ? "read-only paths"
-                              : strv_length(p->hidden)                    ? "hidden paths"
-                              : l->memory_bytes || l->pids || l->cpus > 0 ? "resource limits"
-                                                                          : NULL;
+  const char *unenforceable = strv_length(p->read_only) ? "read-only paths"
+                              : strv_length(p->hidden)  ? "hidden paths"
+                              : l->memory_bytes || l->pids || l->cpus > 0 || l->tmp_bytes
+                                  ? "resource limits"
+                                  : NULL;
   if (unenforceable && p->require_enforcement)
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,
                             "the worktree backend cannot enforce %s (it isolates nothing); use "

@@ -76,6 +76,7 @@ enum {
   OPT_CPUS,
   OPT_NOFILE,
   OPT_FSIZE,
+  OPT_TMP_SIZE,
   OPT_TIMEOUT,
   OPT_NO_REQUIRE,
   OPT_CWD,
@@ -102,30 +103,33 @@ enum {
       {"pids", required_argument, NULL, OPT_PIDS}, {"cpus", required_argument, NULL, OPT_CPUS},   \
       {"nofile", required_argument, NULL, OPT_NOFILE},                                            \
       {"fsize", required_argument, NULL, OPT_FSIZE},                                              \
+      {"tmp-size", required_argument, NULL, OPT_TMP_SIZE},                                        \
       {"timeout", required_argument, NULL, OPT_TIMEOUT},                                          \
       {"no-require-enforcement", no_argument, NULL, OPT_NO_REQUIRE},                              \
       {"json", no_argument, NULL, OPT_JSON}, {                                                    \
     "help", no_argument, NULL, OPT_HELP                                                           \
   }
 
-#define MANIFEST_HELP                                                                         \
-  "  --backend NAME        backend (default: $CORDON_BACKEND, else ns; see CORDON_SANDBOX)\n" \
-  "  --workspace DIR       use DIR as the workspace (default: a fresh directory)\n"           \
-  "  --repo DIR [--branch B] [--sparse PATH]...\n"                                            \
-  "                        workspace is a git worktree of DIR on a new branch\n"              \
-  "  --root PATH           where the workspace appears in the sandbox (default /workspace)\n" \
-  "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"      \
-  "  --env KEY=VALUE       environment for every command (repeatable)\n"                      \
-  "  --ro PATH             workspace path mounted read-only (repeatable)\n"                   \
-  "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
-  "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
-  "  --net CLASS           egress: none (default), loopback, restricted, open\n"              \
-  "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
-  "                        resource limits (SIZE takes K, M, G); refused if unenforceable\n"  \
-  "  --timeout SECONDS     exec timeout\n"                                                    \
-  "  --image IMAGE         image for container and VM backends\n"                             \
-  "  --no-require-enforcement\n"                                                              \
-  "                        allow running unconfined (CORDON_SANDBOX=off, or no backend)\n"    \
+#define MANIFEST_HELP                                                                          \
+  "  --backend NAME        backend (default: $CORDON_BACKEND, else ns; see CORDON_SANDBOX)\n"  \
+  "  --workspace DIR       use DIR as the workspace (default: a fresh directory)\n"            \
+  "  --repo DIR [--branch B] [--sparse PATH]...\n"                                             \
+  "                        workspace is a git worktree of DIR on a new branch\n"               \
+  "  --root PATH           where the workspace appears in the sandbox (default /workspace)\n"  \
+  "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"       \
+  "  --env KEY=VALUE       environment for every command (repeatable)\n"                       \
+  "  --ro PATH             workspace path mounted read-only (repeatable)\n"                    \
+  "  --hide PATH           workspace path hidden from the command (repeatable)\n"              \
+  "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"      \
+  "  --net CLASS           egress: none (default), loopback, restricted, open\n"               \
+  "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                                \
+  "                        resource limits (SIZE takes K, M, G); refused if unenforceable\n"   \
+  "  --tmp-size SIZE       size of /tmp and of /dev/shm, each (default: the --memory limit,\n" \
+  "                        else 1G); their pages count against --memory\n"                     \
+  "  --timeout SECONDS     exec timeout\n"                                                     \
+  "  --image IMAGE         image for container and VM backends\n"                              \
+  "  --no-require-enforcement\n"                                                               \
+  "                        allow running unconfined (CORDON_SANDBOX=off, or no backend)\n"     \
   "  --json                machine-readable output\n"
 
 static int read_host_file(const char *src, struct cordon_file_spec *f, struct cordon_error **err) {
@@ -195,6 +199,12 @@ static int manifest_option(const char *verb, int c, const char *arg, struct mani
     if (cli_parse_size(arg, &u) < 0 || u == 0)
       return cli_usage_error(verb, "--fsize expects a size such as 1G, got '%s'", arg);
     o->limits.fsize_bytes = u;
+    return 0;
+  case OPT_TMP_SIZE:
+    if (cli_parse_size(arg, &u) < 0 || u < 4096)
+      return cli_usage_error(
+          verb, "--tmp-size expects a size of at least 4K such as 256M, got '%s'", arg);
+    o->limits.tmp_bytes = u;
     return 0;
   case OPT_PIDS:
     if (cli_parse_u64(arg, &u) < 0 || u == 0)

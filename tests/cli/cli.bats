@@ -226,3 +226,24 @@ hello" ]
   run $CORDON conformance nosuch
   [ "$status" -eq 3 ]
 }
+
+@test "--tmp-size: documented, bad sizes refused in one line, worktree refuses it" {
+  run $CORDON run --help
+  [[ "$output" == *"--tmp-size SIZE"* ]]
+  run $CORDON session create --help
+  [[ "$output" == *"--tmp-size SIZE"* ]]
+  for bad in 0 12Q -5M "" 1K 4095; do
+    run $CORDON run --backend worktree --tmp-size "$bad" -- true
+    [ "$status" -eq 125 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"--tmp-size expects a size"* ]]
+    run $CORDON session create --backend worktree --tmp-size "$bad"
+    [ "$status" -eq 2 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"--tmp-size expects a size"* ]]
+  done
+  [ ! -d .cordon/sessions ] || [ -z "$(ls .cordon/sessions)" ]
+  run $CORDON run --backend worktree --tmp-size 8M -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"cannot enforce resource limits"* ]]
+}

@@ -146,6 +146,12 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
   for (size_t i = 0; i < spec->n_allow_ro; i++)
     json_array_append_new(mounts,
                           bind_mount(spec->allow_ro[i].source, spec->allow_ro[i].path, true));
+  /* /tmp a capped tmpfs as in the ns backend (not the container's writable layer), and
+   * /dev/shm (ShmSize below) the same size; their pages count against the memory limit. */
+  const uint64_t tmp_bytes = confine_tmp_bytes(l);
+  json_array_append_new(mounts, json_pack("{s:s, s:s, s:b, s:{s:I, s:i}}", "Type", "tmpfs",
+                                          "Target", "/tmp", "ReadOnly", 0, "TmpfsOptions",
+                                          "SizeBytes", (json_int_t)tmp_bytes, "Mode", 01777));
   const struct docker_paths *p = spec->paths;
   int r = 0;
   for (size_t i = 0; i < p->n_read_only && r == 0; i++) {
@@ -198,6 +204,7 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
     if (f->swap_limit)
       json_object_set_new(host, "MemorySwap", json_integer((json_int_t)l->memory_bytes));
   }
+  json_object_set_new(host, "ShmSize", json_integer((json_int_t)tmp_bytes));
   if (l->pids)
     json_object_set_new(host, "PidsLimit", json_integer((json_int_t)l->pids));
   if (l->cpus > 0)

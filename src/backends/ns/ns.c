@@ -871,6 +871,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       .passwd = plan.passwd,
       .group = plan.group,
       .deny_user_namespaces = true,
+      .tmp_bytes = confine_tmp_bytes(&policy->limits),
   };
   if (r == 0 && impl->one_shot) {
     /* Keep all of it for the exec: the plan moves (the config points into its heap parts). */
