@@ -110,26 +110,26 @@ enum {
     "help", no_argument, NULL, OPT_HELP                                                           \
   }
 
-#define MANIFEST_HELP                                                                          \
-  "  --backend NAME        backend (default: $CORDON_BACKEND, else ns; see CORDON_SANDBOX)\n"  \
-  "  --workspace DIR       use DIR as the workspace (default: a fresh directory)\n"            \
-  "  --repo DIR [--branch B] [--sparse PATH]...\n"                                             \
-  "                        workspace is a git worktree of DIR on a new branch\n"               \
-  "  --root PATH           where the workspace appears in the sandbox (default /workspace)\n"  \
-  "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"       \
-  "  --env KEY=VALUE       environment for every command (repeatable)\n"                       \
-  "  --ro PATH             workspace path mounted read-only (repeatable)\n"                    \
-  "  --hide PATH           workspace path hidden from the command (repeatable)\n"              \
-  "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"      \
-  "  --net CLASS           egress: none (default), loopback, restricted, open\n"               \
-  "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                                \
-  "                        resource limits (SIZE takes K, M, G); refused if unenforceable\n"   \
-  "  --tmp-size SIZE       size of /tmp and of /dev/shm, each (default: the --memory limit,\n" \
-  "                        else 1G); their pages count against --memory\n"                     \
-  "  --timeout SECONDS     exec timeout\n"                                                     \
-  "  --image IMAGE         image for container and VM backends\n"                              \
-  "  --no-require-enforcement\n"                                                               \
-  "                        allow running unconfined (CORDON_SANDBOX=off, or no backend)\n"     \
+#define MANIFEST_HELP                                                                         \
+  "  --backend NAME        backend (default: $CORDON_BACKEND, else ns; see CORDON_SANDBOX)\n" \
+  "  --workspace DIR       use DIR as the workspace (default: a fresh directory)\n"           \
+  "  --repo DIR [--branch B] [--sparse PATH]...\n"                                            \
+  "                        workspace is a git worktree of DIR on a new branch\n"              \
+  "  --root PATH           where the workspace appears in the sandbox (default /workspace)\n" \
+  "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"      \
+  "  --env KEY=VALUE       environment for every command (repeatable)\n"                      \
+  "  --ro PATH             workspace path mounted read-only (repeatable)\n"                   \
+  "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
+  "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
+  "  --net CLASS           egress: none (default), loopback, restricted, open\n"              \
+  "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
+  "                        resource limits (SIZE takes K, M, G); refused if unenforceable\n"  \
+  "  --tmp-size SIZE       size of /tmp and /dev/shm, each (default: the --memory limit,\n"   \
+  "                        else 1G); their pages count against --memory\n"                    \
+  "  --timeout SECONDS     exec timeout\n"                                                    \
+  "  --image IMAGE         image for container and VM backends\n"                             \
+  "  --no-require-enforcement\n"                                                              \
+  "                        allow running unconfined (CORDON_SANDBOX=off, or no backend)\n"    \
   "  --json                machine-readable output\n"
 
 static int read_host_file(const char *src, struct cordon_file_spec *f, struct cordon_error **err) {
