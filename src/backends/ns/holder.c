@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/close_range.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -1042,6 +1043,13 @@ int ns_holder_wait(pid_t holder, int ready_fd, struct cordon_error **err) {
 
 struct ns_oneshot {
   const struct ns_holder_config *cfg;
+  /* oom_shield: the thread whose vfork pid 1 is (see ns_oneshot_start). pid1_started is 0
+   * until pid 1 runs (1) or the clone failed (-errno); pid1_tid gets pid 1's pid from the
+   * kernel (CLONE_PARENT_SETTID) before pid 1 first runs. */
+  pthread_t vfork_thread;
+  bool vfork_thread_started;
+  volatile int pid1_started;
+  pid_t pid1_tid;
   const struct ns_oneshot_command *cmd;
   unsigned char *stacks; /* pid 1's, then the command's */
   pid_t pid1;
@@ -1103,9 +1111,17 @@ ON_OWN_STACK static _Noreturn void oneshot_fail(struct ns_oneshot *o, struct cor
   _exit(1);
 }
 
+static void futex_wake_all(volatile int *word) {
+  syscall(SYS_futex, (int *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
   struct ns_oneshot *o = arg;
   struct cordon_error *err = NULL;
+  if (o->cfg->oom_shield) {
+    __atomic_store_n(&o->pid1_started, 1, __ATOMIC_SEQ_CST);
+    futex_wake_all(&o->pid1_started);
+  }
   char go = 0;
   ssize_t n;
   do
@@ -1208,10 +1224,45 @@ void ns_oneshot_free(struct ns_oneshot *o) {
   int status;
   ns_oneshot_kill(o);
   oneshot_wait(o, &status);
+  /* pid 1 is gone: its vfork is over, and its thread returns. */
+  if (o->vfork_thread_started)
+    pthread_join(o->vfork_thread, NULL);
   oneshot_close_pipes(o);
   if (o->stacks)
     stack_unmap(o->stacks, 2 * ONESHOT_STACK_SIZE);
   free(o);
+}
+
+/* oom_shield: pid 1 as a vfork of this thread, which waits in the clone until pid 1 ends. */
+static void *oneshot_vfork_thread(void *arg) {
+  struct ns_oneshot *o = arg;
+  pid_t pid =
+      clone(oneshot_pid1_main, o->stacks + ONESHOT_STACK_SIZE,
+            CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | namespace_flags(o->cfg) | SIGCHLD, o,
+            &o->pid1_tid);
+  if (pid < 0) {
+    __atomic_store_n(&o->pid1_started, -errno, __ATOMIC_SEQ_CST);
+    futex_wake_all(&o->pid1_started);
+  }
+  return NULL;
+}
+
+/* Clone pid 1 as a vfork of a thread of its own (see oom_shield); its pid, or -1 with errno. */
+static pid_t oneshot_clone_shielded(struct ns_oneshot *o) {
+  int r = pthread_create(&o->vfork_thread, NULL, oneshot_vfork_thread, o);
+  if (r != 0) {
+    errno = r;
+    return -1;
+  }
+  o->vfork_thread_started = true;
+  int started;
+  while ((started = __atomic_load_n(&o->pid1_started, __ATOMIC_SEQ_CST)) == 0)
+    syscall(SYS_futex, (int *)&o->pid1_started, FUTEX_WAIT, 0, NULL, NULL, 0);
+  if (started < 0) {
+    errno = -started;
+    return -1;
+  }
+  return o->pid1_tid;
 }
 
 int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot_command *cmd,
@@ -1232,8 +1283,9 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
   sigset_t all, old_mask;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-  pid_t pid = clone(oneshot_pid1_main, o->stacks + ONESHOT_STACK_SIZE,
-                    CLONE_VM | namespace_flags(cfg) | SIGCHLD, o);
+  pid_t pid = cfg->oom_shield ? oneshot_clone_shielded(o)
+                              : clone(oneshot_pid1_main, o->stacks + ONESHOT_STACK_SIZE,
+                                      CLONE_VM | namespace_flags(cfg) | SIGCHLD, o);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
   if (pid < 0)

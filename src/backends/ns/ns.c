@@ -763,6 +763,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
   memcpy(cfg.cgroup_join_fds, join_fds, sizeof(join_fds));
   cfg.cgroup_fd = cg_fd;
   cfg.memory_join_fd = memory_join_fd;
+  cfg.oom_shield = lim->memory_bytes > 0;
 
   _cleanup_close_ int listen_fd = -1, socket_file_fd = -1;
   if (!impl->one_shot) {
