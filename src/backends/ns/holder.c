@@ -1111,7 +1111,7 @@ ON_OWN_STACK static _Noreturn void oneshot_fail(struct ns_oneshot *o, struct cor
   _exit(1);
 }
 
-static void futex_wake_all(volatile int *word) {
+ON_OWN_STACK static void futex_wake_all(volatile int *word) {
   syscall(SYS_futex, (int *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
