@@ -112,12 +112,16 @@ struct cordon_limits {
    * docker), so that no sandboxed command fills the host's disk with one file unless asked to;
    * CORDON_LIMIT_UNLIMITED: none (not a requested limit). */
   uint64_t fsize_bytes;
+  uint64_t tmp_bytes; /* size of the sandbox's /tmp and of its /dev/shm, each; 0: the memory
+                         limit when there is one, else CORDON_DEFAULT_TMP_BYTES */
 };
 
 /* 4 GiB: above any source file, build product or test fixture a command should write in a
  * workspace; a sparse file's apparent size counts, so a 100 GiB hole is refused too. */
 #define CORDON_DEFAULT_FSIZE_BYTES ((uint64_t)4 << 30)
 #define CORDON_LIMIT_UNLIMITED UINT64_MAX
+/* The size of /tmp and of /dev/shm (each) when neither a size nor a memory limit is given. */
+#define CORDON_DEFAULT_TMP_BYTES (1ull << 30)
 
 struct cordon_policy {
   const char *const *read_only;    /* workspace-relative paths mounted read-only */

@@ -40,8 +40,10 @@ uint32_t cordon_policy_features(const struct cordon_policy *p) {
     f |= CORDON_FEATURE_CPU;
   if (l->nofile)
     f |= CORDON_FEATURE_NOFILE;
-  if (l->fsize_bytes)
+  if (l->fsize_bytes && l->fsize_bytes != CORDON_LIMIT_UNLIMITED) /* unlimited asks for nothing */
     f |= CORDON_FEATURE_FSIZE;
+  if (l->tmp_bytes)
+    f |= CORDON_FEATURE_TMP_SIZE;
   switch (p->egress) {
   case CORDON_EGRESS_NONE: f |= CORDON_FEATURE_NET_NONE; break;
   case CORDON_EGRESS_LOOPBACK: f |= CORDON_FEATURE_NET_LOOPBACK; break;

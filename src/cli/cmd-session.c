@@ -80,6 +80,7 @@ enum {
   OPT_CPUS,
   OPT_NOFILE,
   OPT_FSIZE,
+  OPT_TMP_SIZE,
   OPT_TIMEOUT,
   OPT_NO_REQUIRE,
   OPT_QUIET,
@@ -108,6 +109,7 @@ enum {
       {"pids", required_argument, NULL, OPT_PIDS}, {"cpus", required_argument, NULL, OPT_CPUS},   \
       {"nofile", required_argument, NULL, OPT_NOFILE},                                            \
       {"fsize", required_argument, NULL, OPT_FSIZE},                                              \
+      {"tmp-size", required_argument, NULL, OPT_TMP_SIZE},                                        \
       {"timeout", required_argument, NULL, OPT_TIMEOUT},                                          \
       {"no-require-enforcement", no_argument, NULL, OPT_NO_REQUIRE},                              \
       {"quiet", no_argument, NULL, OPT_QUIET}, {"json", no_argument, NULL, OPT_JSON}, {           \
@@ -135,6 +137,8 @@ enum {
   "                        resource limits (SIZE takes K, M, G); refused if unenforceable;\n" \
   "                        --fsize (largest file a command may write) defaults to 4G on ns\n" \
   "                        and docker (0 or unlimited: none)\n"                               \
+  "  --tmp-size SIZE       size of /tmp and /dev/shm, each (default: the --memory limit,\n"   \
+  "                        else 1G); their pages count against --memory\n"                    \
   "  --timeout SECONDS     exec timeout\n"                                                    \
   "  --image IMAGE         image for container and VM backends\n"                             \
   "  --no-require-enforcement\n"                                                              \
@@ -213,6 +217,12 @@ static int manifest_option(const char *verb, int c, const char *arg, struct mani
     if (cli_parse_size_limit(arg, &o->limits.fsize_bytes) < 0)
       return cli_usage_error(verb, "--fsize expects a size such as 1G, or unlimited, got '%s'",
                              arg);
+    return 0;
+  case OPT_TMP_SIZE:
+    if (cli_parse_size(arg, &u) < 0 || u < 4096)
+      return cli_usage_error(
+          verb, "--tmp-size expects a size of at least 4K such as 256M, got '%s'", arg);
+    o->limits.tmp_bytes = u;
     return 0;
   case OPT_PIDS:
     if (cli_parse_u64(arg, &u) < 0 || u == 0)

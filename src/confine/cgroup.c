@@ -244,27 +244,37 @@ fail:
 }
 
 int confine_cgroups_open_v1_procs(const struct confine_cgroups *cg, int fds[CONFINE_CG_MAX_DIRS],
-                                  struct cordon_error **err) {
+                                  int *memory_fd, struct cordon_error **err) {
   const char *dirs[CONFINE_CG_MAX_DIRS] = {NULL, cg->v1[0], cg->v1[1], cg->v1[2]};
   int n = 0;
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
     fds[i] = -1;
+  if (memory_fd)
+    *memory_fd = -1;
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++) {
     if (!dirs[i])
       continue;
+    bool apart = memory_fd && i == 1 + CONFINE_CG_MEMORY;
     _cleanup_free_ char *path = NULL;
     if (asprintf(&path, "%s/cgroup.procs", dirs[i]) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "cgroup");
-    fds[n] = open(path, O_WRONLY | O_CLOEXEC);
-    if (fds[n] < 0) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
       int e = errno;
       for (int k = 0; k < n; k++) {
         close(fds[k]);
         fds[k] = -1;
       }
+      if (memory_fd && *memory_fd >= 0) {
+        close(*memory_fd);
+        *memory_fd = -1;
+      }
       return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot open %s", path);
     }
-    n++;
+    if (apart)
+      *memory_fd = fd;
+    else
+      fds[n++] = fd;
   }
   return 0;
 }

@@ -38,9 +38,12 @@ int confine_cgroups_create(const char *name, const struct cordon_limits *limits,
 
 /* Open cgroup.procs of each v1 cgroup (-1 padded), for a child to join with
  * confine_cgroups_join_fds() between fork and anything else. (The v2 cgroup is joined at birth:
- * clone3 CLONE_INTO_CGROUP with a directory fd.) */
+ * clone3 CLONE_INTO_CGROUP with a directory fd.) With memory_fd, the v1 memory cgroup's is
+ * opened there instead (-1 when there is none), for the commands alone to join: a process in a
+ * memory cgroup can be the OOM killer's victim, and the kernel kills every process sharing the
+ * victim's memory with it. */
 int confine_cgroups_open_v1_procs(const struct confine_cgroups *cg, int fds[CONFINE_CG_MAX_DIRS],
-                                  struct cordon_error **err);
+                                  int *memory_fd, struct cordon_error **err);
 /* Move process pid (0: the caller) into each cgroup whose cgroup.procs fd is given.
  * Async-signal-safe. Returns 0 or -errno. */
 int confine_cgroups_join_fds(const int fds[CONFINE_CG_MAX_DIRS], pid_t pid);

@@ -206,7 +206,16 @@ static int bind_self_readonly(int dirfd, const char *name, struct cordon_error *
   return bind_self(dirfd, name, true, err);
 }
 
-static int setup_dev(int rootfd, struct cordon_error **err) {
+/* The options of a /tmp or /dev/shm tmpfs: capped, or tmpfs would take half the host's memory.
+ * Its pages are charged to the memory cgroup of whoever writes them. */
+static int tmpfs_options(char *buf, size_t size, uint64_t bytes, struct cordon_error **err) {
+  if (!bytes)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "no size for the sandbox's /tmp");
+  snprintf(buf, size, "mode=1777,size=%llu", (unsigned long long)bytes);
+  return 0;
+}
+
+static int setup_dev(int rootfd, uint64_t tmp_bytes, struct cordon_error **err) {
   static const char *const nodes[] = {"null", "zero", "full", "random", "urandom"};
   static const char *const links[][2] = {
       {"fd", "/proc/self/fd"},
@@ -239,7 +248,9 @@ static int setup_dev(int rootfd, struct cordon_error **err) {
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /dev/%s", links[i][0]);
   if (mkdirat(dev, "shm", 01777) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /dev/shm");
-  if (mount_fs_at(dev, "shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777", err) < 0)
+  char options[64];
+  if (tmpfs_options(options, sizeof(options), tmp_bytes, err) < 0 ||
+      mount_fs_at(dev, "shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options, err) < 0)
     return -1;
   /* Device binds keep their device access but lose suid/exec; the /dev tmpfs itself becomes
    * read-only so nothing can be planted there. */
@@ -443,11 +454,14 @@ int confine_build_root(const struct confine_root_spec *spec, struct cordon_error
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open the new root");
 
   /* What the sandbox provides first: grants may land under /tmp. */
-  if (setup_dev(rootfd, err) < 0 || setup_proc(rootfd, spec->deny_user_namespaces, err) < 0)
+  if (setup_dev(rootfd, spec->tmp_bytes, err) < 0 ||
+      setup_proc(rootfd, spec->deny_user_namespaces, err) < 0)
     return -1;
   if (mkdirat(rootfd, "tmp", 01777) < 0 && errno != EEXIST)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /tmp");
-  if (mount_fs_at(rootfd, "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", err) < 0)
+  char tmp_options[64];
+  if (tmpfs_options(tmp_options, sizeof(tmp_options), spec->tmp_bytes, err) < 0 ||
+      mount_fs_at(rootfd, "tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_options, err) < 0)
     return -1;
   for (size_t i = 0; i < spec->n_trees; i++) {
     const struct confine_tree *t = &spec->trees[i];

@@ -40,6 +40,8 @@ struct confine_root_spec {
   const char *passwd; /* contents of /etc/passwd and /etc/group; NULL: host's */
   const char *group;
   bool deny_user_namespaces; /* set user.max_user_namespaces to 0 in the new namespace */
+  uint64_t tmp_bytes;        /* size of the /tmp and /dev/shm tmpfs, each (0 is refused: to
+                                tmpfs it would mean half the host's memory) */
 };
 
 /* Clone host path `source` into a detached tree (recursively) with `attr_set` (MOUNT_ATTR_*)

@@ -336,11 +336,19 @@ uint64_t confine_cpu_quota_us(double cpus) {
   return (uint64_t)(q + 0.5);
 }
 
+uint64_t confine_tmp_bytes(const struct cordon_limits *l) {
+  return l->tmp_bytes ? l->tmp_bytes : l->memory_bytes ? l->memory_bytes : CORDON_DEFAULT_TMP_BYTES;
+}
+
 int confine_check_limits(const struct cordon_limits *l, struct cordon_error **err) {
   if (l->memory_bytes && l->memory_bytes < (1u << 20))
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                             "memory limit of %llu bytes is below the 1 MiB minimum",
                             (unsigned long long)l->memory_bytes);
+  if (l->tmp_bytes && l->tmp_bytes < 4096)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "/tmp size of %llu bytes is below one page (4 KiB)",
+                            (unsigned long long)l->tmp_bytes);
   if (l->pids > (1u << 22))
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "pids limit %llu is above the kernel's",
                             (unsigned long long)l->pids);

@@ -127,6 +127,10 @@ int confine_check_not_private(const char *path, const char *what, const char *co
  * to less than 1 ms per period, ...), naming the limit. */
 int confine_check_limits(const struct cordon_limits *limits, struct cordon_error **err);
 
+/* The size of the sandbox's /tmp and /dev/shm tmpfs (each): limits->tmp_bytes, else the memory
+ * limit, else CORDON_DEFAULT_TMP_BYTES. Never 0 (to tmpfs, size=0 means unbounded). */
+uint64_t confine_tmp_bytes(const struct cordon_limits *limits);
+
 /* Egress classes the ns backend implements: none, loopback, open. */
 int confine_check_egress(enum cordon_egress egress, struct cordon_error **err);
 

@@ -245,6 +245,8 @@ hello" ]
   run $CORDON run --workspace ws --hide conf/token --hide copy -- cat /workspace/copy
   [ "$status" -eq 0 ]
   [ -z "$output" ]
+}
+
 @test "projects are registered when their .cordon/ is made; gc removes the entries of deleted ones" {
   export XDG_STATE_HOME="$PROJECT/xdg"
   mkdir a b
@@ -264,4 +266,25 @@ hello" ]
   [[ "$output" == *"removed 1 registry entries of deleted projects"* ]]
   [ "$(ls xdg/cordon/projects | wc -l)" -eq 1 ]
   [ "$(readlink xdg/cordon/projects/*)" = "$(realpath "$PROJECT")/a/.cordon" ]
+}
+
+@test "--tmp-size: documented, bad sizes refused in one line, worktree refuses it" {
+  run $CORDON run --help
+  [[ "$output" == *"--tmp-size SIZE"* ]]
+  run $CORDON session create --help
+  [[ "$output" == *"--tmp-size SIZE"* ]]
+  for bad in 0 12Q -5M "" 1K 4095; do
+    run $CORDON run --backend worktree --tmp-size "$bad" -- true
+    [ "$status" -eq 125 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"--tmp-size expects a size"* ]]
+    run $CORDON session create --backend worktree --tmp-size "$bad"
+    [ "$status" -eq 2 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"--tmp-size expects a size"* ]]
+  done
+  [ ! -d .cordon/sessions ] || [ -z "$(ls .cordon/sessions)" ]
+  run $CORDON run --backend worktree --tmp-size 8M -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"backend worktree does not enforce tmp_size (--tmp-size)"* ]]
 }

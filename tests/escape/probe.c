@@ -49,6 +49,8 @@
  *   probe modes PATH              (a control for setid) every ordinary mode still works at
  *                                 PATH.*: create 0600, chmod 0755, mknod S_IFREG 0644, O_TMPFILE
  *                                 then linkat, a directory chmod 01777 (success: all did)
+ *   probe fill-file PATH MIB      write MIB mebibytes to PATH (tmpfs pages: no resident set of
+ *                                 ours to speak of, so an OOM killer weighs everyone else)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -946,6 +948,29 @@ static int big_file(const char *path, long gib) {
                  strerror(write_errno), strerror(truncate_errno));
 }
 
+static int fill_file(const char *path, long mib) {
+  static char block[64 * 1024];
+  memset(block, 'x', sizeof(block));
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return BLOCK_ERRNO("fill-file", path);
+  long long want = (long long)mib << 20, done = 0;
+  while (done < want) {
+    ssize_t n = write(fd, block, sizeof(block));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int e = n < 0 ? errno : ENOSPC;
+      close(fd);
+      return verdict(BLOCKED, "fill-file", "%s: stopped after %lld MiB: %s", path, done >> 20,
+                     strerror(e));
+    }
+    done += n;
+  }
+  close(fd);
+  return verdict(ESCAPED, "fill-file", "wrote %ld MiB to %s", mib, path);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2)
@@ -1014,6 +1039,8 @@ int main(int argc, char **argv) {
     return modes(a);
   if (!strcmp(v, "big-file") && a && b)
     return big_file(a, atol(b));
+  if (!strcmp(v, "fill-file") && a && b)
+    return fill_file(a, atol(b));
   int r = syscalls(v);
   if (r != BROKEN)
     return r;

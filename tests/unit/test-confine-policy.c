@@ -181,6 +181,21 @@ static void test_limits(void **state) {
   expect_error(confine_check_limits(&negative_cpu, &err), &err, CORDON_ERR_USAGE, "cpu");
   struct cordon_limits few_files = {.nofile = 2};
   expect_error(confine_check_limits(&few_files, &err), &err, CORDON_ERR_USAGE, "open-file");
+  struct cordon_limits tiny_tmp = {.tmp_bytes = 100};
+  expect_error(confine_check_limits(&tiny_tmp, &err), &err, CORDON_ERR_USAGE, "/tmp");
+}
+
+/* /tmp and /dev/shm are never unbounded (size=0 is tmpfs for half the host's memory). */
+static void test_tmp_bytes(void **state) {
+  struct cordon_limits none = {0};
+  assert_int_equal(confine_tmp_bytes(&none), CORDON_DEFAULT_TMP_BYTES);
+  assert_int_equal(CORDON_DEFAULT_TMP_BYTES, 1ull << 30);
+  struct cordon_limits memory = {.memory_bytes = 64u << 20};
+  assert_int_equal(confine_tmp_bytes(&memory), 64u << 20);
+  struct cordon_limits both = {.memory_bytes = 64u << 20, .tmp_bytes = 8u << 20};
+  assert_int_equal(confine_tmp_bytes(&both), 8u << 20);
+  struct cordon_limits larger = {.memory_bytes = 64u << 20, .tmp_bytes = 2ull << 30};
+  assert_int_equal(confine_tmp_bytes(&larger), 2ull << 30);
 }
 
 static void test_cpu_quota(void **state) {
@@ -604,6 +619,7 @@ int main(void) {
       cmocka_unit_test(test_sandbox_root),
       cmocka_unit_test(test_workspace_dir),
       cmocka_unit_test(test_limits),
+      cmocka_unit_test(test_tmp_bytes),
       cmocka_unit_test(test_cpu_quota),
       cmocka_unit_test(test_egress),
       cmocka_unit_test(test_id_map),

@@ -397,6 +397,43 @@ static void test_limits(void **state) {
   assert_int_equal(cordon_session_destroy(s, &err), 0);
 }
 
+/* Out of memory in a one-shot sandbox (whose pid 1 shares this process's memory) through /tmp,
+ * whose pages are no process's resident memory: only the command may die, never the caller;
+ * /tmp and /dev/shm are capped at the memory limit. */
+static void test_one_shot_out_of_memory(void **state) {
+  struct cordon_manifest m = {.one_shot = true, .ephemeral = true};
+  m.policy.limits.memory_bytes = 64u << 20;
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  if (cordon_session_create(ctx, ns, &m, &s, &err) < 0) {
+    assert_int_equal(err->kind, CORDON_ERR_UNAVAILABLE);
+    cordon_error_free(err);
+    skip();
+  }
+  json_t *st = json_loads(s->backend_state, 0, NULL);
+  const char *mem = json_string_value(json_object_get(st, "cgroup_memory"));
+  if (!mem)
+    mem = json_string_value(json_object_get(st, "cgroup_v2"));
+  char *mem_dir = mem ? strdup(mem) : NULL;
+  json_decref(st);
+  struct cordon_exec_request req = {
+      .argv = ARGV("sh", "-c",
+                   "grep -E ' /(tmp|dev/shm) ' /proc/mounts; head -c 256m /dev/zero > /tmp/fill"),
+      .timeout = 60};
+  struct cordon_exec_result res;
+  assert_int_equal(cordon_session_exec(s, &req, &res, &err), 0);
+  /* killed (137), or the write failed (1): we are alive to see it */
+  assert_true(res.exit_code == 137 || res.exit_code == 1);
+  assert_non_null(strstr((char *)res.stdout_data, "/tmp tmpfs"));
+  assert_non_null(strstr((char *)res.stdout_data, "size=65536k"));
+  cordon_exec_result_clear(&res);
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+  struct stat sb;
+  if (mem_dir)
+    assert_true(stat(mem_dir, &sb) < 0 && errno == ENOENT);
+  free(mem_dir);
+}
+
 /* A multi-threaded caller must not clone raw: the backend goes through an intermediate. */
 static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *idle_thread(void *arg) {
@@ -794,6 +831,7 @@ int main(void) {
       cmocka_unit_test(test_concurrent_execs),
       cmocka_unit_test(test_workers_are_reused_and_clean),
       cmocka_unit_test(test_concurrent_one_shot),
+      cmocka_unit_test(test_one_shot_out_of_memory),
       cmocka_unit_test(test_fork_sessions),
       cmocka_unit_test(test_conformance_suite),
   };

@@ -199,6 +199,9 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
   for (size_t i = 0; i < spec->n_allow_ro; i++)
     json_array_append_new(mounts,
                           bind_mount(spec->allow_ro[i].source, spec->allow_ro[i].path, true));
+  /* /tmp a capped tmpfs as in the ns backend (not the container's writable layer), and
+   * /dev/shm (ShmSize below) the same size; their pages count against the memory limit. */
+  const uint64_t tmp_bytes = confine_tmp_bytes(l);
   const struct docker_paths *p = spec->paths;
   int r = 0;
   /* Every directory between the workspace root and a protected path is bound onto itself
@@ -286,6 +289,14 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
     if (f->swap_limit)
       json_object_set_new(host, "MemorySwap", json_integer((json_int_t)l->memory_bytes));
   }
+  json_object_set_new(host, "ShmSize", json_integer((json_int_t)tmp_bytes));
+  /* HostConfig.Tmpfs, not a tmpfs in Mounts: only these options can say exec (the engine's
+   * default for a tmpfs is noexec; the ns backend's /tmp allows exec, and test runners build
+   * and run binaries there). */
+  char tmp_options[128];
+  snprintf(tmp_options, sizeof(tmp_options), "rw,exec,nosuid,nodev,size=%llu,mode=1777",
+           (unsigned long long)tmp_bytes);
+  json_object_set_new(host, "Tmpfs", json_pack("{s:s}", "/tmp", tmp_options));
   if (l->pids)
     json_object_set_new(host, "PidsLimit", json_integer((json_int_t)l->pids));
   if (l->cpus > 0)

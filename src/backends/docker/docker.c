@@ -1391,11 +1391,11 @@ const struct cordon_backend cordon_backend_docker = {
     .tier = CORDON_TIER_CONTAINER,
     /* Limits the engine reports it cannot set are refused by name at create. Egress none and
      * loopback are both NetworkMode none (the container's own lo only); restricted is not
-     * implemented. /tmp is the container's writable layer, not a capped tmpfs. */
+     * implemented. /tmp is a capped tmpfs (HostConfig.Tmpfs), /dev/shm as large (ShmSize). */
     .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
                 CORDON_FEATURE_HOST_GRANTS | CORDON_FEATURE_MEMORY | CORDON_FEATURE_PIDS |
                 CORDON_FEATURE_CPU | CORDON_FEATURE_NOFILE | CORDON_FEATURE_FSIZE |
-                CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK,
+                CORDON_FEATURE_TMP_SIZE | CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK,
     .available = docker_available,
     .create = docker_create,
     .resume = docker_resume,

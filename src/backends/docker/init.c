@@ -341,6 +341,21 @@ static bool command_failed_early(int report_read, struct child_report *rep) {
 static struct confine_seccomp_program agent_filter;
 static bool agent_filter_ready;
 
+/* Out of memory in the container, the command is the OOM killer's victim, never init or the
+ * exec's monitor (whose death would end the session or lose the exec's status): raise its OOM
+ * score to the top, which needs no privilege (lowering it below the engine's does). Its /proc
+ * files are root's while it is not dumpable: become dumpable, as execve would make it anyway.
+ * Called with the seccomp filters in force, so whatever attaches to it meanwhile gets no more
+ * than the command will have. Best effort: without /proc nothing changes. */
+static void prefer_as_oom_victim(void) {
+  prctl(PR_SET_DUMPABLE, 1);
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!write(fd, "1000", 4);
+    close(fd);
+  }
+}
+
 static _Noreturn void child_run(const char *cwd, char *const *argv, char **envp, const int *stdio,
                                 int report_fd) {
   for (int sig = 1; sig < NSIG; sig++) {
@@ -376,6 +391,7 @@ static _Noreturn void child_run(const char *cwd, char *const *argv, char **envp,
   }
   if (r != 0)
     child_fail(report_fd, STAGE_SETUP, r, 126);
+  prefer_as_oom_victim();
   char program[PATH_MAX];
   int e = find_program(argv[0], envp, program, sizeof(program));
   if (e == 0) {

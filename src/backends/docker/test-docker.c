@@ -385,7 +385,19 @@ static void test_container_config(void **state) {
   assert_true(json_is_true(json_object_get(m, "ReadOnly")));
   m = mount_with_target(config, DOCKER_AGENT_TARGET);
   assert_string_equal(json_string_value(json_object_get(m, "Source")), spec.agent_dir);
+  /* /tmp and /dev/shm are capped: by default at the memory limit, else at --tmp-size. */
+  assert_string_equal(json_string_value(json_object_get(json_object_get(host, "Tmpfs"), "/tmp")),
+                      "rw,exec,nosuid,nodev,size=67108864,mode=1777");
+  assert_int_equal(json_integer_value(json_object_get(host, "ShmSize")), 64 << 20);
   json_decref(config);
+  limits.tmp_bytes = 8u << 20;
+  assert_int_equal(docker_container_config(&spec, &config, &err), 0);
+  host = json_object_get(config, "HostConfig");
+  assert_int_equal(json_integer_value(json_object_get(host, "ShmSize")), 8 << 20);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(host, "Tmpfs"), "/tmp")),
+                      "rw,exec,nosuid,nodev,size=8388608,mode=1777");
+  json_decref(config);
+  limits.tmp_bytes = 0;
 
   /* A limit the engine cannot enforce is refused by name, never dropped. */
   features.pids_limit = false;

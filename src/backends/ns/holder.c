@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/close_range.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -256,12 +257,24 @@ ON_OWN_STACK static _Noreturn void command_fail(int conn, int stage, int errnum)
 }
 
 /* The command process: everything slow first, then wait for a client. */
+/* A command process joins the memory cgroup itself (see memory_join_fd): still a vfork of its
+ * worker or pid 1 until its execve, which the OOM killer never picks. Async-signal-safe. */
+static int join_memory_cgroup(const struct ns_holder_config *cfg) {
+  if (cfg->memory_join_fd < 0)
+    return 0;
+  ssize_t n;
+  do
+    n = write(cfg->memory_join_fd, "0", 1);
+  while (n < 0 && errno == EINTR);
+  return n == 1 ? 0 : n < 0 ? -errno : -EIO;
+}
+
 ON_OWN_STACK static _Noreturn void command_main(const struct ns_holder_config *cfg, int pair) {
   setsid(); /* new session, no controlling terminal */
   /* umask 022, never the caller's: the same command makes the same tree (and snapshot ids) */
   umask(022);
-  int r = 0;
-  if (cfg->rlimits.nofile || cfg->rlimits.fsize)
+  int r = join_memory_cgroup(cfg);
+  if (r == 0 && (cfg->rlimits.nofile || cfg->rlimits.fsize))
     r = confine_apply_rlimits(&cfg->rlimits);
   /* Compiled and JIT-ed by the kernel here, while nobody waits. From now on only what the
    * filter allows: accept, recvmsg, sendmsg, dup2, chdir and execve all are. */
@@ -867,7 +880,7 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
     fail_setup(ready_fd, err);
   }
   int keep[] = {ready_fd, cfg->listen_fd, cfg->cgroup_fd, cfg->socket_file_fd,
-                busy[0],  busy[1],        signal_fd};
+                busy[0],  busy[1],        signal_fd,      cfg->memory_join_fd};
   close_all_except(keep, ARRAY_SIZE(keep));
 
   /* From here on nothing needs a privilege: give them all up, so that every worker and
@@ -1032,6 +1045,13 @@ int ns_holder_wait(pid_t holder, int ready_fd, struct cordon_error **err) {
 
 struct ns_oneshot {
   const struct ns_holder_config *cfg;
+  /* oom_shield: the thread whose vfork pid 1 is (see ns_oneshot_start). pid1_started is 0
+   * until pid 1 runs (1) or the clone failed (-errno); pid1_tid gets pid 1's pid from the
+   * kernel (CLONE_PARENT_SETTID) before pid 1 first runs. */
+  pthread_t vfork_thread;
+  bool vfork_thread_started;
+  volatile int pid1_started;
+  pid_t pid1_tid;
   const struct ns_oneshot_command *cmd;
   unsigned char *stacks; /* pid 1's, then the command's */
   pid_t pid1;
@@ -1056,7 +1076,9 @@ ON_OWN_STACK static int oneshot_command_main(void *arg) {
   setsid(); /* new session, no controlling terminal */
   /* umask 022, never the caller's (see command_main) */
   umask(022);
-  int r = confine_apply_rlimits(&o->cfg->rlimits);
+  int r = join_memory_cgroup(o->cfg);
+  if (r == 0)
+    r = confine_apply_rlimits(&o->cfg->rlimits);
   if (r == 0)
     r = confine_seccomp_attach(confine_seccomp_prebuilt());
   int moved[3] = {-1, -1, -1};
@@ -1093,9 +1115,17 @@ ON_OWN_STACK static _Noreturn void oneshot_fail(struct ns_oneshot *o, struct cor
   _exit(1);
 }
 
+ON_OWN_STACK static void futex_wake_all(volatile int *word) {
+  syscall(SYS_futex, (int *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
   struct ns_oneshot *o = arg;
   struct cordon_error *err = NULL;
+  if (o->cfg->oom_shield) {
+    __atomic_store_n(&o->pid1_started, 1, __ATOMIC_SEQ_CST);
+    futex_wake_all(&o->pid1_started);
+  }
   char go = 0;
   ssize_t n;
   do
@@ -1111,7 +1141,8 @@ ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
    * the sandbox may read this memory, which is also the caller's (its arguments included). */
   if (sandbox_drop_privileges(&err) < 0)
     oneshot_fail(o, err);
-  int keep[] = {o->report[1], o->go[0], o->cmd->stdio[0], o->cmd->stdio[1], o->cmd->stdio[2]};
+  int keep[] = {o->report[1],     o->go[0],         o->cmd->stdio[0],
+                o->cmd->stdio[1], o->cmd->stdio[2], o->cfg->memory_join_fd};
   close_all_except(keep, ARRAY_SIZE(keep));
   /* The sandbox dies with the caller (killed, crashed): its thread's death kills us, and with
    * us the namespace. Asked only now: the setup's change of uid clears the parent-death signal.
@@ -1197,10 +1228,45 @@ void ns_oneshot_free(struct ns_oneshot *o) {
   int status;
   ns_oneshot_kill(o);
   oneshot_wait(o, &status);
+  /* pid 1 is gone: its vfork is over, and its thread returns. */
+  if (o->vfork_thread_started)
+    pthread_join(o->vfork_thread, NULL);
   oneshot_close_pipes(o);
   if (o->stacks)
     stack_unmap(o->stacks, 2 * ONESHOT_STACK_SIZE);
   free(o);
+}
+
+/* oom_shield: pid 1 as a vfork of this thread, which waits in the clone until pid 1 ends. */
+static void *oneshot_vfork_thread(void *arg) {
+  struct ns_oneshot *o = arg;
+  pid_t pid =
+      clone(oneshot_pid1_main, o->stacks + ONESHOT_STACK_SIZE,
+            CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | namespace_flags(o->cfg) | SIGCHLD, o,
+            &o->pid1_tid);
+  if (pid < 0) {
+    __atomic_store_n(&o->pid1_started, -errno, __ATOMIC_SEQ_CST);
+    futex_wake_all(&o->pid1_started);
+  }
+  return NULL;
+}
+
+/* Clone pid 1 as a vfork of a thread of its own (see oom_shield); its pid, or -1 with errno. */
+static pid_t oneshot_clone_shielded(struct ns_oneshot *o) {
+  int r = pthread_create(&o->vfork_thread, NULL, oneshot_vfork_thread, o);
+  if (r != 0) {
+    errno = r;
+    return -1;
+  }
+  o->vfork_thread_started = true;
+  int started;
+  while ((started = __atomic_load_n(&o->pid1_started, __ATOMIC_SEQ_CST)) == 0)
+    syscall(SYS_futex, (int *)&o->pid1_started, FUTEX_WAIT, 0, NULL, NULL, 0);
+  if (started < 0) {
+    errno = -started;
+    return -1;
+  }
+  return o->pid1_tid;
 }
 
 int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot_command *cmd,
@@ -1221,8 +1287,9 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
   sigset_t all, old_mask;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-  pid_t pid = clone(oneshot_pid1_main, o->stacks + ONESHOT_STACK_SIZE,
-                    CLONE_VM | namespace_flags(cfg) | SIGCHLD, o);
+  pid_t pid = cfg->oom_shield ? oneshot_clone_shielded(o)
+                              : clone(oneshot_pid1_main, o->stacks + ONESHOT_STACK_SIZE,
+                                      CLONE_VM | namespace_flags(cfg) | SIGCHLD, o);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
   if (pid < 0)

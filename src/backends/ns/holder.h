@@ -43,6 +43,16 @@ struct ns_holder_config {
   int cgroup_fd;    /* the session's v2 cgroup: the holder is born in it, and (delegated) it
                        takes one leaf per exec; -1 when there is none */
   int cgroup_join_fds[CONFINE_CG_MAX_DIRS]; /* v1 cgroup.procs fds the holder joins */
+  int memory_join_fd; /* the v1 memory cgroup's cgroup.procs, or -1: only each command process
+                         joins it (a vfork, immune to the OOM killer until its execve), never
+                         pid 1 or a worker, whose memory is shared with the caller (one-shot)
+                         or with waiting command processes: the kernel kills every process
+                         sharing an OOM victim's memory, and the session (or the caller) must
+                         outlive an out-of-memory command */
+  bool oom_shield;    /* one-shot: pid 1 is a vfork of a thread of the caller's, blocked for
+                         pid 1's life, which makes the OOM killer pass pid 1 over (see
+                         ns_oneshot_start); set with a memory limit, where pid 1 may share a
+                         memory cgroup with the command (cgroup v2) */
   int socket_file_fd; /* O_PATH of the session socket's file, or -1. Once it is unlinked (its
                          session directory deleted, say with the project), no client can reach
                          the session any more: the holder ends it. A file, not the directory,
@@ -82,7 +92,10 @@ struct ns_oneshot_command {
   int stdio[3];    /* the command's fds 0, 1, 2 (stay owned by the caller) */
 };
 
-/* Build the sandbox of cfg and start cmd in it. On success *exit_fd (the caller closes it)
+/* Build the sandbox of cfg and start cmd in it. With cfg->oom_shield, pid 1 is cloned with
+ * CLONE_VFORK by a thread of its own, which stays blocked until pid 1 ends: the OOM killer never
+ * picks a task in the middle of a vfork (mm/oom_kill.c, in_vfork), and picking pid 1 would kill
+ * every process sharing its memory, the caller included. On success *exit_fd (the caller closes it)
  * becomes readable when the command has ended. cfg and cmd must stay valid until
  * ns_oneshot_free. A command that cannot be executed is a result (126/127), not an error. */
 int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot_command *cmd,

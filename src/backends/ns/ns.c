@@ -363,6 +363,7 @@ struct ns_pending {
   int workspace_fd; /* cfg.root.workspace.tree_fd */
   int cgroup_fd;
   int join_fds[CONFINE_CG_MAX_DIRS];
+  int memory_join_fd;
 };
 
 static void pending_free(struct ns_pending *p) {
@@ -376,6 +377,8 @@ static void pending_free(struct ns_pending *p) {
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
     if (p->join_fds[i] >= 0)
       close(p->join_fds[i]);
+  if (p->memory_join_fd >= 0)
+    close(p->memory_join_fd);
   free(p);
 }
 
@@ -798,6 +801,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       .listen_fd = -1,
       .cgroup_fd = -1,
       .cgroup_join_fds = {-1, -1, -1, -1},
+      .memory_join_fd = -1,
       .socket_file_fd = -1,
   };
 
@@ -819,11 +823,14 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
    * still finds these, empty once the holder has ended itself. */
   confine_cgroups_set_owner(&impl->cgroups, s->state_dir);
   int join_fds[CONFINE_CG_MAX_DIRS] = {-1, -1, -1, -1};
-  int r = confine_cgroups_open_v1_procs(&impl->cgroups, join_fds, err);
+  _cleanup_close_ int memory_join_fd = -1;
+  int r = confine_cgroups_open_v1_procs(&impl->cgroups, join_fds, &memory_join_fd, err);
   _cleanup_close_ int cg_fd =
       impl->cgroups.v2 ? open(impl->cgroups.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   memcpy(cfg.cgroup_join_fds, join_fds, sizeof(join_fds));
   cfg.cgroup_fd = cg_fd;
+  cfg.memory_join_fd = memory_join_fd;
+  cfg.oom_shield = lim->memory_bytes > 0;
 
   _cleanup_close_ int listen_fd = -1, socket_file_fd = -1;
   if (!impl->one_shot) {
@@ -933,6 +940,7 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       .passwd = plan.passwd,
       .group = plan.group,
       .deny_user_namespaces = true,
+      .tmp_bytes = confine_tmp_bytes(&policy->limits),
   };
   if (r == 0 && impl->one_shot) {
     /* Keep all of it for the exec: the plan moves (the config points into its heap parts). */
@@ -946,12 +954,14 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
       p->workspace_fd = workspace_tree.tree_fd;
       p->cgroup_fd = cg_fd;
       memcpy(p->join_fds, join_fds, sizeof(join_fds));
-      workspace_tree.tree_fd = cg_fd = -1;
+      p->memory_join_fd = memory_join_fd;
+      workspace_tree.tree_fd = cg_fd = memory_join_fd = -1;
       for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
         join_fds[i] = -1;
       p->cfg.root.workspace.tree_fd = p->workspace_fd;
       p->cfg.cgroup_fd = p->cgroup_fd;
       memcpy(p->cfg.cgroup_join_fds, p->join_fds, sizeof(p->join_fds));
+      p->cfg.memory_join_fd = p->memory_join_fd;
       impl->pending = p;
     }
   } else if (r == 0) {
