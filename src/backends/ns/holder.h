@@ -30,6 +30,8 @@
 #include "confine/cgroup.h"
 #include "confine/mount.h"
 
+struct crypto_hmac;
+
 struct ns_holder_config {
   struct confine_root_spec root;
   struct confine_identity identity; /* inside the namespace */
@@ -39,7 +41,12 @@ struct ns_holder_config {
   struct confine_rlimits rlimits;
   bool new_network; /* false for egress open: the host's network namespace */
   bool loopback;    /* bring lo up in the new network namespace */
-  int listen_fd;    /* the session socket, listening */
+  int listen_fd;    /* the session socket, bound; the holder listens (so that a client's
+                       SO_PEERCRED names the holder) */
+  struct crypto_hmac *auth; /* keyed with the session's secret: every client must prove it
+                               (backends/ns/proto.h) */
+  uid_t client_uid; /* the operator's uid as the holder's user namespace sees it: the only
+                       peer uid accepted */
   int cgroup_fd;    /* the session's v2 cgroup: the holder is born in it, and (delegated) it
                        takes one leaf per exec; -1 when there is none */
   int cgroup_join_fds[CONFINE_CG_MAX_DIRS]; /* v1 cgroup.procs fds the holder joins */
