@@ -11,8 +11,8 @@
  * Before the request, both ends prove that they hold the session's secret (32 random bytes in
  * the session's runtime directory, backend/rundir.h, which no sandbox sees), without sending it:
  *
- *   client -> holder  hello: magic "CDA1", client nonce (32 bytes)
- *   holder -> client  challenge: magic "CRA1", server nonce (32), server proof (32)
+ *   client -> holder  hello: magic "CNH1", client nonce (32 bytes)
+ *   holder -> client  challenge: magic "CNC1", server nonce (32), server proof (32)
  *   client -> holder  client proof (32)
  *
  * proof = HMAC-SHA256(secret, NS_AUTH_CONTEXT || role || client nonce || server nonce), role
@@ -40,8 +40,8 @@ extern const struct exec_wire_protocol ns_protocol;
 #define NS_AUTH_SECRET_LEN 32
 #define NS_AUTH_NONCE_LEN 32
 #define NS_AUTH_PROOF_LEN 32
-#define NS_AUTH_HELLO_MAGIC 0x31414443u     /* "CDA1" little-endian */
-#define NS_AUTH_CHALLENGE_MAGIC 0x31415243u /* "CRA1" little-endian */
+#define NS_AUTH_HELLO_MAGIC 0x31484e43u     /* "CNH1" little-endian */
+#define NS_AUTH_CHALLENGE_MAGIC 0x31434e43u /* "CNC1" little-endian */
 #define NS_AUTH_CONTEXT "cordon ns holder auth v1"
 #define NS_AUTH_HELLO_LEN (4 + NS_AUTH_NONCE_LEN)
 #define NS_AUTH_CHALLENGE_LEN (4 + NS_AUTH_NONCE_LEN + NS_AUTH_PROOF_LEN)
