@@ -334,11 +334,36 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
 
 /* ---- the holder's lifetime ----------------------------------------------------------------- */
 
+/* Whether pid is pid 1 of a pid namespace below ours, as every holder is ("NSpid: N 1"). */
+static bool is_pid_namespace_init(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t len = 0;
+  if (fs_read_file(path, 65536, &text, &len, NULL) < 0)
+    return false;
+  const char *line = strstr((const char *)text, "\nNSpid:");
+  if (!line)
+    return false;
+  const char *end = strchrnul(line + 1, '\n');
+  /* At least two levels, the last one 1. */
+  const char *last = end;
+  while (last > line && (last[-1] == ' ' || last[-1] == '\t'))
+    last--;
+  const char *start = last;
+  while (start > line && start[-1] != ' ' && start[-1] != '\t')
+    start--;
+  const char *first = line + strlen("\nNSpid:");
+  first += strspn(first, " \t");
+  return start > first && last - start == 1 && *start == '1';
+}
+
 /* Whether the recorded holder pid names our holder: its start time, and (the state being
  * untrusted, and start times guessable) membership of the session's own v2 cgroup, in which
  * the holder is born. */
 static bool holder_is_ours(const struct ns_impl *impl) {
-  if (impl->holder_pid <= 0 || proc_start_time(impl->holder_pid) != impl->holder_start)
+  if (impl->holder_pid <= 0 || proc_start_time(impl->holder_pid) != impl->holder_start ||
+      !is_pid_namespace_init(impl->holder_pid))
     return false;
   if (!impl->cgroups.v2)
     return true;
@@ -411,6 +436,16 @@ static int stop_everything(struct cordon_session *s, struct cordon_error **err) 
       impl_free(loaded);
       return -1;
     }
+  }
+  /* A live process with the recorded pid and start time that is not our holder: the state
+   * was rewritten to name it (a recycled pid cannot have the same start time). */
+  if (impl->holder_pid > 0 && proc_start_time(impl->holder_pid) == impl->holder_start &&
+      !holder_is_ours(impl)) {
+    impl_free(loaded);
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "ns state of session %s names process %d, which is not its holder: "
+                            "refusing to act on it",
+                            s->id, (int)impl->holder_pid);
   }
   holder_kill(impl);
   confine_cgroups_kill(&impl->cgroups);
