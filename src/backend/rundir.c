@@ -12,6 +12,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/private-dirs.h"
+#include "base/strv.h"
 #include "crypto/digest.h"
 
 #define OWNER_FILE "owner"
@@ -63,8 +64,7 @@ static int check_private(int fd, const char *what, const char *path, bool dir,
   if (st.st_mode & 077)
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,
                             "%s %s has mode %04o: group and other access is refused (chmod %s %s)",
-                            what, path, (unsigned)(st.st_mode & 07777), dir ? "700" : "600",
-                            path);
+                            what, path, (unsigned)(st.st_mode & 07777), dir ? "700" : "600", path);
   return 0;
 }
 
@@ -173,8 +173,8 @@ int rundir_read_private(int dirfd, const char *name, size_t max, unsigned char *
 }
 
 /* Whether the session named by an owner file ("<state dir>\n<id>\n") still has its directory
- * (a malformed owner file names none). */
-static bool owner_alive(const unsigned char *text, size_t length) {
+ * (a malformed owner file names none); *dir_out gets that directory. */
+static bool owner_alive(const unsigned char *text, size_t length, char **dir_out) {
   _cleanup_free_ char *copy = strndup((const char *)text, length);
   if (!copy)
     return true;
@@ -192,11 +192,15 @@ static bool owner_alive(const unsigned char *text, size_t length) {
   if (asprintf(&dir, "%s/sessions/%s", copy, id) < 0)
     return true;
   struct stat st;
-  return !(lstat(dir, &st) < 0 && errno == ENOENT);
+  bool alive = !(lstat(dir, &st) < 0 && errno == ENOENT);
+  *dir_out = steal_ptr(&dir);
+  return alive;
 }
 
-int rundir_gc(bool dry_run, size_t *removed, struct cordon_error **err) {
-  *removed = 0;
+int rundir_gc(bool dry_run, char ***gone, struct cordon_error **err) {
+  *gone = calloc(1, sizeof(char *));
+  if (!*gone)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
   _cleanup_free_ char *base = NULL;
   struct cordon_error *open_err = NULL;
   _cleanup_close_ int base_fd = open_base(false, &base, &open_err);
@@ -223,7 +227,8 @@ int rundir_gc(bool dry_run, size_t *removed, struct cordon_error **err) {
   int r = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
-    if (strlen(e->d_name) != RUNDIR_NAME_LEN || strspn(e->d_name, "0123456789abcdef") != RUNDIR_NAME_LEN)
+    if (strlen(e->d_name) != RUNDIR_NAME_LEN ||
+        strspn(e->d_name, "0123456789abcdef") != RUNDIR_NAME_LEN)
       continue;
     _cleanup_close_ int fd =
         openat(list_fd, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -235,9 +240,15 @@ int rundir_gc(bool dry_run, size_t *removed, struct cordon_error **err) {
     int got = rundir_read_private(fd, OWNER_FILE, OWNER_MAX, &text, &length, &read_err);
     cordon_error_free(read_err);
     /* No owner file yet (being made) or not ours: not ours to judge. */
-    if (got < 0 || owner_alive(text, length))
+    _cleanup_free_ char *session_dir = NULL;
+    if (got < 0 || owner_alive(text, length, &session_dir))
       continue;
-    (*removed)++;
+    if (!session_dir)
+      session_dir = strdup("(no session named)");
+    if (!session_dir || strv_push(gone, session_dir) < 0) {
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
+      break;
+    }
     if (!dry_run && fs_remove_tree_at(list_fd, e->d_name, err) < 0) {
       r = -1;
       break;

@@ -50,7 +50,8 @@ int rundir_read_private(int dirfd, const char *name, size_t max, unsigned char *
                         size_t *length, struct cordon_error **err);
 
 /* `cordon gc`: remove the session runtime directories of this user whose session directory
- * (<project state dir>/sessions/<id>, from its owner file) is gone. *removed counts them. */
-int rundir_gc(bool dry_run, size_t *removed, struct cordon_error **err);
+ * (<project state dir>/sessions/<id>, from its owner file) is gone. *gone (NULL-terminated,
+ * strv) gets those session directories' paths. */
+int rundir_gc(bool dry_run, char ***gone, struct cordon_error **err);
 
 #endif

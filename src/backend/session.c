@@ -102,13 +102,12 @@ static int write_state(struct cordon_session *s, bool unsynced, struct cordon_er
   }
   /* The environment's values may be secrets: they are kept in the session's runtime directory
    * (session_new), never here; the state only counts them. */
-  json_t *doc =
-      json_pack("{s:i, s:s, s:s, s:s, s:s, s:[], s:I, s:f, s:b, s:o}", "version", STATE_VERSION,
-                "id", s->id, "backend", s->backend->name, "workspace",
-                s->workspace ? s->workspace : "", "root", s->root, "env", "env_private",
-                (json_int_t)strv_length((const char *const *)s->env), "default_timeout", s->default_timeout,
-                "shut_down", s->shut_down, "backend_state",
-                backend_state ? backend_state : json_object());
+  json_t *doc = json_pack("{s:i, s:s, s:s, s:s, s:s, s:[], s:I, s:f, s:b, s:o}", "version",
+                          STATE_VERSION, "id", s->id, "backend", s->backend->name, "workspace",
+                          s->workspace ? s->workspace : "", "root", s->root, "env", "env_private",
+                          (json_int_t)strv_length((const char *const *)s->env), "default_timeout",
+                          s->default_timeout, "shut_down", s->shut_down, "backend_state",
+                          backend_state ? backend_state : json_object());
   if (!doc)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
   _cleanup_free_ char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -536,11 +535,11 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   double timeout = 0;
   json_t *env = NULL, *backend_state = NULL;
   json_int_t env_private = 0;
-  if (json_unpack_ex(doc, &jerr, JSON_STRICT,
-                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s:F, s:b, s:o}", "version", &version,
-                     "id", &sid, "backend", &backend_name, "workspace", &workspace, "root", &root,
-                     "env", &env, "env_private", &env_private, "default_timeout", &timeout,
-                     "shut_down", &shut_down, "backend_state", &backend_state) < 0) {
+  if (json_unpack_ex(doc, &jerr, JSON_STRICT, "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s:F, s:b, s:o}",
+                     "version", &version, "id", &sid, "backend", &backend_name, "workspace",
+                     &workspace, "root", &root, "env", &env, "env_private", &env_private,
+                     "default_timeout", &timeout, "shut_down", &shut_down, "backend_state",
+                     &backend_state) < 0) {
     int r = corrupt(err, path, jerr.text);
     json_decref(doc);
     return r;

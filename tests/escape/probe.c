@@ -639,7 +639,8 @@ static int sysctl_write(void) {
 
 /* ---- control sockets of other sessions (attacks.d/10-control-socket.sh) ---------------------- */
 
-#define NS_REQUEST_MAGIC 0x314e4443u /* "CDN1": the ns holder's request, as before any handshake */
+#define NS_REQUEST_MAGIC 0x314e4443u /* "CDN1": the ns holder's request, as before any handshake \
+                                      */
 #define NS_REPLY_MAGIC 0x314e5243u   /* "CRN1" */
 
 static int send_with_stdio(int fd, const void *buf, size_t len) {
@@ -650,7 +651,9 @@ static int send_with_stdio(int fd, const void *buf, size_t len) {
   } control;
   memset(&control, 0, sizeof(control));
   struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+  struct msghdr msg = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.buf,
                        .msg_controllen = sizeof(control.buf)};
   struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
   cm->cmsg_level = SOL_SOCKET;
@@ -728,8 +731,8 @@ static int hijack_holder(int n, char **dirs) {
   if (ran)
     return verdict(ESCAPED, "hijack-holder", "ran a command in another session through %s",
                    ran_path);
-  return verdict(BLOCKED, "hijack-holder",
-                 "%d sockets found, %d connected, none ran a command", found, connected);
+  return verdict(BLOCKED, "hijack-holder", "%d sockets found, %d connected, none ran a command",
+                 found, connected);
 }
 
 static int plant_listener(const char *path, const char *out, int seconds) {
@@ -775,8 +778,10 @@ static int plant_listener(const char *path, const char *out, int seconds) {
     uint32_t running[4] = {NS_REPLY_MAGIC, 'R', 0, 0}, exited[4] = {NS_REPLY_MAGIC, 'X', 42, 0};
     (void)!write(conn, running, sizeof(running));
     (void)!write(conn, exited, sizeof(exited));
-    return verdict(ESCAPED, "plant-listener", "the host sent its exec request (%zu bytes) to our "
-                   "socket at %s", n, path);
+    return verdict(ESCAPED, "plant-listener",
+                   "the host sent its exec request (%zu bytes) to our "
+                   "socket at %s",
+                   n, path);
   }
   return verdict(BLOCKED, "plant-listener", "%zu bytes reached %s, no exec request", n, path);
 }

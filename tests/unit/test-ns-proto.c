@@ -201,10 +201,8 @@ static void test_cgroup_dir_ok(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_request),
-      cmocka_unit_test(test_replies),
-      cmocka_unit_test(test_auth_messages),
-      cmocka_unit_test(test_auth_handshake),
+      cmocka_unit_test(test_request),       cmocka_unit_test(test_replies),
+      cmocka_unit_test(test_auth_messages), cmocka_unit_test(test_auth_handshake),
       cmocka_unit_test(test_cgroup_dir_ok),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -242,8 +242,8 @@ static char *private_record(const char *container, const char *socket, long agen
   return asprintf(&text, "%s\n%s\n%ld\n", container, socket, agent_pid) < 0 ? NULL : text;
 }
 
-static int write_private_record(struct cordon_session *s, const char *container,
-                                const char *socket, long agent_pid, struct cordon_error **err) {
+static int write_private_record(struct cordon_session *s, const char *container, const char *socket,
+                                long agent_pid, struct cordon_error **err) {
   _cleanup_free_ char *text = private_record(container, socket, agent_pid);
   if (!text)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
@@ -253,8 +253,8 @@ static int write_private_record(struct cordon_session *s, const char *container,
   return 0;
 }
 
-static int check_private_record(struct cordon_session *s, const char *container,
-                                const char *socket, long agent_pid, struct cordon_error **err) {
+static int check_private_record(struct cordon_session *s, const char *container, const char *socket,
+                                long agent_pid, struct cordon_error **err) {
   _cleanup_free_ char *expected = private_record(container, socket, agent_pid);
   if (!expected)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
@@ -474,8 +474,8 @@ static int agent_wait_ready(struct cordon_session *s, const char *container, lon
     }
     if ((errnum != ENOENT && errnum != ECONNREFUSED) || fs_now() > until)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errnum,
-                              "session %s: the exec agent of container %.12s did not start",
-                              s->id, container);
+                              "session %s: the exec agent of container %.12s did not start", s->id,
+                              container);
     usleep(nap);
     if (nap < 10000)
       nap *= 2;
@@ -1144,11 +1144,12 @@ static int agent_unreachable(struct cordon_session *s, struct docker_session *d,
                             "session %s: its container %.12s is not running (stopped or killed "
                             "outside cordon?); destroy the session",
                             s->id, d->container);
-  return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errnum,
-                          "session %s: cannot reach the exec agent of container %.12s in its runtime "
-                          "directory (CORDON_DOCKER_EXEC=api runs commands through the Engine API "
-                          "instead)",
-                          s->id, d->container);
+  return cordon_error_set(
+      err, CORDON_ERR_UNAVAILABLE, errnum,
+      "session %s: cannot reach the exec agent of container %.12s in its runtime "
+      "directory (CORDON_DOCKER_EXEC=api runs commands through the Engine API "
+      "instead)",
+      s->id, d->container);
 }
 
 /* The connection ended without a final reply: the container died, or the exec's monitor was

@@ -662,7 +662,7 @@ static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_f
  * connection) gets one made on demand; such extra workers go once their exec is done and two
  * pairs wait already (idle_slot_take). */
 #define MAX_WORKERS 1024
-/* How often an idle holder looks whether its session socket's file still exists. */
+/* How often an idle holder looks whether its session's lease file still exists. */
 #define SOCKET_CHECK_MS 5000
 
 struct holder {
@@ -784,8 +784,8 @@ static _Noreturn void holder_loop(struct holder *h) {
     int timeout = retry ? 100 : h->cfg->socket_file_fd >= 0 ? SOCKET_CHECK_MS : -1;
     if (poll(pfds, 3, timeout) < 0 && errno != EINTR)
       continue;
-    /* Nobody can reach us once the socket's file is gone: end the session (the kernel kills
-     * everything in our pid namespace with us). */
+    /* The session is gone once its lease file is (its directory deleted): end it (the kernel
+     * kills everything in our pid namespace with us). */
     struct stat socket_file;
     if (h->cfg->socket_file_fd >= 0 && fstat(h->cfg->socket_file_fd, &socket_file) == 0 &&
         socket_file.st_nlink == 0)

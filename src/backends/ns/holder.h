@@ -43,17 +43,17 @@ struct ns_holder_config {
   bool loopback;    /* bring lo up in the new network namespace */
   int listen_fd;    /* the session socket, bound; the holder listens (so that a client's
                        SO_PEERCRED names the holder) */
-  struct crypto_hmac *auth; /* keyed with the session's secret: every client must prove it
-                               (backends/ns/proto.h) */
-  uid_t client_uid; /* the operator's uid as the holder's user namespace sees it: the only
-                       peer uid accepted */
   int cgroup_fd;    /* the session's v2 cgroup: the holder is born in it, and (delegated) it
                        takes one leaf per exec; -1 when there is none */
   int cgroup_join_fds[CONFINE_CG_MAX_DIRS]; /* v1 cgroup.procs fds the holder joins */
-  int socket_file_fd; /* O_PATH of the session socket's file, or -1. Once it is unlinked (its
-                         session directory deleted, say with the project), no client can reach
-                         the session any more: the holder ends it. A file, not the directory,
-                         so that pid 1 holds nothing to walk the host's tree from. */
+  /* Keyed with the session's secret: every client must prove it (backends/ns/proto.h). */
+  struct crypto_hmac *auth;
+  /* The operator's uid as the holder's user namespace sees it: the only peer uid accepted. */
+  uid_t client_uid;
+  int socket_file_fd; /* O_PATH of the lease file in the session's directory, or -1. Once it
+                         is unlinked (the session directory deleted, say with the project), the
+                         session is gone: the holder ends it. A file, not the directory, so
+                         that pid 1 holds nothing to walk the host's tree from. */
 };
 
 /* Start the holder: on return it exists (*pid, its pid on the host) and builds its sandbox,

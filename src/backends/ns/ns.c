@@ -54,6 +54,9 @@
 
 #define SOCKET_NAME "holder.sock"
 #define SECRET_NAME "secret"
+/* An empty file in the session's directory whose removal (the project deleted) ends the holder,
+ * now that its socket lives elsewhere. */
+#define LEASE_NAME "holder.lease"
 /* Resume as root mounts an overlay over a shared base; 0 restores a full copy instead. */
 #ifndef NS_OVERLAY_FORKS
 #define NS_OVERLAY_FORKS 1
@@ -218,10 +221,9 @@ static bool cgroup_dir_owned(const char *dir, const char *state_dir) {
 }
 
 static int save_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err) {
-  json_t *o =
-      json_pack("{s:i, s:I, s:I, s:b}", "version", STATE_VERSION, "holder_pid",
-                (json_int_t)impl->holder_pid, "holder_start", (json_int_t)impl->holder_start,
-                "owned_workspace", impl->owned_workspace);
+  json_t *o = json_pack("{s:i, s:I, s:I, s:b}", "version", STATE_VERSION, "holder_pid",
+                        (json_int_t)impl->holder_pid, "holder_start",
+                        (json_int_t)impl->holder_start, "owned_workspace", impl->owned_workspace);
   if (!o)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session state");
   /* For the reader's information: clients recompute it and refuse a state that differs. */
@@ -700,7 +702,8 @@ static int make_listen_socket(int run_fd, struct cordon_error **err) {
 }
 
 /* The session's control: its runtime directory, a fresh secret in it (0600, O_EXCL) and the
- * HMAC keyed with it, the socket and an O_PATH of its file (the holder watches it). */
+ * HMAC keyed with it, the socket, and an O_PATH of the lease file in the session's directory
+ * (the holder watches it: a session whose directory is gone ends). */
 static int make_control(struct cordon_session *s, struct ns_impl *impl, int *listen_fd,
                         int *socket_file_fd, struct cordon_error **err) {
   impl->run_fd = session_rundir(s, true, err);
@@ -718,9 +721,15 @@ static int make_control(struct cordon_session *s, struct ns_impl *impl, int *lis
   *listen_fd = make_listen_socket(impl->run_fd, err);
   if (*listen_fd < 0)
     return -1;
-  *socket_file_fd = openat(impl->run_fd, SOCKET_NAME, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  _cleanup_close_ int state_fd = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int lease =
+      state_fd < 0 ? -1
+                   : openat(state_fd, LEASE_NAME,
+                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  *socket_file_fd = lease < 0 ? -1 : openat(state_fd, LEASE_NAME, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   if (*socket_file_fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open the session socket");
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s/%s", s->state_dir,
+                            LEASE_NAME);
   return 0;
 }
 
@@ -1333,8 +1342,7 @@ static int connect_holder(struct ns_impl *impl, struct cordon_error **err) {
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "socket");
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", impl->run_fd,
-           SOCKET_NAME);
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", impl->run_fd, SOCKET_NAME);
   int r;
   do
     r = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
@@ -1344,8 +1352,8 @@ static int connect_holder(struct ns_impl *impl, struct cordon_error **err) {
                             "cannot reach the sandbox holder (pid %d)", (int)impl->holder_pid);
   struct ucred cred = {0};
   socklen_t len = sizeof(cred);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-      cred.pid != impl->holder_pid || !holder_is_ours(impl))
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid != impl->holder_pid ||
+      !holder_is_ours(impl))
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,
                             "the session socket is served by pid %d, not by the sandbox holder "
                             "(pid %d): refused",
@@ -1583,6 +1591,33 @@ static int gc_orphan_cgroups(bool dry_run, struct ns_gc_entry **entries, size_t 
   return r;
 }
 
+/* The private runtime directories (socket, secret, environment) of sessions, of any project
+ * and backend, whose directory went without a destroy. */
+static int gc_runtime_dirs(bool dry_run, struct ns_gc_entry **entries, size_t *count,
+                           struct cordon_error **err) {
+  char **gone = NULL;
+  if (rundir_gc(dry_run, &gone, err) < 0) {
+    strv_free(gone);
+    return -1;
+  }
+  int r = 0;
+  for (size_t i = 0; gone[i]; i++) {
+    struct ns_gc_entry *g = gc_entry_add(entries, count);
+    if (!g) {
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
+      break;
+    }
+    const char *base = strrchr(gone[i], '/');
+    g->session = strdup(base ? base + 1 : gone[i]);
+    if (asprintf(&g->reason, "its directory %s is gone, its runtime directory goes too", gone[i]) <
+        0)
+      g->reason = NULL;
+    g->removed = !dry_run;
+  }
+  strv_free(gone);
+  return r;
+}
+
 int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dry_run,
           struct ns_gc_entry **entries, size_t *count, struct cordon_error **err) {
   *entries = NULL;
@@ -1630,5 +1665,7 @@ int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dr
     }
   }
   cordon_strv_free(ids);
-  return r < 0 ? r : gc_orphan_cgroups(dry_run, entries, count, err);
+  if (r == 0)
+    r = gc_orphan_cgroups(dry_run, entries, count, err);
+  return r < 0 ? r : gc_runtime_dirs(dry_run, entries, count, err);
 }
