@@ -141,8 +141,12 @@ int rundir_open(const char *project_state_dir, const char *session_id, int *dirf
 int rundir_remove(const char *project_state_dir, const char *session_id,
                   struct cordon_error **err) {
   _cleanup_free_ char *path = NULL;
-  if (rundir_path(project_state_dir, session_id, &path, err) < 0)
-    return -1;
+  struct cordon_error *path_err = NULL;
+  /* No runtime directory can be named here: none was made here either. */
+  if (rundir_path(project_state_dir, session_id, &path, &path_err) < 0) {
+    cordon_error_free(path_err);
+    return 0;
+  }
   return fs_remove_tree(path, err);
 }
 

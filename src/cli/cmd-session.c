@@ -115,7 +115,8 @@ enum {
   "                        workspace is a git worktree of DIR on a new branch\n"              \
   "  --root PATH           where the workspace appears in the sandbox (default /workspace)\n" \
   "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"      \
-  "  --env KEY=VALUE       environment for every command (repeatable)\n"                      \
+  "  --env KEY=VALUE       environment for every command (repeatable; kept 0600 in the\n"     \
+  "                        runtime directory, not in .cordon/)\n"                             \
   "  --ro PATH             workspace path mounted read-only (repeatable)\n"                   \
   "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
   "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
