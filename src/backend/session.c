@@ -38,6 +38,7 @@ struct session_private {
   char *saved_state; /* the state file's text as last written by this handle, or NULL */
   bool defer_sync;   /* one of a batch: the batch makes every state durable at once */
   int rundir_fd;     /* O_PATH of the session's runtime directory (backend/rundir.h), or -1 */
+  bool has_rundir;   /* it has one (made here, or the state says so): destroy removes it */
 };
 
 static struct session_private *session_private(struct cordon_session *s) {
@@ -102,12 +103,12 @@ static int write_state(struct cordon_session *s, bool unsynced, struct cordon_er
   }
   /* The environment's values may be secrets: they are kept in the session's runtime directory
    * (session_new), never here; the state only counts them. */
-  json_t *doc = json_pack("{s:i, s:s, s:s, s:s, s:s, s:[], s:I, s:f, s:b, s:o}", "version",
-                          STATE_VERSION, "id", s->id, "backend", s->backend->name, "workspace",
-                          s->workspace ? s->workspace : "", "root", s->root, "env", "env_private",
-                          (json_int_t)strv_length((const char *const *)s->env), "default_timeout",
-                          s->default_timeout, "shut_down", s->shut_down, "backend_state",
-                          backend_state ? backend_state : json_object());
+  json_t *doc = json_pack(
+      "{s:i, s:s, s:s, s:s, s:s, s:[], s:I, s:b, s:f, s:b, s:o}", "version", STATE_VERSION, "id",
+      s->id, "backend", s->backend->name, "workspace", s->workspace ? s->workspace : "", "root",
+      s->root, "env", "env_private", (json_int_t)strv_length((const char *const *)s->env),
+      "private_dir", session_private(s)->has_rundir, "default_timeout", s->default_timeout,
+      "shut_down", s->shut_down, "backend_state", backend_state ? backend_state : json_object());
   if (!doc)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
   _cleanup_free_ char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -146,6 +147,8 @@ int session_rundir(struct cordon_session *s, bool create, struct cordon_error **
   const char *project = cordon_context_state_dir(s->ctx);
   int r = create ? rundir_create(project, s->id, &p->rundir_fd, err)
                  : rundir_open(project, s->id, &p->rundir_fd, err);
+  if (r == 0)
+    p->has_rundir = true;
   return r < 0 ? cordon_error_prefix(err, "session %s", s->id) : p->rundir_fd;
 }
 
@@ -170,7 +173,8 @@ static int write_private_env(struct cordon_session *s, struct cordon_error **err
  * directory. Errors are ignored: for undoing a half-made session. */
 static void session_remove_dirs(struct cordon_session *s) {
   struct cordon_error *ignored = NULL;
-  rundir_remove(cordon_context_state_dir(s->ctx), s->id, &ignored);
+  if (session_private(s)->has_rundir)
+    rundir_remove(cordon_context_state_dir(s->ctx), s->id, &ignored);
   cordon_error_free(ignored);
   ignored = NULL;
   fs_remove_tree(s->state_dir, &ignored);
@@ -535,11 +539,13 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   double timeout = 0;
   json_t *env = NULL, *backend_state = NULL;
   json_int_t env_private = 0;
-  if (json_unpack_ex(doc, &jerr, JSON_STRICT, "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s:F, s:b, s:o}",
-                     "version", &version, "id", &sid, "backend", &backend_name, "workspace",
-                     &workspace, "root", &root, "env", &env, "env_private", &env_private,
-                     "default_timeout", &timeout, "shut_down", &shut_down, "backend_state",
-                     &backend_state) < 0) {
+  int private_dir = 0;
+  if (json_unpack_ex(doc, &jerr, JSON_STRICT,
+                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s?:b, s:F, s:b, s:o}", "version",
+                     &version, "id", &sid, "backend", &backend_name, "workspace", &workspace,
+                     "root", &root, "env", &env, "env_private", &env_private, "private_dir",
+                     &private_dir, "default_timeout", &timeout, "shut_down", &shut_down,
+                     "backend_state", &backend_state) < 0) {
     int r = corrupt(err, path, jerr.text);
     json_decref(doc);
     return r;
@@ -576,6 +582,8 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   }
   s->backend = backend;
   s->ctx = ctx;
+  /* Only whether destroy removes one: a state that lies leaves it to `cordon gc`. */
+  session_private(s)->has_rundir = private_dir || env_private > 0;
   s->id = strdup(id);
   s->workspace = strdup(workspace);
   s->root = strdup(root);
@@ -799,7 +807,7 @@ int cordon_session_destroy(struct cordon_session *s, struct cordon_error **err) 
   if (!s)
     return 0;
   int r = s->backend->destroy(s, err);
-  if (r == 0)
+  if (r == 0 && session_private(s)->has_rundir)
     r = rundir_remove(cordon_context_state_dir(s->ctx), s->id, err);
   if (r == 0)
     r = fs_remove_tree(s->state_dir, err);

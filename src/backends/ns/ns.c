@@ -948,7 +948,8 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
   cfg.auth = impl->auth;
   /* The operator as the holder's user namespace sees it: rootless, the sandbox uid (ours); as
    * root, unmapped, so the overflow uid. */
-  cfg.client_uid = geteuid() == cfg.outer_uid ? cfg.identity.uid : overflow_uid();
+  if (!impl->one_shot)
+    cfg.client_uid = geteuid() == cfg.outer_uid ? cfg.identity.uid : overflow_uid();
 
   _cleanup_close_ int idmap_fd = -1;
   /* A one-shot sandbox's own fresh workspace is simply handed to the sandbox uid: nobody
