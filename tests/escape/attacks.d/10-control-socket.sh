@@ -16,6 +16,9 @@ if ! inner_id=$(inner_cordon session create --backend ns --workspace "$inner/w" 
   skip "another project's session below the workspace" "cannot create it: $inner_id"
 else
   inner_dir="$inner/.cordon/sessions/$inner_id"
+  # docker's workload runs as the workspace's owner (65534 here): give it the inner project as
+  # the ns idmap gives it to an ns sandbox, so that the attacks are tried, not merely denied.
+  [ "$backend" = docker ] && chown -R 65534:65534 "$inner/.cordon"
   seen_dir="/workspace/inner/.cordon/sessions/$inner_id" # the same, as the sandbox sees it
   inner_sock=$(state_field socket "$inner_dir/state.json")
   # Where the socket really is (today: the runtime directory; before: the session directory).
