@@ -639,9 +639,9 @@ static int sysctl_write(void) {
 
 /* ---- control sockets of other sessions (attacks.d/10-control-socket.sh) ---------------------- */
 
-#define NS_REQUEST_MAGIC 0x314e4443u /* "CDN1": the ns holder's request, as before any handshake \
-                                      */
-#define NS_REPLY_MAGIC 0x314e5243u   /* "CRN1" */
+/* The ns holder's request ("CDN1") as sent before there was a handshake, and its reply. */
+#define NS_REQUEST_MAGIC 0x314e4443u
+#define NS_REPLY_MAGIC 0x314e5243u
 
 static int send_with_stdio(int fd, const void *buf, size_t len) {
   int fds[3] = {0, 1, 2};
