@@ -8,6 +8,8 @@
 #ifndef CORDON_BACKEND_PERSIST_H
 #define CORDON_BACKEND_PERSIST_H
 
+#include <stdbool.h>
+
 #include <cordon/backend.h>
 
 int session_persist(struct cordon_session *s, struct cordon_error **err);
@@ -15,5 +17,9 @@ int session_persist(struct cordon_session *s, struct cordon_error **err);
  * session unnamed: if this process is killed before create/resume returns, `session destroy`
  * still finds it from this state. */
 int session_persist_early(struct cordon_session *s, struct cordon_error **err);
+
+/* The session's private runtime directory (backend/rundir.h), an O_PATH fd owned by the
+ * session: made (and refused if it exists) when create is true, else opened and checked. */
+int session_rundir(struct cordon_session *s, bool create, struct cordon_error **err);
 
 #endif

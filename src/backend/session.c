@@ -23,6 +23,7 @@
 
 #include "backend/context.h"
 #include "backend/persist.h"
+#include "backend/rundir.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
@@ -39,6 +40,8 @@ struct session_private {
   struct cordon_session pub;
   char *saved_state; /* the state file's text as last written by this handle, or NULL */
   bool defer_sync;   /* one of a batch: the batch makes every state durable at once */
+  int rundir_fd;     /* O_PATH of the session's runtime directory (backend/rundir.h), or -1 */
+  bool has_rundir;   /* it has one (made here, or the state says so): destroy removes it */
 };
 
 static struct session_private *session_private(struct cordon_session *s) {
@@ -47,6 +50,8 @@ static struct session_private *session_private(struct cordon_session *s) {
 
 static struct cordon_session *session_alloc(void) {
   struct session_private *p = calloc(1, sizeof(*p));
+  if (p)
+    p->rundir_fd = -1;
   return p ? &p->pub : NULL;
 }
 
@@ -76,6 +81,8 @@ static void session_free(struct cordon_session *s) {
   strv_free(s->env);
   free(s->backend_state);
   free(session_private(s)->saved_state);
+  if (session_private(s)->rundir_fd >= 0)
+    close(session_private(s)->rundir_fd);
   free(s);
 }
 
@@ -97,14 +104,14 @@ static int write_state(struct cordon_session *s, bool unsynced, struct cordon_er
                               s->backend->name);
     }
   }
-  json_t *env = json_array();
-  for (size_t i = 0; s->env && s->env[i]; i++)
-    json_array_append_new(env, json_string(s->env[i]));
-  json_t *doc =
-      json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:f, s:b, s:o}", "version", STATE_VERSION, "id",
-                s->id, "backend", s->backend->name, "workspace", s->workspace ? s->workspace : "",
-                "root", s->root, "env", env, "default_timeout", s->default_timeout, "shut_down",
-                s->shut_down, "backend_state", backend_state ? backend_state : json_object());
+  /* The environment's values may be secrets: they are kept in the session's runtime directory
+   * (session_new), never here; the state only counts them. */
+  json_t *doc = json_pack(
+      "{s:i, s:s, s:s, s:s, s:s, s:[], s:I, s:b, s:f, s:b, s:o}", "version", STATE_VERSION, "id",
+      s->id, "backend", s->backend->name, "workspace", s->workspace ? s->workspace : "", "root",
+      s->root, "env", "env_private", (json_int_t)strv_length((const char *const *)s->env),
+      "private_dir", session_private(s)->has_rundir, "default_timeout", s->default_timeout,
+      "shut_down", s->shut_down, "backend_state", backend_state ? backend_state : json_object());
   if (!doc)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
   _cleanup_free_ char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -134,6 +141,85 @@ static int write_state(struct cordon_session *s, bool unsynced, struct cordon_er
 
 static int save_state(struct cordon_session *s, struct cordon_error **err) {
   return write_state(s, false, err);
+}
+
+int session_rundir(struct cordon_session *s, bool create, struct cordon_error **err) {
+  struct session_private *p = session_private(s);
+  if (p->rundir_fd >= 0)
+    return p->rundir_fd;
+  const char *project = cordon_context_state_dir(s->ctx);
+  int r = create ? rundir_create(project, s->id, &p->rundir_fd, err)
+                 : rundir_open(project, s->id, &p->rundir_fd, err);
+  if (r == 0)
+    p->has_rundir = true;
+  return r < 0 ? cordon_error_prefix(err, "session %s", s->id) : p->rundir_fd;
+}
+
+/* The session's environment, kept as a JSON array of strings in its runtime directory. */
+#define ENV_FILE "env"
+
+static int write_private_env(struct cordon_session *s, struct cordon_error **err) {
+  json_t *env = json_array();
+  for (size_t i = 0; s->env && s->env[i]; i++)
+    json_array_append_new(env, json_string(s->env[i]));
+  _cleanup_free_ char *text = env ? json_dumps(env, JSON_COMPACT) : NULL;
+  json_decref(env);
+  if (!text)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s environment", s->id);
+  int fd = session_rundir(s, true, err);
+  if (fd < 0 || rundir_write_private(fd, ENV_FILE, text, strlen(text), err) < 0)
+    return cordon_error_prefix(err, "session %s environment", s->id);
+  return 0;
+}
+
+/* Remove what a session keeps on disk: its runtime directory (when it has one), then its state
+ * directory. Errors are ignored: for undoing a half-made session. */
+static void session_remove_dirs(struct cordon_session *s) {
+  struct cordon_error *ignored = NULL;
+  if (session_private(s)->has_rundir)
+    rundir_remove(cordon_context_state_dir(s->ctx), s->id, &ignored);
+  cordon_error_free(ignored);
+  ignored = NULL;
+  fs_remove_tree(s->state_dir, &ignored);
+  cordon_error_free(ignored);
+}
+
+static int read_private_env(struct cordon_session *s, size_t count, struct cordon_error **err) {
+  int fd = session_rundir(s, false, err);
+  if (fd < 0)
+    return cordon_error_prefix(err, "its %zu environment entries are gone (after a reboot?)",
+                               count);
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t len = 0;
+  if (rundir_read_private(fd, ENV_FILE, STATE_MAX_BYTES, &text, &len, err) < 0)
+    return cordon_error_prefix(err, "session %s", s->id);
+  json_error_t jerr;
+  json_t *env = json_loadb((const char *)text, len, 0, &jerr);
+  int r = 0;
+  if (!json_is_array(env) || json_array_size(env) != count) {
+    r = cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                         "session %s: its private environment does not hold %zu entries", s->id,
+                         count);
+  } else {
+    strv_free(s->env);
+    s->env = calloc(count + 1, sizeof(char *));
+    size_t i;
+    json_t *v;
+    if (!s->env)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s", s->id);
+    json_array_foreach(env, i, v) {
+      if (r < 0)
+        break;
+      const char *e = json_string_value(v);
+      if (!e || !strchr(e, '=') || e[0] == '=')
+        r = cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                             "session %s: private environment entry is not KEY=VALUE", s->id);
+      else if (!(s->env[i] = strdup(e)))
+        r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s", s->id);
+    }
+  }
+  json_decref(env);
+  return r;
 }
 
 int session_persist(struct cordon_session *s, struct cordon_error **err) {
@@ -191,6 +277,11 @@ static int session_new(struct cordon_context *ctx, const struct cordon_backend *
     session_free(s);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create session directory");
   }
+  if (s->env[0] && write_private_env(s, err) < 0) {
+    session_remove_dirs(s);
+    session_free(s);
+    return -1;
+  }
   *out = s;
   return 0;
 }
@@ -200,9 +291,7 @@ static void session_abandon(struct cordon_session *s) {
   struct cordon_error *ignored = NULL;
   s->backend->destroy(s, &ignored);
   cordon_error_free(ignored);
-  ignored = NULL;
-  fs_remove_tree(s->state_dir, &ignored);
-  cordon_error_free(ignored);
+  session_remove_dirs(s);
   session_free(s);
 }
 
@@ -509,10 +598,14 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   const char *sid = NULL, *backend_name = NULL, *workspace = NULL, *root = NULL;
   double timeout = 0;
   json_t *env = NULL, *backend_state = NULL;
-  if (json_unpack_ex(doc, &jerr, JSON_STRICT, "{s:i, s:s, s:s, s:s, s:s, s:o, s:F, s:b, s:o}",
-                     "version", &version, "id", &sid, "backend", &backend_name, "workspace",
-                     &workspace, "root", &root, "env", &env, "default_timeout", &timeout,
-                     "shut_down", &shut_down, "backend_state", &backend_state) < 0) {
+  json_int_t env_private = 0;
+  int private_dir = 0;
+  if (json_unpack_ex(doc, &jerr, JSON_STRICT,
+                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s?:b, s:F, s:b, s:o}", "version",
+                     &version, "id", &sid, "backend", &backend_name, "workspace", &workspace,
+                     "root", &root, "env", &env, "env_private", &env_private, "private_dir",
+                     &private_dir, "default_timeout", &timeout, "shut_down", &shut_down,
+                     "backend_state", &backend_state) < 0) {
     int r = corrupt(err, path, jerr.text);
     json_decref(doc);
     return r;
@@ -524,6 +617,8 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
     why = "id does not match its directory";
   else if (!json_is_array(env))
     why = "env is not an array";
+  else if (env_private < 0 || env_private > (1 << 20) || (env_private && json_array_size(env)))
+    why = "env_private is not a count of privately kept entries";
   else if (!json_is_object(backend_state))
     why = "backend_state is not an object";
   else if (root[0] != '/')
@@ -547,6 +642,8 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   }
   s->backend = backend;
   s->ctx = ctx;
+  /* Only whether destroy removes one: a state that lies leaves it to `cordon gc`. */
+  session_private(s)->has_rundir = private_dir || env_private > 0;
   s->id = strdup(id);
   s->workspace = strdup(workspace);
   s->root = strdup(root);
@@ -573,6 +670,10 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   if (bad) {
     session_free(s);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s", id);
+  }
+  if (env_private > 0 && read_private_env(s, (size_t)env_private, err) < 0) {
+    session_free(s);
+    return -1;
   }
   *out = s;
   return 0;
@@ -766,6 +867,8 @@ int cordon_session_destroy(struct cordon_session *s, struct cordon_error **err) 
   if (!s)
     return 0;
   int r = s->backend->destroy(s, err);
+  if (r == 0 && session_private(s)->has_rundir)
+    r = rundir_remove(cordon_context_state_dir(s->ctx), s->id, err);
   if (r == 0)
     r = fs_remove_tree(s->state_dir, err);
   session_free(s);
@@ -787,6 +890,8 @@ int cordon_session_destroy_id(struct cordon_context *ctx, const struct cordon_re
       _cleanup_free_ char *dir = NULL;
       if (asprintf(&dir, "%s/sessions/%s", ctx->state_dir, id) < 0)
         return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s", id);
+      if (rundir_remove(ctx->state_dir, id, err) < 0)
+        return cordon_error_prefix(err, "session %s", id);
       return fs_remove_tree(dir, err) < 0 ? cordon_error_prefix(err, "session %s", id) : 0;
     }
     if (err && !*err)

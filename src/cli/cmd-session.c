@@ -123,7 +123,8 @@ enum {
   "                        workspace is a git worktree of DIR on a new branch\n"              \
   "  --root PATH           where the workspace appears in the sandbox (default /workspace)\n" \
   "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"      \
-  "  --env KEY=VALUE       environment for every command (repeatable)\n"                      \
+  "  --env KEY=VALUE       environment for every command (repeatable; kept 0600 in the\n"     \
+  "                        runtime directory, not in .cordon/)\n"                             \
   "  --ro PATH             workspace path mounted read-only (repeatable)\n"                   \
   "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
   "                        (a protected file with other names, hard links, is refused; the\n" \

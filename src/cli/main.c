@@ -44,8 +44,10 @@ static const char main_usage[] =
     "\n"
     "environment: CORDON_PROJECT (project directory holding .cordon/), CORDON_BACKEND,\n"
     "CORDON_SANDBOX=auto|ns|off, CORDON_SANDBOX_ALLOW, CORDON_PLUGIN_PATH,\n"
-    "CORDON_KEY_DIR (where the keys live, outside every workspace), CORDON_QUIET=1 (no\n"
-    "notice that a backend isolates nothing)\n";
+    "CORDON_KEY_DIR (where the keys live, outside every workspace),\n"
+    "CORDON_RUNTIME_DIR (session sockets, secrets and --env values; default /run/cordon as\n"
+    "root, else $XDG_RUNTIME_DIR/cordon), CORDON_QUIET=1 (no notice that a backend isolates\n"
+    "nothing)\n";
 
 void cli_error(const char *fmt, ...) {
   va_list ap;

@@ -314,6 +314,48 @@ dk() { "$CORDON" run --backend docker "$@"; }
   "$CORDON" session destroy "$id2"
 }
 
+@test "docker: a rewritten session state (another container, another engine) is refused, acting on nothing" {
+  a=$("$CORDON" session create --backend docker)
+  b=$("$CORDON" session create --backend docker)
+  sa=".cordon/sessions/$a/state.json"
+  cp "$sa" saved.json
+  ca=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["backend_state"]["container"])' "$sa")
+  cb=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["backend_state"]["container"])' \
+    ".cordon/sessions/$b/state.json")
+  # The state and the session's private record (in the runtime directory) disagree: refused.
+  python3 - "$sa" "$cb" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); d["backend_state"]["container"] = sys.argv[2]
+json.dump(d, open(sys.argv[1], "w"))
+PY
+  run "$CORDON" session destroy "$a"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"differs from the session's private record"* ]]
+  [ "$(engine "http://d/containers/$cb/json")" = 200 ] # B's container is untouched
+  run "$CORDON" session exec "$b" -- true
+  [ "$status" -eq 0 ]
+  # Another engine socket: refused too.
+  cp saved.json "$sa"
+  python3 - "$sa" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); d["backend_state"]["socket"] = "/tmp/planted-engine.sock"
+json.dump(d, open(sys.argv[1], "w"))
+PY
+  run "$CORDON" session exec "$a" -- true
+  [ "$status" -eq 1 ] || [ "$status" -eq 125 ]
+  [[ "$output" == *"differs from the session's private record"* ]]
+  cp saved.json "$sa"
+  # Restored: destroy checks the labels and removes A's own container.
+  "$CORDON" session destroy "$a"
+  [ "$(engine "http://d/containers/$ca/json")" = 404 ]
+  "$CORDON" session destroy "$b"
+  [ "$(engine "http://d/containers/$cb/json")" = 404 ]
+  # Their runtime directories went with them (the agent's socket was never in .cordon/).
+  [ -z "$(ls -A .cordon/sessions)" ]
+}
+
 @test "docker: the Engine API exec path (CORDON_DOCKER_EXEC=api) passes the conformance suite" {
   run env CORDON_DOCKER_EXEC=api "$CORDON" conformance docker
   echo "$output"

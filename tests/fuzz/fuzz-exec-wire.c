@@ -6,7 +6,10 @@
  *     error and a zeroed reply;
  *   - the helper's request decoder, which reads bytes from whoever connects to its socket
  *     (in a docker container, the workload can): any input gives either pointers that stay
- *     inside the payload and terminate within it, or an error. The same bytes feed both. */
+ *     inside the payload and terminate within it, or an error;
+ *   - the ns holder's handshake messages (hello, challenge), which each end reads from the
+ *     other before it knows who that is: accepted only at their exact size and magic.
+ * The same bytes feed all. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +87,27 @@ static void check_request(const struct exec_wire_protocol *p, const uint8_t *dat
   free(payload);
 }
 
+static void check_handshake(const uint8_t *data, size_t size) {
+  uint8_t nonce[NS_AUTH_NONCE_LEN], proof[NS_AUTH_PROOF_LEN];
+  struct cordon_error *err = NULL;
+  int r = ns_auth_parse_hello(data, size, nonce, &err);
+  if ((r == 0) != (size == NS_AUTH_HELLO_LEN && !memcmp(data, &(uint32_t){NS_AUTH_HELLO_MAGIC}, 4)))
+    abort();
+  if (r < 0 && (!err || strchr(err->message, '\n')))
+    abort();
+  cordon_error_free(err);
+  err = NULL;
+  r = ns_auth_parse_challenge(data, size, nonce, proof, &err);
+  if ((r == 0) !=
+      (size == NS_AUTH_CHALLENGE_LEN && !memcmp(data, &(uint32_t){NS_AUTH_CHALLENGE_MAGIC}, 4)))
+    abort();
+  if (r < 0 && (!err || strchr(err->message, '\n')))
+    abort();
+  cordon_error_free(err);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  check_handshake(data, size);
   const struct exec_wire_protocol *protocols[] = {&docker_agent_protocol, &ns_protocol};
   for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]); i++) {
     check_reply(protocols[i], data, size);

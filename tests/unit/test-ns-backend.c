@@ -333,6 +333,102 @@ static void test_reopen_and_dead_holder(void **state) {
   free(id);
 }
 
+/* The state file sits in the project tree, where a sandbox may rewrite it: a session's cgroup,
+ * holder and socket are taken from it only when they are the session's own. --env values are
+ * not in it at all. */
+static char *state_file(const char *id) {
+  char *path = NULL;
+  assert_true(asprintf(&path, "%s/sessions/%s/state.json", cordon_context_state_dir(ctx), id) > 0);
+  return path;
+}
+
+static void rewrite_backend_state(const char *id, const char *key, json_t *value) {
+  char *path = state_file(id);
+  json_t *doc = json_load_file(path, 0, NULL);
+  assert_non_null(doc);
+  json_object_set_new(json_object_get(doc, "backend_state"), key, value);
+  assert_int_equal(json_dump_file(doc, path, JSON_INDENT(2)), 0);
+  json_decref(doc);
+  free(path);
+}
+
+static void test_untrusted_state(void **state) {
+  struct cordon_manifest m = {0};
+  m.env = LIST("TOKEN=cordon-test-secret-value");
+  struct cordon_session *s = create(&m);
+  char *id = strdup(s->id);
+  expect_stdout(s, "echo $TOKEN", "cordon-test-secret-value\n");
+  json_t *st = json_loads(s->backend_state, 0, NULL);
+  json_t *saved = json_deep_copy(st);
+  cordon_session_close(s);
+
+  char *path = state_file(id);
+  unsigned char *text = NULL;
+  size_t len = 0;
+  assert_int_equal(fs_read_file(path, 1 << 20, &text, &len, NULL), 0);
+  assert_null(strstr((char *)text, "cordon-test-secret-value"));
+  free(text);
+
+  struct cordon_registry *reg = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(cordon_registry_load(&reg, &err), 0);
+
+  /* A cgroup that is not the session's own: destroy refuses, acting on nothing. */
+  if (json_object_get(st, "cgroup_v2")) {
+    rewrite_backend_state(id, "cgroup_v2", json_string("/sys/fs/cgroup/system.slice"));
+    assert_true(cordon_session_destroy_id(ctx, reg, id, &err) < 0);
+    assert_int_equal(err->kind, CORDON_ERR_INVALID);
+    assert_non_null(strstr(err->message, "not its own"));
+    cordon_error_free(err);
+    err = NULL;
+    rewrite_backend_state(id, "cgroup_v2", json_incref(json_object_get(saved, "cgroup_v2")));
+  }
+  /* A holder pid naming another live process (with its true start time). */
+  rewrite_backend_state(id, "holder_pid", json_integer(getpid()));
+  char stat_path[64], buf[1024];
+  snprintf(stat_path, sizeof(stat_path), "/proc/%d/stat", (int)getpid());
+  FILE *f = fopen(stat_path, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(buf, sizeof(buf), f));
+  fclose(f);
+  char *p = strrchr(buf, ')');
+  unsigned long long start = 0;
+  for (int field = 2; p && field < 22; field++)
+    p = strchr(p + 1, ' ');
+  assert_non_null(p);
+  start = strtoull(p + 1, NULL, 10);
+  rewrite_backend_state(id, "holder_start", json_integer((json_int_t)start));
+  assert_true(cordon_session_destroy_id(ctx, reg, id, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_INVALID);
+  assert_non_null(strstr(err->message, "not its holder"));
+  cordon_error_free(err);
+  err = NULL;
+  rewrite_backend_state(id, "holder_pid", json_incref(json_object_get(saved, "holder_pid")));
+  rewrite_backend_state(id, "holder_start", json_incref(json_object_get(saved, "holder_start")));
+
+  /* A socket somewhere else: exec refuses to connect anywhere. */
+  rewrite_backend_state(id, "socket", json_string("/tmp/planted.sock"));
+  assert_int_equal(cordon_session_open(ctx, reg, id, &s, &err), 0);
+  struct cordon_exec_request req = {.argv = ARGV("true")};
+  struct cordon_exec_result res;
+  assert_true(cordon_session_exec(s, &req, &res, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_INVALID);
+  cordon_error_free(err);
+  err = NULL;
+  cordon_session_close(s);
+  rewrite_backend_state(id, "socket", json_incref(json_object_get(saved, "socket")));
+
+  /* Restored: a later handle finds the environment in the runtime directory. */
+  assert_int_equal(cordon_session_open(ctx, reg, id, &s, &err), 0);
+  expect_stdout(s, "echo $TOKEN", "cordon-test-secret-value\n");
+  assert_int_equal(cordon_session_destroy(s, &err), 0);
+  json_decref(st);
+  json_decref(saved);
+  free(path);
+  free(id);
+  cordon_registry_free(reg);
+}
+
 static void test_cwd_and_exec_errors(void **state) {
   struct cordon_manifest m = {0};
   struct cordon_session *s = create(&m);
@@ -825,6 +921,7 @@ int main(void) {
       cmocka_unit_test(test_allow_ro),
       cmocka_unit_test(test_egress),
       cmocka_unit_test(test_reopen_and_dead_holder),
+      cmocka_unit_test(test_untrusted_state),
       cmocka_unit_test(test_cwd_and_exec_errors),
       cmocka_unit_test(test_limits),
       cmocka_unit_test(test_threaded_caller),

@@ -41,6 +41,8 @@
 
 #include "backend/builtin.h"
 #include "backend/workspace.h"
+#include "backend/persist.h"
+#include "backend/rundir.h"
 #include "backends/docker/agent.h"
 #include "backends/docker/config.h"
 #include "backends/docker/docker-paths.h"
@@ -230,6 +232,67 @@ static int load_backend_state(struct cordon_session *s, char **container, char *
   return 0;
 }
 
+/* The state file sits in the project tree, where a sandbox may reach it: what it says about
+ * the engine, the container and the agent's pid is also kept in the session's runtime
+ * directory ("<container>\n<engine socket>\n<agent pid>\n", 0600), and a state that differs
+ * from that record is refused. */
+#define PRIVATE_RECORD "docker"
+
+static char *private_record(const char *container, const char *socket, long agent_pid) {
+  char *text = NULL;
+  return asprintf(&text, "%s\n%s\n%ld\n", container, socket, agent_pid) < 0 ? NULL : text;
+}
+
+static int write_private_record(struct cordon_session *s, const char *container, const char *socket,
+                                long agent_pid, struct cordon_error **err) {
+  _cleanup_free_ char *text = private_record(container, socket, agent_pid);
+  if (!text)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
+  int fd = session_rundir(s, true, err);
+  if (fd < 0 || rundir_write_private(fd, PRIVATE_RECORD, text, strlen(text), err) < 0)
+    return cordon_error_prefix(err, "session %s", s->id);
+  return 0;
+}
+
+static int check_private_record(struct cordon_session *s, const char *container, const char *socket,
+                                long agent_pid, struct cordon_error **err) {
+  _cleanup_free_ char *expected = private_record(container, socket, agent_pid);
+  if (!expected)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
+  struct cordon_error *open_err = NULL;
+  int fd = session_rundir(s, false, &open_err);
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t len = 0;
+  if (fd >= 0 && rundir_read_private(fd, PRIVATE_RECORD, 4096, &text, &len, &open_err) == 0) {
+    if (len == strlen(expected) && memcmp(text, expected, len) == 0)
+      return 0;
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "session %s: its docker state differs from the session's private "
+                            "record (state tampered with): refusing to act on it",
+                            s->id);
+  }
+  bool missing = open_err && open_err->kind == CORDON_ERR_NOT_FOUND;
+  if (!missing) {
+    if (err && !*err)
+      *err = open_err;
+    else
+      cordon_error_free(open_err);
+    return -1;
+  }
+  cordon_error_free(open_err);
+  /* No record (the runtime directory went with a reboot): no agent socket either, and the
+   * engine must be the one this process would use anyway. */
+  _cleanup_free_ char *engine = NULL;
+  if (docker_host_socket(getenv("DOCKER_HOST"), &engine, err) < 0)
+    return -1;
+  if (strcmp(engine, socket) != 0)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "session %s: its state names the Docker engine %s, not %s, and the "
+                            "session's private record is gone: refused",
+                            s->id, socket, engine);
+  return 0;
+}
+
 /* ---- create --------------------------------------------------------------------------------- */
 
 /* "BOOTID:PID:STARTTIME" of a process, so that gc can tell whether it still runs; NULL when it
@@ -317,14 +380,27 @@ static int make_empty_file(struct cordon_session *s, char **out, struct cordon_e
 
 /* ---- the exec agent: its directory and socket ------------------------------------------ */
 
-/* The agent's directory, <state dir>/agent, owned by the container's user (init binds its
- * socket there) and reachable by nobody else. *out is its real path, for the engine. */
+/* The agent's directory: <session runtime dir>/agent (backend/rundir.h), never in the project
+ * tree, where another sandbox could reach it. Recomputed from the session's identity. */
+static int agent_dir_path(const struct cordon_session *s, char **out, struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL;
+  if (rundir_path(cordon_context_state_dir(s->ctx), s->id, &dir, err) < 0)
+    return -1;
+  if (asprintf(out, "%s/%s", dir, DOCKER_AGENT_DIR) < 0) {
+    *out = NULL;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "agent directory");
+  }
+  return 0;
+}
+
+/* The agent's directory, owned by the container's user (init binds its socket there) and
+ * reachable by nobody else. *out is its real path, for the engine. */
 static int make_agent_dir(struct cordon_session *s, uid_t uid, gid_t gid, char **out,
                           struct cordon_error **err) {
   _cleanup_free_ char *path = NULL;
-  if (asprintf(&path, "%s/%s", s->state_dir, DOCKER_AGENT_DIR) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "agent directory");
-  if (mkdir(path, 0700) < 0 && errno != EEXIST)
+  if (session_rundir(s, true, err) < 0 || agent_dir_path(s, &path, err) < 0)
+    return -1;
+  if (mkdir(path, 0700) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", path);
   _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
@@ -346,9 +422,9 @@ static int make_agent_dir(struct cordon_session *s, uid_t uid, gid_t gid, char *
  * must be a socket, and is connected to through its fd (a symlink planted there cannot send
  * us to a socket of the host). Returns the connected fd, or -1 with *errnum set. *peer_pid:
  * the pid that made the listening socket, as we see it (0 when not visible). */
-static int agent_socket_connect(const char *state_dir, int *errnum, long *peer_pid) {
+static int agent_socket_connect(const struct cordon_session *s, int *errnum, long *peer_pid) {
   _cleanup_free_ char *path = NULL;
-  if (asprintf(&path, "%s/%s", state_dir, DOCKER_AGENT_DIR) < 0) {
+  if (agent_dir_path(s, &path, NULL) < 0) {
     *errnum = ENOMEM;
     return -1;
   }
@@ -395,15 +471,15 @@ static int agent_wait_ready(struct cordon_session *s, const char *container, lon
   useconds_t nap = 200;
   for (;;) {
     int errnum = 0;
-    int fd = agent_socket_connect(s->state_dir, &errnum, agent_pid);
+    int fd = agent_socket_connect(s, &errnum, agent_pid);
     if (fd >= 0) {
       close(fd); /* the agent takes a connection closed before a request as a probe */
       return 0;
     }
     if ((errnum != ENOENT && errnum != ECONNREFUSED) || fs_now() > until)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errnum,
-                              "session %s: the exec agent of container %.12s did not start (%s/%s)",
-                              s->id, container, s->state_dir, DOCKER_AGENT_DIR);
+                              "session %s: the exec agent of container %.12s did not start", s->id,
+                              container);
     usleep(nap);
     if (nap < 10000)
       nap *= 2;
@@ -586,6 +662,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   /* Whatever fails from here on, the container must not outlive the attempt. */
   if (docker_engine_call(e, "POST", start, NULL, NULL, err) < 0 ||
       agent_wait_ready(s, id, &agent_pid, err) < 0 ||
+      write_private_record(s, id, docker_engine_socket(e), agent_pid, err) < 0 ||
       save_backend_state(s, id, docker_engine_socket(e), image, owned, snapshot_id, agent_pid,
                          err) < 0) {
     remove_container(e, id);
@@ -630,7 +707,8 @@ static int docker_attach(struct cordon_session *s, struct cordon_error **err) {
   _cleanup_free_ char *container = NULL, *socket = NULL;
   bool agent = false;
   long agent_pid = 0;
-  if (load_backend_state(s, &container, &socket, &agent, &agent_pid, err) < 0)
+  if (load_backend_state(s, &container, &socket, &agent, &agent_pid, err) < 0 ||
+      check_private_record(s, container, socket, agent_pid, err) < 0)
     return -1;
   struct docker_session *d = calloc(1, sizeof(*d));
   if (!d)
@@ -663,14 +741,50 @@ static int session_handle(struct cordon_session *s, struct docker_session **out,
   return 0;
 }
 
+static int inspect_container(struct docker_session *d, long *status, json_t **info,
+                             struct cordon_error **err);
+
+/* Whether the container the state names is this session's: labelled by cordon for this
+ * session of this project (or already gone). Anything else is never stopped or removed. */
+static int check_container_labels(struct cordon_session *s, struct docker_session *d,
+                                  struct cordon_error **err) {
+  long status = 0;
+  _cleanup_json_ json_t *info = NULL;
+  if (inspect_container(d, &status, &info, err) < 0)
+    return cordon_error_prefix(err, "session %s", s->id);
+  if (status == 404)
+    return 0;
+  json_t *labels = json_object_get(json_object_get(info, "Config"), "Labels");
+  const char *session = json_string_value(json_object_get(labels, DOCKER_LABEL_SESSION));
+  const char *project = json_string_value(json_object_get(labels, DOCKER_LABEL_PROJECT));
+  if (status != 200 || !session || !project || strcmp(session, s->id) != 0 ||
+      strcmp(project, cordon_context_state_dir(s->ctx)) != 0)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "session %s: container %.12s is not labelled as this session's "
+                            "(state tampered with?): refusing to act on it",
+                            s->id, d->container);
+  return 0;
+}
+
 static int docker_destroy(struct cordon_session *s, struct cordon_error **err) {
   struct docker_session *d = NULL;
   struct cordon_error *state_err = NULL;
+  if (!s->impl && !s->backend_state)
+    return 0; /* create failed before it recorded anything (and removed its own container) */
   if (session_handle(s, &d, &state_err) < 0) {
     /* No container was recorded: create failed before making one (and removed its own). */
-    cordon_error_free(state_err);
-    return 0;
+    if (state_err && state_err->kind != CORDON_ERR_INVALID) {
+      cordon_error_free(state_err);
+      return 0;
+    }
+    if (err && !*err)
+      *err = state_err;
+    else
+      cordon_error_free(state_err);
+    return -1;
   }
+  if (check_container_labels(s, d, err) < 0)
+    return -1;
   _cleanup_free_ char *path = NULL;
   if (asprintf(&path, "/containers/%s?force=true&v=true", d->container) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "destroy");
@@ -692,7 +806,7 @@ static int docker_destroy(struct cordon_session *s, struct cordon_error **err) {
 
 static int docker_shutdown(struct cordon_session *s, struct cordon_error **err) {
   struct docker_session *d = NULL;
-  if (session_handle(s, &d, err) < 0)
+  if (session_handle(s, &d, err) < 0 || check_container_labels(s, d, err) < 0)
     return -1;
   _cleanup_free_ char *path = NULL;
   if (asprintf(&path, "/containers/%s/stop?t=2", d->container) < 0)
@@ -1072,10 +1186,12 @@ static int agent_unreachable(struct cordon_session *s, struct docker_session *d,
                             "session %s: its container %.12s is not running (stopped or killed "
                             "outside cordon?); destroy the session",
                             s->id, d->container);
-  return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errnum,
-                          "session %s: cannot reach the exec agent of container %.12s in %s/%s "
-                          "(CORDON_DOCKER_EXEC=api runs commands through the Engine API instead)",
-                          s->id, d->container, s->state_dir, DOCKER_AGENT_DIR);
+  return cordon_error_set(
+      err, CORDON_ERR_UNAVAILABLE, errnum,
+      "session %s: cannot reach the exec agent of container %.12s in its runtime "
+      "directory (CORDON_DOCKER_EXEC=api runs commands through the Engine API "
+      "instead)",
+      s->id, d->container);
 }
 
 /* The connection ended without a final reply: the container died, or the exec's monitor was
@@ -1084,7 +1200,7 @@ static int agent_lost(struct cordon_session *s, struct docker_session *d,
                       struct cordon_error **err) {
   int errnum = 0;
   long peer = 0;
-  int fd = agent_socket_connect(s->state_dir, &errnum, &peer);
+  int fd = agent_socket_connect(s, &errnum, &peer);
   if (fd >= 0) {
     close(fd); /* init still serves: the container runs, only this exec's monitor died */
     return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
@@ -1114,7 +1230,7 @@ static int agent_start(void *data, const struct exec_spec *spec, const int stdio
     return -1;
   int errnum = 0;
   long peer = 0;
-  l->conn = agent_socket_connect(s->state_dir, &errnum, &peer);
+  l->conn = agent_socket_connect(s, &errnum, &peer);
   if (l->conn < 0)
     return agent_unreachable(s, d, errnum, err);
   if (d->agent_pid > 0 && peer > 0 && peer != d->agent_pid)

@@ -291,10 +291,13 @@ ON_OWN_STACK static _Noreturn void command_main(const struct ns_holder_config *c
       _exit(1);
     }
     /* Only processes outside the session's pid namespace may drive it: a peer pid we cannot
-     * see (0) is outside; any visible pid is one of the sandbox's own processes. */
+     * see (0) is outside; any visible pid is one of the sandbox's own processes. It must be
+     * the operator's uid, and prove the session's secret (other sandboxes, of the same host
+     * uid when rootless, cannot). */
     struct ucred cred;
     socklen_t len = sizeof(cred);
-    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid == 0)
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid == 0 &&
+        cred.uid == cfg->client_uid && ns_auth_serve(conn, cfg->auth, NS_AUTH_TIMEOUT_MS) == 0)
       break;
     close(conn);
   }
@@ -674,7 +677,7 @@ static _Noreturn void worker_main(const struct ns_holder_config *cfg, int busy_f
  * connection) gets one made on demand; such extra workers go once their exec is done and two
  * pairs wait already (idle_slot_take). */
 #define MAX_WORKERS 1024
-/* How often an idle holder looks whether its session socket's file still exists. */
+/* How often an idle holder looks whether its session's lease file still exists. */
 #define SOCKET_CHECK_MS 5000
 
 struct holder {
@@ -796,8 +799,8 @@ static _Noreturn void holder_loop(struct holder *h) {
     int timeout = retry ? 100 : h->cfg->socket_file_fd >= 0 ? SOCKET_CHECK_MS : -1;
     if (poll(pfds, 3, timeout) < 0 && errno != EINTR)
       continue;
-    /* Nobody can reach us once the socket's file is gone: end the session (the kernel kills
-     * everything in our pid namespace with us). */
+    /* The session is gone once its lease file is (its directory deleted): end it (the kernel
+     * kills everything in our pid namespace with us). */
     struct stat socket_file;
     if (h->cfg->socket_file_fd >= 0 && fstat(h->cfg->socket_file_fd, &socket_file) == 0 &&
         socket_file.st_nlink == 0)
@@ -877,6 +880,11 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
   int signal_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd < 0) {
     cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "signalfd");
+    fail_setup(ready_fd, err);
+  }
+  /* We listen, not our creator: a client's SO_PEERCRED then names us (ns.c checks it). */
+  if (listen(cfg->listen_fd, 64) < 0) {
+    cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "cannot listen on the session socket");
     fail_setup(ready_fd, err);
   }
   int keep[] = {ready_fd, cfg->listen_fd, cfg->cgroup_fd, cfg->socket_file_fd,

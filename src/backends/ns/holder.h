@@ -30,6 +30,8 @@
 #include "confine/cgroup.h"
 #include "confine/mount.h"
 
+struct crypto_hmac;
+
 struct ns_holder_config {
   struct confine_root_spec root;
   struct confine_identity identity; /* inside the namespace */
@@ -39,7 +41,8 @@ struct ns_holder_config {
   struct confine_rlimits rlimits;
   bool new_network; /* false for egress open: the host's network namespace */
   bool loopback;    /* bring lo up in the new network namespace */
-  int listen_fd;    /* the session socket, listening */
+  int listen_fd;    /* the session socket, bound; the holder listens (so that a client's
+                       SO_PEERCRED names the holder) */
   int cgroup_fd;    /* the session's v2 cgroup: the holder is born in it, and (delegated) it
                        takes one leaf per exec; -1 when there is none */
   int cgroup_join_fds[CONFINE_CG_MAX_DIRS]; /* v1 cgroup.procs fds the holder joins */
@@ -53,10 +56,14 @@ struct ns_holder_config {
                          pid 1's life, which makes the OOM killer pass pid 1 over (see
                          ns_oneshot_start); set with a memory limit, where pid 1 may share a
                          memory cgroup with the command (cgroup v2) */
-  int socket_file_fd; /* O_PATH of the session socket's file, or -1. Once it is unlinked (its
-                         session directory deleted, say with the project), no client can reach
-                         the session any more: the holder ends it. A file, not the directory,
-                         so that pid 1 holds nothing to walk the host's tree from. */
+  /* Keyed with the session's secret: every client must prove it (backends/ns/proto.h). */
+  struct crypto_hmac *auth;
+  /* The operator's uid as the holder's user namespace sees it: the only peer uid accepted. */
+  uid_t client_uid;
+  int socket_file_fd; /* O_PATH of the lease file in the session's directory, or -1. Once it
+                         is unlinked (the session directory deleted, say with the project), the
+                         session is gone: the holder ends it. A file, not the directory, so
+                         that pid 1 holds nothing to walk the host's tree from. */
 };
 
 /* Start the holder: on return it exists (*pid, its pid on the host) and builds its sandbox,

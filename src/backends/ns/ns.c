@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cordon/cas.h>
@@ -32,6 +35,7 @@
 
 #include "backend/builtin.h"
 #include "backend/persist.h"
+#include "backend/rundir.h"
 #include "backend/workspace.h"
 #include "backends/ns/holder.h"
 #include "backends/ns/ns.h"
@@ -46,9 +50,14 @@
 #include "confine/resolve.h"
 #include "confine/syscalls.h"
 #include "confine/userns.h"
+#include "crypto/digest.h"
 #include "exec/runner.h"
 
 #define SOCKET_NAME "holder.sock"
+#define SECRET_NAME "secret"
+/* An empty file in the session's directory whose removal (the project deleted) ends the holder,
+ * now that its socket lives elsewhere. */
+#define LEASE_NAME "holder.lease"
 /* Resume as root mounts an overlay over a shared base; 0 restores a full copy instead. */
 #ifndef NS_OVERLAY_FORKS
 #define NS_OVERLAY_FORKS 1
@@ -70,7 +79,10 @@ static void strv_freep(char ***v) {
 struct ns_impl {
   pid_t holder_pid;
   unsigned long long holder_start;
-  int state_fd; /* O_PATH of the session's state directory: the socket lives there */
+  int run_fd; /* O_PATH of the session's runtime directory (backend/rundir.h), where the socket
+                 and the secret live; borrowed from the session (session_rundir), or -1 */
+  struct crypto_hmac *auth; /* keyed with the session's secret, once needed; or NULL */
+  char *socket_recorded;    /* the socket's path as the state file records it (never trusted) */
   struct confine_cgroups cgroups;
   bool owned_workspace;
   char *from_snapshot; /* the snapshot this session was resumed from, or NULL */
@@ -101,8 +113,8 @@ static void impl_free(struct ns_impl *impl) {
   if (!impl)
     return;
   pending_free(impl->pending);
-  if (impl->state_fd >= 0)
-    close(impl->state_fd);
+  crypto_hmac_free(impl->auth);
+  free(impl->socket_recorded);
   if (impl->ready_fd >= 0)
     close(impl->ready_fd);
   confine_cgroups_clear(&impl->cgroups);
@@ -114,7 +126,7 @@ static void impl_free(struct ns_impl *impl) {
 static struct ns_impl *impl_new(void) {
   struct ns_impl *impl = calloc(1, sizeof(*impl));
   if (impl)
-    impl->state_fd = impl->ready_fd = -1;
+    impl->run_fd = impl->ready_fd = -1;
   return impl;
 }
 
@@ -165,13 +177,65 @@ static char **cgroup_slot(struct confine_cgroups *cg, int i) {
   return i == 0 ? &cg->v2 : &cg->v1[i - 1];
 }
 
+/* Where the session's socket is: recomputed from the session's identity (backend/rundir.h),
+ * never read from its state. */
+static int socket_path(const struct cordon_session *s, char **out, struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL;
+  if (rundir_path(cordon_context_state_dir(s->ctx), s->id, &dir, err) < 0)
+    return -1;
+  if (asprintf(out, "%s/%s", dir, SOCKET_NAME) < 0) {
+    *out = NULL;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session socket");
+  }
+  return 0;
+}
+
+bool ns_cgroup_dir_ok(const char *dir, const char *session_id) {
+  static const char root[] = "/sys/fs/cgroup/";
+  if (strncmp(dir, root, sizeof(root) - 1) != 0)
+    return false;
+  /* Normal form only: no empty, "." or ".." component, no trailing slash. */
+  for (const char *c = dir + sizeof(root) - 1;;) {
+    const char *end = strchrnul(c, '/');
+    size_t n = (size_t)(end - c);
+    if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+      return false;
+    if (!*end)
+      break;
+    c = end + 1;
+  }
+  /* The leaf is this session's own name, as ns_start makes it. */
+  const char *leaf = strrchr(dir, '/') + 1;
+  return strncmp(leaf, CGROUP_PREFIX, strlen(CGROUP_PREFIX)) == 0 &&
+         strcmp(leaf + strlen(CGROUP_PREFIX), session_id) == 0;
+}
+
+/* At run time, beyond the name: a cgroup that carries cordon's owner label must name this
+ * session's directory (cgroup file systems without user xattrs carry none). */
+static bool cgroup_dir_owned(const char *dir, const char *state_dir) {
+  char owner[PATH_MAX];
+  ssize_t n = getxattr(dir, "user.cordon.owner", owner, sizeof(owner) - 1);
+  if (n < 0)
+    return errno == ENODATA || errno == ENOTSUP || errno == ENOENT;
+  owner[n] = 0;
+  return strcmp(owner, state_dir) == 0;
+}
+
 static int save_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err) {
-  json_t *o =
-      json_pack("{s:i, s:I, s:I, s:b, s:s}", "version", STATE_VERSION, "holder_pid",
-                (json_int_t)impl->holder_pid, "holder_start", (json_int_t)impl->holder_start,
-                "owned_workspace", impl->owned_workspace, "socket", SOCKET_NAME);
+  json_t *o = json_pack("{s:i, s:I, s:I, s:b}", "version", STATE_VERSION, "holder_pid",
+                        (json_int_t)impl->holder_pid, "holder_start",
+                        (json_int_t)impl->holder_start, "owned_workspace", impl->owned_workspace);
   if (!o)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session state");
+  /* For the reader's information: clients recompute it and refuse a state that differs. */
+  if (!impl->one_shot) {
+    _cleanup_free_ char *sock = NULL;
+    if (socket_path(s, &sock, err) < 0) {
+      json_decref(o);
+      return -1;
+    }
+    json_object_set_new(o, "socket", json_string(sock));
+  }
   /* Also what keeps the snapshot from `cas gc` while the session lives. */
   if (impl->from_snapshot)
     json_object_set_new(o, "from_snapshot", json_string(impl->from_snapshot));
@@ -235,15 +299,20 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
       r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state: overlay without its owner");
     impl->outer_uid = (uid_t)ou;
     impl->outer_gid = (gid_t)og;
+    const char *sock = json_string_value(json_object_get(o, "socket"));
+    if (sock && !(impl->socket_recorded = strdup(sock)))
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
     for (int i = 0; i < CONFINE_CG_MAX_DIRS && r == 0; i++) {
-      const char *dir = json_string_value(json_object_get(o, cgroup_keys[i]));
-      /* Only ever remove cgroups: a tampered state must not make us rmdir anything else. */
-      if (dir &&
-          (strncmp(dir, "/sys/fs/cgroup/", 15) != 0 || strstr(dir, "/../") || strstr(dir, "/./")))
+      json_t *v = json_object_get(o, cgroup_keys[i]);
+      const char *dir = json_string_value(v);
+      /* The state is untrusted (it sits in the project tree): only this session's own cgroups
+       * are ever killed or removed, never a cgroup the state merely names. */
+      if ((v && !dir) || (dir && (!ns_cgroup_dir_ok(dir, s->id) ||
+                                  (s->state_dir && !cgroup_dir_owned(dir, s->state_dir)))))
         r = cordon_error_set(err, CORDON_ERR_INVALID, 0,
-                             "ns state names a cgroup outside "
-                             "/sys/fs/cgroup: %s",
-                             dir);
+                             "ns state of session %s names a cgroup that is not its own (%s): "
+                             "refusing to act on it",
+                             s->id, dir ? dir : "not a string");
       else if (dir && !(*cgroup_slot(&impl->cgroups, i) = strdup(dir)))
         r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
     }
@@ -268,6 +337,63 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
 
 /* ---- the holder's lifetime ----------------------------------------------------------------- */
 
+/* Whether pid is pid 1 of a pid namespace below ours, as every holder is ("NSpid: N 1"). */
+static bool is_pid_namespace_init(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t len = 0;
+  if (fs_read_file(path, 65536, &text, &len, NULL) < 0)
+    return false;
+  const char *line = strstr((const char *)text, "\nNSpid:");
+  if (!line)
+    return false;
+  const char *end = strchrnul(line + 1, '\n');
+  /* At least two levels, the last one 1. */
+  const char *last = end;
+  while (last > line && (last[-1] == ' ' || last[-1] == '\t'))
+    last--;
+  const char *start = last;
+  while (start > line && start[-1] != ' ' && start[-1] != '\t')
+    start--;
+  const char *first = line + strlen("\nNSpid:");
+  first += strspn(first, " \t");
+  return start > first && last - start == 1 && *start == '1';
+}
+
+/* Whether the recorded holder pid names our holder: its start time, and (the state being
+ * untrusted, and start times guessable) membership of the session's own v2 cgroup, in which
+ * the holder is born. */
+static bool holder_is_ours(const struct ns_impl *impl) {
+  if (impl->holder_pid <= 0 || proc_start_time(impl->holder_pid) != impl->holder_start ||
+      !is_pid_namespace_init(impl->holder_pid))
+    return false;
+  if (!impl->cgroups.v2)
+    return true;
+  const char *leaf = strrchr(impl->cgroups.v2, '/') + 1; /* cordon-<id>: load_state checked */
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)impl->holder_pid);
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t len = 0;
+  if (fs_read_file(path, 65536, &text, &len, NULL) < 0)
+    return false;
+  /* The unified line "0::/path": the leaf must be one of its components. */
+  for (char *line = (char *)text; line && *line;) {
+    char *next = strchr(line, '\n');
+    if (next)
+      *next++ = 0;
+    if (strncmp(line, "0::", 3) == 0) {
+      size_t n = strlen(leaf);
+      for (const char *c = strchr(line + 3, '/'); c; c = strchr(c + 1, '/'))
+        if (strncmp(c + 1, leaf, n) == 0 && (c[1 + n] == 0 || c[1 + n] == '/'))
+          return true;
+      return false;
+    }
+    line = next;
+  }
+  return false;
+}
+
 /* A pidfd for the holder, or -1 when it is gone (or its pid now names another process). */
 static int holder_pidfd(const struct ns_impl *impl) {
   if (impl->holder_pid <= 0)
@@ -275,8 +401,8 @@ static int holder_pidfd(const struct ns_impl *impl) {
   int fd = sys_pidfd_open(impl->holder_pid, 0);
   if (fd < 0)
     return -1;
-  /* The pidfd pins the process we opened; if its start time matches, it is ours. */
-  if (proc_start_time(impl->holder_pid) != impl->holder_start) {
+  /* The pidfd pins the process we opened; if its start time (and cgroup) match, it is ours. */
+  if (!holder_is_ours(impl)) {
     close(fd);
     return -1;
   }
@@ -303,17 +429,35 @@ static int stop_everything(struct cordon_session *s, struct cordon_error **err) 
     loaded = impl = impl_new();
     if (!impl)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
-    if (!s->backend_state || load_state(s, impl, NULL) < 0) {
+    if (!s->backend_state) {
       impl_free(loaded);
-      return 0; /* nothing was started, or nothing we can name: nothing to stop */
+      return 0; /* nothing was started: nothing to stop */
     }
+    /* A state that fails validation (tampered with from a sandbox that could reach it) is
+     * never acted on: it could name another process or cgroup. */
+    if (load_state(s, impl, err) < 0) {
+      impl_free(loaded);
+      return -1;
+    }
+  }
+  /* A live process with the recorded pid and start time that is not our holder: the state
+   * was rewritten to name it (a recycled pid cannot have the same start time). */
+  if (impl->holder_pid > 0 && proc_start_time(impl->holder_pid) == impl->holder_start &&
+      !holder_is_ours(impl)) {
+    impl_free(loaded);
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "ns state of session %s names process %d, which is not its holder: "
+                            "refusing to act on it",
+                            s->id, (int)impl->holder_pid);
   }
   holder_kill(impl);
   confine_cgroups_kill(&impl->cgroups);
   int r = confine_cgroups_remove(&impl->cgroups, err);
-  if (s->state_dir) {
+  /* Without its socket's file the holder ends itself (it watches it); the runtime directory
+   * itself goes with the session (session.c). */
+  if (s->state_dir && !impl->one_shot) {
     _cleanup_free_ char *sock = NULL;
-    if (asprintf(&sock, "%s/%s", s->state_dir, SOCKET_NAME) >= 0)
+    if (socket_path(s, &sock, NULL) == 0)
       unlink(sock);
   }
   impl_free(loaded);
@@ -598,21 +742,59 @@ static int plan_host_paths(struct plan *p, const struct cordon_session *s,
   return plan_hidden_host_dirs(p, err);
 }
 
-static int make_listen_socket(int state_fd, struct cordon_error **err) {
+/* The session socket, bound in the session's fresh runtime directory (never in the project
+ * tree, which a sandbox may reach); the holder listens on it. */
+static int make_listen_socket(int run_fd, struct cordon_error **err) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "socket");
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  /* The state directory's path may exceed sun_path's 108 bytes: go through our fd of it. */
-  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", state_fd, SOCKET_NAME);
-  unlinkat(state_fd, SOCKET_NAME, 0);
+  /* The directory's path may exceed sun_path's 108 bytes: go through our fd of it. */
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", run_fd, SOCKET_NAME);
   if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-      fchmodat(state_fd, SOCKET_NAME, 0600, 0) < 0 || listen(fd, 64) < 0) {
+      fchmodat(run_fd, SOCKET_NAME, 0600, 0) < 0) {
     int e = errno;
     close(fd);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create the session socket");
   }
   return fd;
+}
+
+/* The session's control: its runtime directory, a fresh secret in it (0600, O_EXCL) and the
+ * HMAC keyed with it, the socket, and an O_PATH of the lease file in the session's directory
+ * (the holder watches it: a session whose directory is gone ends). */
+static int make_control(struct cordon_session *s, struct ns_impl *impl, int *listen_fd,
+                        int *socket_file_fd, struct cordon_error **err) {
+  impl->run_fd = session_rundir(s, true, err);
+  if (impl->run_fd < 0)
+    return -1;
+  uint8_t secret[NS_AUTH_SECRET_LEN];
+  if (RAND_bytes(secret, sizeof(secret)) != 1)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "no random bytes for the session secret");
+  int r = rundir_write_private(impl->run_fd, SECRET_NAME, secret, sizeof(secret), err);
+  if (r == 0)
+    r = crypto_hmac_new(secret, sizeof(secret), &impl->auth, err);
+  OPENSSL_cleanse(secret, sizeof(secret));
+  if (r < 0)
+    return cordon_error_prefix(err, "session %s", s->id);
+  *listen_fd = make_listen_socket(impl->run_fd, err);
+  if (*listen_fd < 0)
+    return -1;
+  _cleanup_close_ int state_fd = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int lease =
+      state_fd < 0 ? -1
+                   : openat(state_fd, LEASE_NAME,
+                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  *socket_file_fd = lease < 0 ? -1 : openat(state_fd, LEASE_NAME, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (*socket_file_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s/%s", s->state_dir,
+                            LEASE_NAME);
+  return 0;
+}
+
+static uid_t overflow_uid(void) {
+  long v = read_sysctl("/proc/sys/kernel/overflowuid");
+  return v > 0 ? (uid_t)v : 65534;
 }
 
 /* Fallback when the workspace's file system cannot be id-mapped: hand a workspace we created
@@ -833,20 +1015,15 @@ static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
   cfg.oom_shield = lim->memory_bytes > 0;
 
   _cleanup_close_ int listen_fd = -1, socket_file_fd = -1;
-  if (!impl->one_shot) {
-    impl->state_fd = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (r == 0 && impl->state_fd < 0)
-      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", s->state_dir);
-    listen_fd = r == 0 ? make_listen_socket(impl->state_fd, err) : -1;
-    if (r == 0 && listen_fd < 0)
-      r = -1;
-    socket_file_fd =
-        r == 0 ? openat(impl->state_fd, SOCKET_NAME, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
-    if (r == 0 && socket_file_fd < 0)
-      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open the session socket");
-  }
+  if (!impl->one_shot && r == 0)
+    r = make_control(s, impl, &listen_fd, &socket_file_fd, err);
   cfg.listen_fd = listen_fd;
   cfg.socket_file_fd = socket_file_fd;
+  cfg.auth = impl->auth;
+  /* The operator as the holder's user namespace sees it: rootless, the sandbox uid (ours); as
+   * root, unmapped, so the overflow uid. */
+  if (!impl->one_shot)
+    cfg.client_uid = geteuid() == cfg.outer_uid ? cfg.identity.uid : overflow_uid();
 
   _cleanup_close_ int idmap_fd = -1;
   /* A one-shot sandbox's own fresh workspace is simply handed to the sandbox uid: nobody
@@ -1039,12 +1216,6 @@ static int ns_attach(struct cordon_session *s, struct cordon_error **err) {
     impl_free(impl);
     return -1;
   }
-  impl->state_fd = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (impl->state_fd < 0) {
-    int e = errno;
-    impl_free(impl);
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "%s", s->state_dir);
-  }
   /* A dead holder does not stop read/write/ls (the workspace is on the host); exec says why. */
   if (impl->one_shot) {
     if (asprintf(&impl->dead, "session %s was created for one command (one-shot)", s->id) < 0)
@@ -1053,7 +1224,7 @@ static int ns_attach(struct cordon_session *s, struct cordon_error **err) {
     if (asprintf(&impl->dead, "session %s was never finished (its creator was killed); destroy it",
                  s->id) < 0)
       impl->dead = NULL;
-  } else if (proc_start_time(impl->holder_pid) != impl->holder_start &&
+  } else if (!holder_is_ours(impl) &&
              asprintf(
                  &impl->dead,
                  "the sandbox of session %s is gone (its holder, pid %d, has exited); destroy the "
@@ -1094,7 +1265,7 @@ static int workspace_view(struct cordon_session *s, int *view_fd, char **path,
   char root[64];
   snprintf(root, sizeof(root), "/proc/%d/root", (int)impl->holder_pid);
   int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || proc_start_time(impl->holder_pid) != impl->holder_start) {
+  if (fd < 0 || !holder_is_ours(impl)) {
     if (fd >= 0)
       close(fd);
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
@@ -1204,24 +1375,71 @@ struct ns_launch {
   bool ended; /* the exit status arrived (or the connection broke) */
 };
 
+/* What a client needs, from the session's identity only: its runtime directory (checked: ours,
+ * 0700), the socket's path (compared with what the state records) and the secret. */
+static int prepare_client(struct cordon_session *s, struct ns_impl *impl,
+                          struct cordon_error **err) {
+  if (impl->auth)
+    return 0;
+  _cleanup_free_ char *sock = NULL;
+  if (socket_path(s, &sock, err) < 0)
+    return -1;
+  if (!impl->socket_recorded || strcmp(impl->socket_recorded, sock) != 0)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "session %s: its state records the socket %s, but the session's "
+                            "socket is %s (state tampered with, or another CORDON_RUNTIME_DIR / "
+                            "XDG_RUNTIME_DIR): refused",
+                            s->id, impl->socket_recorded ? impl->socket_recorded : "(none)", sock);
+  impl->run_fd = session_rundir(s, false, err);
+  if (impl->run_fd < 0)
+    return -1;
+  _cleanup_free_ unsigned char *secret = NULL;
+  size_t len = 0;
+  int r = rundir_read_private(impl->run_fd, SECRET_NAME, NS_AUTH_SECRET_LEN, &secret, &len, err);
+  if (r == 0 && len != NS_AUTH_SECRET_LEN)
+    r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "session %s: its secret is not %d bytes",
+                         s->id, NS_AUTH_SECRET_LEN);
+  if (r == 0)
+    r = crypto_hmac_new(secret, len, &impl->auth, err);
+  if (secret)
+    OPENSSL_cleanse(secret, len);
+  return r < 0 ? cordon_error_prefix(err, "session %s", s->id) : 0;
+}
+
+/* Connect to the holder: the socket's file must be a socket of ours (no link followed), its
+ * listener the recorded holder (SO_PEERCRED pid, whose start time and cgroup are checked),
+ * and it must prove the session's secret before anything of the command is sent. */
 static int connect_holder(struct ns_impl *impl, struct cordon_error **err) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct stat st;
+  if (fstatat(impl->run_fd, SOCKET_NAME, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errno,
+                            "cannot reach the sandbox holder (pid %d)", (int)impl->holder_pid);
+  if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "the session socket is not a socket of the current user: refused");
+  _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "socket");
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", impl->state_fd,
-           SOCKET_NAME);
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", impl->run_fd, SOCKET_NAME);
   int r;
   do
     r = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
   while (r < 0 && errno == EINTR);
-  if (r < 0) {
-    int e = errno;
-    close(fd);
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, e,
+  if (r < 0)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errno,
                             "cannot reach the sandbox holder (pid %d)", (int)impl->holder_pid);
-  }
-  return fd;
+  struct ucred cred = {0};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid != impl->holder_pid ||
+      !holder_is_ours(impl))
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "the session socket is served by pid %d, not by the sandbox holder "
+                            "(pid %d): refused",
+                            (int)cred.pid, (int)impl->holder_pid);
+  if (ns_auth_client(fd, impl->auth, NS_AUTH_TIMEOUT_MS, err) < 0)
+    return -1;
+  return steal_fd(&fd);
 }
 
 static int launch_start(void *data, const struct exec_spec *spec, const int stdio_fds[3],
@@ -1369,6 +1587,8 @@ static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *r
     impl->pending = NULL;
     return r;
   }
+  if (prepare_client(s, impl, err) < 0)
+    return -1;
   struct ns_launch l = {.impl = impl, .conn = -1};
   const struct exec_launcher launcher = {
       .data = &l,
@@ -1456,6 +1676,33 @@ static int gc_orphan_cgroups(bool dry_run, struct ns_gc_entry **entries, size_t 
   return r;
 }
 
+/* The private runtime directories (socket, secret, environment) of sessions, of any project
+ * and backend, whose directory went without a destroy. */
+static int gc_runtime_dirs(bool dry_run, struct ns_gc_entry **entries, size_t *count,
+                           struct cordon_error **err) {
+  char **gone = NULL;
+  if (rundir_gc(dry_run, &gone, err) < 0) {
+    strv_free(gone);
+    return -1;
+  }
+  int r = 0;
+  for (size_t i = 0; gone[i]; i++) {
+    struct ns_gc_entry *g = gc_entry_add(entries, count);
+    if (!g) {
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gc");
+      break;
+    }
+    const char *base = strrchr(gone[i], '/');
+    g->session = strdup(base ? base + 1 : gone[i]);
+    if (asprintf(&g->reason, "its directory %s is gone, its runtime directory goes too", gone[i]) <
+        0)
+      g->reason = NULL;
+    g->removed = !dry_run;
+  }
+  strv_free(gone);
+  return r;
+}
+
 int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dry_run,
           struct ns_gc_entry **entries, size_t *count, struct cordon_error **err) {
   *entries = NULL;
@@ -1503,5 +1750,7 @@ int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dr
     }
   }
   cordon_strv_free(ids);
-  return r < 0 ? r : gc_orphan_cgroups(dry_run, entries, count, err);
+  if (r == 0)
+    r = gc_orphan_cgroups(dry_run, entries, count, err);
+  return r < 0 ? r : gc_runtime_dirs(dry_run, entries, count, err);
 }
