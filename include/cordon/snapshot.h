@@ -23,6 +23,17 @@
 extern "C" {
 #endif
 
+/* Which extended attributes mark an overlay upper layer's whiteouts, opaque directories,
+ * redirects and metacopies: those of the namespace the overlay was mounted with (trusted.*
+ * by default, user.* with the "userxattr" option). Anything else is content, never a marker:
+ * through an overlay mounted with trusted xattrs a sandbox can set user.overlay.* freely, and
+ * its trusted.overlay.* lands escaped (trusted.overlay.overlay.*). */
+enum cordon_overlay_xattrs {
+  CORDON_OVERLAY_XATTRS_NONE = 0, /* only character devices 0/0 are whiteouts */
+  CORDON_OVERLAY_XATTRS_TRUSTED,  /* trusted.overlay.* */
+  CORDON_OVERLAY_XATTRS_USER,     /* user.overlay.* (an overlay mounted with userxattr) */
+};
+
 struct cordon_snapshot_options {
   /* Absolute paths that also name the tree's root (e.g. where a sandbox mounts it): symlink
    * targets under them are made relative. The directory's own path (as given and resolved) is
@@ -33,6 +44,9 @@ struct cordon_snapshot_options {
   unsigned threads;   /* 0: online CPUs, at most 8 */
   bool no_stat_cache; /* hash every file */
   const struct cordon_progress *progress;
+  /* cordon_snapshot_take_overlay only: the namespace of the overlay's own markers (the one it
+   * was mounted with). Ignored by every other walk: a tree's xattrs are never markers there. */
+  enum cordon_overlay_xattrs overlay_xattrs;
 };
 
 struct cordon_snapshot_stats {
@@ -129,9 +143,10 @@ CORDON_API int cordon_snapshot_materialize_base(struct cordon_cas *cas, const ch
 /* Terminal snapshot of an overlay mount whose lower layer is snapshot base_id and whose upper
  * layer is upper_dir: the base's manifest is reused and only the upper layer is walked.
  * Whiteouts (character devices 0/0, or files with an overlay whiteout xattr) delete, opaque
- * directories (trusted.overlay.opaque or
- * user.overlay.opaque = "y") hide the base's contents, everything else in the upper layer
- * replaces or adds. Redirected directories and metacopy-only files are refused. */
+ * directories (overlay.opaque = "y") hide the base's contents, everything else in the upper
+ * layer replaces or adds. Redirected directories and metacopy-only files are refused. Xattr
+ * markers count only in the namespace options->overlay_xattrs names (none when options is
+ * NULL); markers of any other namespace are ignored. */
 CORDON_API int cordon_snapshot_take_overlay(struct cordon_cas *cas, const char *base_id,
                                             const char *upper_dir,
                                             const struct cordon_snapshot_options *options,

@@ -536,6 +536,9 @@ int cordon_snapshot_take_overlay(struct cordon_cas *cas, const char *base_hex,
       .exclude = (const char *const *)s.exclude,
       .threads = o->threads,
       .overlay = true,
+      .marker_prefix = o->overlay_xattrs == CORDON_OVERLAY_XATTRS_TRUSTED ? "trusted.overlay."
+                       : o->overlay_xattrs == CORDON_OVERLAY_XATTRS_USER  ? "user.overlay."
+                                                                          : NULL,
       .threshold = statcache_threshold(),
       .skip = s.skip,
       .n_skip = s.n_skip,

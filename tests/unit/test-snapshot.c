@@ -1256,7 +1256,7 @@ static void test_overlay_terminal_snapshot(void **state) {
   /* An xwhiteout (an empty file carrying a whiteout xattr) deletes too. */
   mks(upper, "keep2", "", 0644);
   char *xw = path_of(f, "ov-upper/keep2");
-  assert_int_equal(setxattr(xw, "user.overlay.whiteout", "", 0, 0), 0);
+  assert_int_equal(setxattr(xw, "trusted.overlay.whiteout", "", 0, 0), 0);
   free(xw);
   /* What the merged view looks like. */
   mks(expect, "a/x", "x2\n", 0644);
@@ -1270,7 +1270,8 @@ static void test_overlay_terminal_snapshot(void **state) {
   take(f, expect, want);
   struct cordon_snapshot_stats st;
   struct cordon_error *err = NULL;
-  must(cordon_snapshot_take_overlay(f->cas, base_id, upper, NULL, got, &st, &err), err,
+  const struct cordon_snapshot_options trusted = {.overlay_xattrs = CORDON_OVERLAY_XATTRS_TRUSTED};
+  must(cordon_snapshot_take_overlay(f->cas, base_id, upper, &trusted, got, &st, &err), err,
        "overlay snapshot");
   assert_string_equal(got, want);
   /* Only the upper layer was read. */
@@ -1278,13 +1279,72 @@ static void test_overlay_terminal_snapshot(void **state) {
   /* Redirects are refused rather than misread. */
   char *a = path_of(f, "ov-upper/a");
   assert_int_equal(setxattr(a, "trusted.overlay.redirect", "/elsewhere", 10, 0), 0);
-  assert_true(cordon_snapshot_take_overlay(f->cas, base_id, upper, NULL, got, NULL, &err) < 0);
+  assert_true(cordon_snapshot_take_overlay(f->cas, base_id, upper, &trusted, got, NULL, &err) < 0);
   assert_int_equal(err->kind, CORDON_ERR_UNSUPPORTED);
   cordon_error_free(err);
   free(a);
   free(base);
   free(upper);
   free(expect);
+}
+
+/* Overlay markers count only in the namespace the overlay was mounted with: a sandbox sets
+ * user.overlay.* through an overlay mounted with trusted xattrs (finding 10), and those must
+ * not delete or hide anything, nor fail the snapshot. */
+static void test_overlay_markers_of_other_namespace(void **state) {
+  struct fixture *f = *state;
+  char *base = path_of(f, "om-base"), *upper = path_of(f, "om-upper");
+  mks(base, "dir/inside", "inside\n", 0644);
+  mks(base, "gone", "gone\n", 0644);
+  mks(base, "meta", "meta\n", 0644);
+  char base_id[CORDON_DIGEST_HEX_SIZE];
+  take(f, base, base_id);
+  /* Copied up with the forged markers: an empty file marked as a whiteout, a directory
+   * marked opaque, a file marked as a metacopy. */
+  mks(upper, "gone", "", 0644);
+  mks(upper, "meta", "meta\n", 0644);
+  mks(upper, "dir/added", "added\n", 0644);
+  char *gone = path_of(f, "om-upper/gone"), *dir = path_of(f, "om-upper/dir"),
+       *meta = path_of(f, "om-upper/meta");
+  if (setxattr(gone, "user.overlay.whiteout", "y", 1, 0) < 0 && errno == ENOTSUP) {
+    free(gone), free(dir), free(meta), free(base), free(upper);
+    skip(); /* no user xattrs on this file system */
+  }
+  assert_int_equal(setxattr(dir, "user.overlay.opaque", "y", 1, 0), 0);
+  assert_int_equal(setxattr(meta, "user.overlay.metacopy", "", 0, 0), 0);
+  /* What the merged view holds: everything, "gone" emptied. */
+  char *expect = path_of(f, "om-expect");
+  mks(expect, "dir/inside", "inside\n", 0644);
+  mks(expect, "dir/added", "added\n", 0644);
+  mks(expect, "gone", "", 0644);
+  mks(expect, "meta", "meta\n", 0644);
+  char want[CORDON_DIGEST_HEX_SIZE], got[CORDON_DIGEST_HEX_SIZE];
+  take(f, expect, want);
+  struct cordon_error *err = NULL;
+  const struct cordon_snapshot_options trusted = {.overlay_xattrs = CORDON_OVERLAY_XATTRS_TRUSTED};
+  must(cordon_snapshot_take_overlay(f->cas, base_id, upper, &trusted, got, NULL, &err), err,
+       "overlay snapshot, trusted markers");
+  assert_string_equal(got, want);
+  /* No options: no xattr marker counts at all. */
+  must(cordon_snapshot_take_overlay(f->cas, base_id, upper, NULL, got, NULL, &err), err,
+       "overlay snapshot, no markers");
+  assert_string_equal(got, want);
+  /* An overlay mounted with userxattr: now they are its markers (and a metacopy is refused). */
+  const struct cordon_snapshot_options user = {.overlay_xattrs = CORDON_OVERLAY_XATTRS_USER};
+  assert_true(cordon_snapshot_take_overlay(f->cas, base_id, upper, &user, got, NULL, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_UNSUPPORTED);
+  assert_non_null(strstr(err->message, "metacopy"));
+  cordon_error_free(err);
+  err = NULL;
+  assert_int_equal(removexattr(meta, "user.overlay.metacopy"), 0);
+  must(cordon_snapshot_take_overlay(f->cas, base_id, upper, &user, got, NULL, &err), err,
+       "overlay snapshot, user markers");
+  char *expect2 = path_of(f, "om-expect2");
+  mks(expect2, "dir/added", "added\n", 0644);
+  mks(expect2, "meta", "meta\n", 0644);
+  take(f, expect2, want);
+  assert_string_equal(got, want);
+  free(gone), free(dir), free(meta), free(base), free(upper), free(expect), free(expect2);
 }
 
 static void test_materialize_base(void **state) {
@@ -1408,6 +1468,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_kill9_during_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(test_live_tree, setup, teardown),
       cmocka_unit_test_setup_teardown(test_overlay_terminal_snapshot, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_overlay_markers_of_other_namespace, setup, teardown),
       cmocka_unit_test_setup_teardown(test_materialize_base, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exclude_and_store_inside, setup, teardown),

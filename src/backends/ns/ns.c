@@ -1104,7 +1104,11 @@ static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cord
   }
   /* Symlinks the sandbox made point at its own view of the workspace (s->root). */
   const char *const aliases[] = {s->root, NULL};
-  struct cordon_snapshot_options o = {.root_aliases = aliases};
+  /* The overlay is mounted by root in the initial user namespace without "userxattr": its
+   * markers are trusted.overlay.*, which the sandbox cannot set (overlayfs escapes them);
+   * user.overlay.* it can set, and those are content. */
+  struct cordon_snapshot_options o = {.root_aliases = aliases,
+                                      .overlay_xattrs = CORDON_OVERLAY_XATTRS_TRUSTED};
   struct cordon_cas *cas = NULL;
   if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
     return -1;
