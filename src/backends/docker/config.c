@@ -138,6 +138,11 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
                             (unsigned long long)l->memory_bytes);
 
   json_t *mounts = json_array();
+  if (spec->read_only_root)
+    json_array_append_new(mounts,
+                          json_pack("{s:s, s:s, s:b, s:{s:I, s:i}}", "Type", "tmpfs", "Target",
+                                    "/tmp", "ReadOnly", 0, "TmpfsOptions", "SizeBytes",
+                                    (json_int_t)spec->tmp_bytes, "Mode", 01777));
   json_array_append_new(mounts, bind_mount(spec->workspace, spec->root, false));
   json_array_append_new(mounts, bind_mount(spec->init_path, DOCKER_INIT_TARGET, true));
   /* Writable: init binds the agent's socket there (docs/security.md says why that is safe). */
@@ -192,6 +197,8 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
     return cordon_error_set(err, CORDON_ERR_INVALID, 0,
                             "container configuration: a path or name is not valid UTF-8 (the "
                             "Docker engine API carries text only)");
+  if (spec->read_only_root)
+    json_object_set_new(host, "ReadonlyRootfs", json_true());
   if (l->memory_bytes) {
     json_object_set_new(host, "Memory", json_integer((json_int_t)l->memory_bytes));
     /* No swap beyond the limit, where the host accounts swap at all. */

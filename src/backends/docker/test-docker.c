@@ -363,7 +363,26 @@ static void test_container_config(void **state) {
   assert_true(json_is_true(json_object_get(m, "ReadOnly")));
   m = mount_with_target(config, DOCKER_AGENT_TARGET);
   assert_string_equal(json_string_value(json_object_get(m, "Source")), spec.agent_dir);
+  /* A session given its own workspace keeps a writable root and no /tmp of its own. */
+  assert_null(json_object_get(host, "ReadonlyRootfs"));
+  assert_null(mount_with_target(config, "/tmp"));
   json_decref(config);
+
+  /* A session resumed from a snapshot (race candidates and judges): a read-only root file
+   * system and a tmpfs /tmp of the given size. */
+  spec.read_only_root = true;
+  spec.tmp_bytes = 64 << 20;
+  assert_int_equal(docker_container_config(&spec, &config, &err), 0);
+  host = json_object_get(config, "HostConfig");
+  assert_true(json_is_true(json_object_get(host, "ReadonlyRootfs")));
+  m = mount_with_target(config, "/tmp");
+  assert_non_null(m);
+  assert_string_equal(json_string_value(json_object_get(m, "Type")), "tmpfs");
+  assert_int_equal(
+      json_integer_value(json_object_get(json_object_get(m, "TmpfsOptions"), "SizeBytes")),
+      64 << 20);
+  json_decref(config);
+  spec.read_only_root = false;
 
   /* A limit the engine cannot enforce is refused by name, never dropped. */
   features.pids_limit = false;
