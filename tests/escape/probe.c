@@ -69,6 +69,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -626,6 +627,15 @@ static int sysctl_write(void) {
   return verdict(BLOCKED, "sysctl-write", "kernel knobs are read-only");
 }
 
+/* Set an extended attribute on PATH (not following a symlink): a tool for attacks on what is
+ * read from a sandbox's tree afterwards (a forged overlay marker, finding 10). "ESCAPED" (0)
+ * when the xattr was set. */
+static int set_xattr(const char *path, const char *name, const char *value) {
+  if (lsetxattr(path, name, value, strlen(value), 0) == 0)
+    return verdict(ESCAPED, "set-xattr", "%s on %s", name, path);
+  return BLOCK_ERRNO("set-xattr", name);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2)
@@ -684,6 +694,8 @@ int main(int argc, char **argv) {
     return daemonise(a, atoi(b));
   if (!strcmp(v, "sysctl-write"))
     return sysctl_write();
+  if (!strcmp(v, "set-xattr") && a && b && argc > 4)
+    return set_xattr(a, b, argv[4]);
   int r = syscalls(v);
   if (r != BROKEN)
     return r;
