@@ -74,6 +74,11 @@ struct cordon_restore_options {
   /* Create device nodes. Off by default: a snapshot's device node is refused by name. */
   bool allow_devices;
   const struct cordon_progress *progress;
+  /* A tree that holds snapshot link_from_id exactly and is never written (a materialised
+   * base): a file whose path, digest and mode are the same there is hard-linked from it
+   * instead of copied. NULL: copy everything. */
+  const char *link_from_dir;
+  const char *link_from_id;
 };
 
 /* Restore snapshot id as directory dir, which must not exist or be an empty directory. The tree
@@ -139,6 +144,13 @@ CORDON_API int cordon_snapshot_forget(struct cordon_cas *cas, const char *id,
 CORDON_API int cordon_snapshot_materialize_base(struct cordon_cas *cas, const char *id,
                                                 const char *bases_dir, char **path,
                                                 struct cordon_error **err);
+
+/* Note that snapshot id was taken of an overlay over the base parent_id (a terminal snapshot):
+ * when id is materialised later in the same bases_dir, the files it shares with parent_id's
+ * base are hard-linked from it rather than copied (a race's judges start from the candidates'
+ * terminal snapshots). A hint only: a missing or stale note costs a full restore. */
+CORDON_API int cordon_snapshot_note_parent(const char *bases_dir, const char *id,
+                                           const char *parent_id, struct cordon_error **err);
 
 /* Terminal snapshot of an overlay mount whose lower layer is snapshot base_id and whose upper
  * layer is upper_dir: the base's manifest is reused and only the upper layer is walked.

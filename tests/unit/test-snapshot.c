@@ -1347,6 +1347,46 @@ static void test_overlay_markers_of_other_namespace(void **state) {
   free(gone), free(dir), free(meta), free(base), free(upper), free(expect), free(expect2);
 }
 
+/* A restore that links from a reference tree: files the same there (path, digest, mode) are
+ * hard links to it, the rest copied, and the tree is the snapshot's. */
+static void test_restore_links_from_reference(void **state) {
+  struct fixture *f = *state;
+  char *tree = path_of(f, "lr"), *ref = path_of(f, "lr-ref"), *out = path_of(f, "lr-out");
+  mks(tree, "same", "same\n", 0644);
+  mks(tree, "sub/changed", "old\n", 0644);
+  mks(tree, "moded", "moded\n", 0644);
+  char ref_id[CORDON_DIGEST_HEX_SIZE], id[CORDON_DIGEST_HEX_SIZE], back[CORDON_DIGEST_HEX_SIZE];
+  take(f, tree, ref_id);
+  struct cordon_error *err = NULL;
+  must(cordon_snapshot_restore(f->cas, ref_id, ref, NULL, &err), err, "restore reference");
+  mks(tree, "sub/changed", "new\n", 0644);
+  char *moded = path_of(f, "lr/moded");
+  assert_int_equal(chmod(moded, 0600), 0);
+  take(f, tree, id);
+  struct cordon_restore_options o = {.link_from_dir = ref, .link_from_id = ref_id};
+  must(cordon_snapshot_restore(f->cas, id, out, &o, &err), err, "restore linked");
+  take(f, out, back);
+  assert_string_equal(back, id);
+  struct stat a, b;
+  char *p1 = path_of(f, "lr-ref/same"), *p2 = path_of(f, "lr-out/same");
+  assert_int_equal(stat(p1, &a), 0);
+  assert_int_equal(stat(p2, &b), 0);
+  assert_true(a.st_ino == b.st_ino);
+  free(p1), free(p2);
+  p1 = path_of(f, "lr-ref/sub/changed"), p2 = path_of(f, "lr-out/sub/changed");
+  assert_int_equal(stat(p1, &a), 0);
+  assert_int_equal(stat(p2, &b), 0);
+  assert_true(a.st_ino != b.st_ino);
+  free(p1), free(p2);
+  p1 = path_of(f, "lr-ref/moded"), p2 = path_of(f, "lr-out/moded");
+  assert_int_equal(stat(p1, &a), 0);
+  assert_int_equal(stat(p2, &b), 0);
+  assert_true(a.st_ino != b.st_ino);
+  assert_int_equal(b.st_mode & 07777, 0600);
+  assert_int_equal(a.st_mode & 07777, 0644);
+  free(p1), free(p2), free(moded), free(tree), free(ref), free(out);
+}
+
 static void test_materialize_base(void **state) {
   struct fixture *f = *state;
   char *tree = path_of(f, "mb");
@@ -1469,6 +1509,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_live_tree, setup, teardown),
       cmocka_unit_test_setup_teardown(test_overlay_terminal_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(test_overlay_markers_of_other_namespace, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_restore_links_from_reference, setup, teardown),
       cmocka_unit_test_setup_teardown(test_materialize_base, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exclude_and_store_inside, setup, teardown),

@@ -1118,6 +1118,14 @@ static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cord
   cordon_cas_close(cas);
   if (r < 0)
     return -1;
+  /* A session resumed from this snapshot (a race's judge) links what it shares with our base
+   * instead of copying it. Only a hint: failing to leave it costs time, nothing else. */
+  _cleanup_free_ char *bases = NULL;
+  if (asprintf(&bases, "%s/bases", cordon_context_state_dir(s->ctx)) >= 0) {
+    struct cordon_error *ignored = NULL;
+    cordon_snapshot_note_parent(bases, id, impl->from_snapshot, &ignored);
+    cordon_error_free(ignored);
+  }
   *snapshot_id = strdup(id);
   return *snapshot_id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
 }
