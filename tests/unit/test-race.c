@@ -630,6 +630,20 @@ static void alter_order(json_t *body) {
   json_array_remove(c, 0);
   json_array_append_new(c, first);
 }
+/* A ranked candidate also listed as failed; a failed entry with a member too many. */
+static void alter_failed_and_ranked(json_t *body) {
+  json_object_set_new(
+      body, "failed",
+      json_pack("[{s:s, s:s}]", "reason", CORDON_RACE_FAILURE_SNAPSHOT, "task_id", "candidate-1"));
+}
+static void alter_failed_malformed(json_t *body) {
+  json_object_set_new(body, "failed",
+                      json_pack("[{s:s, s:s, s:s}]", "reason", "x", "task_id", "candidate-9",
+                                "detail", "/host/path"));
+}
+static void alter_failed_empty(json_t *body) {
+  json_object_set_new(body, "failed", json_array());
+}
 /* Scores consistent with a change that is not what the snapshots show. */
 static void alter_change(json_t *body) {
   json_t *c = candidate(body, 3);
@@ -645,9 +659,17 @@ static void test_consistency_checks(void **state) {
   struct cordon_race_result res = {0};
   race_ok(f, &o, &res);
   assert_int_equal(resign_and_verify(f, res.receipt, alter_nothing), CORDON_VERDICT_VERIFIED);
-  void (*alterations[])(json_t *) = {alter_winner_to_loser, alter_drop_loser, alter_score,
-                                     alter_closeness,       alter_digest,     alter_unknown_member,
-                                     alter_order,           alter_change};
+  void (*alterations[])(json_t *) = {alter_winner_to_loser,
+                                     alter_drop_loser,
+                                     alter_score,
+                                     alter_closeness,
+                                     alter_digest,
+                                     alter_unknown_member,
+                                     alter_order,
+                                     alter_change,
+                                     alter_failed_and_ranked,
+                                     alter_failed_malformed,
+                                     alter_failed_empty};
   for (size_t i = 0; i < sizeof(alterations) / sizeof(alterations[0]); i++) {
     enum cordon_verdict v = resign_and_verify(f, res.receipt, alterations[i]);
     if (v != CORDON_VERDICT_FAILED)
