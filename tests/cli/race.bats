@@ -383,11 +383,15 @@ change_of() {
   [ "$(sessions_left)" -eq 0 ]
 }
 
-@test "docker: a candidate cannot replace /bin/grep for the judge (read-only root, not root) (finding 11)" {
+docker_or_skip() {
   why=$(CORDON_PROJECT=$(mktemp -d) "$CORDON" backends --json 2>&1 | tr -d '\n' |
     grep -o '"name": "docker"[^}]*' | grep -o '"unavailable_reason": "[^"]*"' || true)
   [ -z "$why" ] || skip "docker backend unavailable: ${why#*: }"
   export CORDON_DOCKER_IMAGE=${CORDON_DOCKER_IMAGE:-cordon-test:busybox}
+}
+
+@test "docker: a candidate cannot replace /bin/grep for the judge (read-only root, not root) (finding 11)" {
+  docker_or_skip
   # The candidate writes its answer, then tries to make grep always succeed; its exit code is
   # that attempt's. The judge's grep must still tell "x" from nothing.
   run $CORDON race --backend docker --base "$BASE" --k 1 --out r.json \
@@ -397,4 +401,17 @@ change_of() {
   [ "$(jq '.body.candidates[0].outcome.exit_code' r.json)" -eq 7 ]
   [ "$(jq '.body.candidates[0].outcome.judge_exit_code' r.json)" -eq 0 ]
   [ "$(sessions_left)" -eq 0 ]
+}
+
+@test "docker: a resumed session runs as non-root on a read-only root; host writes stay its own" {
+  docker_or_skip
+  [ "$(id -u)" -eq 0 ] || skip "the workspace is given to the sandbox's user only by root"
+  sid=$($CORDON session create --backend docker --from "$BASE")
+  echo data | $CORDON session write "$sid" d1/d2/new.txt
+  run $CORDON session exec "$sid" -- sh -c 'id -u; echo more >> d1/d2/new.txt && echo more >> a &&
+    echo written; touch /etc/x 2>/dev/null || echo ro-root; touch /tmp/x && echo tmp'
+  $CORDON session destroy "$sid"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = 65534 ]
+  [[ "$output" == *written*ro-root*tmp* ]]
 }

@@ -754,9 +754,56 @@ static int docker_read(struct cordon_session *s, const char *path, unsigned char
   return workspace_read(s->workspace, path, data, length, err);
 }
 
+/* A workspace cordon restored for a resumed session and gave to the sandbox's user: what the
+ * host writes there goes to that user too, or the sandbox could not change it. Every
+ * component of path (anchored at the workspace, no link followed) that root owns was made by
+ * the host, since the whole tree was given away. */
+static int give_written(struct cordon_session *s, const char *path, struct cordon_error **err) {
+  _cleanup_json_ json_t *o = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
+  if (geteuid() != 0 || !json_is_true(json_object_get(o, "owned_workspace")) ||
+      !json_object_get(o, "from_snapshot"))
+    return 0;
+  _cleanup_free_ char *norm = NULL;
+  if (fs_normalize_relative(path, &norm, err) < 0)
+    return -1;
+  int fd = open(s->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat root;
+  if (fd < 0 || fstat(fd, &root) < 0) {
+    int e = errno;
+    if (fd >= 0)
+      close(fd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "workspace %s", s->workspace);
+  }
+  if (root.st_uid == 0) {
+    close(fd);
+    return 0;
+  }
+  int r = 0;
+  for (char *name = norm, *next; r == 0 && name && *name; name = next) {
+    next = strchr(name, '/');
+    if (next)
+      *next++ = 0;
+    int sub = openat(fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (sub < 0 || fstat(sub, &st) < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", path);
+    else if (st.st_uid == 0 &&
+             fchownat(sub, "", root.st_uid, root.st_gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot give %s to the sandbox's user",
+                           path);
+    close(fd);
+    fd = sub;
+  }
+  if (fd >= 0)
+    close(fd);
+  return r;
+}
+
 static int docker_write(struct cordon_session *s, const char *path, const void *data, size_t length,
                         unsigned mode, struct cordon_error **err) {
-  return workspace_write(s->workspace, path, data, length, mode, err);
+  if (workspace_write(s->workspace, path, data, length, mode, err) < 0)
+    return -1;
+  return give_written(s, path, err);
 }
 
 static int docker_ls(struct cordon_session *s, const char *path, struct cordon_dirent **entries,
