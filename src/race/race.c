@@ -367,9 +367,6 @@ static void start_progress(void *data, size_t index, struct cordon_session *read
   announce(&r->slots[index], ready ? CORDON_RACE_READY : CORDON_RACE_STARTING);
 }
 
-/* Every candidate is forked from the base as one batch of sessions (the library's
- * cordon_session_resume_many, as `cordon session create --count` does): all of them, or none,
- * with the first failure reported. */
 /* The manifest of every session of a race, candidates and judges alike (same limits, same
  * network). Ephemeral: the race destroys its sessions itself, so their state needs no fsync.
  * One-shot: a candidate's session runs its command only; a judge runs in a session of its own. */
@@ -378,6 +375,9 @@ static struct cordon_manifest race_manifest(const struct race *r) {
   return (struct cordon_manifest){.ephemeral = true, .one_shot = true};
 }
 
+/* Every candidate is forked from the base as one batch of sessions (the library's
+ * cordon_session_resume_many, as `cordon session create --count` does): all of them, or none,
+ * with the first failure reported. */
 static int start_all(struct race *r, struct cordon_error **err) {
   struct cordon_manifest m = race_manifest(r);
   struct cordon_session_batch batch = {
@@ -439,7 +439,9 @@ static int judge(struct slot *s, const char *const *env, struct cordon_error **e
   struct cordon_session *session = NULL;
   struct cordon_error *e = NULL;
   if (cordon_session_resume(r->ctx, r->o->backend, &m, s->snapshot, &session, &e) < 0) {
-    if (stopping(r) || e->kind == CORDON_ERR_INTERRUPTED) {
+    if (!e || stopping(r) || e->kind == CORDON_ERR_INTERRUPTED) {
+      if (!e)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "%s: judge's session", s->task_id);
       *err = e;
       return -1;
     }
