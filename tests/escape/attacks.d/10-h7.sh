@@ -1,12 +1,12 @@
 # Findings 10 and 11, from inside a session forked from a snapshot (the path of race candidates
-# and judges). Root half, session mode only: forks are overlay mounts (ns) or fresh workspaces
-# cordon owns (docker) only as root.
+# and judges). Root half only (forks are overlay mounts (ns) or fresh workspaces cordon owns
+# (docker) only as root); on ns in session mode, on docker in both (its suite runs `run` mode).
 #  - user.overlay.* xattrs set from inside are content, never overlay markers: the session's
 #    next snapshot still holds the file marked as a whiteout and what is below the directory
 #    marked opaque (on ns a marker read as such dropped them; a metacopy aborted the snapshot);
 #  - on docker the fork's root file system is read-only and its commands are not root, so a
 #    candidate cannot replace a tool the judge runs.
-if [ "$mode" = session ] && [ "$role" = root ]; then
+if [ "$role" = root ] && { [ "$mode" = session ] || [ "$backend" = docker ]; }; then
   h7_base=$("$CORDON" snapshot take "$ws" --exclude .cordon 2>&1)
   if ! h7_id=$("$CORDON" session create --backend "$backend" --from "$h7_base" 2>&1); then
     not_ok "forged overlay markers: cannot fork a session from $h7_base: $h7_id"
