@@ -90,11 +90,15 @@ CORDON_API int cordon_rank_profile_to_json(const struct cordon_rank_profile *pro
 /* ---- fork-and-race ------------------------------------------------------------------------
  * cordon_race_run() resumes K candidate sessions from one base snapshot on a backend that
  * declares SNAPSHOT, runs the same argv in each (CORDON_CANDIDATE_INDEX=0..K-1 in its
- * environment), takes each terminal snapshot, optionally runs a judge in each, scores and
- * ranks the candidates, and writes a signed selection receipt (docs/formats.md): canonical JSON
+ * environment), takes each terminal snapshot, optionally runs a judge on each (in a fresh
+ * session of the same backend resumed from that snapshot: nothing of the candidate's session,
+ * its processes, /tmp or root file system, reaches the judge), scores and ranks the
+ * candidates, and writes a signed selection receipt (docs/formats.md): canonical JSON
  * that holds no clock, run id or host value, so the same race gives the same bytes. Everything
  * is checked before the first session starts; the candidates run concurrently, at most one per
- * core; if any fails to start, none runs and every started one is destroyed. */
+ * core; if any fails to start, none runs and every started one is destroyed. A candidate whose
+ * terminal snapshot cannot be taken (or judged) is scored as failed, alone; the race fails only
+ * when no candidate is left to rank. */
 
 struct cordon_context;
 struct cordon_backend;
@@ -191,12 +195,23 @@ struct cordon_race_options {
   uint64_t max_snapshot_bytes;
 };
 
+/* Why a candidate was scored as failed rather than ranked: its terminal snapshot could not be
+ * taken (e.g. an upper layer the walker refuses), or the judge's sandbox could not be created
+ * from it. Fixed text: the receipt records it, and receipts hold nothing of the host. */
+#define CORDON_RACE_FAILURE_SNAPSHOT "the terminal snapshot cannot be taken"
+#define CORDON_RACE_FAILURE_JUDGE_SANDBOX "the judge's sandbox cannot be created from the snapshot"
+#define CORDON_RACE_FAILURE_MAX 128 /* a reason's bytes in a receipt, its NUL excluded */
+
 struct cordon_race_candidate {
   char task_id[CORDON_RACE_TASK_ID_MAX];
-  size_t index; /* CORDON_CANDIDATE_INDEX */
-  char snapshot[CORDON_DIGEST_HEX_SIZE];
+  size_t index;                          /* CORDON_CANDIDATE_INDEX */
+  char snapshot[CORDON_DIGEST_HEX_SIZE]; /* "" when failed before its snapshot */
   struct cordon_race_outcome outcome;
   double closeness;
+  /* NULL: ranked. Else one of CORDON_RACE_FAILURE_*: not ranked, never the winner, listed
+   * under "failed" in the receipt; failure_detail holds the error (not in the receipt). */
+  const char *failure;
+  char failure_detail[256];
 };
 
 struct cordon_race_result {

@@ -26,6 +26,17 @@
 extern "C" {
 #endif
 
+/* Which extended attributes mark an overlay upper layer's whiteouts, opaque directories,
+ * redirects and metacopies: those of the namespace the overlay was mounted with (trusted.*
+ * by default, user.* with the "userxattr" option). Anything else is content, never a marker:
+ * through an overlay mounted with trusted xattrs a sandbox can set user.overlay.* freely, and
+ * its trusted.overlay.* lands escaped (trusted.overlay.overlay.*). */
+enum cordon_overlay_xattrs {
+  CORDON_OVERLAY_XATTRS_NONE = 0, /* only character devices 0/0 are whiteouts */
+  CORDON_OVERLAY_XATTRS_TRUSTED,  /* trusted.overlay.* */
+  CORDON_OVERLAY_XATTRS_USER,     /* user.overlay.* (an overlay mounted with userxattr) */
+};
+
 struct cordon_snapshot_options {
   /* Absolute paths that also name the tree's root (e.g. where a sandbox mounts it): symlink
    * targets under them are made relative. The directory's own path (as given and resolved) is
@@ -40,6 +51,9 @@ struct cordon_snapshot_options {
    * it fails with CORDON_ERR_DENIED before its files are stored, and leaves nothing behind.
    * 0: CORDON_SNAPSHOT_DEFAULT_MAX_BYTES; CORDON_SNAPSHOT_UNLIMITED: no limit. */
   uint64_t max_bytes;
+  /* cordon_snapshot_take_overlay only: the namespace of the overlay's own markers (the one it
+   * was mounted with). Ignored by every other walk: a tree's xattrs are never markers there. */
+  enum cordon_overlay_xattrs overlay_xattrs;
 };
 
 /* 8 GiB: far above a source tree with its build outputs, far below what fills a disk. */
@@ -71,6 +85,11 @@ struct cordon_restore_options {
   /* Create device nodes. Off by default: a snapshot's device node is refused by name. */
   bool allow_devices;
   const struct cordon_progress *progress;
+  /* A tree that holds snapshot link_from_id exactly and is never written (a materialised
+   * base): a file whose path, digest and mode are the same there is hard-linked from it
+   * instead of copied. NULL: copy everything. */
+  const char *link_from_dir;
+  const char *link_from_id;
 };
 
 /* Restore snapshot id as directory dir, which must not exist or be an empty directory. The tree
@@ -137,12 +156,20 @@ CORDON_API int cordon_snapshot_materialize_base(struct cordon_cas *cas, const ch
                                                 const char *bases_dir, char **path,
                                                 struct cordon_error **err);
 
+/* Note that snapshot id was taken of an overlay over the base parent_id (a terminal snapshot):
+ * when id is materialised later in the same bases_dir, the files it shares with parent_id's
+ * base are hard-linked from it rather than copied (a race's judges start from the candidates'
+ * terminal snapshots). A hint only: a missing or stale note costs a full restore. */
+CORDON_API int cordon_snapshot_note_parent(const char *bases_dir, const char *id,
+                                           const char *parent_id, struct cordon_error **err);
+
 /* Terminal snapshot of an overlay mount whose lower layer is snapshot base_id and whose upper
  * layer is upper_dir: the base's manifest is reused and only the upper layer is walked.
  * Whiteouts (character devices 0/0, or files with an overlay whiteout xattr) delete, opaque
- * directories (trusted.overlay.opaque or
- * user.overlay.opaque = "y") hide the base's contents, everything else in the upper layer
- * replaces or adds. Redirected directories and metacopy-only files are refused. */
+ * directories (overlay.opaque = "y") hide the base's contents, everything else in the upper
+ * layer replaces or adds. Redirected directories and metacopy-only files are refused. Xattr
+ * markers count only in the namespace options->overlay_xattrs names (none when options is
+ * NULL); markers of any other namespace are ignored. */
 CORDON_API int cordon_snapshot_take_overlay(struct cordon_cas *cas, const char *base_id,
                                             const char *upper_dir,
                                             const struct cordon_snapshot_options *options,

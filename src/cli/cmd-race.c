@@ -39,8 +39,9 @@ static const char race_usage[] =
     "  --profile FILE     ranking profile, JSON: {\"axes\":[{\"name\",\"direction\",\"weight\"}],\n"
     "                     \"name\"}; axes among correctness, cost, reversibility (default:\n"
     "                     correctness 3 benefit, cost 1 cost, reversibility 1 benefit)\n"
-    "  --judge WORD       one word of a judge command run in each candidate after its\n"
-    "                     terminal snapshot (repeat for every word: --judge test --judge -f\n"
+    "  --judge WORD       one word of a judge command run on each candidate's terminal\n"
+    "                     snapshot, in a fresh sandbox resumed from it (nothing else of the\n"
+    "                     candidate's) (repeat for every word: --judge test --judge -f\n"
     "                     --judge out); it sees CORDON_CANDIDATE_INDEX and\n"
     "                     CORDON_CANDIDATE_EXIT_CODE, its exit code counts for correctness\n"
     "  --timeout SECONDS  limit for the command and for the judge (default: none)\n"
@@ -56,7 +57,9 @@ static const char race_usage[] =
     "and the judge's pass); cost = changed entries + bytes added + bytes removed between the\n"
     "base and the terminal snapshot; reversibility = the share of the base's entries left\n"
     "untouched. Everything is checked before anything runs; if a candidate cannot start, none\n"
-    "runs. Sessions are destroyed at the end; their snapshots stay in the store.\n"
+    "runs. A candidate whose terminal snapshot cannot be taken (or judged) is scored as failed\n"
+    "and named in the receipt; the race fails only when every candidate did. Sessions are\n"
+    "destroyed at the end; their snapshots stay in the store.\n"
     "\n"
     "Exit codes: 0 a winner was chosen and the receipt written, 1 failed, 2 usage, 3 not\n"
     "found (base snapshot, backend, signing key), 4 unavailable or refused.\n";
@@ -296,6 +299,10 @@ static void print_json(const struct race_args *a, const struct cordon_race_resul
                   "closeness", c->closeness, "winner", i == res->winner);
     if (o->judged)
       json_object_set_new(j, "judge_exit_code", json_integer(o->judge_exit_code));
+    if (c->failure) {
+      json_object_set_new(j, "failure", json_string(c->failure));
+      json_object_set_new(j, "failure_detail", json_string(c->failure_detail));
+    }
     json_array_append_new(cands, j);
   }
   const struct cordon_race_candidate *w = &res->candidates[res->winner];
@@ -314,6 +321,11 @@ static void print_text(const struct race_args *a, const struct cordon_race_resul
   for (size_t i = 0; i < res->n_candidates; i++) {
     const struct cordon_race_candidate *c = &res->candidates[i];
     const struct cordon_race_outcome *o = &c->outcome;
+    if (c->failure) {
+      printf("%-14s %5d %5s failed: %s\n", c->task_id, o->exit_code, "-", c->failure);
+      fprintf(stderr, "cordon race: %s\n", c->failure_detail);
+      continue;
+    }
     char judge[16];
     if (o->judged)
       snprintf(judge, sizeof(judge), "%d", o->judge_exit_code);

@@ -199,7 +199,17 @@ static int receipt_body(const char *base, const struct cordon_race_options *o,
       json_object_set_new(body, "judge", string_array(o->judge_argv)) < 0)
     goto oom;
   const char *tier = cordon_tier_name(o->backend->tier);
+  json_t *failed = NULL;
   for (size_t i = 0; i < n; i++) {
+    if (c[i].failure) {
+      /* Scored as failed: not ranked, named with its reason (fixed text, nothing of the host). */
+      if ((!failed &&
+           (!(failed = json_array()) || json_object_set_new(body, "failed", failed) < 0)) ||
+          json_array_append_new(
+              failed, json_pack("{s:s, s:s}", "reason", c[i].failure, "task_id", c[i].task_id)) < 0)
+        goto oom;
+      continue;
+    }
     const struct cordon_race_outcome *x = &c[i].outcome;
     json_t *entry = json_pack("{s:s, s:o, s:f, s:s, s:o, s:{s:f, s:f, s:f}, s:s, s:s}", "backend",
                               o->backend->name, "change", change_json(&x->change), "closeness",
@@ -310,6 +320,8 @@ struct slot {
   char *snapshot;
   struct cordon_race_outcome outcome;
   enum cordon_race_phase phase;
+  const char *failure; /* CORDON_RACE_FAILURE_*: scored as failed */
+  char failure_detail[256];
 };
 
 struct race {
@@ -355,17 +367,23 @@ static void start_progress(void *data, size_t index, struct cordon_session *read
   announce(&r->slots[index], ready ? CORDON_RACE_READY : CORDON_RACE_STARTING);
 }
 
-/* Every candidate is forked from the base as one batch of sessions (the library's
- * cordon_session_resume_many, as `cordon session create --count` does): all of them, or none,
- * with the first failure reported. */
-static int start_all(struct race *r, struct cordon_error **err) {
-  /* Ephemeral: the race destroys its sessions itself, so their state needs no fsync. One-shot
-   * unless a judge runs after the command, in the same session. */
-  struct cordon_manifest m = {.ephemeral = true, .one_shot = !r->o->judge_argv};
+/* The manifest of every session of a race, candidates and judges alike (same limits, same
+ * network). Ephemeral: the race destroys its sessions itself, so their state needs no fsync.
+ * One-shot: a candidate's session runs its command only; a judge runs in a session of its own. */
+static struct cordon_manifest race_manifest(const struct race *r) {
+  struct cordon_manifest m = {.ephemeral = true, .one_shot = true};
   /* No policy asked for: the backend's own default egress (none on ns, open on worktree). */
   m.policy.egress = cordon_backend_default_egress(r->o->backend);
   m.policy.require_enforcement = true;
   m.policy.limits.fsize_bytes = r->o->fsize_bytes;
+  return m;
+}
+
+/* Every candidate is forked from the base as one batch of sessions (the library's
+ * cordon_session_resume_many, as `cordon session create --count` does): all of them, or none,
+ * with the first failure reported. */
+static int start_all(struct race *r, struct cordon_error **err) {
+  struct cordon_manifest m = race_manifest(r);
   struct cordon_session_batch batch = {
       .count = r->k, .jobs = r->o->jobs, .progress = start_progress, .data = r};
   _cleanup_free_ struct cordon_session **sessions = calloc(r->k, sizeof(*sessions));
@@ -387,15 +405,65 @@ static int start_all(struct race *r, struct cordon_error **err) {
   return 0;
 }
 
-static int exec_in(struct slot *s, const char *const *argv, const char *const *env,
-                   struct cordon_exec_result *res, struct cordon_error **err) {
+static int exec_in(struct race *r, struct cordon_session *session, const char *const *argv,
+                   const char *const *env, struct cordon_exec_result *res,
+                   struct cordon_error **err) {
   struct cordon_exec_request req = {
       .argv = argv,
       .env = env,
-      .timeout = s->race->o->timeout > 0 ? s->race->o->timeout : -1,
+      .timeout = r->o->timeout > 0 ? r->o->timeout : -1,
       .max_output = RACE_MAX_OUTPUT,
   };
-  return cordon_session_exec(s->session, &req, res, err);
+  return cordon_session_exec(session, &req, res, err);
+}
+
+/* A candidate that cannot be scored (what it left cannot be snapshotted, or judged): recorded
+ * as failed with a fixed reason and the error's text, alone; the others go on. */
+static int fail_candidate(struct slot *s, const char *reason, struct cordon_error *e) {
+  s->failure = reason;
+  snprintf(s->failure_detail, sizeof(s->failure_detail), "%s: %s", s->task_id,
+           e && e->message ? e->message : reason);
+  cordon_error_free(e);
+  struct cordon_session *session = steal_ptr(&s->session);
+  if (session) {
+    struct cordon_error *ignored = NULL;
+    cordon_session_destroy(session, &ignored);
+    cordon_error_free(ignored);
+  }
+  announce(s, CORDON_RACE_FAILED);
+  return 0;
+}
+
+/* The judge runs on what the candidate shipped, its terminal snapshot, in a fresh session of
+ * the same backend resumed from it: none of the candidate's processes, /tmp, environment or
+ * root file system changes reach it. The session is destroyed after the judge. */
+static int judge(struct slot *s, const char *const *env, struct cordon_error **err) {
+  struct race *r = s->race;
+  struct cordon_manifest m = race_manifest(r);
+  struct cordon_session *session = NULL;
+  struct cordon_error *e = NULL;
+  if (cordon_session_resume(r->ctx, r->o->backend, &m, s->snapshot, &session, &e) < 0) {
+    if (!e || stopping(r) || e->kind == CORDON_ERR_INTERRUPTED) {
+      if (!e)
+        return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "%s: judge's session", s->task_id);
+      *err = e;
+      return -1;
+    }
+    return fail_candidate(s, CORDON_RACE_FAILURE_JUDGE_SANDBOX, e);
+  }
+  struct cordon_exec_result res = {0};
+  int rc = exec_in(r, session, r->o->judge_argv, env, &res, err);
+  if (rc == 0) {
+    s->outcome.judged = true;
+    s->outcome.judge_exit_code = res.exit_code;
+    s->outcome.judge_timed_out = res.timed_out;
+  }
+  cordon_exec_result_clear(&res);
+  struct cordon_error *destroy_err = NULL;
+  if (cordon_session_destroy(session, rc < 0 ? &destroy_err : err) < 0 && rc == 0)
+    rc = cordon_error_prefix(err, "%s: destroy the judge's session", s->task_id);
+  cordon_error_free(destroy_err);
+  return rc < 0 ? cordon_error_prefix(err, "%s: judge", s->task_id) : 0;
 }
 
 static int terminal_change(struct slot *s, struct cordon_error **err) {
@@ -417,8 +485,10 @@ static int terminal_change(struct slot *s, struct cordon_error **err) {
   return r;
 }
 
-/* Command, terminal snapshot, judge. The snapshot is taken before the judge runs so that what
- * the judge leaves behind (test logs, caches) is not part of the candidate's result. */
+/* Command, terminal snapshot, judge. The snapshot is taken before the judge runs, and the judge
+ * runs in a session of its own resumed from it (see judge()), so what the judge leaves behind
+ * (test logs, caches) is not part of the candidate's result and nothing the candidate left
+ * outside its tree reaches the judge. */
 static int run_step(struct slot *s, struct cordon_error **err) {
   struct race *r = s->race;
   char index_var[64], exit_var[64];
@@ -426,7 +496,7 @@ static int run_step(struct slot *s, struct cordon_error **err) {
   const char *const env[] = {index_var, NULL};
   struct cordon_exec_result res = {0};
   announce(s, CORDON_RACE_RUNNING);
-  if (exec_in(s, r->o->argv, env, &res, err) < 0)
+  if (exec_in(r, s->session, r->o->argv, env, &res, err) < 0)
     return cordon_error_prefix(err, "%s", s->task_id);
   s->outcome.exit_code = res.exit_code;
   s->outcome.timed_out = res.timed_out;
@@ -435,29 +505,35 @@ static int run_step(struct slot *s, struct cordon_error **err) {
     return 0;
   announce(s, CORDON_RACE_SNAPSHOT);
   s->session->max_snapshot_bytes = r->o->max_snapshot_bytes;
-  if (cordon_session_snapshot(s->session, &s->snapshot, err) < 0)
-    return cordon_error_prefix(err, "%s: terminal snapshot", s->task_id);
+  struct cordon_error *snap_err = NULL;
+  if (cordon_session_snapshot(s->session, &s->snapshot, &snap_err) < 0) {
+    if (snap_err && snap_err->kind == CORDON_ERR_INTERRUPTED) {
+      *err = snap_err;
+      return -1;
+    }
+    /* What this candidate left cannot be snapshotted (a tree the walker refuses): it fails,
+     * alone. */
+    return fail_candidate(s, CORDON_RACE_FAILURE_SNAPSHOT, snap_err);
+  }
   if (terminal_change(s, err) < 0)
     return cordon_error_prefix(err, "%s: terminal snapshot %s", s->task_id, s->snapshot);
+  /* Done with the candidate's session: its snapshot is in the store; free the workspace now
+   * rather than hold K of them until the end (and before the judge: it never sees it). */
+  struct cordon_session *session = steal_ptr(&s->session);
+  if (cordon_session_destroy(session, err) < 0)
+    return cordon_error_prefix(err, "%s: destroy", s->task_id);
   if (r->o->judge_argv && r->o->judge_argv[0]) {
     if (stopping(r))
       return 0;
     announce(s, CORDON_RACE_JUDGING);
     snprintf(exit_var, sizeof(exit_var), "CORDON_CANDIDATE_EXIT_CODE=%d", s->outcome.exit_code);
     const char *const judge_env[] = {index_var, exit_var, NULL};
-    if (exec_in(s, r->o->judge_argv, judge_env, &res, err) < 0)
-      return cordon_error_prefix(err, "%s: judge", s->task_id);
-    s->outcome.judged = true;
-    s->outcome.judge_exit_code = res.exit_code;
-    s->outcome.judge_timed_out = res.timed_out;
-    cordon_exec_result_clear(&res);
+    if (judge(s, judge_env, err) < 0)
+      return -1;
+    if (s->failure)
+      return 0;
   }
   cordon_race_score(&s->outcome);
-  /* Done with the session: its snapshot is in the store; free the workspace now rather than
-   * hold K of them until the end. */
-  struct cordon_session *session = steal_ptr(&s->session);
-  if (cordon_session_destroy(session, err) < 0)
-    return cordon_error_prefix(err, "%s: destroy", s->task_id);
   announce(s, CORDON_RACE_DONE);
   return 0;
 }
@@ -547,29 +623,42 @@ static int compare_task_ids(const void *a, const void *b) {
                 ((const struct cordon_race_candidate *)b)->task_id);
 }
 
+/* Rank the candidates that were scored (failed ones are not: closeness 0, never the winner). */
 static int rank(const struct cordon_rank_profile *profile, struct cordon_race_candidate *c,
-                size_t n, size_t *winner, struct cordon_error **err) {
-  _cleanup_free_ struct cordon_rank_candidate *in = calloc(n, sizeof(*in));
-  _cleanup_free_ struct cordon_rank_score *scores = calloc(n * profile->n_axes, sizeof(*scores));
-  if (!in || !scores)
+                size_t n_all, size_t *winner, struct cordon_error **err) {
+  _cleanup_free_ struct cordon_rank_candidate *in = calloc(n_all, sizeof(*in));
+  _cleanup_free_ struct cordon_rank_score *scores =
+      calloc(n_all * profile->n_axes, sizeof(*scores));
+  _cleanup_free_ size_t *of = calloc(n_all, sizeof(*of));
+  if (!in || !scores || !of)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "ranking");
+  size_t n = 0;
+  for (size_t all = 0; all < n_all; all++) {
+    c[all].closeness = 0;
+    if (!c[all].failure)
+      of[n++] = all;
+  }
+  if (n == 0)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "no candidate could be scored (%s)",
+                            c[0].failure_detail);
   for (size_t i = 0; i < n; i++) {
     struct cordon_rank_score *row = scores + i * profile->n_axes;
     for (size_t j = 0; j < profile->n_axes; j++) {
       const char *axis = profile->axes[j].name;
       row[j].axis = axis;
-      row[j].value = !strcmp(axis, CORDON_SCORE_CORRECTNESS) ? c[i].outcome.correctness
-                     : !strcmp(axis, CORDON_SCORE_COST)      ? c[i].outcome.cost
-                                                             : c[i].outcome.reversibility;
+      const struct cordon_race_outcome *x = &c[of[i]].outcome;
+      row[j].value = !strcmp(axis, CORDON_SCORE_CORRECTNESS) ? x->correctness
+                     : !strcmp(axis, CORDON_SCORE_COST)      ? x->cost
+                                                             : x->reversibility;
     }
-    in[i] = (struct cordon_rank_candidate){c[i].task_id, row, profile->n_axes};
+    in[i] = (struct cordon_rank_candidate){c[of[i]].task_id, row, profile->n_axes};
   }
   struct cordon_rank_result *results = NULL;
   if (cordon_rank_topsis(profile, in, n, &results, err) < 0)
     return -1;
   for (size_t i = 0; i < n; i++)
-    c[results[i].input_index].closeness = results[i].closeness;
-  *winner = results[0].input_index;
+    c[of[results[i].input_index]].closeness = results[i].closeness;
+  *winner = of[results[0].input_index];
   cordon_rank_results_free(results, n);
   return 0;
 }
@@ -705,8 +794,11 @@ int cordon_race_run(struct cordon_context *ctx, const struct cordon_race_options
     struct cordon_race_candidate *c = &result->candidates[i];
     memcpy(c->task_id, r.slots[i].task_id, sizeof(c->task_id));
     c->index = i;
-    snprintf(c->snapshot, sizeof(c->snapshot), "%s", r.slots[i].snapshot);
+    snprintf(c->snapshot, sizeof(c->snapshot), "%s",
+             r.slots[i].snapshot && !r.slots[i].failure ? r.slots[i].snapshot : "");
     c->outcome = r.slots[i].outcome;
+    c->failure = r.slots[i].failure;
+    memcpy(c->failure_detail, r.slots[i].failure_detail, sizeof(c->failure_detail));
   }
   if (seal(ctx, o, profile, key, result, err) < 0)
     goto out_mutex;

@@ -288,7 +288,7 @@ static const char *check_ranking(struct body *b, struct cordon_error **err, int 
 static int read_body(const char *text, struct body *b, const char **why,
                      struct cordon_error **err) {
   static const char *const members[] = {"base",   "candidates", "command", "losers", "profile",
-                                        "signer", "type",       "winner",  "judge"};
+                                        "signer", "type",       "winner",  "judge",  "failed"};
   memset(b, 0, sizeof(*b));
   struct cordon_error *perr = NULL;
   if (jcs_parse(text, strlen(text), CORDON_DOCUMENT_MAX, "receipt body", &b->root, &perr) < 0) {
@@ -297,9 +297,9 @@ static int read_body(const char *text, struct body *b, const char **why,
     return 1;
   }
   json_t *root = b->root;
-  if (!has_exactly(root, members, ARRAY_SIZE(members), 1)) {
+  if (!has_exactly(root, members, ARRAY_SIZE(members), 2)) {
     *why = "the body must have exactly base, candidates, command, losers, profile, signer, type "
-           "and winner (and judge when the race had one)";
+           "and winner (and judge when the race had one, failed when a candidate failed)";
     return 1;
   }
   const char *type = json_string_value(json_object_get(root, "type"));
@@ -333,6 +333,39 @@ static int read_body(const char *text, struct body *b, const char **why,
     if (i > 0 && strcmp(b->c[i - 1].task_id, b->c[i].task_id) >= 0) {
       *why = "the candidates are not in strictly increasing task_id order (or one repeats)";
       return 1;
+    }
+  }
+
+  /* Candidates scored as failed: a non-empty list of {reason, task_id}, sorted strictly by
+   * task_id, none of them a ranked candidate, all of them fewer than the race's maximum. */
+  json_t *failed_list = json_object_get(root, "failed");
+  if (failed_list) {
+    static const char *const failed_members[] = {"reason", "task_id"};
+    size_t n_failed = json_array_size(failed_list);
+    if (!json_is_array(failed_list) || n_failed == 0 || b->n + n_failed > CORDON_RACE_MAX_K) {
+      *why = "failed must be a non-empty list of the candidates scored as failed";
+      return 1;
+    }
+    const char *previous = NULL;
+    for (size_t i = 0; i < n_failed; i++) {
+      json_t *x = json_array_get(failed_list, i);
+      const char *task = json_string_value(json_object_get(x, "task_id"));
+      if (!has_exactly(x, failed_members, 2, 0) ||
+          !plain_string(json_object_get(x, "task_id"), CORDON_RACE_TASK_ID_MAX - 1) ||
+          !plain_string(json_object_get(x, "reason"), CORDON_RACE_FAILURE_MAX)) {
+        *why = "a failed candidate must be exactly {reason, task_id}, non-empty strings";
+        return 1;
+      }
+      if (previous && strcmp(previous, task) >= 0) {
+        *why = "the failed candidates are not in strictly increasing task_id order";
+        return 1;
+      }
+      previous = task;
+      for (size_t j = 0; j < b->n; j++)
+        if (!strcmp(b->c[j].task_id, task)) {
+          *why = "a candidate is both ranked and failed";
+          return 1;
+        }
     }
   }
 

@@ -44,6 +44,8 @@ struct restore {
   double last_progress;
   pthread_mutex_t mu;
   struct cordon_error *err;
+  struct snap_manifest ref; /* options->link_from_id, when linking */
+  int ref_fd;               /* options->link_from_dir, or -1 */
 };
 
 struct restore_worker {
@@ -114,9 +116,40 @@ static int restore_blob(struct restore_worker *w, int pfd, const char *name,
                         const struct snap_entry *e, const struct cas_blob *in);
 static unsigned restored_mode(const struct restore *r, unsigned mode);
 
+/* The same file in the reference tree (same path, digest and mode), hard-linked: 1 when done,
+ * 0 to copy instead. The reference is an immutable tree that holds its manifest exactly, so
+ * the path names that file and no component of it is a symlink. */
+static int link_from_ref(struct restore_worker *w, int pfd, const char *name,
+                         const struct snap_entry *e, unsigned mode) {
+  struct restore *r = w->r;
+  size_t lo = 0, hi = r->ref.count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const struct snap_entry *x = &r->ref.entries[mid];
+    int c = snap_path_compare(x->path, x->path_len, e->path, e->path_len);
+    if (c == 0) {
+      if (x->kind != SNAP_FILE || memcmp(x->digest, e->digest, CAS_DIGEST_LEN) ||
+          x->size != e->size || (x->mode & ~(unsigned)(S_ISUID | S_ISGID)) != mode)
+        return 0;
+      if (linkat(r->ref_fd, e->path, pfd, name, 0) < 0)
+        return 0; /* EXDEV, EMLINK, gone: copy */
+      add_progress(w, e->size);
+      return 1;
+    }
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return 0;
+}
+
 static int restore_file(struct restore_worker *w, int pfd, const char *name,
                         const struct snap_entry *e) {
   struct restore *r = w->r;
+  unsigned mode = e->mode & ~(unsigned)(S_ISUID | S_ISGID);
+  if (r->ref_fd >= 0 && !(e->mode & (S_ISUID | S_ISGID)) && link_from_ref(w, pfd, name, e, mode))
+    return 0;
   struct cas_blob in;
   if (cas_blob_open(r->cas, e->digest, &in, &w->err) < 0)
     return cordon_error_prefix(&w->err, "restore %s", e->path);
@@ -381,8 +414,18 @@ int cordon_snapshot_restore(struct cordon_cas *cas, const char *id_hex, const ch
   struct snap_manifest m;
   if (snap_load_manifest(cas, id, &m, err) < 0)
     return -1;
-  struct restore r = {.cas = cas, .o = o, .m = &m, .rootfd = -1, .umask = current_umask()};
+  struct restore r = {
+      .cas = cas, .o = o, .m = &m, .rootfd = -1, .umask = current_umask(), .ref_fd = -1};
   pthread_mutex_init(&r.mu, NULL);
+  /* A reference tree to link from: best effort, it only saves copies. */
+  unsigned char ref_id[CAS_DIGEST_LEN];
+  if (o->link_from_dir && o->link_from_id) {
+    struct cordon_error *ignored = NULL;
+    if (snap_parse_id(o->link_from_id, ref_id, &ignored) == 0 &&
+        snap_load_manifest(cas, ref_id, &r.ref, &ignored) == 0)
+      r.ref_fd = open(o->link_from_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    cordon_error_free(ignored);
+  }
   _cleanup_free_ char *parent = NULL, *base = NULL, *tmp = NULL, *suffix = NULL;
   int parentfd = -1, rc = -1;
   bool made = false;
@@ -468,6 +511,9 @@ out:
   }
   if (r.rootfd >= 0)
     close(r.rootfd);
+  if (r.ref_fd >= 0)
+    close(r.ref_fd);
+  snap_manifest_free(&r.ref);
   if (parentfd >= 0)
     close(parentfd);
   free(r.work);

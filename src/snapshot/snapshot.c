@@ -421,6 +421,28 @@ int cordon_snapshot_forget(struct cordon_cas *cas, const char *id_hex, struct co
 
 /* ---- overlay bases and terminal snapshots ------------------------------------------------- */
 
+/* The base id was noted as derived from (cordon_snapshot_note_parent), when that base exists:
+ * its path (malloc'd), its id in parent. NULL otherwise. */
+static char *parent_base(const char *bases_dir, const char *id_hex,
+                         char parent[CORDON_DIGEST_HEX_SIZE]) {
+  _cleanup_free_ char *note = NULL;
+  if (asprintf(&note, "%s/.parent-%s", bases_dir, id_hex) < 0)
+    return NULL;
+  _cleanup_close_ int fd = open(note, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 || read(fd, parent, CORDON_DIGEST_HEX_SIZE - 1) != CORDON_DIGEST_HEX_SIZE - 1)
+    return NULL;
+  parent[CORDON_DIGEST_HEX_SIZE - 1] = 0;
+  char *path = NULL;
+  struct stat st;
+  if (!cordon_digest_valid(parent) || asprintf(&path, "%s/%s", bases_dir, parent) < 0)
+    return NULL;
+  if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+    free(path);
+    return NULL;
+  }
+  return path;
+}
+
 int cordon_snapshot_materialize_base(struct cordon_cas *cas, const char *id_hex,
                                      const char *bases_dir, char **path_out,
                                      struct cordon_error **err) {
@@ -437,8 +459,18 @@ int cordon_snapshot_materialize_base(struct cordon_cas *cas, const char *id_hex,
   struct stat st;
   if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
     goto done;
+  /* A terminal snapshot of an overlay over another base: link what it shares with that base. */
+  struct cordon_restore_options ro = {0};
+  char parent[CORDON_DIGEST_HEX_SIZE] = "";
+  char *parent_path = parent_base(bases_dir, id_hex, parent);
+  if (parent_path) {
+    ro.link_from_dir = parent_path;
+    ro.link_from_id = parent;
+  }
   struct cordon_error *restore_err = NULL;
-  if (cordon_snapshot_restore(cas, id_hex, path, NULL, &restore_err) < 0) {
+  int restored = cordon_snapshot_restore(cas, id_hex, path, &ro, &restore_err);
+  free(parent_path);
+  if (restored < 0) {
     /* Another process may have won the race; its base is as good as ours. */
     if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
       cordon_error_free(restore_err);
@@ -454,6 +486,20 @@ done:
   if (path_out)
     *path_out = steal_ptr(&path);
   return 0;
+}
+
+int cordon_snapshot_note_parent(const char *bases_dir, const char *id, const char *parent_id,
+                                struct cordon_error **err) {
+  if (!cordon_digest_valid(id) || !cordon_digest_valid(parent_id))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "note parent: not snapshot ids");
+  if (!strcmp(id, parent_id))
+    return 0;
+  if (fs_mkdir_p(bases_dir, 0700, err) < 0)
+    return -1;
+  _cleanup_free_ char *note = NULL;
+  if (asprintf(&note, "%s/.parent-%s", bases_dir, id) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "note parent");
+  return fs_write_atomic(note, parent_id, strlen(parent_id), 0600, err);
 }
 
 static bool in_subtree(const struct snap_entry *e, const char *prefix, size_t prefix_len) {
@@ -542,6 +588,9 @@ int cordon_snapshot_take_overlay(struct cordon_cas *cas, const char *base_hex,
       .exclude = (const char *const *)s.exclude,
       .threads = o->threads,
       .overlay = true,
+      .marker_prefix = o->overlay_xattrs == CORDON_OVERLAY_XATTRS_TRUSTED ? "trusted.overlay."
+                       : o->overlay_xattrs == CORDON_OVERLAY_XATTRS_USER  ? "user.overlay."
+                                                                          : NULL,
       .threshold = statcache_threshold(),
       .skip = s.skip,
       .n_skip = s.n_skip,

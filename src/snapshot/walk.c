@@ -177,18 +177,30 @@ static int by_name(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
-static bool xattr_is(int fd, const char *trusted, const char *user, const char *value) {
-  char buf[8];
-  size_t vl = strlen(value);
-  ssize_t n = fgetxattr(fd, trusted, buf, sizeof(buf));
-  if (n == (ssize_t)vl && !memcmp(buf, value, vl))
-    return true;
-  n = fgetxattr(fd, user, buf, sizeof(buf));
-  return n == (ssize_t)vl && !memcmp(buf, value, vl);
+/* An overlay marker of the mount's own namespace (o->marker_prefix + name): 1 present (its
+ * value, up to cap bytes, in buf, *len its length), 0 absent, -1 unreadable (errno set). Only
+ * that namespace counts: a sandbox sets xattrs of the other one freely through the merged
+ * view, so they are content. */
+static int marker_get(const struct walk_options *o, int fd, const char *name, char *buf, size_t cap,
+                      size_t *len) {
+  if (!o->marker_prefix)
+    return 0;
+  char full[64];
+  snprintf(full, sizeof(full), "%s%s", o->marker_prefix, name);
+  ssize_t n = fgetxattr(fd, full, buf, cap);
+  if (n >= 0) {
+    *len = (size_t)n;
+    return 1;
+  }
+  if (errno == ENODATA || errno == ENOTSUP)
+    return 0;
+  return -1;
 }
 
-static bool xattr_present(int fd, const char *trusted, const char *user) {
-  return fgetxattr(fd, trusted, NULL, 0) >= 0 || fgetxattr(fd, user, NULL, 0) >= 0;
+static int marker_error(struct worker *w, const struct walk_node *n, const char *name) {
+  return cordon_error_set(&w->err, CORDON_ERR_INVALID, errno,
+                          "upper layer entry %s: cannot read its overlay marker %s%s",
+                          *n->path ? n->path : ".", w->tree->o->marker_prefix, name);
 }
 
 static struct walk_node *new_child(struct worker *w, const struct walk_node *parent,
@@ -335,12 +347,20 @@ static int process_dir(struct worker *w, struct walk_node *node) {
   node->mode = (uint16_t)(st.st_mode & 07777);
   node->kind = SNAP_DIR;
   if (t->o->overlay) {
-    if (xattr_present(fd, "trusted.overlay.redirect", "user.overlay.redirect"))
+    char value[8];
+    size_t len = 0;
+    int m = marker_get(t->o, fd, "redirect", NULL, 0, &len);
+    if (m < 0)
+      return marker_error(w, node, "redirect");
+    if (m > 0)
       return cordon_error_set(&w->err, CORDON_ERR_UNSUPPORTED, 0,
                               "upper layer directory %s is a redirect (overlayfs redirect_dir); "
                               "cannot snapshot it against the base",
                               *node->path ? node->path : ".");
-    node->opaque = xattr_is(fd, "trusted.overlay.opaque", "user.overlay.opaque", "y");
+    m = marker_get(t->o, fd, "opaque", value, sizeof(value), &len);
+    if (m < 0 && errno != ERANGE)
+      return marker_error(w, node, "opaque");
+    node->opaque = m > 0 && len == 1 && value[0] == 'y';
   }
   size_t n = 0;
   for (;;) {
@@ -576,15 +596,24 @@ static int process_file(struct worker *w, struct walk_node *n) {
     return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0,
                             "%s changed type while the snapshot was taken", n->path);
   /* An "xwhiteout" (overlayfs 6.7+): an empty file marked as a whiteout by an xattr. */
-  if (t->o->overlay && xattr_present(fd, "trusted.overlay.whiteout", "user.overlay.whiteout")) {
-    n->whiteout = true;
-    return 0;
+  if (t->o->overlay) {
+    size_t len = 0;
+    int m = marker_get(t->o, fd, "whiteout", NULL, 0, &len);
+    if (m < 0)
+      return marker_error(w, n, "whiteout");
+    if (m > 0) {
+      n->whiteout = true;
+      return 0;
+    }
+    m = marker_get(t->o, fd, "metacopy", NULL, 0, &len);
+    if (m < 0)
+      return marker_error(w, n, "metacopy");
+    if (m > 0)
+      return cordon_error_set(&w->err, CORDON_ERR_UNSUPPORTED, 0,
+                              "upper layer file %s is a metacopy (overlayfs metacopy=on); "
+                              "its data lives in the lower layer",
+                              n->path);
   }
-  if (t->o->overlay && xattr_present(fd, "trusted.overlay.metacopy", "user.overlay.metacopy"))
-    return cordon_error_set(&w->err, CORDON_ERR_UNSUPPORTED, 0,
-                            "upper layer file %s is a metacopy (overlayfs metacopy=on); "
-                            "its data lives in the lower layer",
-                            n->path);
   uint64_t size = 0;
   if (is_sparse(&st)) {
     if (stage_sparse(w, n, fd, &st, &size) < 0)

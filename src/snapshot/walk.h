@@ -50,8 +50,11 @@ struct walk_options {
   unsigned threads;
   const struct statcache *cache; /* NULL: hash everything */
   bool overlay;                  /* upper-layer mode: whiteouts, opaque dirs, no redirects */
-  struct timespec threshold;     /* racy-timestamp threshold */
-  const struct walk_skip *skip;  /* directories never entered (the store) */
+  /* overlay mode: "trusted.overlay." or "user.overlay.", the only xattrs read as markers;
+   * NULL: none (only character devices 0/0 are whiteouts) */
+  const char *marker_prefix;
+  struct timespec threshold;    /* racy-timestamp threshold */
+  const struct walk_skip *skip; /* directories never entered (the store) */
   size_t n_skip;
   const struct cordon_progress *progress;
   /* The walk fails (CORDON_ERR_DENIED) once the regular files it saw hold more than this many

@@ -348,3 +348,117 @@ stored_in() {
   [ -z "$(ls -A "$PROJECT/.cordon/cas/tmp")" ]
   [ "$(sessions_left)" -eq 0 ]
 }
+
+# ---- findings 10 and 11: a candidate cannot forge its snapshot nor reach the judge ----------
+
+ns_snapshot_or_skip() {
+  $CORDON backends --json | tr -d ' \n' | grep -q '"name":"ns"[^}]*"snapshot"' ||
+    skip "the ns backend does not declare SNAPSHOT (yet)"
+  [ "$(id -u)" -eq 0 ] || skip "ns candidates are overlay forks only as root"
+  [ -x "${PROBE:-}" ] || skip "the escape probe is not built (PROBE=${PROBE:-unset})"
+}
+
+# A base with the probe in it (the sandbox has no setfattr) and a directory of two files.
+probe_base() {
+  mkdir -p ptree/d
+  cp "$PROBE" ptree/probe
+  printf 'one\n' > ptree/d/one
+  printf 'two\n' > ptree/d/two
+  "$CORDON" snapshot take ptree
+}
+
+# The change a receipt records for one candidate, as "added removed modified".
+change_of() {
+  jq -r --arg t "$2" '.body.candidates[] | select(.task_id == $t) |
+    "\(.change.added) \(.change.removed) \(.change.modified)"' "$1"
+}
+
+@test "ns: user.overlay.* set from inside is content, not a whiteout or an opaque dir (finding 10)" {
+  ns_snapshot_or_skip
+  PBASE=$(probe_base)
+  # Candidate 0 writes the same 100 bytes as candidate 1, plus 5000 bytes of junk that it marks
+  # as a whiteout, and marks d opaque: read as markers, its junk vanished and its cost looked
+  # like candidate 1's. Both must count what is in the tree.
+  run $CORDON race --backend ns --base "$PBASE" --k 2 --out r.json -- sh -c '
+    head -c 100 /dev/zero > out
+    [ "$CORDON_CANDIDATE_INDEX" -eq 0 ] || exit 0
+    head -c 5000 /dev/zero > junk
+    ./probe set-xattr junk user.overlay.whiteout y &&
+    ./probe set-xattr d user.overlay.opaque y &&
+    ./probe set-xattr d/one user.overlay.whiteout y'
+  [ "$status" -eq 0 ]
+  # junk and out added; d/one copied up (same content), nothing removed.
+  [ "$(change_of r.json candidate-0)" = "2 0 0" ]
+  [ "$(change_of r.json candidate-1)" = "1 0 0" ]
+  [ "$(winner_of r.json)" = "candidate-1" ]
+  snap=$(jq -r '.body.candidates[] | select(.task_id == "candidate-0") | .snapshot' r.json)
+  run $CORDON snapshot show "$snap"
+  [[ "$output" == *" junk"* ]]
+  [[ "$output" == *" d/one"* ]]
+  [[ "$output" == *" d/two"* ]]
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+}
+
+@test "ns: a user.overlay.metacopy on one candidate's file does not end the race (finding 10)" {
+  ns_snapshot_or_skip
+  PBASE=$(probe_base)
+  run $CORDON race --backend ns --base "$PBASE" --k 2 --out r.json -- sh -c '
+    if [ "$CORDON_CANDIDATE_INDEX" -eq 0 ]; then
+      head -c 300 /dev/zero > out && ./probe set-xattr out user.overlay.metacopy ""
+    else
+      head -c 100 /dev/zero > out
+    fi'
+  [ "$status" -eq 0 ]
+  [ "$(winner_of r.json)" = "candidate-1" ]
+  [ "$(change_of r.json candidate-0)" = "1 0 0" ]
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  [ "$(sessions_left)" -eq 0 ]
+}
+
+@test "ns: the judge runs in a fresh sandbox from the snapshot, not the candidate's (finding 11)" {
+  ns_snapshot_or_skip
+  # The candidate plants a file in /tmp and a process that would answer for the judge; the
+  # judge passes only when it sees neither, and sees the candidate's tree.
+  run $CORDON race --backend ns --base "$BASE" --k 2 --out r.json \
+    --judge sh --judge -c --judge 'test -s out && ! test -e /tmp/planted && ! test -e /tmp/alive' \
+    -- sh -c 'echo x > out; echo yes > /tmp/planted; (sh -c "sleep 1; touch /tmp/alive; sleep 30" &)'
+  [ "$status" -eq 0 ]
+  [ "$(jq '[.body.candidates[].outcome.judge_exit_code] | add' r.json)" -eq 0 ]
+  [ "$(jq '[.body.candidates[].scores.correctness] | add' r.json)" -eq 2 ]
+  [ "$(sessions_left)" -eq 0 ]
+}
+
+docker_or_skip() {
+  why=$(CORDON_PROJECT=$(mktemp -d) "$CORDON" backends --json 2>&1 | tr -d '\n' |
+    grep -o '"name": "docker"[^}]*' | grep -o '"unavailable_reason": "[^"]*"' || true)
+  [ -z "$why" ] || skip "docker backend unavailable: ${why#*: }"
+  export CORDON_DOCKER_IMAGE=${CORDON_DOCKER_IMAGE:-cordon-test:busybox}
+}
+
+@test "docker: a candidate cannot replace /bin/grep for the judge (read-only root, not root) (finding 11)" {
+  docker_or_skip
+  # The candidate writes its answer, then tries to make grep always succeed; its exit code is
+  # that attempt's. The judge's grep must still tell "x" from nothing.
+  run $CORDON race --backend docker --base "$BASE" --k 1 --out r.json \
+    --judge sh --judge -c --judge 'grep -q "^x$" out && ! grep -q . /dev/null && [ "$(id -u)" -ne 0 ]' \
+    -- sh -c 'echo x > out; printf "#!/bin/sh\nexit 0\n" > /bin/grep || exit 7; chmod 755 /bin/grep'
+  [ "$status" -eq 0 ]
+  [ "$(jq '.body.candidates[0].outcome.exit_code' r.json)" -eq 7 ]
+  [ "$(jq '.body.candidates[0].outcome.judge_exit_code' r.json)" -eq 0 ]
+  [ "$(sessions_left)" -eq 0 ]
+}
+
+@test "docker: a resumed session runs as non-root on a read-only root; host writes stay its own" {
+  docker_or_skip
+  [ "$(id -u)" -eq 0 ] || skip "the workspace is given to the sandbox's user only by root"
+  sid=$($CORDON session create --backend docker --from "$BASE")
+  echo data | $CORDON session write "$sid" d1/d2/new.txt
+  run $CORDON session exec "$sid" -- sh -c 'id -u; echo more >> d1/d2/new.txt && echo more >> a &&
+    echo written; touch /etc/x 2>/dev/null || echo ro-root; touch /tmp/x && echo tmp'
+  $CORDON session destroy "$sid"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = 65534 ]
+  [[ "$output" == *written*ro-root*tmp* ]]
+}

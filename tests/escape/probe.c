@@ -1162,6 +1162,15 @@ static int rewrite_file(const char *path, int n_pairs, char **pairs) {
   return verdict(ESCAPED, "rewrite-file", "rewrote %d fields of %s", replaced, path);
 }
 
+/* Set an extended attribute on PATH (not following a symlink): a tool for attacks on what is
+ * read from a sandbox's tree afterwards (a forged overlay marker, finding 10). "ESCAPED" (0)
+ * when the xattr was set. */
+static int set_xattr(const char *path, const char *name, const char *value) {
+  if (lsetxattr(path, name, value, strlen(value), 0) == 0)
+    return verdict(ESCAPED, "set-xattr", "%s on %s", name, path);
+  return BLOCK_ERRNO("set-xattr", name);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2)
@@ -1238,6 +1247,8 @@ int main(int argc, char **argv) {
     return plant_listener(a, b, atoi(argv[4]));
   if (!strcmp(v, "rewrite-file") && a && b && argc > 4)
     return rewrite_file(a, argc - 3, argv + 3);
+  if (!strcmp(v, "set-xattr") && a && b && argc > 4)
+    return set_xattr(a, b, argv[4]);
   int r = syscalls(v);
   if (r != BROKEN)
     return r;

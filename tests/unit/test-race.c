@@ -428,8 +428,9 @@ static void test_candidate_fails_to_start(void **state) {
   assert_nothing_ran(f, out);
 }
 
-/* A backend whose second terminal snapshot fails: the race stops, destroys every session and
- * reports that failure; nothing is signed, audited or written. */
+/* A backend whose second terminal snapshot fails (as a candidate's forged overlay metacopy
+ * did): that candidate is scored as failed, alone, and named in the receipt; the others are
+ * ranked, one of them wins, the receipt verifies and no session is left. */
 static int snapshots;
 
 static int failing_snapshot(struct cordon_session *s, char **snapshot_id,
@@ -442,7 +443,13 @@ static int failing_snapshot(struct cordon_session *s, char **snapshot_id,
   return cordon_backend_worktree.snapshot(s, snapshot_id, err);
 }
 
-static void test_candidate_fails_while_running(void **state) {
+static int failing_every_snapshot(struct cordon_session *s, char **snapshot_id,
+                                  struct cordon_error **err) {
+  (void)s, (void)snapshot_id;
+  return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0, "injected: a metacopy");
+}
+
+static void test_candidate_fails_alone(void **state) {
   struct fixture *f = *state;
   _cleanup_free_ char *out = path_in(f, "r.json");
   struct cordon_backend flaky = cordon_backend_worktree;
@@ -450,14 +457,70 @@ static void test_candidate_fails_while_running(void **state) {
   snapshots = 0;
   struct cordon_race_options o = options(f, 4, out);
   o.backend = &flaky;
+  o.jobs = 1; /* the second snapshot is candidate-1's */
   struct cordon_race_result res = {0};
+  race_ok(f, &o, &res);
+  assert_int_equal(res.n_candidates, 4);
+  size_t failed = 0;
+  for (size_t i = 0; i < res.n_candidates; i++) {
+    const struct cordon_race_candidate *c = &res.candidates[i];
+    if (!c->failure)
+      continue;
+    failed++;
+    assert_string_equal(c->task_id, "candidate-1");
+    assert_string_equal(c->failure, CORDON_RACE_FAILURE_SNAPSHOT);
+    assert_non_null(strstr(c->failure_detail, "injected snapshot failure"));
+    assert_true(res.winner != i);
+  }
+  assert_int_equal(failed, 1);
+  assert_non_null(strstr(res.receipt, "\"failed\":[{\"reason\":\"" CORDON_RACE_FAILURE_SNAPSHOT
+                                      "\",\"task_id\":\"candidate-1\"}]"));
+  assert_int_equal(verify(f, res.receipt, res.receipt_length, f->kid), CORDON_VERDICT_VERIFIED);
+  assert_int_equal(count_sessions(f), 0);
+  cordon_race_result_clear(&res);
+  /* Every snapshot failing: no candidate to rank, the race fails and nothing is sealed. */
+  snapshots = -100;
+  flaky.snapshot = failing_every_snapshot;
   struct cordon_error *err = NULL;
+  _cleanup_free_ char *out2 = path_in(f, "r2.json");
+  o.out_path = out2;
   assert_true(cordon_race_run(f->ctx, &o, &res, &err) < 0);
-  assert_non_null(err);
-  assert_int_equal(err->kind, CORDON_ERR_INTEGRITY);
-  assert_non_null(strstr(err->message, "injected snapshot failure"));
+  assert_non_null(strstr(err->message, "no candidate could be scored"));
   cordon_error_free(err);
-  assert_nothing_ran(f, out);
+  struct stat st;
+  assert_true(stat(out2, &st) < 0);
+  assert_int_equal(count_sessions(f), 0);
+}
+
+/* The judge runs on the candidate's snapshot in a fresh session, never in the candidate's own:
+ * a file the candidate leaves outside its tree (here: beside the worktree session, in the
+ * session's state) or a process it leaves running cannot reach it. On worktree the candidate's
+ * "outside" is its session directory; the judge checks that the marker the candidate wrote
+ * there is gone and that the workspace is the snapshot. */
+static void test_judge_in_fresh_session(void **state) {
+  struct fixture *f = *state;
+  _cleanup_free_ char *out = path_in(f, "r.json");
+  /* Each candidate writes "mine" in its tree and "../outside" beside it; the judge passes only
+   * when it sees "mine" (the snapshot) and not "../outside" (the candidate's session). */
+  static const char *const cmd[] = {
+      "sh", "-c",
+      "echo $CORDON_CANDIDATE_INDEX > mine; echo left > ../outside.$$; "
+      "echo $$ > pid",
+      NULL};
+  static const char *const judge[] = {"sh", "-c",
+                                      "test -s mine && ! ls ../outside.* >/dev/null 2>&1", NULL};
+  struct cordon_race_options o = options(f, 2, out);
+  o.argv = cmd;
+  o.judge_argv = judge;
+  struct cordon_race_result res = {0};
+  race_ok(f, &o, &res);
+  for (size_t i = 0; i < res.n_candidates; i++) {
+    assert_true(res.candidates[i].outcome.judged);
+    assert_int_equal(res.candidates[i].outcome.judge_exit_code, 0);
+  }
+  assert_int_equal(verify(f, res.receipt, res.receipt_length, f->kid), CORDON_VERDICT_VERIFIED);
+  assert_int_equal(count_sessions(f), 0);
+  cordon_race_result_clear(&res);
 }
 
 /* A command past its timeout: killed, reported, scored as incorrect; the others unaffected. */
@@ -567,6 +630,20 @@ static void alter_order(json_t *body) {
   json_array_remove(c, 0);
   json_array_append_new(c, first);
 }
+/* A ranked candidate also listed as failed; a failed entry with a member too many. */
+static void alter_failed_and_ranked(json_t *body) {
+  json_object_set_new(
+      body, "failed",
+      json_pack("[{s:s, s:s}]", "reason", CORDON_RACE_FAILURE_SNAPSHOT, "task_id", "candidate-1"));
+}
+static void alter_failed_malformed(json_t *body) {
+  json_object_set_new(body, "failed",
+                      json_pack("[{s:s, s:s, s:s}]", "reason", "x", "task_id", "candidate-9",
+                                "detail", "/host/path"));
+}
+static void alter_failed_empty(json_t *body) {
+  json_object_set_new(body, "failed", json_array());
+}
 /* Scores consistent with a change that is not what the snapshots show. */
 static void alter_change(json_t *body) {
   json_t *c = candidate(body, 3);
@@ -582,9 +659,17 @@ static void test_consistency_checks(void **state) {
   struct cordon_race_result res = {0};
   race_ok(f, &o, &res);
   assert_int_equal(resign_and_verify(f, res.receipt, alter_nothing), CORDON_VERDICT_VERIFIED);
-  void (*alterations[])(json_t *) = {alter_winner_to_loser, alter_drop_loser, alter_score,
-                                     alter_closeness,       alter_digest,     alter_unknown_member,
-                                     alter_order,           alter_change};
+  void (*alterations[])(json_t *) = {alter_winner_to_loser,
+                                     alter_drop_loser,
+                                     alter_score,
+                                     alter_closeness,
+                                     alter_digest,
+                                     alter_unknown_member,
+                                     alter_order,
+                                     alter_change,
+                                     alter_failed_and_ranked,
+                                     alter_failed_malformed,
+                                     alter_failed_empty};
   for (size_t i = 0; i < sizeof(alterations) / sizeof(alterations[0]); i++) {
     enum cordon_verdict v = resign_and_verify(f, res.receipt, alterations[i]);
     if (v != CORDON_VERDICT_FAILED)
@@ -768,7 +853,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_judge_and_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refused_before_anything_runs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_candidate_fails_to_start, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_candidate_fails_while_running, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_candidate_fails_alone, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_judge_in_fresh_session, setup, teardown),
       cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_flipped_byte_fails, setup, teardown),
       cmocka_unit_test_setup_teardown(test_consistency_checks, setup, teardown),

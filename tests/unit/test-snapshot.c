@@ -1311,7 +1311,7 @@ static void test_overlay_terminal_snapshot(void **state) {
   /* An xwhiteout (an empty file carrying a whiteout xattr) deletes too. */
   mks(upper, "keep2", "", 0644);
   char *xw = path_of(f, "ov-upper/keep2");
-  assert_int_equal(setxattr(xw, "user.overlay.whiteout", "", 0, 0), 0);
+  assert_int_equal(setxattr(xw, "trusted.overlay.whiteout", "", 0, 0), 0);
   free(xw);
   /* What the merged view looks like. */
   mks(expect, "a/x", "x2\n", 0644);
@@ -1325,7 +1325,8 @@ static void test_overlay_terminal_snapshot(void **state) {
   take(f, expect, want);
   struct cordon_snapshot_stats st;
   struct cordon_error *err = NULL;
-  must(cordon_snapshot_take_overlay(f->cas, base_id, upper, NULL, got, &st, &err), err,
+  const struct cordon_snapshot_options trusted = {.overlay_xattrs = CORDON_OVERLAY_XATTRS_TRUSTED};
+  must(cordon_snapshot_take_overlay(f->cas, base_id, upper, &trusted, got, &st, &err), err,
        "overlay snapshot");
   assert_string_equal(got, want);
   /* Only the upper layer was read. */
@@ -1333,13 +1334,112 @@ static void test_overlay_terminal_snapshot(void **state) {
   /* Redirects are refused rather than misread. */
   char *a = path_of(f, "ov-upper/a");
   assert_int_equal(setxattr(a, "trusted.overlay.redirect", "/elsewhere", 10, 0), 0);
-  assert_true(cordon_snapshot_take_overlay(f->cas, base_id, upper, NULL, got, NULL, &err) < 0);
+  assert_true(cordon_snapshot_take_overlay(f->cas, base_id, upper, &trusted, got, NULL, &err) < 0);
   assert_int_equal(err->kind, CORDON_ERR_UNSUPPORTED);
   cordon_error_free(err);
   free(a);
   free(base);
   free(upper);
   free(expect);
+}
+
+/* Overlay markers count only in the namespace the overlay was mounted with: a sandbox sets
+ * user.overlay.* through an overlay mounted with trusted xattrs (finding 10), and those must
+ * not delete or hide anything, nor fail the snapshot. */
+static void test_overlay_markers_of_other_namespace(void **state) {
+  struct fixture *f = *state;
+  char *base = path_of(f, "om-base"), *upper = path_of(f, "om-upper");
+  mks(base, "dir/inside", "inside\n", 0644);
+  mks(base, "gone", "gone\n", 0644);
+  mks(base, "meta", "meta\n", 0644);
+  char base_id[CORDON_DIGEST_HEX_SIZE];
+  take(f, base, base_id);
+  /* Copied up with the forged markers: an empty file marked as a whiteout, a directory
+   * marked opaque, a file marked as a metacopy. */
+  mks(upper, "gone", "", 0644);
+  mks(upper, "meta", "meta\n", 0644);
+  mks(upper, "dir/added", "added\n", 0644);
+  char *gone = path_of(f, "om-upper/gone"), *dir = path_of(f, "om-upper/dir"),
+       *meta = path_of(f, "om-upper/meta");
+  if (setxattr(gone, "user.overlay.whiteout", "y", 1, 0) < 0 && errno == ENOTSUP) {
+    free(gone), free(dir), free(meta), free(base), free(upper);
+    skip(); /* no user xattrs on this file system */
+  }
+  assert_int_equal(setxattr(dir, "user.overlay.opaque", "y", 1, 0), 0);
+  assert_int_equal(setxattr(meta, "user.overlay.metacopy", "", 0, 0), 0);
+  /* What the merged view holds: everything, "gone" emptied. */
+  char *expect = path_of(f, "om-expect");
+  mks(expect, "dir/inside", "inside\n", 0644);
+  mks(expect, "dir/added", "added\n", 0644);
+  mks(expect, "gone", "", 0644);
+  mks(expect, "meta", "meta\n", 0644);
+  char want[CORDON_DIGEST_HEX_SIZE], got[CORDON_DIGEST_HEX_SIZE];
+  take(f, expect, want);
+  struct cordon_error *err = NULL;
+  const struct cordon_snapshot_options trusted = {.overlay_xattrs = CORDON_OVERLAY_XATTRS_TRUSTED};
+  must(cordon_snapshot_take_overlay(f->cas, base_id, upper, &trusted, got, NULL, &err), err,
+       "overlay snapshot, trusted markers");
+  assert_string_equal(got, want);
+  /* No options: no xattr marker counts at all. */
+  must(cordon_snapshot_take_overlay(f->cas, base_id, upper, NULL, got, NULL, &err), err,
+       "overlay snapshot, no markers");
+  assert_string_equal(got, want);
+  /* An overlay mounted with userxattr: now they are its markers (and a metacopy is refused). */
+  const struct cordon_snapshot_options user = {.overlay_xattrs = CORDON_OVERLAY_XATTRS_USER};
+  assert_true(cordon_snapshot_take_overlay(f->cas, base_id, upper, &user, got, NULL, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_UNSUPPORTED);
+  assert_non_null(strstr(err->message, "metacopy"));
+  cordon_error_free(err);
+  err = NULL;
+  assert_int_equal(removexattr(meta, "user.overlay.metacopy"), 0);
+  must(cordon_snapshot_take_overlay(f->cas, base_id, upper, &user, got, NULL, &err), err,
+       "overlay snapshot, user markers");
+  char *expect2 = path_of(f, "om-expect2");
+  mks(expect2, "dir/added", "added\n", 0644);
+  mks(expect2, "meta", "meta\n", 0644);
+  take(f, expect2, want);
+  assert_string_equal(got, want);
+  free(gone), free(dir), free(meta), free(base), free(upper), free(expect), free(expect2);
+}
+
+/* A restore that links from a reference tree: files the same there (path, digest, mode) are
+ * hard links to it, the rest copied, and the tree is the snapshot's. */
+static void test_restore_links_from_reference(void **state) {
+  struct fixture *f = *state;
+  char *tree = path_of(f, "lr"), *ref = path_of(f, "lr-ref"), *out = path_of(f, "lr-out");
+  mks(tree, "same", "same\n", 0644);
+  mks(tree, "sub/changed", "old\n", 0644);
+  mks(tree, "moded", "moded\n", 0644);
+  char ref_id[CORDON_DIGEST_HEX_SIZE], id[CORDON_DIGEST_HEX_SIZE], back[CORDON_DIGEST_HEX_SIZE];
+  take(f, tree, ref_id);
+  struct cordon_error *err = NULL;
+  must(cordon_snapshot_restore(f->cas, ref_id, ref, NULL, &err), err, "restore reference");
+  mks(tree, "sub/changed", "new\n", 0644);
+  char *moded = path_of(f, "lr/moded");
+  assert_int_equal(chmod(moded, 0600), 0);
+  take(f, tree, id);
+  struct cordon_restore_options o = {.link_from_dir = ref, .link_from_id = ref_id};
+  must(cordon_snapshot_restore(f->cas, id, out, &o, &err), err, "restore linked");
+  take(f, out, back);
+  assert_string_equal(back, id);
+  struct stat a, b;
+  char *p1 = path_of(f, "lr-ref/same"), *p2 = path_of(f, "lr-out/same");
+  assert_int_equal(stat(p1, &a), 0);
+  assert_int_equal(stat(p2, &b), 0);
+  assert_true(a.st_ino == b.st_ino);
+  free(p1), free(p2);
+  p1 = path_of(f, "lr-ref/sub/changed"), p2 = path_of(f, "lr-out/sub/changed");
+  assert_int_equal(stat(p1, &a), 0);
+  assert_int_equal(stat(p2, &b), 0);
+  assert_true(a.st_ino != b.st_ino);
+  free(p1), free(p2);
+  p1 = path_of(f, "lr-ref/moded"), p2 = path_of(f, "lr-out/moded");
+  assert_int_equal(stat(p1, &a), 0);
+  assert_int_equal(stat(p2, &b), 0);
+  assert_true(a.st_ino != b.st_ino);
+  assert_int_equal(b.st_mode & 07777, 0600);
+  assert_int_equal(a.st_mode & 07777, 0644);
+  free(p1), free(p2), free(moded), free(tree), free(ref), free(out);
 }
 
 static void test_materialize_base(void **state) {
@@ -1616,6 +1716,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_kill9_during_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(test_live_tree, setup, teardown),
       cmocka_unit_test_setup_teardown(test_overlay_terminal_snapshot, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_overlay_markers_of_other_namespace, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_restore_links_from_reference, setup, teardown),
       cmocka_unit_test_setup_teardown(test_materialize_base, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exclude_and_store_inside, setup, teardown),

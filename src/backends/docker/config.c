@@ -283,6 +283,8 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
     return cordon_error_set(err, CORDON_ERR_INVALID, 0,
                             "container configuration: a path or name is not valid UTF-8 (the "
                             "Docker engine API carries text only)");
+  if (spec->read_only_root)
+    json_object_set_new(host, "ReadonlyRootfs", json_true());
   if (l->memory_bytes) {
     json_object_set_new(host, "Memory", json_integer((json_int_t)l->memory_bytes));
     /* No swap beyond the limit, where the host accounts swap at all. */

@@ -56,12 +56,16 @@ struct docker_container_spec {
   const char *project_state_dir;
   const char *creator; /* creator_identity() of the creating process; NULL: unknown */
   bool ephemeral;
-  const char *workspace;               /* host path (real) */
-  const char *root;                    /* where it appears in the container */
-  const char *init_path;               /* host path of cordon-docker-init */
-  const char *agent_dir;               /* host path of the exec agent's directory; NULL: no agent */
-  const char *empty_file;              /* host path of an empty read-only file, for hidden files */
-  const char *user;                    /* "UID:GID" */
+  const char *workspace;  /* host path (real) */
+  const char *root;       /* where it appears in the container */
+  const char *init_path;  /* host path of cordon-docker-init */
+  const char *agent_dir;  /* host path of the exec agent's directory; NULL: no agent */
+  const char *empty_file; /* host path of an empty read-only file, for hidden files */
+  const char *user;       /* "UID:GID" */
+  /* A read-only root file system (sessions resumed from a snapshot: race candidates and
+   * judges): nothing a command does outside the workspace and /tmp (every container's own capped
+   * tmpfs, HostConfig.Tmpfs) persists. */
+  bool read_only_root;
   const char *network;                 /* NetworkMode */
   const struct confine_path *allow_ro; /* host paths granted read-only: source -> path */
   size_t n_allow_ro;

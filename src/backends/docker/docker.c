@@ -23,6 +23,7 @@
  * `cordon gc` can find the ones a crash left behind. */
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -67,6 +68,9 @@
 #define DRAIN_AFTER_KILL 3.0
 #define INSPECT_SETTLE 5.0
 #define EMPTY_FILE "docker-empty"
+/* Who commands of a session resumed from a snapshot run as when cordon (root) owns its
+ * workspace: never root. $CORDON_DOCKER_UID overrides (a number, not 0). */
+#define SANDBOX_UID 65534u
 /* How long create waits for init to serve the exec agent. */
 #define AGENT_READY_WAIT 5.0
 /* How long the agent may take to start a command (fork, exec) and to send its 16-byte final
@@ -366,6 +370,67 @@ static int prepare_workspace(struct cordon_session *s, const struct cordon_manif
   return workspace_write_manifest_files(s->workspace, m, err);
 }
 
+static uid_t sandbox_uid(void) {
+  const char *v = getenv("CORDON_DOCKER_UID");
+  char *end = NULL;
+  unsigned long n = v && *v ? strtoul(v, &end, 10) : 0;
+  return n > 0 && n < 0xffffffffUL && end && !*end ? (uid_t)n : (uid_t)SANDBOX_UID;
+}
+
+/* Chown the directory dirfd and everything below it to uid:uid, anchored at dirfd: no link is
+ * followed, no other file system entered. Returns 0 or an errno value. */
+static int chown_tree(int dirfd, dev_t dev, uid_t uid, unsigned depth) {
+  if (depth > 4096)
+    return ELOOP;
+  if (fchown(dirfd, uid, uid) < 0)
+    return errno;
+  int fd = dup(dirfd);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d) {
+    int e = errno;
+    if (fd >= 0)
+      close(fd);
+    return e;
+  }
+  int r = 0;
+  struct dirent *de;
+  while (r == 0 && (errno = 0, de = readdir(d))) {
+    const char *n = de->d_name;
+    if (n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2])))
+      continue;
+    struct stat st;
+    if (fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      r = errno;
+    } else if (S_ISDIR(st.st_mode)) {
+      if (st.st_dev != dev)
+        continue;
+      int sub = openat(dirfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      r = sub < 0 ? errno : chown_tree(sub, dev, uid, depth + 1);
+      if (sub >= 0)
+        close(sub);
+    } else if (fchownat(dirfd, n, uid, uid, AT_SYMLINK_NOFOLLOW) < 0) {
+      r = errno;
+    }
+  }
+  if (r == 0 && errno)
+    r = errno;
+  closedir(d);
+  return r;
+}
+
+/* Give a workspace cordon restored (nothing has run in it yet, and cordon owns it) to the
+ * sandbox's user. */
+static int give_workspace(const char *dir, uid_t uid, struct cordon_error **err) {
+  _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  int r = fd < 0 || fstat(fd, &st) < 0 ? errno : chown_tree(fd, st.st_dev, uid, 0);
+  if (r)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, r,
+                            "cannot give the workspace %s to the sandbox's user %u", dir,
+                            (unsigned)uid);
+  return 0;
+}
+
 /* An empty file owned by us, mounted read-only over hidden files. */
 static int make_empty_file(struct cordon_session *s, char **out, struct cordon_error **err) {
   if (asprintf(out, "%s/%s", s->state_dir, EMPTY_FILE) < 0)
@@ -598,6 +663,12 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   /* /info costs ~25 ms: ask only when there are limits to check. */
   if (limited && engine_features(e, &features, err) < 0)
     goto out;
+  /* A session resumed from a snapshot (race candidates and judges) never runs as root: its
+   * fresh workspace goes to an unprivileged user, its root file system is read-only and /tmp
+   * is its own tmpfs, so a command cannot replace a tool a later command (a judge) uses. */
+  bool resumed = snapshot_id != NULL && owned;
+  if (resumed && geteuid() == 0 && give_workspace(s->workspace, sandbox_uid(), err) < 0)
+    goto out;
   if (stat(s->workspace, &ws) < 0) {
     cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
     goto out;
@@ -630,6 +701,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       .paths = &paths,
       .limits = l,
       .features = &features,
+      .read_only_root = resumed,
   };
   if (docker_container_config(&spec, &config, err) < 0)
     goto out;
@@ -835,9 +907,56 @@ static int docker_read(struct cordon_session *s, const char *path, unsigned char
   return workspace_read(s->workspace, path, data, length, err);
 }
 
+/* A workspace cordon restored for a resumed session and gave to the sandbox's user: what the
+ * host writes there goes to that user too, or the sandbox could not change it. Every
+ * component of path (anchored at the workspace, no link followed) that root owns was made by
+ * the host, since the whole tree was given away. */
+static int give_written(struct cordon_session *s, const char *path, struct cordon_error **err) {
+  _cleanup_json_ json_t *o = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
+  if (geteuid() != 0 || !json_is_true(json_object_get(o, "owned_workspace")) ||
+      !json_object_get(o, "from_snapshot"))
+    return 0;
+  _cleanup_free_ char *norm = NULL;
+  if (fs_normalize_relative(path, &norm, err) < 0)
+    return -1;
+  int fd = open(s->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat root;
+  if (fd < 0 || fstat(fd, &root) < 0) {
+    int e = errno;
+    if (fd >= 0)
+      close(fd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "workspace %s", s->workspace);
+  }
+  if (root.st_uid == 0) {
+    close(fd);
+    return 0;
+  }
+  int r = 0;
+  for (char *name = norm, *next; r == 0 && name && *name; name = next) {
+    next = strchr(name, '/');
+    if (next)
+      *next++ = 0;
+    int sub = openat(fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (sub < 0 || fstat(sub, &st) < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", path);
+    else if (st.st_uid == 0 &&
+             fchownat(sub, "", root.st_uid, root.st_gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot give %s to the sandbox's user",
+                           path);
+    close(fd);
+    fd = sub;
+  }
+  if (fd >= 0)
+    close(fd);
+  return r;
+}
+
 static int docker_write(struct cordon_session *s, const char *path, const void *data, size_t length,
                         unsigned mode, struct cordon_error **err) {
-  return workspace_write(s->workspace, path, data, length, mode, err);
+  if (workspace_write(s->workspace, path, data, length, mode, err) < 0)
+    return -1;
+  return give_written(s, path, err);
 }
 
 static int docker_ls(struct cordon_session *s, const char *path, struct cordon_dirent **entries,

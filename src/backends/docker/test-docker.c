@@ -389,6 +389,8 @@ static void test_container_config(void **state) {
   assert_string_equal(json_string_value(json_object_get(json_object_get(host, "Tmpfs"), "/tmp")),
                       "rw,exec,nosuid,nodev,size=67108864,mode=1777");
   assert_int_equal(json_integer_value(json_object_get(host, "ShmSize")), 64 << 20);
+  /* A session given its own workspace keeps a writable root. */
+  assert_null(json_object_get(host, "ReadonlyRootfs"));
   json_decref(config);
   limits.tmp_bytes = 8u << 20;
   assert_int_equal(docker_container_config(&spec, &config, &err), 0);
@@ -398,6 +400,17 @@ static void test_container_config(void **state) {
                       "rw,exec,nosuid,nodev,size=8388608,mode=1777");
   json_decref(config);
   limits.tmp_bytes = 0;
+
+  /* A session resumed from a snapshot (race candidates and judges): a read-only root file
+   * system, /tmp its capped tmpfs as for every session. */
+  spec.read_only_root = true;
+  assert_int_equal(docker_container_config(&spec, &config, &err), 0);
+  host = json_object_get(config, "HostConfig");
+  assert_true(json_is_true(json_object_get(host, "ReadonlyRootfs")));
+  assert_non_null(json_object_get(json_object_get(host, "Tmpfs"), "/tmp"));
+  assert_null(mount_with_target(config, "/tmp"));
+  json_decref(config);
+  spec.read_only_root = false;
 
   /* A limit the engine cannot enforce is refused by name, never dropped. */
   features.pids_limit = false;

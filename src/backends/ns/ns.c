@@ -1353,7 +1353,12 @@ static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cord
   }
   /* Symlinks the sandbox made point at its own view of the workspace (s->root). */
   const char *const aliases[] = {s->root, NULL};
-  struct cordon_snapshot_options o = {.root_aliases = aliases, .max_bytes = s->max_snapshot_bytes};
+  /* The overlay is mounted by root in the initial user namespace without "userxattr": its
+   * markers are trusted.overlay.*, which the sandbox cannot set (overlayfs escapes them);
+   * user.overlay.* it can set, and those are content. */
+  struct cordon_snapshot_options o = {.root_aliases = aliases,
+                                      .max_bytes = s->max_snapshot_bytes,
+                                      .overlay_xattrs = CORDON_OVERLAY_XATTRS_TRUSTED};
   struct cordon_cas *cas = NULL;
   if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
     return -1;
@@ -1363,6 +1368,14 @@ static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cord
   cordon_cas_close(cas);
   if (r < 0)
     return -1;
+  /* A session resumed from this snapshot (a race's judge) links what it shares with our base
+   * instead of copying it. Only a hint: failing to leave it costs time, nothing else. */
+  _cleanup_free_ char *bases = NULL;
+  if (asprintf(&bases, "%s/bases", cordon_context_state_dir(s->ctx)) >= 0) {
+    struct cordon_error *ignored = NULL;
+    cordon_snapshot_note_parent(bases, id, impl->from_snapshot, &ignored);
+    cordon_error_free(ignored);
+  }
   *snapshot_id = strdup(id);
   return *snapshot_id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot");
 }
