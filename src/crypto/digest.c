@@ -1,19 +1,22 @@
-/* Digests and encodings (see digest.h). OpenSSL's one-shot SHA256() and EVP_MAC HMAC; the
- * HMAC context keeps its key so the hot loop of `audit verify` pays no per-entry key setup. */
+/* Digests and encodings (see digest.h). SHA-256 and HMAC-SHA256 on OpenSSL's low-level SHA-256
+ * (below: why); the HMAC context keeps its keyed states so the hot loop of `audit verify` pays
+ * no per-entry key setup. */
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/core_names.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
+#include <openssl/crypto.h>
 #include <openssl/sha.h>
 
 #include "crypto/digest.h"
 
+/* The low-level functions, not SHA256(): in OpenSSL 3 that one goes through EVP, whose first
+ * fetch costs about 3 ms of CPU (see struct crypto_hmac below). */
 int crypto_sha256(const void *data, size_t length, uint8_t out[CRYPTO_SHA256_LEN],
                   struct cordon_error **err) {
-  if (!SHA256(data, length, out))
+  SHA256_CTX ctx;
+  if (!SHA256_Init(&ctx) || !SHA256_Update(&ctx, data, length) || !SHA256_Final(out, &ctx))
     return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "SHA-256 failed");
   return 0;
 }
@@ -147,16 +150,20 @@ bool crypto_equal(const void *a, const void *b, size_t length) {
   return diff == 0;
 }
 
+/* HMAC-SHA256 (RFC 2104) on OpenSSL's low-level SHA-256: the key's inner and outer blocks are
+ * hashed once, at crypto_hmac_new, and each message starts from copies of those two states.
+ * Not EVP_MAC: its first fetch populates OpenSSL's name map with every algorithm (about 3 ms
+ * of CPU), which every `cordon session exec` would pay for one handshake; the low-level
+ * functions are deprecated in OpenSSL 3 but still provided, and compute the same digest
+ * (tests/unit/test-keys.c checks RFC 4231's vectors and EVP_MAC's results). */
 struct crypto_hmac {
-  EVP_MAC *mac;
-  EVP_MAC_CTX *ctx;
+  SHA256_CTX inner, outer;
 };
 
 void crypto_hmac_free(struct crypto_hmac *h) {
   if (!h)
     return;
-  EVP_MAC_CTX_free(h->ctx);
-  EVP_MAC_free(h->mac);
+  OPENSSL_cleanse(h, sizeof(*h));
   free(h);
 }
 
@@ -165,15 +172,24 @@ int crypto_hmac_new(const uint8_t *key, size_t key_length, struct crypto_hmac **
   struct crypto_hmac *h = calloc(1, sizeof(*h));
   if (!h)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "HMAC");
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_end(),
-  };
-  if (!(h->mac = EVP_MAC_fetch(NULL, "HMAC", NULL)) || !(h->ctx = EVP_MAC_CTX_new(h->mac)) ||
-      !EVP_MAC_init(h->ctx, key, key_length, params)) {
+  uint8_t block[SHA256_CBLOCK] = {0}, pad[SHA256_CBLOCK];
+  bool ok = true;
+  if (key_length > sizeof(block)) /* a long key is replaced by its digest */
+    ok = SHA256_Init(&h->inner) && SHA256_Update(&h->inner, key, key_length) &&
+         SHA256_Final(block, &h->inner);
+  else if (key_length)
+    memcpy(block, key, key_length);
+  for (size_t i = 0; i < sizeof(block); i++)
+    pad[i] = block[i] ^ 0x36;
+  ok = ok && SHA256_Init(&h->inner) && SHA256_Update(&h->inner, pad, sizeof(pad));
+  for (size_t i = 0; i < sizeof(block); i++)
+    pad[i] = block[i] ^ 0x5c;
+  ok = ok && SHA256_Init(&h->outer) && SHA256_Update(&h->outer, pad, sizeof(pad));
+  OPENSSL_cleanse(block, sizeof(block));
+  OPENSSL_cleanse(pad, sizeof(pad));
+  if (!ok) {
     crypto_hmac_free(h);
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "OpenSSL HMAC-SHA256 unavailable");
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "OpenSSL SHA-256 unavailable");
   }
   *out = h;
   return 0;
@@ -181,19 +197,16 @@ int crypto_hmac_new(const uint8_t *key, size_t key_length, struct crypto_hmac **
 
 int crypto_hmac_parts(struct crypto_hmac *h, const struct crypto_part *parts, size_t count,
                       uint8_t out[CRYPTO_SHA256_LEN], struct cordon_error **err) {
-  size_t out_length = 0;
-  /* A NULL key re-initialises with the key already set (OpenSSL 3 HMAC semantics). */
-  if (!EVP_MAC_init(h->ctx, NULL, 0, NULL))
-    goto fail;
-  for (size_t i = 0; i < count; i++)
-    if (parts[i].length && !EVP_MAC_update(h->ctx, parts[i].data, parts[i].length))
-      goto fail;
-  if (!EVP_MAC_final(h->ctx, out, &out_length, CRYPTO_SHA256_LEN) ||
-      out_length != CRYPTO_SHA256_LEN)
-    goto fail;
-  return 0;
-fail:
-  return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "HMAC-SHA256 failed");
+  SHA256_CTX ctx = h->inner;
+  uint8_t inner[CRYPTO_SHA256_LEN];
+  bool ok = true;
+  for (size_t i = 0; i < count && ok; i++)
+    ok = !parts[i].length || SHA256_Update(&ctx, parts[i].data, parts[i].length);
+  ok = ok && SHA256_Final(inner, &ctx);
+  ctx = h->outer;
+  ok = ok && SHA256_Update(&ctx, inner, sizeof(inner)) && SHA256_Final(out, &ctx);
+  OPENSSL_cleanse(&ctx, sizeof(ctx));
+  return ok ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "HMAC-SHA256 failed");
 }
 
 int crypto_hmac_2(struct crypto_hmac *h, const void *a, size_t a_length, const void *b,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include <cordon/keys.h>
 #include <cordon/receipt.h>
@@ -109,6 +110,42 @@ static void test_hmac(void **state) {
   crypto_hex_encode(mac, 32, hex);
   assert_string_equal(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
   crypto_hmac_free(h);
+
+  /* RFC 4231 test 1 (a 20-byte key) and test 6 (a key longer than the block: hashed first). */
+  uint8_t key[131];
+  memset(key, 0x0b, 20);
+  assert_int_equal(crypto_hmac_new(key, 20, &h, NULL), 0);
+  assert_int_equal(crypto_hmac_2(h, "Hi There", 8, NULL, 0, mac, NULL), 0);
+  crypto_hex_encode(mac, 32, hex);
+  assert_string_equal(hex, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  crypto_hmac_free(h);
+  memset(key, 0xaa, sizeof(key));
+  assert_int_equal(crypto_hmac_new(key, sizeof(key), &h, NULL), 0);
+  const char *msg = "Test Using Larger Than Block-Size Key - Hash Key First";
+  assert_int_equal(crypto_hmac_2(h, msg, strlen(msg), NULL, 0, mac, NULL), 0);
+  crypto_hex_encode(mac, 32, hex);
+  assert_string_equal(hex, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  crypto_hmac_free(h);
+
+  /* The same bytes as OpenSSL's EVP HMAC for keys of every length around the block size, and
+   * messages split anywhere. */
+  uint8_t data[300];
+  for (size_t i = 0; i < sizeof(data); i++)
+    data[i] = (uint8_t)(i * 7 + 3);
+  for (size_t key_length = 0; key_length <= 130; key_length += 13) {
+    assert_int_equal(crypto_hmac_new(data, key_length, &h, NULL), 0);
+    for (size_t length = 0; length <= sizeof(data); length += 37) {
+      uint8_t want[32];
+      size_t want_length = 0;
+      assert_non_null(EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, data, key_length, data, length,
+                                want, sizeof(want), &want_length));
+      assert_int_equal(want_length, 32);
+      assert_int_equal(
+          crypto_hmac_2(h, data, length / 3, data + length / 3, length - length / 3, mac, NULL), 0);
+      assert_memory_equal(mac, want, 32);
+    }
+    crypto_hmac_free(h);
+  }
 }
 
 #define RFC8032_SEED "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"
