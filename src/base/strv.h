@@ -8,6 +8,10 @@
 size_t strv_length(const char *const *v);
 char **strv_copy(const char *const *v); /* NULL input gives an empty vector */
 void strv_free(char **v);
+/* For _cleanup_(strv_freep) char **v = NULL; */
+static inline void strv_freep(char ***v) {
+  strv_free(*v);
+}
 /* Append a copy of s; returns 0 or -1 (ENOMEM). *v may be NULL. */
 int strv_push(char ***v, const char *s);
 /* Append s itself (takes ownership). */

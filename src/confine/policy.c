@@ -98,10 +98,6 @@ int confine_check_workspace_lists(const char *const *read_only, const char *cons
   return 0;
 }
 
-static void strv_freep(char ***v) {
-  strv_free(*v);
-}
-
 static bool listed(const char *const *list, const char *path) {
   for (size_t i = 0; list && list[i]; i++)
     if (strcmp(list[i], path) == 0)

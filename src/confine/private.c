@@ -28,10 +28,6 @@
 
 #define PROJECTS_DIR "projects"
 
-static void strv_freep(char ***v) {
-  strv_free(*v);
-}
-
 static int projects_dir(char **out, struct cordon_error **err) {
   _cleanup_free_ char *home = NULL;
   if (private_state_home(&home, err) < 0)

@@ -562,10 +562,6 @@ static void remove_container(struct docker_engine *e, const char *id) {
   cordon_error_free(ignored);
 }
 
-static void strv_freep(char ***v) {
-  strv_free(*v);
-}
-
 /* The always-hidden set inside a grant (and a .cordon/ at its top): container paths to cover
  * with an empty tmpfs, added to *hidden once each. */
 static int hide_in_grant(const struct confine_path *grant, const char *const *private_dirs,

@@ -72,10 +72,6 @@
 /* How long destroy waits for the holder (and with it the namespace) to die. */
 #define DESTROY_WAIT_MS 5000
 
-static void strv_freep(char ***v) {
-  strv_free(*v);
-}
-
 struct ns_impl {
   pid_t holder_pid;
   unsigned long long holder_start;
