@@ -1,10 +1,4 @@
 /* The always-hidden set and the registry of projects (see private.h). */
-/* OpenSSL's low-level SHA-256 (deprecated in 3.0, still provided): the EVP route loads
- * openssl.cnf and the default provider, 2-3 ms per process that `cordon run` otherwise never
- * pays, for one digest of a path. */
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/sha.h>
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -51,11 +45,8 @@ int confine_projects_register(const char *state_dir, struct cordon_error **err) 
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "state directory %s", state_dir);
   char name[CRYPTO_SHA256_HEX_LEN + 1];
   _cleanup_free_ char *dir = NULL;
-  uint8_t digest[SHA256_DIGEST_LENGTH];
-  SHA256_CTX sha;
-  if (!SHA256_Init(&sha) || !SHA256_Update(&sha, real, strlen(real)) || !SHA256_Final(digest, &sha))
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "SHA-256");
-  crypto_hex_encode(digest, sizeof(digest), name);
+  if (crypto_sha256_hex(real, strlen(real), name, err) < 0)
+    return -1;
   if (projects_dir(&dir, err) < 0)
     return -1;
   _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -73,6 +64,10 @@ int confine_projects_register(const char *state_dir, struct cordon_error **err) 
    * registry is read by every sandbox plan. Never followed by cordon: the path is a name. */
   if (symlinkat(real, dfd, name) < 0 && errno != EEXIST)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "registry of projects %s", dir);
+  /* A new project is rare (once per .cordon/): the moment to drop the entries of deleted ones,
+   * so that the registry every sandbox plan reads stays as long as the live projects, not as
+   * long as every project ever made (test suites make hundreds). Best effort. */
+  confine_projects_prune(NULL, NULL);
   _cleanup_close_ int sync_fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (sync_fd >= 0)
     fsync(sync_fd);

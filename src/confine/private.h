@@ -19,7 +19,8 @@
 #include <cordon/error.h>
 
 /* Record the project whose state directory is `state_dir` (an existing directory) in the
- * registry, unless it is there already (one stat when it is). */
+ * registry, unless it is there already (one stat when it is); a new entry also prunes the
+ * entries of deleted projects. */
 int confine_projects_register(const char *state_dir, struct cordon_error **err);
 
 /* Remove registry entries whose .cordon/ is gone (or that cannot be read as one); *removed

@@ -266,6 +266,13 @@ hello" ]
   [[ "$output" == *"removed 1 registry entries of deleted projects"* ]]
   [ "$(ls xdg/cordon/projects | wc -l)" -eq 1 ]
   [ "$(readlink xdg/cordon/projects/*)" = "$(realpath "$PROJECT")/a/.cordon" ]
+  # A new project also drops the entries of deleted ones: the registry stays as long as the
+  # live projects, whoever forgets to run gc.
+  rm -rf a
+  mkdir c
+  CORDON_PROJECT="$PROJECT/c" "$CORDON" snapshot take c >/dev/null
+  [ "$(ls xdg/cordon/projects | wc -l)" -eq 1 ]
+  [ "$(readlink xdg/cordon/projects/*)" = "$(realpath "$PROJECT")/c/.cordon" ]
 }
 
 @test "--tmp-size: documented, bad sizes refused in one line, worktree refuses it" {
