@@ -28,6 +28,18 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print the error, free it, and return the exit code its kind maps to. */
 int cli_fail(struct cordon_error *err);
 int cli_exit_code_for(const struct cordon_error *err);
+/* A verb group's subverbs (`cordon VERB SUBVERB ...`). */
+struct cli_subverb {
+  const char *name;
+  int (*fn)(int argc, char **argv); /* argv[0] is the subverb */
+};
+/* Run the subverb argv[1] names: usage on stderr (exit 2) without one, on stdout (exit 0) for
+ * --help or -h, one line naming the verb for an unknown one (exit 2). */
+int cli_dispatch(const char *verb, const char *usage, const struct cli_subverb *subs, size_t count,
+                 int argc, char **argv);
+#define CLI_DISPATCH(verb, usage, subs, argc, argv) \
+  cli_dispatch(verb, usage, subs, sizeof(subs) / sizeof(subs[0]), argc, argv)
+
 /* Report a usage problem with a hint to --help; returns EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -304,25 +304,9 @@ static int audit_repair(int argc, char **argv) {
 }
 
 int cmd_audit(int argc, char **argv) {
-  if (argc < 2) {
-    fputs(audit_usage, stderr);
-    return EXIT_USAGE;
-  }
-  const char *sub = argv[1];
-  if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
-    fputs(audit_usage, stdout);
-    return EXIT_OK;
-  }
-  static const struct {
-    const char *name;
-    int (*fn)(int, char **);
-  } subs[] = {{"append", audit_append},
-              {"show", audit_show},
-              {"verify", audit_verify},
-              {"repair", audit_repair}};
-  for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
-    if (!strcmp(sub, subs[i].name))
-      return subs[i].fn(argc - 1, argv + 1);
-  cli_error("unknown audit subverb '%s' (see 'cordon audit --help')", sub);
-  return EXIT_USAGE;
+  static const struct cli_subverb subs[] = {{"append", audit_append},
+                                            {"show", audit_show},
+                                            {"verify", audit_verify},
+                                            {"repair", audit_repair}};
+  return CLI_DISPATCH("audit", audit_usage, subs, argc, argv);
 }

@@ -277,26 +277,10 @@ static int cas_gc(int argc, char **argv) {
 }
 
 int cmd_cas(int argc, char **argv) {
-  if (argc < 2) {
-    fputs(cas_usage, stderr);
-    return EXIT_USAGE;
-  }
-  const char *sub = argv[1];
-  if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
-    fputs(cas_usage, stdout);
-    return EXIT_OK;
-  }
-  static const struct {
-    const char *name;
-    int (*fn)(int, char **);
-  } subs[] = {{"put", cas_put},
-              {"get", cas_get},
-              {"info", cas_info},
-              {"verify", cas_verify},
-              {"gc", cas_gc}};
-  for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
-    if (!strcmp(sub, subs[i].name))
-      return subs[i].fn(argc - 1, argv + 1);
-  cli_error("unknown cas subverb '%s' (see 'cordon cas --help')", sub);
-  return EXIT_USAGE;
+  static const struct cli_subverb subs[] = {{"put", cas_put},
+                                            {"get", cas_get},
+                                            {"info", cas_info},
+                                            {"verify", cas_verify},
+                                            {"gc", cas_gc}};
+  return CLI_DISPATCH("cas", cas_usage, subs, argc, argv);
 }

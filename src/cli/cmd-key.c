@@ -122,22 +122,7 @@ static int key_jwks(int argc, char **argv) {
 }
 
 int cmd_key(int argc, char **argv) {
-  if (argc < 2) {
-    fputs(key_usage, stderr);
-    return EXIT_USAGE;
-  }
-  const char *sub = argv[1];
-  if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
-    fputs(key_usage, stdout);
-    return EXIT_OK;
-  }
-  static const struct {
-    const char *name;
-    int (*fn)(int, char **);
-  } subs[] = {{"init", key_init}, {"show", key_show}, {"jwks", key_jwks}};
-  for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
-    if (!strcmp(sub, subs[i].name))
-      return subs[i].fn(argc - 1, argv + 1);
-  cli_error("unknown key subverb '%s' (see 'cordon key --help')", sub);
-  return EXIT_USAGE;
+  static const struct cli_subverb subs[] = {
+      {"init", key_init}, {"show", key_show}, {"jwks", key_jwks}};
+  return CLI_DISPATCH("key", key_usage, subs, argc, argv);
 }

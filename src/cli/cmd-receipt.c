@@ -157,15 +157,6 @@ static int receipt_verify(int argc, char **argv) {
 }
 
 int cmd_receipt(int argc, char **argv) {
-  if (argc < 2) {
-    fputs(receipt_usage, stderr);
-    return EXIT_USAGE;
-  }
-  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-    fputs(receipt_usage, stdout);
-    return EXIT_OK;
-  }
-  if (!strcmp(argv[1], "verify"))
-    return receipt_verify(argc - 1, argv + 1);
-  return cli_usage_error("receipt", "unknown subverb '%s'", argv[1]);
+  static const struct cli_subverb subs[] = {{"verify", receipt_verify}};
+  return CLI_DISPATCH("receipt", receipt_usage, subs, argc, argv);
 }

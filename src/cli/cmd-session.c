@@ -1087,25 +1087,9 @@ static int session_destroy(int argc, char **argv) {
 }
 
 int cmd_session(int argc, char **argv) {
-  if (argc < 2) {
-    fputs(session_usage, stderr);
-    return EXIT_USAGE;
-  }
-  const char *sub = argv[1];
-  if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
-    fputs(session_usage, stdout);
-    return EXIT_OK;
-  }
-  static const struct {
-    const char *name;
-    int (*fn)(int, char **);
-  } subs[] = {
+  static const struct cli_subverb subs[] = {
       {"create", session_create},     {"exec", session_exec},       {"read", session_read},
       {"write", session_write},       {"ls", session_ls},           {"list", session_list},
       {"shutdown", session_shutdown}, {"destroy", session_destroy}, {"snapshot", session_snapshot}};
-  for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
-    if (!strcmp(sub, subs[i].name))
-      return subs[i].fn(argc - 1, argv + 1);
-  cli_error("unknown session subverb '%s' (see 'cordon session --help')", sub);
-  return EXIT_USAGE;
+  return CLI_DISPATCH("session", session_usage, subs, argc, argv);
 }

@@ -469,25 +469,9 @@ static int snapshot_forget(int argc, char **argv) {
 }
 
 int cmd_snapshot(int argc, char **argv) {
-  if (argc < 2) {
-    fputs(snapshot_usage, stderr);
-    return EXIT_USAGE;
-  }
-  const char *sub = argv[1];
-  if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
-    fputs(snapshot_usage, stdout);
-    return EXIT_OK;
-  }
-  static const struct {
-    const char *name;
-    int (*fn)(int, char **);
-  } subs[] = {{"take", snapshot_take},     {"restore", snapshot_restore},
-              {"export", snapshot_export}, {"import", snapshot_import},
-              {"show", snapshot_show},     {"list", snapshot_list},
-              {"forget", snapshot_forget}};
-  for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
-    if (!strcmp(sub, subs[i].name))
-      return subs[i].fn(argc - 1, argv + 1);
-  cli_error("unknown snapshot subverb '%s' (see 'cordon snapshot --help')", sub);
-  return EXIT_USAGE;
+  static const struct cli_subverb subs[] = {
+      {"take", snapshot_take},     {"restore", snapshot_restore}, {"export", snapshot_export},
+      {"import", snapshot_import}, {"show", snapshot_show},       {"list", snapshot_list},
+      {"forget", snapshot_forget}};
+  return CLI_DISPATCH("snapshot", snapshot_usage, subs, argc, argv);
 }

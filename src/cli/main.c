@@ -91,6 +91,23 @@ int cli_usage_error(const char *verb, const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
+int cli_dispatch(const char *verb, const char *usage, const struct cli_subverb *subs, size_t count,
+                 int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return EXIT_USAGE;
+  }
+  const char *sub = argv[1];
+  if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+    fputs(usage, stdout);
+    return EXIT_OK;
+  }
+  for (size_t i = 0; i < count; i++)
+    if (!strcmp(sub, subs[i].name))
+      return subs[i].fn(argc - 1, argv + 1);
+  return cli_usage_error(verb, "unknown %s subverb '%s'", verb, sub);
+}
+
 void cli_print_json(json_t *doc) {
   json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
   putchar('\n');
