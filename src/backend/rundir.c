@@ -34,14 +34,14 @@ int rundir_name(const char *project_state_dir, const char *session_id,
   return 0;
 }
 
-int rundir_path(const char *project_state_dir, const char *session_id, char **out,
+int rundir_path(const char *project_state_dir, const char *session_id, const char *file, char **out,
                 struct cordon_error **err) {
   char name[RUNDIR_NAME_LEN + 1];
   _cleanup_free_ char *base = NULL;
   if (rundir_name(project_state_dir, session_id, name, err) < 0 ||
       private_runtime_dir(&base, err) < 0)
     return -1;
-  if (asprintf(out, "%s/%s", base, name) < 0) {
+  if (asprintf(out, "%s/%s%s%s", base, name, file ? "/" : "", file ? file : "") < 0) {
     *out = NULL;
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runtime directory");
   }
@@ -121,7 +121,7 @@ int rundir_create(const char *project_state_dir, const char *session_id, int *di
 int rundir_open(const char *project_state_dir, const char *session_id, int *dirfd,
                 struct cordon_error **err) {
   _cleanup_free_ char *path = NULL;
-  if (rundir_path(project_state_dir, session_id, &path, err) < 0)
+  if (rundir_path(project_state_dir, session_id, NULL, &path, err) < 0)
     return -1;
   int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
@@ -143,7 +143,7 @@ int rundir_remove(const char *project_state_dir, const char *session_id,
   _cleanup_free_ char *path = NULL;
   struct cordon_error *path_err = NULL;
   /* No runtime directory can be named here: none was made here either. */
-  if (rundir_path(project_state_dir, session_id, &path, &path_err) < 0) {
+  if (rundir_path(project_state_dir, session_id, NULL, &path, &path_err) < 0) {
     cordon_error_free(path_err);
     return 0;
   }

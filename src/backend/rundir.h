@@ -23,8 +23,9 @@
 int rundir_name(const char *project_state_dir, const char *session_id,
                 char out[RUNDIR_NAME_LEN + 1], struct cordon_error **err);
 
-/* The session's runtime directory's path. */
-int rundir_path(const char *project_state_dir, const char *session_id, char **out,
+/* The path of `file` in the session's runtime directory (file NULL: the directory itself),
+ * recomputed from the session's identity, never read from its state. */
+int rundir_path(const char *project_state_dir, const char *session_id, const char *file, char **out,
                 struct cordon_error **err);
 
 /* Make the session's runtime directory (the runtime directory too when missing) and return an

@@ -23,20 +23,25 @@ double fs_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+int fs_random_bytes(void *buf, size_t length) {
+  size_t got = 0;
+  while (got < length) {
+    ssize_t n = getrandom((char *)buf + got, length - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return -1;
+    got += (size_t)n;
+  }
+  return 0;
+}
+
 int fs_random_hex(size_t nbytes, char **out, struct cordon_error **err) {
   unsigned char raw[64];
   if (nbytes > sizeof(raw))
     return cordon_error_set(err, CORDON_ERR_SYSTEM, EINVAL, "random id too long");
-  size_t got = 0;
-  while (got < nbytes) {
-    ssize_t n = getrandom(raw + got, nbytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "getrandom");
-    }
-    got += (size_t)n;
-  }
+  if (fs_random_bytes(raw, nbytes) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "getrandom");
   char *hex = malloc(nbytes * 2 + 1);
   if (!hex)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "random id");

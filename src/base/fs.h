@@ -64,6 +64,9 @@ int fs_normalize_relative(const char *path, char **out, struct cordon_error **er
 
 /* Random lowercase hex string of 2*nbytes characters (getrandom). */
 int fs_random_hex(size_t nbytes, char **out, struct cordon_error **err);
+/* Fill buf with length bytes from the kernel's CSPRNG (getrandom). 0, or -1 with errno.
+ * Allocates nothing: safe in a sandbox's pid 1 and after fork. */
+int fs_random_bytes(void *buf, size_t length);
 
 /* Monotonic clock in seconds. */
 double fs_now(void);

@@ -448,14 +448,7 @@ static int make_empty_file(struct cordon_session *s, char **out, struct cordon_e
 /* The agent's directory: <session runtime dir>/agent (backend/rundir.h), never in the project
  * tree, where another sandbox could reach it. Recomputed from the session's identity. */
 static int agent_dir_path(const struct cordon_session *s, char **out, struct cordon_error **err) {
-  _cleanup_free_ char *dir = NULL;
-  if (rundir_path(cordon_context_state_dir(s->ctx), s->id, &dir, err) < 0)
-    return -1;
-  if (asprintf(out, "%s/%s", dir, DOCKER_AGENT_DIR) < 0) {
-    *out = NULL;
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "agent directory");
-  }
-  return 0;
+  return rundir_path(cordon_context_state_dir(s->ctx), s->id, DOCKER_AGENT_DIR, out, err);
 }
 
 /* The agent's directory, owned by the container's user (init binds its socket there) and

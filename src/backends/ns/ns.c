@@ -12,7 +12,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -176,14 +175,7 @@ static char **cgroup_slot(struct confine_cgroups *cg, int i) {
 /* Where the session's socket is: recomputed from the session's identity (backend/rundir.h),
  * never read from its state. */
 static int socket_path(const struct cordon_session *s, char **out, struct cordon_error **err) {
-  _cleanup_free_ char *dir = NULL;
-  if (rundir_path(cordon_context_state_dir(s->ctx), s->id, &dir, err) < 0)
-    return -1;
-  if (asprintf(out, "%s/%s", dir, SOCKET_NAME) < 0) {
-    *out = NULL;
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session socket");
-  }
-  return 0;
+  return rundir_path(cordon_context_state_dir(s->ctx), s->id, SOCKET_NAME, out, err);
 }
 
 bool ns_cgroup_dir_ok(const char *dir, const char *session_id) {
@@ -765,8 +757,9 @@ static int make_control(struct cordon_session *s, struct ns_impl *impl, int *lis
   if (impl->run_fd < 0)
     return -1;
   uint8_t secret[NS_AUTH_SECRET_LEN];
-  if (RAND_bytes(secret, sizeof(secret)) != 1)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "no random bytes for the session secret");
+  if (fs_random_bytes(secret, sizeof(secret)) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
+                            "no random bytes for the session secret");
   int r = rundir_write_private(impl->run_fd, SECRET_NAME, secret, sizeof(secret), err);
   if (r == 0)
     r = crypto_hmac_new(secret, sizeof(secret), &impl->auth, err);

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
-#include <sys/random.h>
+#include "base/fs.h"
 #include <sys/socket.h>
 #include <time.h>
 
@@ -96,19 +96,6 @@ static int write_exact(int fd, const unsigned char *buf, size_t length) {
   return 0;
 }
 
-static int fill_random(uint8_t *buf, size_t length) {
-  size_t got = 0;
-  while (got < length) {
-    ssize_t n = getrandom(buf + got, length - got, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return -1;
-    got += (size_t)n;
-  }
-  return 0;
-}
-
 int ns_auth_serve(int conn, struct crypto_hmac *h, int timeout_ms) {
   unsigned char hello[NS_AUTH_HELLO_LEN];
   uint8_t client_nonce[NS_AUTH_NONCE_LEN];
@@ -119,7 +106,7 @@ int ns_auth_serve(int conn, struct crypto_hmac *h, int timeout_ms) {
   uint32_t magic = NS_AUTH_CHALLENGE_MAGIC;
   memcpy(challenge, &magic, 4);
   uint8_t *server_nonce = challenge + 4;
-  if (fill_random(server_nonce, NS_AUTH_NONCE_LEN) < 0 ||
+  if (fs_random_bytes(server_nonce, NS_AUTH_NONCE_LEN) < 0 ||
       ns_auth_proof(h, 'S', client_nonce, server_nonce, challenge + 4 + NS_AUTH_NONCE_LEN, NULL) <
           0 ||
       write_exact(conn, challenge, sizeof(challenge)) < 0)
@@ -136,7 +123,7 @@ int ns_auth_client(int conn, struct crypto_hmac *h, int timeout_ms, struct cordo
   uint32_t magic = NS_AUTH_HELLO_MAGIC;
   memcpy(hello, &magic, 4);
   uint8_t *client_nonce = hello + 4;
-  if (fill_random(client_nonce, NS_AUTH_NONCE_LEN) < 0)
+  if (fs_random_bytes(client_nonce, NS_AUTH_NONCE_LEN) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "getrandom");
   if (write_exact(conn, hello, sizeof(hello)) < 0)
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errno,
