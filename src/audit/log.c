@@ -28,7 +28,7 @@
 #include <cordon/session.h>
 
 #include "audit/entry.h"
-#include "backend/context.h"
+#include "protocol/context.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 

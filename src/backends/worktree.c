@@ -19,8 +19,8 @@
 #include <cordon/session.h>
 #include <cordon/snapshot.h>
 
-#include "backend/builtin.h"
-#include "backend/workspace.h"
+#include "backends/builtin.h"
+#include "protocol/workspace.h"
 #include "backends/git-loader.h"
 #include "base/cleanup.h"
 #include "base/fs.h"

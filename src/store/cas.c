@@ -30,7 +30,7 @@
 #include <cordon/cas.h>
 #include <cordon/session.h>
 
-#include "backend/context.h"
+#include "protocol/context.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"

@@ -12,7 +12,7 @@
 
 #include <cordon/backend.h>
 
-#include "backend/workspace.h"
+#include "protocol/workspace.h"
 #include "exec/runner.h"
 
 static int example_available(const struct cordon_backend *self, char **reason) {

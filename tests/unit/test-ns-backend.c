@@ -24,7 +24,7 @@
 #include <cordon/session.h>
 #include <cordon/snapshot.h>
 
-#include "backend/builtin.h"
+#include "backends/builtin.h"
 #include "base/fs.h"
 
 #define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})

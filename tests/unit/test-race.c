@@ -28,7 +28,7 @@
 #include <cordon/session.h>
 #include <cordon/snapshot.h>
 
-#include "backend/builtin.h"
+#include "backends/builtin.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 

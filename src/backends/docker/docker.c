@@ -3,7 +3,7 @@
  *
  * The container's pid 1 is cordon-docker-init (init.c, bind-mounted read-only), which reaps
  * orphans. The workspace is a host directory bind-mounted at the manifest root, so read,
- * write and ls work on the host side, anchored beneath it (backend/workspace.c). The path
+ * write and ls work on the host side, anchored beneath it (protocol/workspace.c). The path
  * policy becomes mounts: read-only paths are re-bound read-only, hidden directories are
  * covered by an empty read-only tmpfs, hidden files by an empty read-only file, `.cordon/` is
  * always hidden. Network: NetworkMode none unless egress open is asked for. All capabilities
@@ -40,10 +40,10 @@
 #include <cordon/session.h>
 #include <cordon/snapshot.h>
 
-#include "backend/builtin.h"
-#include "backend/workspace.h"
-#include "backend/persist.h"
-#include "backend/rundir.h"
+#include "backends/builtin.h"
+#include "protocol/workspace.h"
+#include "protocol/persist.h"
+#include "protocol/rundir.h"
 #include "backends/docker/agent.h"
 #include "backends/docker/config.h"
 #include "backends/docker/docker-paths.h"
@@ -445,7 +445,7 @@ static int make_empty_file(struct cordon_session *s, char **out, struct cordon_e
 
 /* ---- the exec agent: its directory and socket ------------------------------------------ */
 
-/* The agent's directory: <session runtime dir>/agent (backend/rundir.h), never in the project
+/* The agent's directory: <session runtime dir>/agent (protocol/rundir.h), never in the project
  * tree, where another sandbox could reach it. Recomputed from the session's identity. */
 static int agent_dir_path(const struct cordon_session *s, char **out, struct cordon_error **err) {
   return rundir_path(cordon_context_state_dir(s->ctx), s->id, DOCKER_AGENT_DIR, out, err);

@@ -32,10 +32,10 @@
 #include <cordon/session.h>
 #include <cordon/snapshot.h>
 
-#include "backend/builtin.h"
-#include "backend/persist.h"
-#include "backend/rundir.h"
-#include "backend/workspace.h"
+#include "backends/builtin.h"
+#include "protocol/persist.h"
+#include "protocol/rundir.h"
+#include "protocol/workspace.h"
 #include "backends/ns/holder.h"
 #include "backends/ns/ns.h"
 #include "backends/ns/proto.h"
@@ -74,7 +74,7 @@
 struct ns_impl {
   pid_t holder_pid;
   unsigned long long holder_start;
-  int run_fd; /* O_PATH of the session's runtime directory (backend/rundir.h), where the socket
+  int run_fd; /* O_PATH of the session's runtime directory (protocol/rundir.h), where the socket
                  and the secret live; borrowed from the session (session_rundir), or -1 */
   struct crypto_hmac *auth; /* keyed with the session's secret, once needed; or NULL */
   char *socket_recorded;    /* the socket's path as the state file records it (never trusted) */
@@ -172,7 +172,7 @@ static char **cgroup_slot(struct confine_cgroups *cg, int i) {
   return i == 0 ? &cg->v2 : &cg->v1[i - 1];
 }
 
-/* Where the session's socket is: recomputed from the session's identity (backend/rundir.h),
+/* Where the session's socket is: recomputed from the session's identity (protocol/rundir.h),
  * never read from its state. */
 static int socket_path(const struct cordon_session *s, char **out, struct cordon_error **err) {
   return rundir_path(cordon_context_state_dir(s->ctx), s->id, SOCKET_NAME, out, err);

@@ -9,7 +9,7 @@
  * A closed connection also kills the tree: an exec never outlives its client.
  *
  * Before the request, both ends prove that they hold the session's secret (32 random bytes in
- * the session's runtime directory, backend/rundir.h, which no sandbox sees), without sending it:
+ * the session's runtime directory, protocol/rundir.h, which no sandbox sees), without sending it:
  *
  *   client -> holder  hello: magic "CNH1", client nonce (32 bytes)
  *   holder -> client  challenge: magic "CNC1", server nonce (32), server proof (32)

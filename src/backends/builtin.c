@@ -1,7 +1,7 @@
 /* The list of built-in backends. */
 #include <stddef.h>
 
-#include "backend/builtin.h"
+#include "backends/builtin.h"
 
 const struct cordon_backend *const cordon_builtin_backends[] = {
     &cordon_backend_worktree,

@@ -13,7 +13,7 @@
 #include <cordon/cas.h>
 #include <cordon/snapshot.h>
 
-#include "backend/workspace.h"
+#include "protocol/workspace.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 

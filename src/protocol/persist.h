@@ -18,7 +18,7 @@ int session_persist(struct cordon_session *s, struct cordon_error **err);
  * still finds it from this state. */
 int session_persist_early(struct cordon_session *s, struct cordon_error **err);
 
-/* The session's private runtime directory (backend/rundir.h), an O_PATH fd owned by the
+/* The session's private runtime directory (protocol/rundir.h), an O_PATH fd owned by the
  * session: made (and refused if it exists) when create is true, else opened and checked. */
 int session_rundir(struct cordon_session *s, bool create, struct cordon_error **err);
 

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/rundir.h"
+#include "protocol/rundir.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/private-dirs.h"

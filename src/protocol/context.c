@@ -10,7 +10,7 @@
 
 #include <cordon/session.h>
 
-#include "backend/context.h"
+#include "protocol/context.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "confine/private.h"

@@ -15,7 +15,7 @@
 
 #include <cordon/session.h>
 
-#include "backend/builtin.h"
+#include "protocol/registry.h"
 #include "base/cleanup.h"
 #include "base/strv.h"
 

@@ -21,9 +21,9 @@
 #include <cordon/audit.h>
 #include <cordon/session.h>
 
-#include "backend/context.h"
-#include "backend/persist.h"
-#include "backend/rundir.h"
+#include "protocol/context.h"
+#include "protocol/persist.h"
+#include "protocol/rundir.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
@@ -40,7 +40,7 @@ struct session_private {
   struct cordon_session pub;
   char *saved_state; /* the state file's text as last written by this handle, or NULL */
   bool defer_sync;   /* one of a batch: the batch makes every state durable at once */
-  int rundir_fd;     /* O_PATH of the session's runtime directory (backend/rundir.h), or -1 */
+  int rundir_fd;     /* O_PATH of the session's runtime directory (protocol/rundir.h), or -1 */
   bool has_rundir;   /* it has one (made here, or the state says so): destroy removes it */
 };
 
