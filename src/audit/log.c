@@ -9,7 +9,10 @@
  *
  * A project's log is bound to the project: its chain begins from the project's id (the first
  * entry's prev), which verify checks and every handle checks once before it first extends a
- * chain, so another project's log (same install key) is neither accepted nor continued. */
+ * chain, so another project's log (same install key) is neither accepted nor continued. The log
+ * knows no projects: it is given the id, or a function that reads (or makes) it when first
+ * needed (audit_open_bound); cordon_audit_open_project lives with the project context in
+ * src/protocol/context.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,10 +28,9 @@
 
 #include <cordon/audit.h>
 #include <cordon/keys.h>
-#include <cordon/session.h>
 
 #include "audit/entry.h"
-#include "protocol/context.h"
+#include "audit/log.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 
@@ -43,12 +45,13 @@ struct cordon_audit_log {
   uint64_t rotate_bytes;
   struct crypto_hmac *key; /* loaded on first need */
   /* The chain's genesis: the first entry's prev. A project id, AUDIT_GENESIS when the log is
-   * bound to no project; "" while a project's id is not known (read lazily from
-   * project_state_dir, made at the first append). */
+   * bound to no project; "" while a project's id is not known (asked of genesis_fn, made at
+   * the first append). */
   char genesis[CORDON_AUDIT_HMAC_HEX_LEN + 1];
-  char *project_state_dir; /* the project whose id binds the log, when read lazily */
-  bool bound;              /* bound to a project: the chain's start is checked */
-  bool start_checked;      /* this handle saw the chain begin from the genesis */
+  audit_genesis_fn genesis_fn; /* reads the genesis lazily, with genesis_source */
+  char *genesis_source;
+  bool bound;         /* bound to a project: the chain's start is checked */
+  bool start_checked; /* this handle saw the chain begin from the genesis */
 };
 
 static bool valid_project_id(const char *id) {
@@ -83,18 +86,17 @@ int cordon_audit_open(const char *dir, const struct cordon_audit_options *opts,
   return 0;
 }
 
-int cordon_audit_open_project(struct cordon_context *ctx, const struct cordon_audit_options *opts,
-                              struct cordon_audit_log **out, struct cordon_error **err) {
-  _cleanup_free_ char *dir = NULL;
-  if (asprintf(&dir, "%s/audit", cordon_context_state_dir(ctx)) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "audit log");
+int audit_open_bound(const char *dir, const struct cordon_audit_options *opts,
+                     audit_genesis_fn genesis_fn, const char *genesis_source,
+                     struct cordon_audit_log **out, struct cordon_error **err) {
   if (cordon_audit_open(dir, opts, out, err) < 0)
     return -1;
   struct cordon_audit_log *log = *out;
-  if (!log->bound) { /* the project's own id, known once read (or made) */
+  if (!log->bound) { /* the genesis, known once read (or made) */
     log->bound = true;
     log->genesis[0] = 0;
-    if (!(log->project_state_dir = strdup(cordon_context_state_dir(ctx)))) {
+    log->genesis_fn = genesis_fn;
+    if (!(log->genesis_source = strdup(genesis_source))) {
       cordon_audit_close(log);
       *out = NULL;
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "audit log");
@@ -103,12 +105,12 @@ int cordon_audit_open_project(struct cordon_context *ctx, const struct cordon_au
   return 0;
 }
 
-/* Learn the project's id when it is read lazily; create: make it if the project has none. */
+/* Learn the genesis when it is read lazily; create: make it if there is none. */
 static int resolve_genesis(struct cordon_audit_log *log, bool create, struct cordon_error **err) {
-  if (log->genesis[0] || !log->project_state_dir)
+  if (log->genesis[0] || !log->genesis_fn)
     return 0;
-  char id[CORDON_PROJECT_ID_HEX_LEN + 1];
-  int r = context_project_id_at(log->project_state_dir, create, id, err);
+  char id[CORDON_AUDIT_HMAC_HEX_LEN + 1];
+  int r = log->genesis_fn(log->genesis_source, create, id, err);
   if (r < 0)
     return cordon_error_prefix(err, "audit log %s", log->dir);
   if (r > 0)
@@ -122,7 +124,7 @@ void cordon_audit_close(struct cordon_audit_log *log) {
   crypto_hmac_free(log->key);
   free(log->dir);
   free(log->key_dir);
-  free(log->project_state_dir);
+  free(log->genesis_source);
   free(log);
 }
 

@@ -1,4 +1,7 @@
-/* The project context: where `.cordon/` lives, and the project's identity in it. */
+/* The project context: where `.cordon/` lives, and the project's identity in it. Also the
+ * public calls that take a context for a lower module which knows only directories: the
+ * project's audit log (bound to the project's id) and gc of the store (with the project's
+ * sessions and receipts as roots). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -8,12 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cordon/audit.h>
+#include <cordon/cas.h>
 #include <cordon/session.h>
 
-#include "protocol/context.h"
+#include "audit/log.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "confine/private.h"
+#include "protocol/context.h"
+#include "snapshot/gc.h"
 
 static bool has_state_dir(const char *dir) {
   _cleanup_free_ char *p = NULL;
@@ -201,4 +208,20 @@ int context_project_id_at(const char *state_dir, bool create, char *out,
 int cordon_context_project_id(struct cordon_context *ctx, bool create, char *out,
                               struct cordon_error **err) {
   return context_project_id_at(ctx->state_dir, create, out, err);
+}
+
+/* ---- the calls that bind a lower module to the project ------------------------------------ */
+
+int cordon_audit_open_project(struct cordon_context *ctx, const struct cordon_audit_options *opts,
+                              struct cordon_audit_log **out, struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL;
+  if (asprintf(&dir, "%s/audit", ctx->state_dir) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "audit log");
+  /* The project's id is read (or made, at the first append) only when the log needs it. */
+  return audit_open_bound(dir, opts, context_project_id_at, ctx->state_dir, out, err);
+}
+
+int cordon_cas_gc(struct cordon_context *ctx, struct cordon_cas *cas, bool dry_run,
+                  struct cordon_cas_gc_report *report, struct cordon_error **err) {
+  return snap_gc(cas, ctx ? ctx->state_dir : NULL, dry_run, report, err);
 }

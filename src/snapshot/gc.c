@@ -5,7 +5,10 @@
  * naming an output): scanning text for digests can only keep too much, never too little. A
  * root that is a snapshot manifest keeps every blob it names. gc holds the store's writer lock
  * exclusively, so no snapshot is half-written while it runs; an unreadable manifest among the
- * roots stops it before anything is removed. */
+ * roots stops it before anything is removed.
+ *
+ * gc knows a project only as its state directory: the public cordon_cas_gc, which takes the
+ * project's context, is a wrapper in the protocol layer (src/protocol/context.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +18,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cordon/session.h>
 #include <cordon/snapshot.h>
 
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "snapshot/gc.h"
 #include "snapshot/internal.h"
 
 #define SCAN_FILE_MAX ((size_t)16 << 20)
@@ -125,9 +128,9 @@ static void scan_tree(int dirfd, int depth, struct digest_set *roots) {
   closedir(d);
 }
 
-static void scan_project(struct cordon_context *ctx, const char *sub, struct digest_set *roots) {
+static void scan_project(const char *state_dir, const char *sub, struct digest_set *roots) {
   _cleanup_free_ char *path = NULL;
-  if (asprintf(&path, "%s/%s", cordon_context_state_dir(ctx), sub) < 0)
+  if (asprintf(&path, "%s/%s", state_dir, sub) < 0)
     return;
   _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd >= 0)
@@ -229,8 +232,8 @@ static int collect_packs(struct cordon_cas *cas, const struct digest_set *live, 
   return r;
 }
 
-int cordon_cas_gc(struct cordon_context *ctx, struct cordon_cas *cas, bool dry_run,
-                  struct cordon_cas_gc_report *report, struct cordon_error **err) {
+int snap_gc(struct cordon_cas *cas, const char *state_dir, bool dry_run,
+            struct cordon_cas_gc_report *report, struct cordon_error **err) {
   memset(report, 0, sizeof(*report));
   int lockfd = cas_lock_exclusive(cas, err);
   if (lockfd < 0)
@@ -246,9 +249,9 @@ int cordon_cas_gc(struct cordon_context *ctx, struct cordon_cas *cas, bool dry_r
     if (cas_unhex(refs[i], d) == 0)
       set_add(&roots, d);
   }
-  if (ctx) {
-    scan_project(ctx, "sessions", &roots);
-    scan_project(ctx, "receipts", &roots);
+  if (state_dir) {
+    scan_project(state_dir, "sessions", &roots);
+    scan_project(state_dir, "receipts", &roots);
   }
   set_seal(&roots);
   report->roots = roots.n;

@@ -1,4 +1,5 @@
-/* Pieces the snapshot module's files share: loading a verified manifest, storing a new one. */
+/* Pieces the snapshot module's files share: loading a verified manifest, storing a new one
+ * (stored.c). */
 #ifndef CORDON_SNAPSHOT_INTERNAL_H
 #define CORDON_SNAPSHOT_INTERNAL_H
 
