@@ -23,6 +23,7 @@
 #include <cordon/session.h>
 
 #include "audit/entry.h"
+#include "audit/log.h"
 #include "base/fs.h"
 
 static char tmp_root[] = "/tmp/cordon-test-audit.XXXXXX";
@@ -804,6 +805,79 @@ static void test_project_binding(void **state) {
   }
 }
 
+/* A genesis source for audit_open_bound: records how it was asked, answers from genesis_answer
+ * ("" for none yet, NULL for an error). */
+static int genesis_calls, genesis_creates;
+static const char *genesis_answer;
+static char genesis_seen_source[64];
+
+static int fake_genesis(const char *source, bool create, char *out, struct cordon_error **err) {
+  genesis_calls++;
+  genesis_creates += create;
+  snprintf(genesis_seen_source, sizeof(genesis_seen_source), "%s", source);
+  if (!genesis_answer)
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0, "no genesis here");
+  snprintf(out, CORDON_AUDIT_HMAC_HEX_LEN + 1, "%s", genesis_answer);
+  return out[0] ? 1 : 0;
+}
+
+/* The log learns a lazily bound genesis only when it needs it, once, from the function it was
+ * given (the project's id, in the library; here a fake), and checks the chain against it. */
+static void test_open_bound_asks_genesis_lazily(void **state) {
+  (void)state;
+  char *dir = fresh_dir("bound");
+  const char *id = "1111111111111111111111111111111111111111111111111111111111111111";
+  struct cordon_audit_options opts = {.key_dir = key_dir};
+  struct cordon_audit_log *log = NULL;
+  genesis_calls = genesis_creates = 0;
+  genesis_answer = "";
+  assert_int_equal(audit_open_bound(dir, &opts, fake_genesis, "src-1", &log, NULL), 0);
+  assert_int_equal(genesis_calls, 0); /* opening asks nothing */
+  expect_ok(log, 0);
+  assert_int_equal(genesis_calls, 0); /* nor does verifying an empty log */
+  genesis_answer = id;
+  append_n(log, 2, "bound");
+  assert_int_equal(genesis_calls, 1);
+  assert_int_equal(genesis_creates, 1); /* the first append makes it */
+  assert_string_equal(genesis_seen_source, "src-1");
+  expect_ok(log, 2);
+  assert_int_equal(genesis_calls, 1); /* known now: never asked again */
+  cordon_audit_close(log);
+
+  /* The chain begins from that id: a log bound to another id refuses it. */
+  opts.project_id = "2222222222222222222222222222222222222222222222222222222222222222";
+  log = open_log(dir, 0);
+  cordon_audit_close(log);
+  assert_int_equal(cordon_audit_open(dir, &opts, &log, NULL), 0);
+  expect_problem(log, CORDON_AUDIT_FOREIGN_PROJECT, NULL, 1);
+  cordon_audit_close(log);
+
+  /* An explicit project id binds the chain; the function is never asked. */
+  opts.project_id = id;
+  assert_int_equal(audit_open_bound(dir, &opts, fake_genesis, "src-2", &log, NULL), 0);
+  expect_ok(log, 2);
+  assert_int_equal(genesis_calls, 1);
+  cordon_audit_close(log);
+
+  /* A fresh handle asks when it verifies (without making one); the function's error stops the
+   * verification, naming the log. */
+  opts.project_id = NULL;
+  genesis_answer = NULL;
+  assert_int_equal(audit_open_bound(dir, &opts, fake_genesis, "src-3", &log, NULL), 0);
+  struct cordon_audit_report r;
+  struct cordon_error *err = NULL;
+  assert_true(cordon_audit_verify(log, &r, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_INTEGRITY);
+  assert_non_null(strstr(err->message, dir));
+  assert_non_null(strstr(err->message, "no genesis here"));
+  assert_int_equal(genesis_calls, 2);
+  assert_int_equal(genesis_creates, 1);
+  assert_string_equal(genesis_seen_source, "src-3");
+  cordon_error_free(err);
+  cordon_audit_close(log);
+  free(dir);
+}
+
 /* A project's log, through its context: the id is made once in .cordon/project-id at the first
  * append, and another project's log copied in is refused with both ids. */
 static void test_project_log_through_context(void **state) {
@@ -874,6 +948,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_genesis_check_pure),
       cmocka_unit_test(test_project_binding),
+      cmocka_unit_test(test_open_bound_asks_genesis_lazily),
       cmocka_unit_test(test_project_log_through_context),
       cmocka_unit_test(test_chain_verifies),
       cmocka_unit_test(test_every_byte_flip_detected),
