@@ -37,6 +37,7 @@
 
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "snapshot/gc.h"
 #include "snapshot/manifest.h"
 #include "snapshot/statcache.h"
 #include "store/cas.h"
@@ -1523,6 +1524,55 @@ static void test_gc(void **state) {
   free(tree);
 }
 
+/* The project's roots, given gc as a state directory: digests named in session state and
+ * receipts keep their blobs (a snapshot id keeps its files too); a session's workspace is never
+ * read. cordon_cas_gc passes a context's state directory through. */
+static void test_gc_state_dir_roots(void **state) {
+  struct fixture *f = *state;
+  char *tree = path_of(f, "gc-roots"), *proj = path_of(f, "gc-proj");
+  char *state_dir = path_of(f, "gc-proj/.cordon");
+  mks(tree, "file", "named by a receipt's snapshot\n", 0644);
+  char snap[CORDON_DIGEST_HEX_SIZE], by_session[CORDON_DIGEST_HEX_SIZE];
+  char in_workspace[CORDON_DIGEST_HEX_SIZE], text[256];
+  take(f, tree, snap);
+  struct cordon_error *err = NULL;
+  must(cordon_snapshot_forget(f->cas, snap, &err), err, "forget"); /* no ref: only the receipt */
+  must(cordon_cas_put(f->cas, "session", 7, NULL, NULL, by_session, &err), err, "put");
+  must(cordon_cas_put(f->cas, "workspace", 9, NULL, NULL, in_workspace, &err), err, "put");
+  snprintf(text, sizeof(text), "{\"resumed_from\":\"%s\"}\n", by_session);
+  mks(state_dir, "sessions/s1/state.json", text, 0600);
+  mks(state_dir, "sessions/s1/workspace/notes.txt", in_workspace, 0600);
+  snprintf(text, sizeof(text), "output %s.\n", snap);
+  mks(state_dir, "receipts/r1.json", text, 0600);
+
+  struct cordon_cas_gc_report rep;
+  must(snap_gc(f->cas, state_dir, true, &rep, &err), err, "gc dry run");
+  assert_int_equal(rep.roots, 2);
+  assert_int_equal(rep.removed, 1); /* only the blob named in the workspace */
+  assert_string_equal(rep.removed_digests[0], in_workspace);
+  assert_int_equal(rep.kept, 3); /* the session's blob, the manifest and its file */
+  cordon_cas_gc_report_clear(&rep);
+  must(snap_gc(f->cas, NULL, true, &rep, &err), err, "gc dry run without a project");
+  assert_int_equal(rep.roots, 0);
+  assert_int_equal(rep.removed, 4);
+  cordon_cas_gc_report_clear(&rep);
+
+  struct cordon_context *ctx = NULL;
+  must(cordon_context_open(proj, &ctx, &err), err, "context");
+  must(cordon_cas_gc(ctx, f->cas, false, &rep, &err), err, "gc");
+  assert_int_equal(rep.removed, 1);
+  cordon_cas_gc_report_clear(&rep);
+  cordon_context_free(ctx);
+  assert_int_equal(cordon_cas_has(f->cas, in_workspace, &err), 0);
+  assert_int_equal(cordon_cas_has(f->cas, by_session, &err), 1);
+  char *out = path_of(f, "gc-roots-out");
+  restore_to(f, snap, out);
+  free(out);
+  free(state_dir);
+  free(proj);
+  free(tree);
+}
+
 static void test_exclude_and_store_inside(void **state) {
   struct fixture *f = *state;
   char *tree = path_of(f, "proj");
@@ -1720,6 +1770,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_restore_links_from_reference, setup, teardown),
       cmocka_unit_test_setup_teardown(test_materialize_base, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gc_state_dir_roots, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exclude_and_store_inside, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sparse_files, setup, teardown),
       cmocka_unit_test_setup_teardown(test_snapshot_limit, setup, teardown),
