@@ -1,9 +1,9 @@
 /* The `ns` backend: native Linux confinement (user, mount, pid, ipc, uts, cgroup and network
  * namespaces, pivot_root, seccomp, cgroups, no capabilities), built on the kernel directly.
  *
- * create() validates the whole policy first and refuses what it cannot enforce, then makes the
- * session's cgroups and socket and starts the holder (holder.c), which builds the sandbox's
- * root and waits for commands. Sessions outlive the process that made them: backend_state
+ * create() (start.c) plans the whole sandbox first and refuses what it cannot enforce, then
+ * makes the session's cgroups and socket and starts the holder (holder.c), which builds the
+ * sandbox's root and waits for commands. Sessions outlive the process that made them: backend_state
  * records the holder's pid and start time (so a recycled pid is never mistaken for it) and the
  * cgroups to remove. exec() sends argv, environment, cwd and the three stdio fds over the
  * session socket; the runner (exec/runner.c) does the capture and the timeout around it.
@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -46,10 +45,7 @@
 #include "base/strv.h"
 #include "confine/cgroup.h"
 #include "confine/policy.h"
-#include "confine/private.h"
-#include "confine/resolve.h"
 #include "confine/syscalls.h"
-#include "confine/userns.h"
 #include "crypto/digest.h"
 #include "exec/runner.h"
 

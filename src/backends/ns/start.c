@@ -177,7 +177,7 @@ static int holder_started(struct cordon_session *s, struct ns_impl *impl,
  * steps; everything a step opens lives in struct start until the holder (or, one-shot, the one
  * exec) takes it, and start_clear closes what is left on any path. What a failed start leaves
  * on the host (cgroups, a workspace we made, the session's directory) goes with the session's
- * destroy, as before. */
+ * destroy. */
 
 struct start {
   struct cordon_session *s;
