@@ -1,9 +1,9 @@
 /* The `ns` backend: native Linux confinement (user, mount, pid, ipc, uts, cgroup and network
  * namespaces, pivot_root, seccomp, cgroups, no capabilities), built on the kernel directly.
  *
- * create() validates the whole policy first and refuses what it cannot enforce, then makes the
- * session's cgroups and socket and starts the holder (holder.c), which builds the sandbox's
- * root and waits for commands. Sessions outlive the process that made them: backend_state
+ * create() (start.c) plans the whole sandbox first and refuses what it cannot enforce, then
+ * makes the session's cgroups and socket and starts the holder (holder.c), which builds the
+ * sandbox's root and waits for commands. Sessions outlive the process that made them: backend_state
  * records the holder's pid and start time (so a recycled pid is never mistaken for it) and the
  * cgroups to remove. exec() sends argv, environment, cwd and the three stdio fds over the
  * session socket; the runner (exec/runner.c) does the capture and the timeout around it.
@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,6 +36,7 @@
 #include "protocol/rundir.h"
 #include "protocol/workspace.h"
 #include "backends/ns/holder.h"
+#include "backends/ns/impl.h"
 #include "backends/ns/ns.h"
 #include "backends/ns/proto.h"
 #include "base/cleanup.h"
@@ -45,69 +45,20 @@
 #include "base/strv.h"
 #include "confine/cgroup.h"
 #include "confine/policy.h"
-#include "confine/private.h"
-#include "confine/resolve.h"
 #include "confine/syscalls.h"
-#include "confine/userns.h"
 #include "crypto/digest.h"
 #include "exec/runner.h"
 
-#define SOCKET_NAME "holder.sock"
-#define SECRET_NAME "secret"
-/* An empty file in the session's directory whose removal (the project deleted) ends the holder,
- * now that its socket lives elsewhere. */
-#define LEASE_NAME "holder.lease"
-/* Resume as root mounts an overlay over a shared base; 0 restores a full copy instead. */
-#ifndef NS_OVERLAY_FORKS
-#define NS_OVERLAY_FORKS 1
-#endif
 #define STATE_VERSION 1
-/* The runtime's own tasks in the session's pids cgroup: the holder, two idle workers and their
- * waiting command processes, and the worker of the running exec (each further concurrent exec
- * has a worker too, counted against the limit). */
-#define PIDS_OVERHEAD 6
 /* How long exec waits for the holder to answer a request. */
 #define START_TIMEOUT_MS 30000
 /* How long destroy waits for the holder (and with it the namespace) to die. */
 #define DESTROY_WAIT_MS 5000
 
-struct ns_impl {
-  pid_t holder_pid;
-  unsigned long long holder_start;
-  int run_fd; /* O_PATH of the session's runtime directory (protocol/rundir.h), where the socket
-                 and the secret live; borrowed from the session (session_rundir), or -1 */
-  struct crypto_hmac *auth; /* keyed with the session's secret, once needed; or NULL */
-  char *socket_recorded;    /* the socket's path as the state file records it (never trusted) */
-  struct confine_cgroups cgroups;
-  bool owned_workspace;
-  char *from_snapshot; /* the snapshot this session was resumed from, or NULL */
-  /* Resumed as an overlay: lower = the shared base of from_snapshot, upper and work in the
-   * state dir; the workspace is seen through the holder's root. Host-side writes go in as
-   * outer_uid, the owner of everything in the upper layer. */
-  bool overlay;
-  uid_t outer_uid;
-  gid_t outer_gid;
-  char *dead; /* why the holder is unusable, or NULL */
-  /* One-shot (manifest.one_shot): no holder; the sandbox is built with the command by the one
-   * exec, from what create prepared. NULL once that exec has started. */
-  struct ns_pending *pending;
-  bool one_shot;
-  /* A one-shot session's owner: the process whose one exec it is (`cordon run`, a race), so
-   * that `cordon gc` can tell a session of a killed cordon from one in use. 0 when unknown. */
-  pid_t owner_pid;
-  unsigned long long owner_start;
-  char owner_boot[64];
-  /* A holder still building its sandbox (create/resume returned early for a batch, see
-   * ns_ready): its report pipe, or -1. */
-  int ready_fd;
-};
-
-static void pending_free(struct ns_pending *p);
-
 static void impl_free(struct ns_impl *impl) {
   if (!impl)
     return;
-  pending_free(impl->pending);
+  ns_pending_free(impl->pending);
   crypto_hmac_free(impl->auth);
   free(impl->socket_recorded);
   if (impl->ready_fd >= 0)
@@ -118,7 +69,7 @@ static void impl_free(struct ns_impl *impl) {
   free(impl);
 }
 
-static struct ns_impl *impl_new(void) {
+struct ns_impl *ns_impl_new(void) {
   struct ns_impl *impl = calloc(1, sizeof(*impl));
   if (impl)
     impl->run_fd = impl->ready_fd = -1;
@@ -127,7 +78,7 @@ static struct ns_impl *impl_new(void) {
 
 /* ---- availability ------------------------------------------------------------------------ */
 
-static long read_sysctl(const char *path) {
+long ns_read_sysctl(const char *path) {
   char buf[32];
   _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -141,12 +92,12 @@ static long read_sysctl(const char *path) {
 
 static int ns_available(const struct cordon_backend *self, char **reason) {
   const char *why = NULL;
-  if (read_sysctl("/proc/sys/user/max_user_namespaces") == 0)
+  if (ns_read_sysctl("/proc/sys/user/max_user_namespaces") == 0)
     why = "user namespaces disabled (user.max_user_namespaces=0)";
-  else if (geteuid() != 0 && read_sysctl("/proc/sys/kernel/unprivileged_userns_clone") == 0)
+  else if (geteuid() != 0 && ns_read_sysctl("/proc/sys/kernel/unprivileged_userns_clone") == 0)
     why = "unprivileged user namespaces disabled (kernel.unprivileged_userns_clone=0)";
   else if (geteuid() != 0 &&
-           read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
+           ns_read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
     why = "unprivileged user namespaces restricted by AppArmor "
           "(kernel.apparmor_restrict_unprivileged_userns=1)";
   else if (syscall(SYS_mount_setattr, -1, "", 0, NULL, 0) < 0 && errno == ENOSYS)
@@ -161,9 +112,6 @@ static int ns_available(const struct cordon_backend *self, char **reason) {
 }
 
 /* ---- state ------------------------------------------------------------------------------- */
-
-/* A session's cgroups: CGROUP_PREFIX and its id. */
-#define CGROUP_PREFIX "cordon-"
 
 static const char *const cgroup_keys[CONFINE_CG_MAX_DIRS] = {"cgroup_v2", "cgroup_memory",
                                                              "cgroup_pids", "cgroup_cpu"};
@@ -209,7 +157,7 @@ static bool cgroup_dir_owned(const char *dir, const char *state_dir) {
   return strcmp(owner, state_dir) == 0;
 }
 
-static int save_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err) {
+int ns_save_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err) {
   json_t *o = json_pack("{s:i, s:I, s:I, s:b}", "version", STATE_VERSION, "holder_pid",
                         (json_int_t)impl->holder_pid, "holder_start",
                         (json_int_t)impl->holder_start, "owned_workspace", impl->owned_workspace);
@@ -309,20 +257,6 @@ static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cor
   return r;
 }
 
-/* Host-side writes into an overlay workspace run with the file-system ids of the upper layer's
- * owner (per thread), so what the host writes the sandbox owns, as in a plain workspace. */
-#define SANDBOX_OWNER_BEGIN(impl)                   \
-  bool owner_switched_ = (impl) && (impl)->overlay; \
-  if (owner_switched_) {                            \
-    setfsgid((impl)->outer_gid);                    \
-    setfsuid((impl)->outer_uid);                    \
-  }
-#define SANDBOX_OWNER_END() \
-  if (owner_switched_) {    \
-    setfsuid(0);            \
-    setfsgid(0);            \
-  }
-
 /* ---- the holder's lifetime ----------------------------------------------------------------- */
 
 /* Whether pid is pid 1 of a pid namespace below ours, as every holder is ("NSpid: N 1"). */
@@ -414,7 +348,7 @@ static int stop_everything(struct cordon_session *s, struct cordon_error **err) 
   struct ns_impl *impl = s->impl;
   struct ns_impl *loaded = NULL;
   if (!impl) {
-    loaded = impl = impl_new();
+    loaded = impl = ns_impl_new();
     if (!impl)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
     if (!s->backend_state) {
@@ -452,730 +386,6 @@ static int stop_everything(struct cordon_session *s, struct cordon_error **err) 
   return r;
 }
 
-/* ---- create -------------------------------------------------------------------------------- */
-
-struct plan {
-  char **system_paths;         /* normalised */
-  struct confine_path *system; /* resolved; kind DIR/FILE/SYMLINK; path NULL when absent */
-  size_t n_system;
-  struct confine_path *grants; /* resolved allow_ro */
-  size_t n_grants;
-  char **ro, **hidden_dirs, **hidden_files;
-  char **private_dirs;     /* the always-hidden set (confine/private.h) */
-  char **hidden_host_dirs; /* members of it inside system paths and grants, sandbox paths */
-  struct confine_tree *trees;
-  size_t n_trees, n_grant_trees; /* grants come last */
-  char *passwd, *group;
-  char *workspace_real;
-};
-
-static void plan_clear(struct plan *p) {
-  strv_free(p->system_paths);
-  confine_paths_free(p->system, p->n_system);
-  confine_paths_free(p->grants, p->n_grants);
-  strv_free(p->ro);
-  strv_free(p->hidden_dirs);
-  strv_free(p->hidden_files);
-  strv_free(p->private_dirs);
-  strv_free(p->hidden_host_dirs);
-  for (size_t i = 0; i < p->n_trees; i++)
-    if (p->trees[i].tree_fd >= 0)
-      close(p->trees[i].tree_fd);
-  free(p->trees);
-  free(p->passwd);
-  free(p->group);
-  free(p->workspace_real);
-}
-
-/* What create prepared for a one-shot session's exec: the plan (which the config points into),
- * the config and the fds it names. */
-struct ns_pending {
-  struct plan plan;
-  struct ns_holder_config cfg;
-  int workspace_fd; /* cfg.root.workspace.tree_fd */
-  int cgroup_fd;
-  int join_fds[CONFINE_CG_MAX_DIRS];
-  int memory_join_fd;
-};
-
-static void pending_free(struct ns_pending *p) {
-  if (!p)
-    return;
-  plan_clear(&p->plan);
-  if (p->workspace_fd >= 0)
-    close(p->workspace_fd);
-  if (p->cgroup_fd >= 0)
-    close(p->cgroup_fd);
-  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
-    if (p->join_fds[i] >= 0)
-      close(p->join_fds[i]);
-  if (p->memory_join_fd >= 0)
-    close(p->memory_join_fd);
-  free(p);
-}
-
-static int push_resolved(struct plan *p, const struct confine_path *rp, bool read_only,
-                         struct cordon_error **err) {
-  char ***list =
-      read_only ? &p->ro : (rp->kind == CONFINE_KIND_DIR ? &p->hidden_dirs : &p->hidden_files);
-  for (size_t i = 0; *list && (*list)[i]; i++)
-    if (strcmp((*list)[i], rp->path) == 0)
-      return 0; /* the same path named twice (e.g. .cordon listed explicitly) */
-  if (strv_push(list, rp->path) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  return 0;
-}
-
-/* Drop the entries of list that `rel` covers; true when one of them covers `rel`. */
-static bool hidden_merge(char **list, const char *rel) {
-  size_t o = 0;
-  bool covered = false;
-  for (size_t i = 0; list && list[i]; i++) {
-    if (confine_path_covers(list[i], rel))
-      covered = true;
-    else if (confine_path_covers(rel, list[i])) {
-      free(list[i]);
-      continue;
-    }
-    list[o++] = list[i];
-  }
-  if (list)
-    list[o] = NULL;
-  return covered;
-}
-
-/* A directory of the always-hidden set inside the workspace (canonical, relative): hidden
- * unless the policy hides it (or a parent) already; what the policy hides beneath it goes. */
-static int push_always_hidden(struct plan *p, const char *rel, struct cordon_error **err) {
-  bool covered = hidden_merge(p->hidden_dirs, rel);
-  covered |= hidden_merge(p->hidden_files, rel);
-  if (!covered && strv_push(&p->hidden_dirs, rel) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  return 0;
-}
-
-/* Workspace policy: lexical checks, then resolution beneath the workspace, then the same
- * overlap checks on the canonical paths (two names may resolve to overlapping trees). */
-static int plan_workspace_policy(struct plan *p, const struct cordon_session *s,
-                                 const struct cordon_policy *policy, int ws_fd,
-                                 struct cordon_error **err) {
-  _cleanup_(strv_freep) char **ro_norm = NULL, **hidden_norm = NULL;
-  for (size_t i = 0; policy->read_only && policy->read_only[i]; i++) {
-    char *n = NULL;
-    if (confine_normalize_workspace_path(policy->read_only[i], "read-only path", &n, err) < 0)
-      return -1;
-    if (strv_push_take(&ro_norm, n) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  }
-  for (size_t i = 0; policy->hidden && policy->hidden[i]; i++) {
-    char *n = NULL;
-    if (confine_normalize_workspace_path(policy->hidden[i], "hidden path", &n, err) < 0)
-      return -1;
-    if (strv_push_take(&hidden_norm, n) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  }
-  if (confine_check_workspace_lists((const char *const *)ro_norm, (const char *const *)hidden_norm,
-                                    err) < 0)
-    return -1;
-  for (size_t i = 0; ro_norm && ro_norm[i]; i++) {
-    struct confine_path rp = {0};
-    int r = confine_resolve_workspace_path(ws_fd, p->workspace_real, ro_norm[i], "read-only path",
-                                           &rp, err);
-    if (r == 0)
-      r = push_resolved(p, &rp, true, err);
-    confine_path_clear(&rp);
-    if (r < 0)
-      return -1;
-  }
-  for (size_t i = 0; hidden_norm && hidden_norm[i]; i++) {
-    struct confine_path rp = {0};
-    int r = confine_resolve_workspace_path(ws_fd, p->workspace_real, hidden_norm[i], "hidden path",
-                                           &rp, err);
-    if (r == 0)
-      r = push_resolved(p, &rp, false, err);
-    confine_path_clear(&rp);
-    if (r < 0)
-      return -1;
-  }
-  /* A protected file must not stay reachable through another name (a hard link). cordon's own
-   * state and keys, added below, are not walked: nothing in a sandbox can name them to link
-   * them, and cordon never links out of them. */
-  _cleanup_(strv_freep) char **hidden_named = strv_copy((const char *const *)p->hidden_dirs);
-  for (size_t i = 0; hidden_named && p->hidden_files && p->hidden_files[i]; i++)
-    if (strv_push(&hidden_named, p->hidden_files[i]) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  if (!hidden_named)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  if (confine_check_hard_links(ws_fd, (const char *const *)p->ro, (const char *const *)hidden_named,
-                               err) < 0)
-    return -1;
-  /* cordon's own state, its keys and every other project's .cordon/ are always hidden where
-   * the workspace holds them, at any depth; one the policy hides already stays as it is. */
-  _cleanup_(strv_freep) char **beneath = NULL;
-  if (confine_private_beneath((const char *const *)p->private_dirs, p->workspace_real, true,
-                              &beneath, err) < 0)
-    return -1;
-  for (size_t i = 0; beneath && beneath[i]; i++)
-    if (push_always_hidden(p, beneath[i], err) < 0)
-      return -1;
-  _cleanup_(strv_freep) char **hidden_all = strv_copy((const char *const *)p->hidden_dirs);
-  for (size_t i = 0; hidden_all && p->hidden_files && p->hidden_files[i]; i++)
-    if (strv_push(&hidden_all, p->hidden_files[i]) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  if (!hidden_all)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  if (confine_check_workspace_lists((const char *const *)p->ro, (const char *const *)hidden_all,
-                                    err) < 0)
-    return cordon_error_prefix(err, "after resolving symlinks");
-  return 0;
-}
-
-/* The always-hidden set inside every tree bound from the host (system paths and grants, at
- * any depth, and a .cordon/ at the top of a grant even when unregistered): each is covered by
- * an empty read-only tmpfs at its path inside the sandbox. */
-static int plan_hidden_host_dirs(struct plan *p, struct cordon_error **err) {
-  for (size_t i = 0; i < p->n_trees; i++) {
-    const struct confine_tree *t = &p->trees[i];
-    if (t->link || !t->source || !t->is_dir)
-      continue;
-    _cleanup_(strv_freep) char **beneath = NULL;
-    bool grant = i >= p->n_trees - p->n_grant_trees;
-    if (confine_private_beneath((const char *const *)p->private_dirs, t->source, grant, &beneath,
-                                err) < 0)
-      return -1;
-    for (size_t j = 0; beneath && beneath[j]; j++) {
-      char *target = NULL;
-      if (asprintf(&target, "%s/%s", t->target, beneath[j]) < 0 ||
-          strv_push_take(&p->hidden_host_dirs, target) < 0)
-        return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-    }
-  }
-  return 0;
-}
-
-static int plan_host_paths(struct plan *p, const struct cordon_session *s,
-                           const struct cordon_policy *policy, struct cordon_error **err) {
-  const char *const *sys =
-      policy->system_paths ? policy->system_paths : confine_default_system_paths;
-  bool optional = policy->system_paths == NULL;
-  for (size_t i = 0; sys[i]; i++) {
-    char *n = NULL;
-    if (confine_normalize_host_path(sys[i], "system path", &n, err) < 0)
-      return -1;
-    if (strv_push_take(&p->system_paths, n) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  }
-  _cleanup_(strv_freep) char **grants = NULL;
-  for (size_t i = 0; policy->allow_ro && policy->allow_ro[i]; i++) {
-    char *n = NULL;
-    if (confine_normalize_host_path(policy->allow_ro[i], "read-only grant", &n, err) < 0)
-      return -1;
-    if (strv_push_take(&grants, n) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  }
-  if (confine_check_sandbox_root(s->root, (const char *const *)p->system_paths, err) < 0 ||
-      confine_check_host_lists((const char *const *)p->system_paths, (const char *const *)grants,
-                               s->root, err) < 0)
-    return -1;
-  size_t n_sys = strv_length((const char *const *)p->system_paths);
-  size_t n_grants = strv_length((const char *const *)grants);
-  p->system = calloc(n_sys + 1, sizeof(*p->system));
-  p->grants = calloc(n_grants + 1, sizeof(*p->grants));
-  p->trees = calloc(n_sys + n_grants + 1, sizeof(*p->trees));
-  if (!p->system || !p->grants || !p->trees)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
-  p->n_system = n_sys;
-  p->n_grants = n_grants;
-  for (size_t i = 0; i < n_sys; i++) {
-    bool present = false;
-    if (confine_resolve_host_path(p->system_paths[i], true, optional, "system path", &p->system[i],
-                                  &present, err) < 0)
-      return -1;
-    if (!present)
-      continue;
-    struct confine_tree *t = &p->trees[p->n_trees++];
-    *t = (struct confine_tree){
-        .target = p->system[i].path,
-        .source = p->system[i].source,
-        .link = p->system[i].link,
-        .tree_fd = -1,
-        .is_dir = p->system[i].kind == CONFINE_KIND_DIR,
-    };
-  }
-  for (size_t i = 0; i < n_grants; i++) {
-    /* Already visible through a system path or a wider grant: nothing to add. */
-    bool covered = false;
-    for (size_t j = 0; j < n_sys && !covered; j++)
-      covered = p->system[j].path && p->system[j].kind != CONFINE_KIND_SYMLINK &&
-                confine_path_covers(p->system[j].path, grants[i]);
-    for (size_t j = 0; j < n_grants && !covered; j++)
-      covered = j != i && confine_path_covers(grants[j], grants[i]) &&
-                (strcmp(grants[j], grants[i]) != 0 || j < i);
-    if (covered)
-      continue;
-    if (confine_resolve_host_path(grants[i], false, false, "read-only grant", &p->grants[i], NULL,
-                                  err) < 0 ||
-        confine_check_not_private(p->grants[i].source, "read-only grant",
-                                  (const char *const *)p->private_dirs, err) < 0)
-      return -1;
-    p->n_grant_trees++;
-    struct confine_tree *t = &p->trees[p->n_trees++];
-    *t = (struct confine_tree){
-        .target = p->grants[i].path,
-        .source = p->grants[i].source,
-        .tree_fd = -1,
-        .is_dir = p->grants[i].kind == CONFINE_KIND_DIR,
-    };
-  }
-  return plan_hidden_host_dirs(p, err);
-}
-
-/* The session socket, bound in the session's fresh runtime directory (never in the project
- * tree, which a sandbox may reach); the holder listens on it. */
-static int make_listen_socket(int run_fd, struct cordon_error **err) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "socket");
-  struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  /* The directory's path may exceed sun_path's 108 bytes: go through our fd of it. */
-  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", run_fd, SOCKET_NAME);
-  if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-      fchmodat(run_fd, SOCKET_NAME, 0600, 0) < 0) {
-    int e = errno;
-    close(fd);
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create the session socket");
-  }
-  return fd;
-}
-
-/* The session's control: its runtime directory, a fresh secret in it (0600, O_EXCL) and the
- * HMAC keyed with it, the socket, and an O_PATH of the lease file in the session's directory
- * (the holder watches it: a session whose directory is gone ends). */
-static int make_control(struct cordon_session *s, struct ns_impl *impl, int *listen_fd,
-                        int *socket_file_fd, struct cordon_error **err) {
-  impl->run_fd = session_rundir(s, true, err);
-  if (impl->run_fd < 0)
-    return -1;
-  uint8_t secret[NS_AUTH_SECRET_LEN];
-  if (fs_random_bytes(secret, sizeof(secret)) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
-                            "no random bytes for the session secret");
-  int r = rundir_write_private(impl->run_fd, SECRET_NAME, secret, sizeof(secret), err);
-  if (r == 0)
-    r = crypto_hmac_new(secret, sizeof(secret), &impl->auth, err);
-  OPENSSL_cleanse(secret, sizeof(secret));
-  if (r < 0)
-    return cordon_error_prefix(err, "session %s", s->id);
-  *listen_fd = make_listen_socket(impl->run_fd, err);
-  if (*listen_fd < 0)
-    return -1;
-  _cleanup_close_ int state_fd = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  _cleanup_close_ int lease =
-      state_fd < 0 ? -1
-                   : openat(state_fd, LEASE_NAME,
-                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  *socket_file_fd = lease < 0 ? -1 : openat(state_fd, LEASE_NAME, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (*socket_file_fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s/%s", s->state_dir,
-                            LEASE_NAME);
-  return 0;
-}
-
-static uid_t overflow_uid(void) {
-  long v = read_sysctl("/proc/sys/kernel/overflowuid");
-  return v > 0 ? (uid_t)v : 65534;
-}
-
-/* Fallback when the workspace's file system cannot be id-mapped: hand a workspace we created
- * ourselves to the sandbox uid. Never done to a directory the caller gave us. */
-static int chown_tree(int dirfd, uid_t uid, gid_t gid, int depth) {
-  if (fchown(dirfd, uid, gid) < 0 || depth > 64)
-    return -1;
-  int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-  if (fd < 0)
-    return -1;
-  _cleanup_closedir_ DIR *d = fdopendir(fd);
-  if (!d) {
-    close(fd);
-    return -1;
-  }
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-      continue;
-    if (de->d_type == DT_DIR) {
-      _cleanup_close_ int sub =
-          openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0 || chown_tree(sub, uid, gid, depth + 1) < 0)
-        return -1;
-    } else if (fchownat(dirfd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
-      return -1;
-    }
-  }
-  return 0;
-}
-
-static uid_t env_id(const char *name, unsigned fallback) {
-  const char *v = getenv(name);
-  if (!v || !*v)
-    return fallback;
-  char *end = NULL;
-  unsigned long x = strtoul(v, &end, 10);
-  return (end && !*end && x > 0 && x < 0xfffffffful) ? (uid_t)x : fallback;
-}
-
-/* The holder exists (it may still be building its sandbox): record it, and write the session's
- * state file now, so that its write and sync overlap the holder's setup. */
-static int holder_started(struct cordon_session *s, struct ns_impl *impl,
-                          struct cordon_error **err) {
-  impl->holder_start = proc_start_time(impl->holder_pid);
-  if (!impl->holder_start)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox holder died right away");
-  if (impl->overlay) {
-    /* The merged view exists only in the holder's mount namespace: reach it through the
-     * holder's root (workspace.c stays beneath it with RESOLVE_BENEATH). */
-    free(s->workspace);
-    if (asprintf(&s->workspace, "/proc/%d/root%s", (int)impl->holder_pid, s->root) < 0) {
-      s->workspace = NULL;
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-    }
-  }
-  if (save_state(s, impl, err) < 0)
-    return -1;
-  return session_persist(s, err);
-}
-
-/* create() and resume(): snapshot_id non-NULL restores that snapshot as the session's own
- * workspace before anything else. */
-static int ns_start(struct cordon_session *s, const struct cordon_manifest *m,
-                    const char *snapshot_id, struct cordon_error **err) {
-  _cleanup_free_ char *overlay_upper = NULL, *overlay_work = NULL;
-  const struct cordon_policy *policy = &m->policy;
-  struct ns_impl *impl = impl_new();
-  if (!impl)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
-  s->impl = impl;
-  if (confine_check_egress(policy->egress, err) < 0 ||
-      confine_check_limits(&policy->limits, err) < 0)
-    return -1;
-  if (m->repo)
-    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
-                            "the ns backend does not check out repositories; pass the "
-                            "checkout as the workspace");
-
-  _cleanup_(plan_clear) struct plan plan = {0};
-  if (confine_private_set(s->ctx ? cordon_context_state_dir(s->ctx) : NULL, &plan.private_dirs,
-                          err) < 0 ||
-      plan_host_paths(&plan, s, policy, err) < 0)
-    return -1;
-
-  /* The workspace: the caller's directory, a fresh one in the session's state, or (resume) the
-   * snapshot restored there with every blob verified. */
-  if (snapshot_id) {
-    if (m->workspace)
-      return cordon_error_set(err, CORDON_ERR_USAGE, 0,
-                              "a session resumed from a snapshot gets a fresh workspace; a "
-                              "workspace cannot be given too");
-    if (asprintf(&s->workspace, "%s/workspace", s->state_dir) < 0) {
-      s->workspace = NULL;
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-    }
-    impl->from_snapshot = strdup(snapshot_id);
-    if (!impl->from_snapshot)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-    impl->owned_workspace = true;
-    struct cordon_cas *cas = NULL;
-    if (cordon_cas_open_project(s->ctx, &cas, err) < 0)
-      return -1;
-    int r;
-    if (geteuid() == 0 && NS_OVERLAY_FORKS) {
-      /* Fork: one shared read-only base per snapshot, and this session's own upper layer. The
-       * policy is resolved on the base (the merged view's content until the session runs). */
-      impl->overlay = true;
-      impl->outer_uid = env_id("CORDON_SANDBOX_HOST_UID", CONFINE_ROOT_HOST_UID);
-      impl->outer_gid = env_id("CORDON_SANDBOX_HOST_GID", CONFINE_ROOT_HOST_GID);
-      _cleanup_free_ char *bases = NULL;
-      if (asprintf(&bases, "%s/bases", cordon_context_state_dir(s->ctx)) < 0)
-        bases = NULL;
-      if (!bases || asprintf(&overlay_upper, "%s/upper", s->state_dir) < 0 ||
-          asprintf(&overlay_work, "%s/work", s->state_dir) < 0) {
-        cordon_cas_close(cas);
-        return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-      }
-      free(s->workspace);
-      s->workspace = NULL;
-      r = fs_mkdir_p(bases, 0700, err);
-      if (r == 0)
-        r = cordon_snapshot_materialize_base(cas, snapshot_id, bases, &s->workspace, err);
-      /* The merged root takes the upper layer's mode: make it the base's (the snapshot's
-       * root), whatever our umask, so a fork's root is the tree it was forked from. */
-      struct stat base_st;
-      if (r == 0 &&
-          (stat(s->workspace, &base_st) < 0 || mkdir(overlay_upper, 0700) < 0 ||
-           chown(overlay_upper, impl->outer_uid, impl->outer_gid) < 0 ||
-           chmod(overlay_upper, base_st.st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID)) < 0 ||
-           mkdir(overlay_work, 0700) < 0))
-        r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
-                             "cannot create the overlay layers in %s", s->state_dir);
-    } else {
-      r = cordon_snapshot_restore(cas, snapshot_id, s->workspace, NULL, err);
-    }
-    cordon_cas_close(cas);
-    if (r < 0)
-      return -1;
-  } else if (m->workspace) {
-    char real[PATH_MAX];
-    struct stat st;
-    if (!realpath(m->workspace, real) || stat(real, &st) < 0)
-      return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", m->workspace);
-    if (!S_ISDIR(st.st_mode))
-      return cordon_error_set(err, CORDON_ERR_USAGE, ENOTDIR, "workspace %s", m->workspace);
-    if (confine_check_workspace_dir(real, err) < 0 ||
-        confine_check_not_private(real, "workspace", (const char *const *)plan.private_dirs, err) <
-            0)
-      return -1;
-    s->workspace = strdup(real);
-  } else {
-    if (asprintf(&s->workspace, "%s/workspace", s->state_dir) < 0)
-      s->workspace = NULL;
-    else if (mkdir(s->workspace, 0755) < 0 || chmod(s->workspace, 0755) < 0) /* not umask's */
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", s->workspace);
-    impl->owned_workspace = true;
-  }
-  if (!s->workspace)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-  if (!impl->overlay && workspace_write_manifest_files(s->workspace, m, err) < 0)
-    return -1;
-  _cleanup_close_ int ws_fd = open(s->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (ws_fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
-  plan.workspace_real = confine_fd_path(ws_fd);
-  if (!plan.workspace_real)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
-  if (plan_workspace_policy(&plan, s, policy, ws_fd, err) < 0)
-    return -1;
-
-  /* Identity: as root, the sandbox uid maps to an unprivileged host uid; rootless, to ours. */
-  bool rootless = geteuid() != 0;
-  struct ns_holder_config cfg = {
-      .identity = {.uid = CONFINE_SANDBOX_UID,
-                   .gid = CONFINE_SANDBOX_GID,
-                   .can_setgroups = !rootless},
-      .outer_uid = rootless ? geteuid() : env_id("CORDON_SANDBOX_HOST_UID", CONFINE_ROOT_HOST_UID),
-      .outer_gid = rootless ? getegid() : env_id("CORDON_SANDBOX_HOST_GID", CONFINE_ROOT_HOST_GID),
-      .rootless = rootless,
-      .rlimits = {.nofile = policy->limits.nofile,
-                  .fsize = policy->limits.fsize_bytes ? policy->limits.fsize_bytes
-                                                      : CORDON_DEFAULT_FSIZE_BYTES},
-      .new_network = policy->egress != CORDON_EGRESS_OPEN,
-      .loopback = policy->egress == CORDON_EGRESS_LOOPBACK,
-      .listen_fd = -1,
-      .cgroup_fd = -1,
-      .cgroup_join_fds = {-1, -1, -1, -1},
-      .memory_join_fd = -1,
-      .socket_file_fd = -1,
-  };
-
-  /* One-shot: no holder, the one exec builds the sandbox (the manifest's files of an overlay
-   * session go in through the holder's view, so those take the holder). */
-  impl->one_shot = m->one_shot && !(impl->overlay && m->n_files);
-
-  /* cgroups: limits, and the v2 cgroup whose leaves let each exec's tree be killed at once. A
-   * one-shot sandbox needs none without limits: its pid namespace dies with its command. */
-  const struct cordon_limits *lim = &policy->limits;
-  bool any_limit = lim->memory_bytes || lim->pids || lim->cpus > 0;
-  char cg_name[96];
-  snprintf(cg_name, sizeof(cg_name), CGROUP_PREFIX "%s", s->id);
-  if ((!impl->one_shot || any_limit) &&
-      confine_cgroups_create(cg_name, &policy->limits, PIDS_OVERHEAD, cfg.outer_uid, cfg.outer_gid,
-                             &impl->cgroups, err) < 0)
-    return -1;
-  /* Should the session's directory go without a destroy (its project deleted), `cordon gc`
-   * still finds these, empty once the holder has ended itself. */
-  confine_cgroups_set_owner(&impl->cgroups, s->state_dir);
-  int join_fds[CONFINE_CG_MAX_DIRS] = {-1, -1, -1, -1};
-  _cleanup_close_ int memory_join_fd = -1;
-  int r = confine_cgroups_open_v1_procs(&impl->cgroups, join_fds, &memory_join_fd, err);
-  _cleanup_close_ int cg_fd =
-      impl->cgroups.v2 ? open(impl->cgroups.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  memcpy(cfg.cgroup_join_fds, join_fds, sizeof(join_fds));
-  cfg.cgroup_fd = cg_fd;
-  cfg.memory_join_fd = memory_join_fd;
-  cfg.oom_shield = lim->memory_bytes > 0;
-
-  _cleanup_close_ int listen_fd = -1, socket_file_fd = -1;
-  if (!impl->one_shot && r == 0)
-    r = make_control(s, impl, &listen_fd, &socket_file_fd, err);
-  cfg.listen_fd = listen_fd;
-  cfg.socket_file_fd = socket_file_fd;
-  cfg.auth = impl->auth;
-  /* The operator as the holder's user namespace sees it: rootless, the sandbox uid (ours); as
-   * root, unmapped, so the overflow uid. */
-  if (!impl->one_shot)
-    cfg.client_uid = geteuid() == cfg.outer_uid ? cfg.identity.uid : overflow_uid();
-
-  _cleanup_close_ int idmap_fd = -1;
-  /* A one-shot sandbox's own fresh workspace is simply handed to the sandbox uid: nobody
-   * writes into it from the host while the command runs, and it goes with the session. That
-   * saves the throw-away user namespace an id-mapped mount needs. */
-  bool hand_over = !rootless && impl->one_shot && impl->owned_workspace && !impl->overlay;
-  if (r == 0 && !rootless) {
-    /* As root we clone the host trees here, with our privileges, and the holder only attaches
-     * them; the workspace is id-mapped so its owner appears as the sandbox uid inside and what
-     * the sandbox creates belongs to that owner on the host. */
-    const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-    for (size_t i = 0; r == 0 && i < plan.n_trees; i++)
-      if (!plan.trees[i].link) {
-        plan.trees[i].tree_fd = confine_tree_prepare(plan.trees[i].source, ro, -1, err);
-        if (plan.trees[i].tree_fd < 0)
-          r = -1;
-      }
-    struct stat st;
-    if (r == 0 && fstat(ws_fd, &st) < 0)
-      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
-    if (r == 0 && !hand_over) {
-      idmap_fd = confine_userns_idmap_fd(st.st_uid, cfg.outer_uid, st.st_gid, cfg.outer_gid, err);
-      if (idmap_fd < 0)
-        r = -1;
-    }
-  }
-  struct confine_tree workspace_tree = {
-      .target = s->root, .source = plan.workspace_real, .tree_fd = -1, .is_dir = true};
-  if (r == 0 && impl->overlay) {
-    workspace_tree.tree_fd =
-        confine_overlay_prepare(plan.workspace_real, idmap_fd, overlay_upper, overlay_work, err);
-    if (workspace_tree.tree_fd < 0)
-      r = -1;
-  } else if (r == 0 && hand_over) {
-    if (chown_tree(ws_fd, cfg.outer_uid, cfg.outer_gid, 0) < 0)
-      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hand %s to the sandbox uid",
-                           s->workspace);
-    workspace_tree.tree_fd =
-        r == 0 ? confine_tree_prepare(plan.workspace_real, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1,
-                                      err)
-               : -1;
-    if (r == 0 && workspace_tree.tree_fd < 0)
-      r = -1;
-  } else if (r == 0 && !rootless) {
-    struct cordon_error *idmap_err = NULL;
-    workspace_tree.tree_fd = confine_tree_prepare(
-        plan.workspace_real, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, idmap_fd, &idmap_err);
-    if (workspace_tree.tree_fd < 0) {
-      /* No idmapped mounts on this file system: a workspace we made ourselves can be handed
-       * to the sandbox uid instead; the caller's own directory is never chowned. */
-      bool fallback = impl->owned_workspace && idmap_err->kind == CORDON_ERR_UNAVAILABLE;
-      if (!fallback) {
-        r = cordon_error_set(err, idmap_err->kind, idmap_err->errnum,
-                             "workspace: the sandbox uid cannot be given write access: %s",
-                             idmap_err->message);
-      } else if (chown_tree(ws_fd, cfg.outer_uid, cfg.outer_gid, 0) < 0) {
-        r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hand %s to the sandbox uid",
-                             s->workspace);
-      } else {
-        workspace_tree.tree_fd = confine_tree_prepare(
-            plan.workspace_real, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
-        if (workspace_tree.tree_fd < 0)
-          r = -1;
-      }
-      cordon_error_free(idmap_err);
-    }
-  }
-
-  /* Inside, only the sandbox uid and the overflow id exist: say so in /etc/passwd. */
-  if (asprintf(&plan.passwd,
-               "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-               "cordon:x:%u:%u:cordon sandbox:%s:/bin/sh\n"
-               "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-               CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, s->root) < 0 ||
-      asprintf(&plan.group, "root:x:0:\ncordon:x:%u:\nnogroup:x:65534:\n", CONFINE_SANDBOX_GID) <
-          0) {
-    plan.passwd = plan.group = NULL;
-    if (r == 0)
-      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
-  }
-
-  cfg.root = (struct confine_root_spec){
-      .staging = "/tmp",
-      .trees = plan.trees,
-      .n_trees = plan.n_trees,
-      .workspace = workspace_tree,
-      .ro_paths = (const char *const *)plan.ro,
-      .hidden_dirs = (const char *const *)plan.hidden_dirs,
-      .hidden_files = (const char *const *)plan.hidden_files,
-      .hidden_host_dirs = (const char *const *)plan.hidden_host_dirs,
-      .passwd = plan.passwd,
-      .group = plan.group,
-      .deny_user_namespaces = true,
-      .tmp_bytes = confine_tmp_bytes(&policy->limits),
-  };
-  if (r == 0 && impl->one_shot) {
-    /* Keep all of it for the exec: the plan moves (the config points into its heap parts). */
-    struct ns_pending *p = calloc(1, sizeof(*p));
-    if (!p) {
-      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
-    } else {
-      p->plan = plan;
-      memset(&plan, 0, sizeof(plan));
-      p->cfg = cfg;
-      p->workspace_fd = workspace_tree.tree_fd;
-      p->cgroup_fd = cg_fd;
-      memcpy(p->join_fds, join_fds, sizeof(join_fds));
-      p->memory_join_fd = memory_join_fd;
-      workspace_tree.tree_fd = cg_fd = memory_join_fd = -1;
-      for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
-        join_fds[i] = -1;
-      p->cfg.root.workspace.tree_fd = p->workspace_fd;
-      p->cfg.cgroup_fd = p->cgroup_fd;
-      memcpy(p->cfg.cgroup_join_fds, p->join_fds, sizeof(p->join_fds));
-      p->cfg.memory_join_fd = p->memory_join_fd;
-      impl->pending = p;
-    }
-  } else if (r == 0) {
-    /* Named before it exists: if this process is killed between the holder's clone and
-     * holder_started, `session destroy` still finds the holder, through its cgroup. */
-    if (save_state(s, impl, err) < 0 || session_persist_early(s, err) < 0)
-      r = -1;
-    int ready_fd = -1;
-    if (r == 0)
-      r = ns_holder_spawn(&cfg, &impl->holder_pid, &ready_fd, err);
-    /* While the holder builds its sandbox (on another core, when there is one), the session's
-     * state is written and made durable: it only needs the holder's pid and start time. */
-    if (r == 0)
-      r = holder_started(s, impl, err);
-    /* In a batch, the next sessions start while this sandbox builds (ns_ready waits). Files
-     * of the manifest go in through the ready sandbox: such a session waits here. */
-    bool wait_later = s->defer_ready && !(impl->overlay && m->n_files);
-    if (r == 0 && wait_later) {
-      impl->ready_fd = ready_fd;
-    } else if (r == 0) {
-      r = ns_holder_wait(impl->holder_pid, ready_fd, err);
-    } else if (ready_fd >= 0) {
-      kill(impl->holder_pid, SIGKILL);
-      waitpid(impl->holder_pid, NULL, 0);
-      close(ready_fd);
-    }
-  }
-  if (workspace_tree.tree_fd >= 0)
-    close(workspace_tree.tree_fd);
-  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
-    if (join_fds[i] >= 0)
-      close(join_fds[i]);
-  if (r < 0)
-    return -1;
-  if (impl->one_shot) {
-    impl->owner_pid = getpid();
-    impl->owner_start = proc_start_time(impl->owner_pid);
-    fs_boot_id(impl->owner_boot, sizeof(impl->owner_boot));
-    return save_state(s, impl, err);
-  }
-  if (impl->overlay && m->n_files) {
-    SANDBOX_OWNER_BEGIN(impl);
-    r = workspace_write_manifest_files(s->workspace, m, err);
-    SANDBOX_OWNER_END();
-  }
-  return r;
-}
-
 static int ns_create(struct cordon_session *s, const struct cordon_manifest *m,
                      struct cordon_error **err) {
   return ns_start(s, m, NULL, err);
@@ -1198,7 +408,7 @@ static int ns_ready(struct cordon_session *s, struct cordon_error **err) {
 /* ---- attach, destroy, shutdown --------------------------------------------------------------- */
 
 static int ns_attach(struct cordon_session *s, struct cordon_error **err) {
-  struct ns_impl *impl = impl_new();
+  struct ns_impl *impl = ns_impl_new();
   if (!impl)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
   if (load_state(s, impl, err) < 0) {
@@ -1585,7 +795,7 @@ static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *r
         .cleanup = oneshot_cleanup,
     };
     int r = exec_run_with(&spec, &launcher, res, err);
-    pending_free(impl->pending);
+    ns_pending_free(impl->pending);
     impl->pending = NULL;
     return r;
   }
