@@ -1,0 +1,186 @@
+# Bash completion for cordon: verbs, subverbs, each verb's options, backend names, session
+# ids (the directories of .cordon/sessions/ in the project) and files where an option takes
+# a path. Installed as bash-completion/completions/cordon; the option lists follow each
+# verb's --help (tests/cli/install.bats checks the man pages against the same output).
+
+# The project's .cordon/: $CORDON_PROJECT's, else the nearest ancestor's of the working
+# directory that holds one.
+_cordon_state_dir() {
+  if [[ -n ${CORDON_PROJECT-} ]]; then
+    printf '%s\n' "$CORDON_PROJECT/.cordon"
+    return
+  fi
+  local dir=$PWD
+  while :; do
+    if [[ -d $dir/.cordon ]]; then
+      printf '%s\n' "$dir/.cordon"
+      return
+    fi
+    [[ -z $dir || $dir == / ]] && return
+    dir=${dir%/*}
+    [[ -z $dir ]] && dir=/
+  done
+}
+
+_cordon_session_ids() {
+  local state
+  state=$(_cordon_state_dir)
+  [[ -n $state && -d $state/sessions ]] || return
+  local d
+  for d in "$state"/sessions/*/; do
+    [[ -d $d ]] || continue
+    d=${d%/}
+    printf '%s\n' "${d##*/}"
+  done
+}
+
+_cordon() {
+  local cur prev
+  cur=${COMP_WORDS[COMP_CWORD]}
+  prev=${COMP_WORDS[COMP_CWORD - 1]}
+  COMPREPLY=()
+
+  local verbs="run session backends conformance key audit gc cas snapshot race receipt"
+  local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
+    --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
+    --image --no-require-enforcement --quiet --json --help"
+
+  if ((COMP_CWORD == 1)); then
+    COMPREPLY=($(compgen -W "$verbs --help --version" -- "$cur"))
+    return
+  fi
+  local verb=${COMP_WORDS[1]} sub=""
+  ((COMP_CWORD > 2)) && sub=${COMP_WORDS[2]}
+
+  # After --, the words are the sandboxed command's.
+  local i
+  for ((i = 2; i < COMP_CWORD; i++)); do
+    if [[ ${COMP_WORDS[i]} == -- ]]; then
+      COMPREPLY=($(compgen -c -- "$cur"))
+      return
+    fi
+  done
+
+  # The value of an option.
+  case $prev in
+  --backend)
+    COMPREPLY=($(compgen -W "ns worktree docker" -- "$cur"))
+    return
+    ;;
+  --net)
+    COMPREPLY=($(compgen -W "none loopback restricted open" -- "$cur"))
+    return
+    ;;
+  --workspace | --repo | --allow-ro)
+    COMPREPLY=($(compgen -d -- "$cur"))
+    return
+    ;;
+  --stdin | --out | --profile | -o | --output | --file)
+    COMPREPLY=($(compgen -f -- "$cur"))
+    return
+    ;;
+  --branch | --sparse | --root | --env | --ro | --hide | --memory | --pids | --cpus | \
+    --nofile | --fsize | --tmp-size | --timeout | --image | --cwd | --mode | --from | \
+    --count | --max-snapshot-bytes | --exclude | --type | --meta | --base | --k | --judge | \
+    --jobs | --expected-keyid | --event | --resource-type | --resource-id | --actor | \
+    --details | --rotate-size | --tail)
+    return
+    ;;
+  esac
+
+  local subs="" opts=""
+  case $verb in
+  run) opts="$manifest --cwd --stdin" ;;
+  session)
+    subs="create exec read write ls list shutdown snapshot destroy"
+    case $sub in
+    create) opts="$manifest --from --count" ;;
+    exec) opts="--cwd --env --timeout --stdin --clear-env --json --help" ;;
+    write) opts="--mode --help" ;;
+    ls | list) opts="--json --help" ;;
+    snapshot) opts="--max-snapshot-bytes --json --help" ;;
+    read | shutdown | destroy) opts="--help" ;;
+    esac
+    ;;
+  backends) opts="--json --help" ;;
+  conformance) opts="--json --help" ;;
+  key)
+    subs="init show jwks"
+    opts="--json --help"
+    ;;
+  audit)
+    subs="append show verify repair"
+    case $sub in
+    append) opts="--event --resource-type --resource-id --actor --details --rotate-size --json" ;;
+    show) opts="--tail --json" ;;
+    verify) opts="--json" ;;
+    repair) opts="--actor --json" ;;
+    esac
+    opts="$opts --help"
+    ;;
+  gc) opts="--dry-run --all-projects --json --help" ;;
+  cas)
+    subs="put get info verify gc"
+    case $sub in
+    put) opts="--type --meta --json" ;;
+    get) opts="--output" ;;
+    info | verify) opts="--json" ;;
+    gc) opts="--dry-run --json" ;;
+    esac
+    opts="$opts --help"
+    ;;
+  snapshot)
+    subs="take restore export import show list forget"
+    case $sub in
+    take) opts="--exclude --no-cache --max-snapshot-bytes --json" ;;
+    restore) opts="--keep-setid --allow-devices --json" ;;
+    export) opts="--output" ;;
+    import | show | list) opts="--json" ;;
+    esac
+    opts="$opts --help"
+    ;;
+  race)
+    opts="--base --k --out --backend --profile --judge --timeout --jobs --fsize
+      --max-snapshot-bytes --json --help"
+    ;;
+  receipt)
+    subs="verify"
+    opts="--expected-keyid --json --help"
+    ;;
+  esac
+
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    return
+  fi
+  if [[ -n $subs ]] && ((COMP_CWORD == 2)); then
+    COMPREPLY=($(compgen -W "$subs" -- "$cur"))
+    return
+  fi
+  case $verb in
+  conformance)
+    ((COMP_CWORD == 2)) && COMPREPLY=($(compgen -W "ns worktree docker" -- "$cur"))
+    ;;
+  session)
+    case $sub in
+    exec | read | write | ls | shutdown | snapshot | destroy)
+      COMPREPLY=($(compgen -W "$(_cordon_session_ids)" -- "$cur"))
+      ;;
+    esac
+    ;;
+  snapshot)
+    case $sub in
+    take | import) COMPREPLY=($(compgen -f -- "$cur")) ;;
+    restore) ((COMP_CWORD == 4)) && COMPREPLY=($(compgen -d -- "$cur")) ;;
+    esac
+    ;;
+  cas)
+    [[ $sub == put ]] && COMPREPLY=($(compgen -f -- "$cur"))
+    ;;
+  receipt)
+    [[ $sub == verify ]] && COMPREPLY=($(compgen -f -- "$cur"))
+    ;;
+  esac
+}
+
+complete -F _cordon cordon

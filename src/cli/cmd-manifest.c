@@ -1,0 +1,327 @@
+/* The manifest options shared by `cordon run` and `cordon session create`: parsing them into
+ * a manifest, backend selection (with the fail-closed CORDON_SANDBOX rules), the enforcement
+ * check said in terms of options, and the exec output both `run` and `session exec` print. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/strv.h"
+#include "cli/cli.h"
+#include "cli/cmd-manifest.h"
+
+void manifest_opts_free(struct manifest_opts *o) {
+  strv_free(o->sparse);
+  strv_free(o->env);
+  strv_free(o->read_only);
+  strv_free(o->hidden);
+  strv_free(o->allow_ro);
+  for (size_t i = 0; i < o->n_files; i++) {
+    free((void *)o->files[i].path);
+    free((void *)o->files[i].content);
+  }
+  free(o->files);
+}
+
+static int read_host_file(const char *src, struct cordon_file_spec *f, struct cordon_error **err) {
+  unsigned char *data = NULL;
+  size_t len = 0;
+  struct stat st;
+  if (stat(src, &st) < 0)
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "--file source %s", src);
+  if (fs_read_file(src, STDIN_MAX, &data, &len, err) < 0)
+    return -1;
+  f->content = data;
+  f->length = len;
+  f->mode = st.st_mode & 0777;
+  return 0;
+}
+
+/* Returns 0 when the option was handled, 1 when it is not a manifest option, or an exit code
+ * (> 1) to stop with. */
+int manifest_option(const char *verb, int c, const char *arg, struct manifest_opts *o) {
+  unsigned long long u = 0;
+  struct cordon_error *err = NULL;
+  switch (c) {
+  case OPT_BACKEND: o->backend = arg; return 0;
+  case OPT_WORKSPACE: o->workspace = arg; return 0;
+  case OPT_ROOT: o->root = arg; return 0;
+  case OPT_IMAGE: o->image = arg; return 0;
+  case OPT_REPO: o->repo = arg; return 0;
+  case OPT_BRANCH: o->branch = arg; return 0;
+  case OPT_SPARSE: return strv_push(&o->sparse, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_RO: return strv_push(&o->read_only, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_HIDE: return strv_push(&o->hidden, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_ALLOW_RO:
+    if (arg[0] != '/')
+      return cli_usage_error(verb, "--allow-ro needs an absolute host path, got '%s'", arg);
+    return strv_push(&o->allow_ro, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_ENV:
+    if (!strchr(arg, '=') || arg[0] == '=')
+      return cli_usage_error(verb, "--env expects KEY=VALUE, got '%s'", arg);
+    return strv_push(&o->env, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_FILE: {
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1])
+      return cli_usage_error(verb, "--file expects PATH=SRC, got '%s'", arg);
+    struct cordon_file_spec *grown = realloc(o->files, (o->n_files + 1) * sizeof(*grown));
+    if (!grown)
+      return EXIT_FAILURE_;
+    o->files = grown;
+    struct cordon_file_spec *f = &o->files[o->n_files];
+    memset(f, 0, sizeof(*f));
+    f->path = strndup(arg, (size_t)(eq - arg));
+    o->n_files++;
+    if (read_host_file(eq + 1, f, &err) < 0)
+      return cli_fail(err);
+    return 0;
+  }
+  case OPT_NET:
+    if (cordon_egress_parse(arg, &o->egress) < 0)
+      return cli_usage_error(verb, "--net expects none, loopback, restricted or open, got '%s'",
+                             arg);
+    o->egress_set = true;
+    return 0;
+  case OPT_MEMORY:
+    if (cli_parse_size(arg, &u) < 0 || u == 0)
+      return cli_usage_error(verb, "--memory expects a size such as 512M, got '%s'", arg);
+    o->limits.memory_bytes = u;
+    return 0;
+  case OPT_FSIZE:
+    if (cli_parse_size_limit(arg, &o->limits.fsize_bytes) < 0)
+      return cli_usage_error(verb, "--fsize expects a size such as 1G, or unlimited, got '%s'",
+                             arg);
+    return 0;
+  case OPT_TMP_SIZE:
+    if (cli_parse_size(arg, &u) < 0 || u < 4096)
+      return cli_usage_error(
+          verb, "--tmp-size expects a size of at least 4K such as 256M, got '%s'", arg);
+    o->limits.tmp_bytes = u;
+    return 0;
+  case OPT_PIDS:
+    if (cli_parse_u64(arg, &u) < 0 || u == 0)
+      return cli_usage_error(verb, "--pids expects a positive number, got '%s'", arg);
+    o->limits.pids = u;
+    return 0;
+  case OPT_NOFILE:
+    if (cli_parse_u64(arg, &u) < 0 || u == 0)
+      return cli_usage_error(verb, "--nofile expects a positive number, got '%s'", arg);
+    o->limits.nofile = u;
+    return 0;
+  case OPT_CPUS:
+    if (cli_parse_double(arg, 0.001, &o->limits.cpus) < 0)
+      return cli_usage_error(verb, "--cpus expects a positive number, got '%s'", arg);
+    return 0;
+  case OPT_TIMEOUT:
+    if (cli_parse_double(arg, 0, &o->timeout) < 0)
+      return cli_usage_error(verb, "--timeout expects seconds, got '%s'", arg);
+    return 0;
+  case OPT_NO_REQUIRE: o->no_require = true; return 0;
+  case OPT_QUIET: o->quiet = true; return 0;
+  case OPT_JSON: o->json = true; return 0;
+  }
+  return 1;
+}
+
+/* Build the manifest; the vectors stay owned by o. */
+int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
+                   struct cordon_repo_spec *repo) {
+  const char *allow = getenv("CORDON_SANDBOX_ALLOW");
+  if (allow && *allow) {
+    _cleanup_free_ char *copy = strdup(allow);
+    char *save = NULL;
+    for (char *p = copy ? strtok_r(copy, ":", &save) : NULL; p; p = strtok_r(NULL, ":", &save)) {
+      if (p[0] != '/') {
+        cli_error("CORDON_SANDBOX_ALLOW entry '%s' is not an absolute path", p);
+        return EXIT_USAGE;
+      }
+      if (strv_push(&o->allow_ro, p) < 0)
+        return EXIT_FAILURE_;
+    }
+  }
+  memset(m, 0, sizeof(*m));
+  m->root = o->root;
+  m->workspace = o->workspace;
+  m->image = o->image;
+  if (o->branch && !o->repo) {
+    cli_error("--branch needs --repo");
+    return EXIT_USAGE;
+  }
+  if (o->repo) {
+    repo->source = o->repo;
+    repo->branch = o->branch;
+    repo->sparse_paths = (const char *const *)o->sparse;
+    m->repo = repo;
+  }
+  m->files = o->files;
+  m->n_files = o->n_files;
+  m->env = (const char *const *)o->env;
+  m->default_timeout = o->timeout;
+  m->policy.read_only = (const char *const *)o->read_only;
+  m->policy.hidden = (const char *const *)o->hidden;
+  m->policy.allow_ro = (const char *const *)o->allow_ro;
+  m->policy.egress = o->egress;
+  m->policy.limits = o->limits;
+  m->policy.require_enforcement = !o->no_require;
+  return 0;
+}
+
+/* Backend selection, failing closed. An explicitly named backend is the operator's choice.
+ * Otherwise CORDON_SANDBOX decides: ns (must be available), auto (the default backend, and
+ * only when enforcement is not required a loud fallback to worktree), off (unconfined, only
+ * when enforcement is not required). */
+int select_backend(const struct cordon_registry *reg, struct manifest_opts *o,
+                   const struct cordon_backend **out, struct cordon_error **err) {
+  if (o->backend)
+    return cordon_registry_find(reg, o->backend, out, err);
+  const char *mode = getenv("CORDON_SANDBOX");
+  if (!mode || !*mode)
+    mode = "auto";
+  bool required = !o->no_require;
+  if (!strcmp(mode, "off")) {
+    if (required)
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                              "CORDON_SANDBOX=off asks to run unconfined, but enforcement is "
+                              "required (pass --no-require-enforcement to allow it)");
+    cli_error("WARNING: CORDON_SANDBOX=off: running UNCONFINED on the host (worktree backend)");
+    o->warned_unconfined = true;
+    return cordon_registry_find(reg, "worktree", out, err);
+  }
+  if (strcmp(mode, "auto") && strcmp(mode, "ns"))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "CORDON_SANDBOX must be auto, ns or off, not '%s'", mode);
+  const char *name = strcmp(mode, "ns") ? cordon_registry_default_name() : "ns";
+  const struct cordon_backend *b = NULL;
+  struct cordon_error *find_err = NULL;
+  char *reason = NULL;
+  if (cordon_registry_find(reg, name, &b, &find_err) == 0 && b->available(b, &reason) == 1) {
+    *out = b;
+    return 0;
+  }
+  _cleanup_free_ char *why = NULL;
+  if (asprintf(&why, "%s", find_err ? find_err->message : reason ? reason : "unavailable") < 0)
+    why = NULL;
+  cordon_error_free(find_err);
+  free(reason);
+  if (required || !strcmp(mode, "ns"))
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "cannot confine: backend %s is unavailable: %s", name,
+                            why ? why : "unavailable");
+  cli_error("WARNING: backend %s is unavailable (%s): running UNCONFINED on the host "
+            "(worktree backend) because enforcement is not required",
+            name, why ? why : "unavailable");
+  o->warned_unconfined = true;
+  return cordon_registry_find(reg, "worktree", out, err);
+}
+
+/* The option that asks for each policy feature, for messages. */
+static const char *feature_option(uint32_t feature) {
+  switch (feature) {
+  case CORDON_FEATURE_READ_ONLY_PATHS: return "--ro";
+  case CORDON_FEATURE_HIDDEN_PATHS: return "--hide";
+  case CORDON_FEATURE_HOST_GRANTS: return "--allow-ro or CORDON_SANDBOX_ALLOW";
+  case CORDON_FEATURE_MEMORY: return "--memory";
+  case CORDON_FEATURE_PIDS: return "--pids";
+  case CORDON_FEATURE_CPU: return "--cpus";
+  case CORDON_FEATURE_NOFILE: return "--nofile";
+  case CORDON_FEATURE_FSIZE: return "--fsize";
+  case CORDON_FEATURE_TMP_SIZE: return "--tmp-size";
+  case CORDON_FEATURE_NET_NONE: return "--net none";
+  case CORDON_FEATURE_NET_LOOPBACK: return "--net loopback";
+  case CORDON_FEATURE_NET_RESTRICTED: return "--net restricted";
+  }
+  return "?";
+}
+
+/* With the backend chosen: its default egress class when --net was not given, then the
+ * enforcement check (the library makes it too, and audits a waiver; here it is said in terms of
+ * options), one WARNING line per waived feature, and the notice that a backend of tier none
+ * isolates nothing. */
+int apply_backend(const struct cordon_backend *b, const struct manifest_opts *o,
+                  struct cordon_manifest *m, struct cordon_error **err) {
+  /* An unconfined fallback keeps the class a confining backend would have applied (none), so
+   * giving it up is said and audited like any other waiver (the operator's explicit choice). */
+  if (!o->egress_set)
+    m->policy.egress = o->warned_unconfined ? CORDON_EGRESS_NONE : cordon_backend_default_egress(b);
+  uint32_t missing = cordon_backend_unenforced(b, &m->policy);
+  if (missing && !o->no_require) {
+    char list[512] = "";
+    for (unsigned i = 0; i < CORDON_FEATURE_COUNT; i++)
+      if (missing & (1u << i)) {
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof(list) - n, "%s%s (%s)", n ? ", " : "",
+                 cordon_feature_name(1u << i), feature_option(1u << i));
+      }
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "backend %s does not enforce %s: refusing to run without %s "
+                            "(--no-require-enforcement runs anyway and records it in the audit "
+                            "log)",
+                            b->name, list, missing & (missing - 1) ? "them" : "it");
+  }
+  for (unsigned i = 0; i < CORDON_FEATURE_COUNT; i++)
+    if (missing & (1u << i))
+      cli_error("WARNING: backend %s does NOT enforce %s (%s): running without it, as "
+                "--no-require-enforcement allows; recorded in the audit log",
+                b->name, cordon_feature_name(1u << i), feature_option(1u << i));
+  const char *quiet_env = getenv("CORDON_QUIET");
+  bool quiet = o->quiet || (quiet_env && *quiet_env && strcmp(quiet_env, "0") != 0);
+  if (b->tier == CORDON_TIER_NONE && !quiet && !o->warned_unconfined)
+    cli_error("notice: backend %s isolates nothing: commands run as you, on the host, with your "
+              "files and network (--quiet hides this)",
+              b->name);
+  return 0;
+}
+
+/* ---- exec output -------------------------------------------------------------------------- */
+
+json_t *bytes_json(const unsigned char *data, size_t len) {
+  json_t *s = json_stringn((const char *)(data ? data : (const unsigned char *)""), len);
+  return s ? s : json_null(); /* not UTF-8: the JSON form carries text only */
+}
+
+/* Print the result the way a user expects and return the exit code of the verb. */
+int emit_result(const struct cordon_exec_result *r, bool json, double timeout) {
+  if (json) {
+    json_t *o = json_pack("{s:i, s:i, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:f}", "exit_code",
+                          r->exit_code, "signal", r->term_signal, "timed_out", r->timed_out,
+                          "stdout", bytes_json(r->stdout_data, r->stdout_length), "stderr",
+                          bytes_json(r->stderr_data, r->stderr_length), "stdout_bytes",
+                          (json_int_t)r->stdout_total, "stderr_bytes", (json_int_t)r->stderr_total,
+                          "stdout_truncated", r->stdout_truncated, "stderr_truncated",
+                          r->stderr_truncated, "duration", r->duration);
+    json_dumpf(o, stdout, JSON_INDENT(2));
+    putchar('\n');
+    json_decref(o);
+  } else {
+    fs_write_all(STDOUT_FILENO, r->stdout_data, r->stdout_length);
+    fs_write_all(STDERR_FILENO, r->stderr_data, r->stderr_length);
+    if (r->stdout_truncated)
+      cli_error("stdout truncated: kept %zu of %llu bytes", r->stdout_length,
+                (unsigned long long)r->stdout_total);
+    if (r->stderr_truncated)
+      cli_error("stderr truncated: kept %zu of %llu bytes", r->stderr_length,
+                (unsigned long long)r->stderr_total);
+  }
+  if (r->timed_out) {
+    if (!json)
+      cli_error("command timed out after %g s; its processes were killed", timeout);
+    return EXIT_TIMED_OUT;
+  }
+  return r->exit_code;
+}
+
+int load_stdin(const char *file, unsigned char **data, size_t *len, struct cordon_error **err) {
+  if (!file)
+    return 0;
+  if (!strcmp(file, "-"))
+    return fs_read_fd(STDIN_FILENO, STDIN_MAX, data, len, err) < 0
+               ? cordon_error_prefix(err, "standard input")
+               : 0;
+  return fs_read_file(file, STDIN_MAX, data, len, err);
+}

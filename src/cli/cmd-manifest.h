@@ -1,0 +1,158 @@
+/* The manifest options `cordon run` and `cordon session create` share (--ro, --hide, --net,
+ * --memory, ...): their getopt table, their --help text, parsing them into a manifest, choosing
+ * the backend (failing closed under CORDON_SANDBOX), and printing an exec result. The verbs
+ * themselves are in cmd-run.c and cmd-session.c. */
+#ifndef CORDON_CLI_CMD_MANIFEST_H
+#define CORDON_CLI_CMD_MANIFEST_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include <cordon/cordon.h>
+
+/* The largest --file source, --stdin input or `session write` input read into memory. */
+#define STDIN_MAX ((size_t)1 << 30)
+
+struct manifest_opts {
+  const char *backend;
+  const char *workspace;
+  const char *root;
+  const char *image;
+  const char *repo;
+  const char *branch;
+  char **sparse;
+  char **env;
+  char **read_only;
+  char **hidden;
+  char **allow_ro;
+  struct cordon_file_spec *files;
+  size_t n_files;
+  enum cordon_egress egress;
+  bool egress_set; /* --net given; otherwise the backend's default class */
+  struct cordon_limits limits;
+  double timeout;
+  bool no_require;
+  bool quiet; /* --quiet or CORDON_QUIET=1: no notice that a backend isolates nothing */
+  /* select_backend fell back to running unconfined (CORDON_SANDBOX=off or auto) and said so */
+  bool warned_unconfined;
+  /* exec options (run only) */
+  const char *cwd;
+  const char *stdin_file;
+  bool json;
+};
+
+void manifest_opts_free(struct manifest_opts *o);
+
+enum {
+  OPT_BACKEND = 256,
+  OPT_WORKSPACE,
+  OPT_ROOT,
+  OPT_IMAGE,
+  OPT_REPO,
+  OPT_BRANCH,
+  OPT_SPARSE,
+  OPT_FILE,
+  OPT_ENV,
+  OPT_RO,
+  OPT_HIDE,
+  OPT_ALLOW_RO,
+  OPT_NET,
+  OPT_MEMORY,
+  OPT_PIDS,
+  OPT_CPUS,
+  OPT_NOFILE,
+  OPT_FSIZE,
+  OPT_TMP_SIZE,
+  OPT_TIMEOUT,
+  OPT_NO_REQUIRE,
+  OPT_QUIET,
+  OPT_CWD,
+  OPT_STDIN,
+  OPT_JSON,
+  OPT_MODE,
+  OPT_MAX_SNAPSHOT_BYTES,
+  OPT_CLEAR_ENV,
+  OPT_HELP,
+  OPT_FROM,
+  OPT_COUNT,
+};
+
+#define MANIFEST_OPTIONS                                                                          \
+  {"backend", required_argument, NULL, OPT_BACKEND},                                              \
+      {"workspace", required_argument, NULL, OPT_WORKSPACE},                                      \
+      {"root", required_argument, NULL, OPT_ROOT}, {"image", required_argument, NULL, OPT_IMAGE}, \
+      {"repo", required_argument, NULL, OPT_REPO},                                                \
+      {"branch", required_argument, NULL, OPT_BRANCH},                                            \
+      {"sparse", required_argument, NULL, OPT_SPARSE},                                            \
+      {"file", required_argument, NULL, OPT_FILE}, {"env", required_argument, NULL, OPT_ENV},     \
+      {"ro", required_argument, NULL, OPT_RO}, {"hide", required_argument, NULL, OPT_HIDE},       \
+      {"allow-ro", required_argument, NULL, OPT_ALLOW_RO},                                        \
+      {"net", required_argument, NULL, OPT_NET}, {"memory", required_argument, NULL, OPT_MEMORY}, \
+      {"pids", required_argument, NULL, OPT_PIDS}, {"cpus", required_argument, NULL, OPT_CPUS},   \
+      {"nofile", required_argument, NULL, OPT_NOFILE},                                            \
+      {"fsize", required_argument, NULL, OPT_FSIZE},                                              \
+      {"tmp-size", required_argument, NULL, OPT_TMP_SIZE},                                        \
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},                                          \
+      {"no-require-enforcement", no_argument, NULL, OPT_NO_REQUIRE},                              \
+      {"quiet", no_argument, NULL, OPT_QUIET}, {"json", no_argument, NULL, OPT_JSON}, {           \
+    "help", no_argument, NULL, OPT_HELP                                                           \
+  }
+
+#define MANIFEST_HELP                                                                         \
+  "  --backend NAME        backend (default: $CORDON_BACKEND, else ns; see CORDON_SANDBOX)\n" \
+  "  --workspace DIR       use DIR as the workspace (default: a fresh directory)\n"           \
+  "  --repo DIR [--branch B] [--sparse PATH]...\n"                                            \
+  "                        workspace is a git worktree of DIR on a new branch\n"              \
+  "  --root PATH           where the workspace appears in the sandbox (default /workspace)\n" \
+  "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"      \
+  "  --env KEY=VALUE       environment for every command (repeatable; kept 0600 in the\n"     \
+  "                        runtime directory, not in .cordon/)\n"                             \
+  "  --ro PATH             workspace path mounted read-only (repeatable)\n"                   \
+  "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
+  "                        (a protected file with other names, hard links, is refused; the\n" \
+  "                        directories above a protected path cannot be moved inside)\n"      \
+  "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
+  "                        (each .cordon/, cordon's keys and state stay hidden in\n"          \
+  "                        grants and workspace; a workspace or grant inside: refused)\n"     \
+  "  --net CLASS           egress: none, loopback, restricted, open (default: the\n"          \
+  "                        strictest class the backend enforces; worktree: open)\n"           \
+  "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
+  "                        resource limits (SIZE takes K, M, G); refused if unenforceable;\n" \
+  "                        --fsize (largest file a command may write) defaults to 4G on ns\n" \
+  "                        and docker (0 or unlimited: none)\n"                               \
+  "  --tmp-size SIZE       size of /tmp and /dev/shm, each (default: the --memory limit,\n"   \
+  "                        else 1G); their pages count against --memory\n"                    \
+  "  --timeout SECONDS     exec timeout\n"                                                    \
+  "  --image IMAGE         image for container and VM backends\n"                             \
+  "  --no-require-enforcement\n"                                                              \
+  "                        run even if the backend does not enforce what is asked\n"          \
+  "                        (--ro, --memory, --net none...: a WARNING line each, and\n"        \
+  "                        an enforcement.waived entry in the audit log), or run\n"           \
+  "                        unconfined (CORDON_SANDBOX=off, or no backend)\n"                  \
+  "  --quiet               no notice that a backend isolates nothing (CORDON_QUIET=1)\n"      \
+  "  --json                machine-readable output\n"
+
+/* Returns 0 when the option was handled, 1 when it is not a manifest option, or an exit code
+ * (> 1) to stop with. */
+int manifest_option(const char *verb, int c, const char *arg, struct manifest_opts *o);
+/* Build the manifest; the vectors stay owned by o. */
+int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
+                   struct cordon_repo_spec *repo);
+int select_backend(const struct cordon_registry *reg, struct manifest_opts *o,
+                   const struct cordon_backend **out, struct cordon_error **err);
+int apply_backend(const struct cordon_backend *b, const struct manifest_opts *o,
+                  struct cordon_manifest *m, struct cordon_error **err);
+
+/* ---- exec output (run and session exec) ---- */
+
+/* Bytes as a JSON string, or null when they are not UTF-8. */
+json_t *bytes_json(const unsigned char *data, size_t len);
+/* Print the result the way a user expects and return the exit code of the verb. */
+int emit_result(const struct cordon_exec_result *r, bool json, double timeout);
+/* FILE's bytes, or cordon's stdin for "-"; nothing for NULL. */
+int load_stdin(const char *file, unsigned char **data, size_t *len, struct cordon_error **err);
+
+#endif
