@@ -1,4 +1,5 @@
-/* The project context: where `.cordon/` lives, and the project's identity in it. */
+/* The project context: where `.cordon/` lives, the project's identity in it, and opening the
+ * project's store there. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -8,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cordon/cas.h>
 #include <cordon/session.h>
 
 #include "protocol/context.h"
@@ -174,6 +176,15 @@ static int make_project_id(int dirfd, const char *state_dir, struct cordon_error
                             state_dir);
   fsync(dirfd);
   return 0;
+}
+
+/* The project's store is <state dir>/cas: the store itself only knows how to open a directory. */
+int cordon_cas_open_project(struct cordon_context *ctx, struct cordon_cas **out,
+                            struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL;
+  if (context_ensure_dir(ctx, "cas", &dir, err) < 0)
+    return -1;
+  return cordon_cas_open(dir, out, err);
 }
 
 int context_project_id_at(const char *state_dir, bool create, char *out,

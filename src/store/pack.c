@@ -11,7 +11,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
-#include "store/cas.h"
+#include "store/object.h"
 #include "store/pack.h"
 
 /* ---- the format --------------------------------------------------------------------------- */
