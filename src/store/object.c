@@ -116,7 +116,7 @@ int cas_try_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err) {
   return lock_exclusive(cas, LOCK_EX | LOCK_NB, err);
 }
 
-/* ---- reading ------------------------------------------------------------------------------ */
+/* ---- shards and loose blobs -------------------------------------------------------------- */
 
 int cas_shard_fd(struct cordon_cas *cas, unsigned byte, bool create, struct cordon_error **err) {
   pthread_mutex_lock(&cas->mu);
@@ -222,6 +222,8 @@ bool cas_loose_present(struct cordon_cas *cas, const unsigned char digest[CAS_DI
    * replaced rather than trusted. */
   return S_ISREG(st.st_mode) && (uint64_t)st.st_size == size;
 }
+
+/* ---- temp files -------------------------------------------------------------------------- */
 
 void cas_tmp_name(struct cordon_cas *cas, char *out, size_t size) {
   uint64_t n = __atomic_add_fetch(&cas->tmp_counter, 1, __ATOMIC_RELAXED);

@@ -1,7 +1,7 @@
 /* Unit tests of the content-addressed store (src/store/): put/get, idempotence, integrity
  * errors naming both digests, sidecars, verify, refusal of symlinks and FIFOs planted at shards
  * and blobs (unreadable, never absent, never a hang), and kill -9 during puts leaving no
- * partial blob visible. */
+ * partial blob visible; the primitives under them (loose open and presence, temp names). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
