@@ -1,7 +1,7 @@
 /* The project context: where `.cordon/` lives, and the project's identity in it. Also the
  * public calls that take a context for a lower module which knows only directories: the
- * project's audit log (bound to the project's id) and gc of the store (with the project's
- * sessions and receipts as roots). */
+ * project's store, its audit log (bound to the project's id) and gc of the store (with the
+ * project's sessions and receipts as roots). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -181,6 +181,15 @@ static int make_project_id(int dirfd, const char *state_dir, struct cordon_error
                             state_dir);
   fsync(dirfd);
   return 0;
+}
+
+/* The project's store is <state dir>/cas: the store itself only knows how to open a directory. */
+int cordon_cas_open_project(struct cordon_context *ctx, struct cordon_cas **out,
+                            struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL;
+  if (context_ensure_dir(ctx, "cas", &dir, err) < 0)
+    return -1;
+  return cordon_cas_open(dir, out, err);
 }
 
 int context_project_id_at(const char *state_dir, bool create, char *out,

@@ -1,6 +1,7 @@
-/* The store's internal side: safe blob opens (loose or packed), staging many blobs at once
- * (batches), the writer lock that keeps gc away, and the helpers verify and gc share.
- * include/cordon/cas.h is the public face; store/pack.h the packs. */
+/* The store's internal side, for the rest of libcordon: blob opens (loose or packed, blob.c),
+ * staging many blobs at once (batch.c), the single put (put.c), refs (refs.c) and the helpers
+ * verify and gc share (verify.c). include/cordon/cas.h is the public face; store/object.h the
+ * primitives (the store's state, the writer lock, the layout's names); store/pack.h the packs. */
 #ifndef CORDON_STORE_CAS_H
 #define CORDON_STORE_CAS_H
 
@@ -12,42 +13,8 @@
 #include <cordon/cas.h>
 
 #include "store/hash.h"
+#include "store/object.h"
 #include "store/pack.h"
-
-#define CAS_TMP_DIR "tmp"
-#define CAS_REFS_DIR "refs"
-#define CAS_STATCACHE_DIR "statcache"
-#define CAS_LOCK_FILE "lock"
-#define CAS_SIDECAR_SUFFIX ".meta.json"
-#define CAS_SIDECAR_MAX ((size_t)1 << 20)
-#define CAS_MANIFEST_TYPE "application/vnd.cordon.manifest.v1"
-/* Temp files staged inside a shard start with this (never a blob or sidecar name). */
-#define CAS_SHARD_TEMP_PREFIX ".tmp-"
-
-struct cordon_cas {
-  char *dir;
-  int rootfd;
-  int tmpfd;
-  int lockfd;
-  pthread_mutex_t mu;
-  int shard[256]; /* lazily opened shard directories, -1 until needed */
-  unsigned shared_holds;
-  char tmp_prefix[17];
-  uint64_t tmp_counter;
-  struct cas_pack_set packs;
-};
-
-/* The writer lock: writers (put, snapshot, import) hold it shared, gc exclusively. Shared holds
- * nest within a process. */
-int cas_lock_shared(struct cordon_cas *cas, struct cordon_error **err);
-void cas_unlock_shared(struct cordon_cas *cas);
-
-/* The fd of shard dir `byte` (never a symlink). Absent without create: returns -2 (no error
- * set). */
-int cas_shard_fd(struct cordon_cas *cas, unsigned byte, bool create, struct cordon_error **err);
-
-/* openat with O_NOATIME (and O_CLOEXEC) where the kernel allows it, plain openat otherwise. */
-int cas_openat_noatime(int dirfd, const char *name, int flags);
 
 /* An opened blob: a file of its own (loose) or a range of a pack. */
 struct cas_blob {
@@ -86,13 +53,6 @@ int cas_blob_present(struct cordon_cas *cas, const unsigned char digest[CAS_DIGE
 /* Read and verify a whole blob (at most max bytes). */
 int cas_read_verified(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
                       size_t max, unsigned char **data, size_t *length, struct cordon_error **err);
-
-/* The integrity error every reader reports. */
-int cas_integrity_error(struct cordon_error **err, const unsigned char expected[CAS_DIGEST_LEN],
-                        const unsigned char actual[CAS_DIGEST_LEN]);
-
-/* A unique temp name in <store>/tmp (out holds at least 48 bytes). */
-void cas_tmp_name(struct cordon_cas *cas, char *out, size_t size);
 
 /* ---- batches: stage many blobs, make them durable with one sync, then publish ----------- */
 
@@ -159,22 +119,12 @@ struct cas_blob_list {
 int cas_list_blobs(struct cordon_cas *cas, struct cas_blob_list *out, struct cordon_error **err);
 void cas_blob_list_free(struct cas_blob_list *list);
 
-/* Take the writer lock exclusively (waits for writers); returns an fd to close, or < 0. */
-int cas_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err);
-/* The same without waiting: -2 when someone holds the lock. */
-int cas_try_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err);
-
 /* Remove a loose blob and its sidecar (sidecar first, so no sidecar is ever left without its
  * blob). Packed blobs go with cas_pack_rewrite. */
 int cas_remove_blob(struct cordon_cas *cas, const unsigned char digest[CAS_DIGEST_LEN],
                     uint64_t *freed, struct cordon_error **err);
 
-bool cas_is_shard_temp(const char *name);
-
 /* Remove every leftover temp file (only under the exclusive lock). */
 int cas_clean_tmp(struct cordon_cas *cas, uint64_t *removed, struct cordon_error **err);
-
-/* Threads for parallel work: online CPUs, at most 8; CORDON_THREADS overrides. */
-unsigned cas_default_threads(void);
 
 #endif

@@ -19,6 +19,7 @@
 #include <cordon/error.h>
 
 #include "store/hash.h"
+#include "store/object.h"
 
 #define CAS_PACK_DIR "packs"
 #define CAS_PACK_SUFFIX ".pack"
@@ -67,8 +68,6 @@ void cas_pack_encode_index(const struct cas_pack_entry *entries, size_t count,
                            uint64_t index_offset, unsigned char *out);
 
 /* ---- writing ------------------------------------------------------------------------------ */
-
-struct cordon_cas;
 
 /* One pack being written in <store>/tmp, by one thread at a time (mu). */
 struct cas_pack_writer {
@@ -129,15 +128,8 @@ struct cas_pack {
   bool gone; /* removed or replaced in the directory: no longer looked up */
 };
 
-/* The store's packs, loaded on first use. */
-struct cas_pack_set {
-  pthread_rwlock_t lock;
-  int dirfd;
-  bool scanned;
-  struct cas_pack **packs;
-  size_t n, cap;
-  char **problems; /* why the latest scan could not load some packs (strv; NULL when none) */
-};
+/* The store's loaded packs are a struct cas_pack_set, part of struct cordon_cas (store/object.h).
+ */
 
 int cas_packs_open(struct cordon_cas *cas, struct cordon_error **err);
 void cas_packs_close(struct cordon_cas *cas);

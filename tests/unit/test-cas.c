@@ -1,7 +1,7 @@
 /* Unit tests of the content-addressed store (src/store/): put/get, idempotence, integrity
  * errors naming both digests, sidecars, verify, refusal of symlinks and FIFOs planted at shards
  * and blobs (unreadable, never absent, never a hang), and kill -9 during puts leaving no
- * partial blob visible. */
+ * partial blob visible; the primitives under them (loose open and presence, temp names). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -24,6 +24,12 @@
 #include <cordon/cas.h>
 
 #include "base/fs.h"
+/* The primitives sit below the packs and the rest of the store: their header pulls in neither
+ * (pack.c depends on it, so anything else would close a circle). */
+#include "store/object.h"
+#if defined(CORDON_STORE_PACK_H) || defined(CORDON_STORE_CAS_H)
+#error "store/object.h must not include store/pack.h or store/cas.h"
+#endif
 #include "store/cas.h"
 #include "store/hash.h"
 
@@ -420,6 +426,48 @@ static void test_hex(void **state) {
   assert_false(cordon_digest_valid(NULL));
 }
 
+/* The primitives the rest of the store builds on: the loose open and presence check, the names
+ * of what is found instead of a file, temp names. */
+static void test_loose_primitives(void **state) {
+  struct fixture *f = *state;
+  struct cordon_error *err = NULL;
+  char d[CORDON_DIGEST_HEX_SIZE], path[256], target[256];
+  must(cordon_cas_put(f->cas, "primitive", 9, NULL, NULL, d, &err), err, "put");
+  unsigned char digest[CAS_DIGEST_LEN];
+  assert_int_equal(cas_unhex(d, digest), 0);
+  assert_true(cas_loose_present(f->cas, digest, 9));
+  assert_false(cas_loose_present(f->cas, digest, 8)); /* wrong size: to be replaced */
+  struct stat st;
+  int fd = cas_loose_open(f->cas, digest, &st, &err);
+  must(fd, err, "loose open");
+  assert_int_equal(st.st_size, 9);
+  close(fd);
+
+  blob_path(f, d, path, sizeof(path));
+  snprintf(target, sizeof(target), "%s/elsewhere", f->dir);
+  assert_int_equal(rename(path, target), 0);
+  assert_int_equal(symlink(target, path), 0);
+  assert_false(cas_loose_present(f->cas, digest, 9));
+  assert_true(cas_loose_open(f->cas, digest, &st, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_INTEGRITY);
+  assert_non_null(strstr(err->message, "a symlink"));
+  cordon_error_free(err);
+  err = NULL;
+  unlink(path);
+  assert_true(cas_loose_open(f->cas, digest, &st, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_NOT_FOUND);
+  cordon_error_free(err);
+
+  assert_string_equal(cas_kind_word(S_IFIFO | 0600), "a FIFO");
+  assert_string_equal(cas_kind_word(S_IFDIR | 0700), "a directory");
+  assert_true(cas_is_shard_temp(CAS_SHARD_TEMP_PREFIX "0123-1"));
+  assert_false(cas_is_shard_temp(d));
+  char a[48], b[48];
+  cas_tmp_name(f->cas, a, sizeof(a));
+  cas_tmp_name(f->cas, b, sizeof(b));
+  assert_string_not_equal(a, b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hex),
@@ -432,6 +480,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sidecar_and_verify, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_abort_leaves_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_kill9_during_put, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_loose_primitives, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
