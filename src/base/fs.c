@@ -3,17 +3,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/anchor.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 
@@ -253,64 +252,12 @@ int fs_normalize_relative(const char *path, char **out, struct cordon_error **er
   return 0;
 }
 
-static int openat2_beneath(int rootfd, const char *relpath, int flags, mode_t mode) {
-  struct open_how how = {
-      .flags = (uint64_t)(flags | O_CLOEXEC),
-      .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-      .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-  };
-  return (int)syscall(SYS_openat2, rootfd, relpath, &how, sizeof(how));
-}
-
-/* Without openat2: walk one component at a time with O_NOFOLLOW (symlinks refused). */
-static int open_walk_nofollow(int rootfd, const char *relpath, int flags, mode_t mode) {
-  _cleanup_free_ char *copy = strdup(relpath);
-  if (!copy) {
-    errno = ENOMEM;
-    return -1;
-  }
-  int dirfd = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
-  if (dirfd < 0)
-    return -1;
-  char *save = NULL;
-  char *comp = strtok_r(copy, "/", &save);
-  while (comp) {
-    char *next = strtok_r(NULL, "/", &save);
-    int fd;
-    if (next)
-      fd = openat(dirfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    else
-      fd = openat(dirfd, comp, flags | O_NOFOLLOW | O_CLOEXEC, mode);
-    int saved = errno;
-    close(dirfd);
-    if (fd < 0) {
-      errno = saved == ELOOP ? EXDEV : saved;
-      return -1;
-    }
-    dirfd = fd;
-    comp = next;
-  }
-  return dirfd;
-}
-
 int fs_open_beneath(int rootfd, const char *relpath, int flags, mode_t mode, const char *label,
                     struct cordon_error **err) {
   _cleanup_free_ char *norm = NULL;
   if (fs_normalize_relative(relpath, &norm, err) < 0)
     return -1;
-  const char *target = *norm ? norm : ".";
-  static int have_openat2 = -1;
-  int fd = -1;
-  if (have_openat2 != 0) {
-    fd = openat2_beneath(rootfd, target, flags, mode);
-    if (fd < 0 && errno == ENOSYS)
-      have_openat2 = 0;
-    else
-      have_openat2 = 1;
-  }
-  if (have_openat2 == 0)
-    fd = *norm ? open_walk_nofollow(rootfd, norm, flags, mode)
-               : openat(rootfd, ".", flags | O_CLOEXEC, mode);
+  int fd = anchor_open_beneath(rootfd, norm, flags, mode);
   if (fd < 0) {
     int e = errno;
     if (e == EXDEV || e == ELOOP)

@@ -37,8 +37,8 @@ int fs_read_file(const char *path, size_t max, unsigned char **data, size_t *len
 int fs_mkdir_p(const char *path, mode_t mode, struct cordon_error **err);
 
 /* Open relpath beneath rootfd: ".." and absolute paths are refused, symlinks may be followed
- * only while they stay beneath rootfd (openat2 RESOLVE_BENEATH; without openat2, symlinks are
- * refused). flags are openat flags (O_CLOEXEC is added). label names the root in errors. */
+ * only while they stay beneath rootfd (base/anchor.h anchor_open_beneath, with cordon errors).
+ * flags are openat flags (O_CLOEXEC is added). label names the root in errors. */
 int fs_open_beneath(int rootfd, const char *relpath, int flags, mode_t mode, const char *label,
                     struct cordon_error **err);
 
