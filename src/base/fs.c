@@ -83,42 +83,87 @@ int fs_write_atomic_at(int dirfd, const char *name, const void *data, size_t len
   return fs_write_replace_at(dirfd, name, data, length, mode, true, err);
 }
 
+int fs_temp_create(int dirfd, const char *target, mode_t mode, struct fs_temp *t,
+                   struct cordon_error **err) {
+  *t = (struct fs_temp)FS_TEMP_INIT;
+  unsigned char raw[8];
+  if (fs_random_bytes(raw, sizeof(raw)) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "getrandom");
+  char suffix[2 * sizeof(raw) + 1];
+  for (size_t i = 0; i < sizeof(raw); i++)
+    snprintf(suffix + 2 * i, 3, "%02x", raw[i]);
+  /* A long target name must not make the temp name too long. */
+  int n = snprintf(t->name, sizeof(t->name), ".%s.tmp-%s", target, suffix);
+  if (n < 0 || (size_t)n >= sizeof(t->name))
+    snprintf(t->name, sizeof(t->name), ".cordon.tmp-%s", suffix);
+  t->fd =
+      openat(dirfd, t->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
+  if (t->fd < 0) {
+    t->name[0] = 0;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create a temporary file for %s",
+                            target);
+  }
+  t->dirfd = dirfd;
+  if (fchmod(t->fd, mode & 07777) < 0) {
+    int e = errno;
+    fs_temp_discard(t);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create %s", target);
+  }
+  return 0;
+}
+
+void fs_temp_discard(struct fs_temp *t) {
+  if (t->fd >= 0)
+    close(t->fd);
+  t->fd = -1;
+  if (t->name[0] && t->dirfd >= 0)
+    unlinkat(t->dirfd, t->name, 0);
+  t->name[0] = 0;
+}
+
+int fs_temp_commit(struct fs_temp *t, const char *target, unsigned flags,
+                   struct cordon_error **err) {
+  bool durable = !(flags & FS_COMMIT_NO_SYNC);
+  int saved = 0, written = 1;
+  if (durable && fsync(t->fd) < 0)
+    saved = errno;
+  if (close(t->fd) < 0 && !saved)
+    saved = errno;
+  t->fd = -1;
+  if (!saved && (flags & FS_COMMIT_NO_REPLACE)) {
+    /* linkat never replaces: when two writers race, the first one's file stays. */
+    if (linkat(t->dirfd, t->name, t->dirfd, target, 0) < 0) {
+      if (errno == EEXIST)
+        written = 0;
+      else
+        saved = errno;
+    }
+  } else if (!saved && renameat(t->dirfd, t->name, t->dirfd, target) == 0) {
+    t->name[0] = 0; /* renamed: nothing left to remove */
+  } else if (!saved) {
+    saved = errno;
+  }
+  int dirfd = t->dirfd;
+  fs_temp_discard(t);
+  if (saved)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, saved, "cannot write %s", target);
+  /* The name is in place; a failed directory sync only weakens durability, which the caller
+   * cannot repair, so it is not an error. */
+  if (durable && written)
+    fsync(dirfd);
+  return written;
+}
+
 int fs_write_replace_at(int dirfd, const char *name, const void *data, size_t length, mode_t mode,
                         bool durable, struct cordon_error **err) {
-  _cleanup_free_ char *suffix = NULL;
-  if (fs_random_hex(6, &suffix, err) < 0)
+  _cleanup_fs_temp_ struct fs_temp t = FS_TEMP_INIT;
+  if (fs_temp_create(dirfd, name, mode, &t, err) < 0)
     return -1;
-  _cleanup_free_ char *tmp = NULL;
-  if (asprintf(&tmp, ".%s.tmp-%s", name, suffix) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
-  /* A long final name must not make the temp name too long. */
-  if (strlen(tmp) > NAME_MAX) {
-    free(tmp);
-    if (asprintf(&tmp, ".cordon.tmp-%s", suffix) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
-  }
-  _cleanup_close_ int fd =
-      openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
-  if (fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", name);
-  int saved;
-  if (fchmod(fd, mode & 07777) < 0 || fs_write_all(fd, data, length) < 0 ||
-      (durable && fsync(fd) < 0))
-    goto fail;
-  if (close(fd) < 0) {
-    fd = -1;
-    goto fail;
-  }
-  fd = -1;
-  if (renameat(dirfd, tmp, dirfd, name) < 0)
-    goto fail;
-  if (durable)
-    fsync(dirfd);
+  if (fs_write_all(t.fd, data, length) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot write %s", name);
+  if (fs_temp_commit(&t, name, durable ? 0 : FS_COMMIT_NO_SYNC, err) < 0)
+    return -1;
   return 0;
-fail:
-  saved = errno;
-  unlinkat(dirfd, tmp, 0);
-  return cordon_error_set(err, CORDON_ERR_SYSTEM, saved, "cannot write %s", name);
 }
 
 int fs_write_atomic(const char *path, const void *data, size_t length, mode_t mode,
