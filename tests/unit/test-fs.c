@@ -9,7 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -310,6 +314,70 @@ static void test_anchor_modes(void **state) {
   free(dir);
 }
 
+/* Make openat2 fail with ENOSYS in this process, as on a kernel before 5.6. */
+static int refuse_openat2(void) {
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {.len = sizeof(filter) / sizeof(filter[0]), .filter = filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    return -1;
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+/* Without openat2 both modes walk one component at a time: no symlink is followed (so
+ * anchor_open_beneath is stricter, never looser), ".." is refused, "a//b" still works. */
+static int anchor_fallback_checks(int root) {
+  if (refuse_openat2() < 0)
+    return 10;
+  int fd = anchor_open(root, "a//b", O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0)
+    return 11;
+  close(fd);
+  fd = anchor_open_beneath(root, "a/b", O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0)
+    return 12;
+  close(fd);
+  if (anchor_open_beneath(root, "a/in-link", O_RDONLY | O_DIRECTORY, 0) >= 0)
+    return 13;
+  if (anchor_open(root, "out/passwd", O_RDONLY, 0) >= 0 ||
+      anchor_open_beneath(root, "out/passwd", O_RDONLY, 0) >= 0)
+    return 14;
+  if (anchor_open(root, "a/../../x", O_RDONLY, 0) >= 0 || errno != EXDEV)
+    return 15;
+  struct cordon_error *err = NULL;
+  fd = fs_open_beneath(root, "a/in-link", O_RDONLY, 0, "test", &err);
+  if (fd >= 0 || err->kind != CORDON_ERR_DENIED)
+    return 16;
+  cordon_error_free(err);
+  return 0;
+}
+
+static void test_anchor_without_openat2(void **state) {
+  char *dir = make_tmpdir();
+  struct cordon_error *err = NULL;
+  int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int sub = fs_mkdirs_beneath(root, "a/b", "test", &err);
+  assert_true(sub >= 0);
+  close(sub);
+  assert_int_equal(symlinkat("b", root, "a/in-link"), 0);
+  assert_int_equal(symlinkat("/etc", root, "out"), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0)
+    _exit(anchor_fallback_checks(root));
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  close(root);
+  assert_int_equal(fs_remove_tree(dir, &err), 0);
+  free(dir);
+}
+
 static void test_remove_readonly_tree(void **state) {
   char *dir = make_tmpdir();
   char p[512];
@@ -420,6 +488,7 @@ int main(void) {
       cmocka_unit_test(test_temp_replaces_atomically),
       cmocka_unit_test(test_temp_symlink_and_no_replace),
       cmocka_unit_test(test_anchor_modes),
+      cmocka_unit_test(test_anchor_without_openat2),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
