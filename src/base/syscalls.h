@@ -108,6 +108,13 @@ static inline int sys_seccomp(unsigned op, unsigned flags, void *args) {
 static inline int sys_pause(void) {
   return (int)syscall(SYS_pause);
 }
+static inline long sys_futex(uint32_t *word, int op, uint32_t value) {
+  return syscall(SYS_futex, word, op, value, NULL, NULL, 0);
+}
+/* struct linux_dirent64 records into buf; bytes read, 0 at the end, -1 with errno. */
+static inline long sys_getdents64(int fd, void *buf, size_t size) {
+  return syscall(SYS_getdents64, fd, buf, size);
+}
 
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
@@ -139,8 +146,5 @@ static inline pid_t sys_clone3_fork(uint64_t flags, int cgroup_fd) {
   };
   return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 }
-
-#define CONFINE_STRINGIFY_(x) #x
-#define CONFINE_STRINGIFY(x) CONFINE_STRINGIFY_(x)
 
 #endif

@@ -16,9 +16,9 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "base/syscalls.h"
 #include "confine/mount.h"
 #include "confine/policy.h"
-#include "base/syscalls.h"
 
 #define LABEL "the sandbox root"
 

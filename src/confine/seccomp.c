@@ -18,8 +18,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "base/syscalls.h"
 #include "base/cleanup.h"
+#include "base/syscalls.h"
 #include "confine/seccomp.h"
 
 #ifndef CLONE_NEWTIME

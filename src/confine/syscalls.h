@@ -17,4 +17,8 @@
 pid_t sys_clone3_run(uint64_t flags, int cgroup_fd, void *stack, size_t stack_size,
                      int (*fn)(void *), void *arg);
 
+/* clone-run.c's assembly spells system call numbers as immediates. */
+#define CONFINE_STRINGIFY_(x) #x
+#define CONFINE_STRINGIFY(x) CONFINE_STRINGIFY_(x)
+
 #endif

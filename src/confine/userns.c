@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base/syscalls.h"
 #include "base/cleanup.h"
+#include "base/syscalls.h"
 #include "confine/policy.h"
 #include "confine/userns.h"
 
