@@ -3,17 +3,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/anchor.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 
@@ -84,42 +83,87 @@ int fs_write_atomic_at(int dirfd, const char *name, const void *data, size_t len
   return fs_write_replace_at(dirfd, name, data, length, mode, true, err);
 }
 
+int fs_temp_create(int dirfd, const char *target, mode_t mode, struct fs_temp *t,
+                   struct cordon_error **err) {
+  *t = (struct fs_temp)FS_TEMP_INIT;
+  unsigned char raw[8];
+  if (fs_random_bytes(raw, sizeof(raw)) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "getrandom");
+  char suffix[2 * sizeof(raw) + 1];
+  for (size_t i = 0; i < sizeof(raw); i++)
+    snprintf(suffix + 2 * i, 3, "%02x", raw[i]);
+  /* A long target name must not make the temp name too long. */
+  int n = snprintf(t->name, sizeof(t->name), ".%s.tmp-%s", target, suffix);
+  if (n < 0 || (size_t)n >= sizeof(t->name))
+    snprintf(t->name, sizeof(t->name), ".cordon.tmp-%s", suffix);
+  t->fd =
+      openat(dirfd, t->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
+  if (t->fd < 0) {
+    t->name[0] = 0;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create a temporary file for %s",
+                            target);
+  }
+  t->dirfd = dirfd;
+  if (fchmod(t->fd, mode & 07777) < 0) {
+    int e = errno;
+    fs_temp_discard(t);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create %s", target);
+  }
+  return 0;
+}
+
+void fs_temp_discard(struct fs_temp *t) {
+  if (t->fd >= 0)
+    close(t->fd);
+  t->fd = -1;
+  if (t->name[0] && t->dirfd >= 0)
+    unlinkat(t->dirfd, t->name, 0);
+  t->name[0] = 0;
+}
+
+int fs_temp_commit(struct fs_temp *t, const char *target, unsigned flags,
+                   struct cordon_error **err) {
+  bool durable = !(flags & FS_COMMIT_NO_SYNC);
+  int saved = 0, written = 1;
+  if (durable && fsync(t->fd) < 0)
+    saved = errno;
+  if (close(t->fd) < 0 && !saved)
+    saved = errno;
+  t->fd = -1;
+  if (!saved && (flags & FS_COMMIT_NO_REPLACE)) {
+    /* linkat never replaces: when two writers race, the first one's file stays. */
+    if (linkat(t->dirfd, t->name, t->dirfd, target, 0) < 0) {
+      if (errno == EEXIST)
+        written = 0;
+      else
+        saved = errno;
+    }
+  } else if (!saved && renameat(t->dirfd, t->name, t->dirfd, target) == 0) {
+    t->name[0] = 0; /* renamed: nothing left to remove */
+  } else if (!saved) {
+    saved = errno;
+  }
+  int dirfd = t->dirfd;
+  fs_temp_discard(t);
+  if (saved)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, saved, "cannot write %s", target);
+  /* The name is in place; a failed directory sync only weakens durability, which the caller
+   * cannot repair, so it is not an error. */
+  if (durable && written)
+    fsync(dirfd);
+  return written;
+}
+
 int fs_write_replace_at(int dirfd, const char *name, const void *data, size_t length, mode_t mode,
                         bool durable, struct cordon_error **err) {
-  _cleanup_free_ char *suffix = NULL;
-  if (fs_random_hex(6, &suffix, err) < 0)
+  _cleanup_fs_temp_ struct fs_temp t = FS_TEMP_INIT;
+  if (fs_temp_create(dirfd, name, mode, &t, err) < 0)
     return -1;
-  _cleanup_free_ char *tmp = NULL;
-  if (asprintf(&tmp, ".%s.tmp-%s", name, suffix) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
-  /* A long final name must not make the temp name too long. */
-  if (strlen(tmp) > NAME_MAX) {
-    free(tmp);
-    if (asprintf(&tmp, ".cordon.tmp-%s", suffix) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
-  }
-  _cleanup_close_ int fd =
-      openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
-  if (fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", name);
-  int saved;
-  if (fchmod(fd, mode & 07777) < 0 || fs_write_all(fd, data, length) < 0 ||
-      (durable && fsync(fd) < 0))
-    goto fail;
-  if (close(fd) < 0) {
-    fd = -1;
-    goto fail;
-  }
-  fd = -1;
-  if (renameat(dirfd, tmp, dirfd, name) < 0)
-    goto fail;
-  if (durable)
-    fsync(dirfd);
+  if (fs_write_all(t.fd, data, length) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot write %s", name);
+  if (fs_temp_commit(&t, name, durable ? 0 : FS_COMMIT_NO_SYNC, err) < 0)
+    return -1;
   return 0;
-fail:
-  saved = errno;
-  unlinkat(dirfd, tmp, 0);
-  return cordon_error_set(err, CORDON_ERR_SYSTEM, saved, "cannot write %s", name);
 }
 
 int fs_write_atomic(const char *path, const void *data, size_t length, mode_t mode,
@@ -253,64 +297,12 @@ int fs_normalize_relative(const char *path, char **out, struct cordon_error **er
   return 0;
 }
 
-static int openat2_beneath(int rootfd, const char *relpath, int flags, mode_t mode) {
-  struct open_how how = {
-      .flags = (uint64_t)(flags | O_CLOEXEC),
-      .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-      .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-  };
-  return (int)syscall(SYS_openat2, rootfd, relpath, &how, sizeof(how));
-}
-
-/* Without openat2: walk one component at a time with O_NOFOLLOW (symlinks refused). */
-static int open_walk_nofollow(int rootfd, const char *relpath, int flags, mode_t mode) {
-  _cleanup_free_ char *copy = strdup(relpath);
-  if (!copy) {
-    errno = ENOMEM;
-    return -1;
-  }
-  int dirfd = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
-  if (dirfd < 0)
-    return -1;
-  char *save = NULL;
-  char *comp = strtok_r(copy, "/", &save);
-  while (comp) {
-    char *next = strtok_r(NULL, "/", &save);
-    int fd;
-    if (next)
-      fd = openat(dirfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    else
-      fd = openat(dirfd, comp, flags | O_NOFOLLOW | O_CLOEXEC, mode);
-    int saved = errno;
-    close(dirfd);
-    if (fd < 0) {
-      errno = saved == ELOOP ? EXDEV : saved;
-      return -1;
-    }
-    dirfd = fd;
-    comp = next;
-  }
-  return dirfd;
-}
-
 int fs_open_beneath(int rootfd, const char *relpath, int flags, mode_t mode, const char *label,
                     struct cordon_error **err) {
   _cleanup_free_ char *norm = NULL;
   if (fs_normalize_relative(relpath, &norm, err) < 0)
     return -1;
-  const char *target = *norm ? norm : ".";
-  static int have_openat2 = -1;
-  int fd = -1;
-  if (have_openat2 != 0) {
-    fd = openat2_beneath(rootfd, target, flags, mode);
-    if (fd < 0 && errno == ENOSYS)
-      have_openat2 = 0;
-    else
-      have_openat2 = 1;
-  }
-  if (have_openat2 == 0)
-    fd = *norm ? open_walk_nofollow(rootfd, norm, flags, mode)
-               : openat(rootfd, ".", flags | O_CLOEXEC, mode);
+  int fd = anchor_open_beneath(rootfd, norm, flags, mode);
   if (fd < 0) {
     int e = errno;
     if (e == EXDEV || e == ELOOP)

@@ -3,6 +3,7 @@
 #ifndef CORDON_BASE_FS_H
 #define CORDON_BASE_FS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,8 +11,40 @@
 
 #include <cordon/error.h>
 
-/* Write data to dirfd/name atomically: temp file in the same directory, fsync, rename,
- * fsync of the directory. The temp file is removed on failure. */
+/* Temp files beside a target: the one way the tree writes a file whole before anyone sees it.
+ * fs_temp_create makes ".<target>.tmp-<16 hex>" (getrandom) in dirfd, O_EXCL | O_NOFOLLOW |
+ * O_CLOEXEC, with exactly mode (fchmod: the umask does not apply); the caller writes t->fd;
+ * fs_temp_commit gives it the target's name. A crash in between leaves only the hidden temp
+ * name, never a partial target. Use as
+ *   _cleanup_fs_temp_ struct fs_temp t = FS_TEMP_INIT;
+ * so a failure before the commit removes the temp file. */
+struct fs_temp {
+  int dirfd;               /* borrowed: the target's directory */
+  int fd;                  /* the temp file, open for writing; -1 once committed or discarded */
+  char name[NAME_MAX + 1]; /* its name in dirfd; "" when there is none */
+};
+#define FS_TEMP_INIT \
+  { .dirfd = -1, .fd = -1, .name = "" }
+
+enum {
+  FS_COMMIT_NO_SYNC = 1 << 0,    /* atomic but not durable: no fsync of the file or directory */
+  FS_COMMIT_NO_REPLACE = 1 << 1, /* linkat, not renameat: an existing target is kept */
+};
+
+int fs_temp_create(int dirfd, const char *target, mode_t mode, struct fs_temp *t,
+                   struct cordon_error **err);
+/* fsync the temp file, close it, renameat it over target (a symlink at target is replaced, not
+ * followed) or, with FS_COMMIT_NO_REPLACE, linkat it to target, then fsync dirfd. The temp
+ * name is gone afterwards, whatever the result. 1 when target now holds the temp file's bytes,
+ * 0 with FS_COMMIT_NO_REPLACE when target already existed, -1 with err. */
+int fs_temp_commit(struct fs_temp *t, const char *target, unsigned flags,
+                   struct cordon_error **err);
+/* Close and remove the temp file unless committed; a no-op on a committed or FS_TEMP_INIT t. */
+void fs_temp_discard(struct fs_temp *t);
+#define _cleanup_fs_temp_ __attribute__((cleanup(fs_temp_discard)))
+
+/* Write data to dirfd/name atomically (fs_temp_create, write, fs_temp_commit): the temp file
+ * is removed on failure. */
 int fs_write_atomic_at(int dirfd, const char *name, const void *data, size_t length, mode_t mode,
                        struct cordon_error **err);
 /* The same, with the fsyncs only when durable: still atomic (readers see the old or the new
@@ -37,8 +70,8 @@ int fs_read_file(const char *path, size_t max, unsigned char **data, size_t *len
 int fs_mkdir_p(const char *path, mode_t mode, struct cordon_error **err);
 
 /* Open relpath beneath rootfd: ".." and absolute paths are refused, symlinks may be followed
- * only while they stay beneath rootfd (openat2 RESOLVE_BENEATH; without openat2, symlinks are
- * refused). flags are openat flags (O_CLOEXEC is added). label names the root in errors. */
+ * only while they stay beneath rootfd (base/anchor.h anchor_open_beneath, with cordon errors).
+ * flags are openat flags (O_CLOEXEC is added). label names the root in errors. */
 int fs_open_beneath(int rootfd, const char *relpath, int flags, mode_t mode, const char *label,
                     struct cordon_error **err);
 

@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/syscalls.h"
 #include "confine/caps.h"
 
 #ifndef PR_CAP_AMBIENT
@@ -18,11 +19,11 @@
 /* Raw system calls, not glibc's wrappers: in a multi-threaded program those broadcast the change
  * to every thread, and a process cloned with CLONE_VM (ns one-shot) must change only itself. */
 static int set_ids(const struct confine_identity *id) {
-  if (id->can_setgroups && syscall(SYS_setgroups, 0, NULL) < 0)
+  if (id->can_setgroups && sys_setgroups(0, NULL) < 0)
     return -errno;
-  if (syscall(SYS_setresgid, id->gid, id->gid, id->gid) < 0)
+  if (sys_setresgid(id->gid, id->gid, id->gid) < 0)
     return -errno;
-  if (syscall(SYS_setresuid, id->uid, id->uid, id->uid) < 0)
+  if (sys_setresuid(id->uid, id->uid, id->uid) < 0)
     return -errno;
   return 0;
 }
@@ -51,7 +52,7 @@ int confine_drop_capabilities(void) {
     return -errno;
   struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
   struct __user_cap_data_struct data[2] = {{0, 0, 0}, {0, 0, 0}};
-  if (syscall(SYS_capset, &header, data) < 0)
+  if (sys_capset(&header, data) < 0)
     return -errno;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
     return -errno;

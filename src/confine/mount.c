@@ -12,12 +12,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/anchor.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "base/syscalls.h"
 #include "confine/mount.h"
 #include "confine/policy.h"
-#include "confine/syscalls.h"
 
 #define LABEL "the sandbox root"
 
@@ -293,11 +294,7 @@ static int setup_proc(int rootfd, bool deny_user_namespaces, struct cordon_error
 /* Open `path` beneath the mounted workspace with no symlink anywhere: the policy was resolved
  * to canonical paths before, so a symlink here means something changed since. */
 static int open_policy_path(int wsfd, const char *path, struct cordon_error **err) {
-  struct open_how how = {
-      .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
-      .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-  };
-  int fd = (int)syscall(SYS_openat2, wsfd, path, &how, sizeof(how));
+  int fd = anchor_open(wsfd, path, O_PATH, 0);
   if (fd < 0)
     return cordon_error_set(
         err, errno == ELOOP || errno == EXDEV ? CORDON_ERR_DENIED : CORDON_ERR_SYSTEM, errno,
@@ -473,11 +470,7 @@ int confine_build_root(const struct confine_root_spec *spec, struct cordon_error
     const char *rel = spec->hidden_host_dirs[i];
     while (*rel == '/')
       rel++;
-    struct open_how how = {
-        .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
-    _cleanup_close_ int pfd = (int)syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
+    _cleanup_close_ int pfd = anchor_open(rootfd, rel, O_PATH, 0);
     /* Gone, or out of our reach (a 0700 directory of a user our namespace does not map): the
      * sandbox, whose credentials are a subset of ours, cannot reach it either. */
     if (pfd < 0 && (errno == ENOENT || errno == EACCES))

@@ -3,14 +3,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/anchor.h"
 #include "base/cleanup.h"
 #include "base/strv.h"
 #include "confine/policy.h"
@@ -50,11 +49,7 @@ static enum confine_kind kind_of(mode_t mode, bool *ok) {
 int confine_resolve_workspace_path(int ws_fd, const char *ws_real, const char *path,
                                    const char *what, struct confine_path *out,
                                    struct cordon_error **err) {
-  struct open_how how = {
-      .flags = O_PATH | O_CLOEXEC,
-      .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-  };
-  _cleanup_close_ int fd = (int)syscall(SYS_openat2, ws_fd, path, &how, sizeof(how));
+  _cleanup_close_ int fd = anchor_open_beneath(ws_fd, path, O_PATH, 0);
   if (fd < 0) {
     int e = errno;
     if (e == EXDEV || e == ELOOP)
@@ -330,15 +325,6 @@ static int link_walk_dir(int dfd, const char *rel, unsigned depth, struct link_w
   return r;
 }
 
-/* Open a canonical protected path beneath the workspace, no symlink followed. */
-static int open_protected(int ws_fd, const char *path, int flags) {
-  struct open_how how = {
-      .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
-      .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-  };
-  return (int)syscall(SYS_openat2, ws_fd, path, &how, sizeof(how));
-}
-
 int confine_check_hard_links(int ws_fd, const char *const *read_only, const char *const *hidden,
                              struct cordon_error **err) {
   struct link_walk w = {0};
@@ -354,7 +340,7 @@ int confine_check_hard_links(int ws_fd, const char *const *read_only, const char
         r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hard link check");
         break;
       }
-      _cleanup_close_ int fd = open_protected(ws_fd, path, O_PATH);
+      _cleanup_close_ int fd = anchor_open(ws_fd, path, O_PATH, 0);
       struct stat st;
       if (fd < 0 || fstat(fd, &st) < 0) {
         r = cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
@@ -367,7 +353,7 @@ int confine_check_hard_links(int ws_fd, const char *const *read_only, const char
         continue;
       }
       w.entries = 0;
-      int dfd = open_protected(ws_fd, path, O_RDONLY | O_DIRECTORY);
+      int dfd = anchor_open(ws_fd, path, O_RDONLY | O_DIRECTORY, 0);
       r = dfd < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", what)
                   : link_walk_dir(dfd, path, 1, &w, what, err);
     }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/syscalls.h"
 #include "confine/seccomp.h"
 
 #ifndef CLONE_NEWTIME
@@ -253,7 +254,7 @@ int confine_seccomp_build(struct confine_seccomp_program *out, struct cordon_err
 
 int confine_seccomp_attach(const struct confine_seccomp_program *program) {
   struct sock_fprog fprog = {.len = program->length, .filter = program->filter};
-  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) < 0)
+  if (sys_seccomp(SECCOMP_SET_MODE_FILTER, 0, &fprog) < 0)
     return -errno;
   return 0;
 }

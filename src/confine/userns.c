@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/syscalls.h"
 #include "confine/policy.h"
 #include "confine/userns.h"
 
@@ -49,7 +50,7 @@ int confine_userns_write_maps(pid_t pid, uid_t inner_uid, uid_t outer_uid, gid_t
 __attribute__((no_sanitize("address", "undefined"))) static int idmap_child(void *arg) {
   (void)arg;
   for (;;)
-    syscall(SYS_pause);
+    sys_pause();
   return 0;
 }
 

@@ -163,51 +163,20 @@ static int read_key_file(int dirfd, const char *dir, const char *name, unsigned 
 }
 
 /* Create dir/name holding data, mode 0600, without ever replacing an existing file: the bytes
- * go to an O_EXCL temp file, are fsync'd, and the temp file is hard-linked to the final name
- * (link() fails on an existing name). Returns 1 when created, 0 when the name already existed. */
+ * go to a temp file, are fsync'd, and the temp file is hard-linked to the final name
+ * (FS_COMMIT_NO_REPLACE). Returns 1 when created, 0 when the name already existed. */
 static int create_key_file(int dirfd, const char *dir, const char *name, const void *data,
                            size_t length, struct cordon_error **err) {
-  _cleanup_free_ char *suffix = NULL, *tmp = NULL;
-  if (fs_random_hex(8, &suffix, err) < 0)
-    return -1;
-  if (asprintf(&tmp, ".%s.tmp-%s", name, suffix) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
-  int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create a key file in %s", dir);
-  const unsigned char *p = data;
-  size_t left = length;
-  int saved = 0;
-  if (fchmod(fd, 0600) < 0)
-    saved = errno;
-  while (!saved && left > 0) {
-    ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      saved = errno;
-      break;
-    }
-    p += n;
-    left -= (size_t)n;
-  }
-  if (!saved && fsync(fd) < 0)
-    saved = errno;
-  if (close(fd) < 0 && !saved)
-    saved = errno;
-  int created = 0;
-  if (!saved) {
-    if (linkat(dirfd, tmp, dirfd, name, 0) == 0)
-      created = 1;
-    else if (errno != EEXIST)
-      saved = errno;
-  }
-  unlinkat(dirfd, tmp, 0);
-  if (saved)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, saved, "cannot create key file %s/%s", dir,
+  _cleanup_fs_temp_ struct fs_temp t = FS_TEMP_INIT;
+  if (fs_temp_create(dirfd, name, 0600, &t, err) < 0)
+    return cordon_error_prefix(err, "cannot create a key file in %s", dir);
+  if (fs_write_all(t.fd, data, length) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create key file %s/%s", dir,
                             name);
-  fsync(dirfd);
-  return created;
+  int r = fs_temp_commit(&t, name, FS_COMMIT_NO_REPLACE, err);
+  if (r < 0)
+    return cordon_error_prefix(err, "%s", dir);
+  return r;
 }
 
 /* ---- Ed25519 ------------------------------------------------------------------------------ */

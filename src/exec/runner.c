@@ -28,6 +28,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "base/syscalls.h"
 #include "exec/runner.h"
 
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
@@ -753,7 +754,7 @@ static void host_kill_tree(void *data) {
    * can have been reused: signalling them cannot hit a stranger. */
   if (!h->reaped) {
     if (h->pidfd >= 0)
-      syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
+      sys_pidfd_send_signal(h->pidfd, SIGKILL);
     kill(-h->pid, SIGKILL);
   }
   /* The leaf also holds what left the process group (setsid daemons). */
@@ -805,7 +806,7 @@ static int host_start(void *data, const struct exec_spec *spec, const int stdio_
   close_fd(&report_write);
 
   /* The child is ours and unreaped, so the pid still names it. */
-  h->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  h->pidfd = sys_pidfd_open(pid, 0);
   if (h->pidfd < 0) {
     int e = errno;
     /* ESRCH: already reaped behind our back (SIGCHLD ignored): the pid may name a stranger. */

@@ -24,6 +24,7 @@
 #include "protocol/context.h"
 #include "protocol/persist.h"
 #include "protocol/rundir.h"
+#include "protocol/session-id.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
@@ -57,16 +58,6 @@ static struct cordon_session *session_alloc(void) {
 
 void cordon_strv_free(char **strv) {
   strv_free(strv);
-}
-
-static bool valid_session_id(const char *id) {
-  size_t n = strlen(id);
-  if (n == 0 || n > 64)
-    return false;
-  for (size_t i = 0; i < n; i++)
-    if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9') || id[i] == '-'))
-      return false;
-  return true;
 }
 
 static void session_free(struct cordon_session *s) {
@@ -681,7 +672,7 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
 
 int cordon_session_open(struct cordon_context *ctx, const struct cordon_registry *reg,
                         const char *id, struct cordon_session **out, struct cordon_error **err) {
-  if (!valid_session_id(id))
+  if (!cordon_session_id_valid(id))
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                             "invalid session id '%s' (expected lowercase hex)", id);
   struct cordon_session *s = NULL;
@@ -715,7 +706,7 @@ int cordon_session_list(struct cordon_context *ctx, char ***ids, struct cordon_e
   }
   struct dirent *de;
   while ((de = readdir(d))) {
-    if (!valid_session_id(de->d_name))
+    if (!cordon_session_id_valid(de->d_name))
       continue;
     if (strv_push(&list, de->d_name) < 0) {
       strv_free(list);
@@ -877,7 +868,7 @@ int cordon_session_destroy(struct cordon_session *s, struct cordon_error **err) 
 
 int cordon_session_destroy_id(struct cordon_context *ctx, const struct cordon_registry *reg,
                               const char *id, struct cordon_error **err) {
-  if (!valid_session_id(id))
+  if (!cordon_session_id_valid(id))
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                             "invalid session id '%s' (expected lowercase hex)", id);
   struct cordon_session *s = NULL;

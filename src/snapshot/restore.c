@@ -21,7 +21,7 @@
 
 #include "base/cleanup.h"
 #include "base/fs.h"
-#include "snapshot/anchor.h"
+#include "base/anchor.h"
 #include "snapshot/internal.h"
 
 #define COPY_BUFFER ((size_t)1 << 20)

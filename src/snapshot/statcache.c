@@ -272,24 +272,8 @@ int statcache_writer_finish(struct statcache_writer *w, uint64_t root_dev, uint6
 
 int statcache_save(int dirfd, const char *name, const struct snap_buf *bytes,
                    struct cordon_error **err) {
-  static unsigned counter;
-  char tmp[128];
-  snprintf(tmp, sizeof(tmp), ".%s.%d-%u.tmp", name, (int)getpid(),
-           __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
-  int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "stat cache");
-  if (fs_write_all(fd, bytes->data, bytes->length) < 0) {
-    int e = errno;
-    close(fd);
-    unlinkat(dirfd, tmp, 0);
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "stat cache");
-  }
-  close(fd);
-  if (renameat(dirfd, tmp, dirfd, name) < 0) {
-    int e = errno;
-    unlinkat(dirfd, tmp, 0);
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "stat cache");
-  }
+  /* A cache: atomic (a reader sees the old or the new one), not durable. */
+  if (fs_write_replace_at(dirfd, name, bytes->data, bytes->length, 0600, false, err) < 0)
+    return cordon_error_prefix(err, "stat cache");
   return 0;
 }

@@ -19,7 +19,7 @@
 
 #include "base/cleanup.h"
 #include "base/fs.h"
-#include "snapshot/anchor.h"
+#include "base/anchor.h"
 #include "snapshot/walk.h"
 
 #define READ_BUFFER ((size_t)1 << 20)

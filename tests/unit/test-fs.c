@@ -1,5 +1,5 @@
-/* base: path normalisation, anchored opens, atomic writes, tree removal, env merging, and
- * /proc/PID/stat parsing. */
+/* base: path normalisation, anchored opens (both modes), temp files and atomic writes, tree
+ * removal, env merging, and /proc/PID/stat parsing. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,13 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "base/anchor.h"
 #include "base/fs.h"
 #include "base/proc.h"
 #include "base/strv.h"
@@ -145,6 +150,234 @@ static void test_open_beneath(void **state) {
   free(dir);
 }
 
+/* Entries of dir other than . and .. */
+static size_t count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  size_t n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+      n++;
+  closedir(d);
+  return n;
+}
+
+static void read_whole(int dirfd, const char *name, char *buf, size_t size) {
+  int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  ssize_t n = read(fd, buf, size - 1);
+  assert_true(n >= 0);
+  buf[n] = 0;
+  close(fd);
+}
+
+/* A writer that dies between create and commit leaves its hidden temp name, never the
+ * target; a discarded temp file leaves nothing. */
+static void test_temp_crash_leaves_no_target(void **state) {
+  char *dir = make_tmpdir();
+  struct cordon_error *err = NULL;
+  int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct fs_temp t = FS_TEMP_INIT;
+  assert_int_equal(fs_temp_create(dirfd, "target", 0600, &t, &err), 0);
+  assert_int_equal(strncmp(t.name, ".target.tmp-", 12), 0);
+  assert_int_equal(fs_write_all(t.fd, "half", 4), 0);
+  close(t.fd); /* the crash: no commit, no discard */
+  assert_int_equal(faccessat(dirfd, "target", F_OK, 0), -1);
+  assert_int_equal(count_entries(dir), 1);
+  unlinkat(dirfd, t.name, 0);
+  {
+    _cleanup_fs_temp_ struct fs_temp u = FS_TEMP_INIT;
+    assert_int_equal(fs_temp_create(dirfd, "target", 0600, &u, &err), 0);
+  }
+  assert_int_equal(count_entries(dir), 0);
+  /* A name too long for a prefix and a suffix still gets a temp file. */
+  char longname[NAME_MAX + 1];
+  memset(longname, 'n', NAME_MAX);
+  longname[NAME_MAX] = 0;
+  assert_int_equal(fs_write_atomic_at(dirfd, longname, "x", 1, 0600, &err), 0);
+  assert_int_equal(count_entries(dir), 1);
+  close(dirfd);
+  assert_int_equal(fs_remove_tree(dir, &err), 0);
+  free(dir);
+}
+
+/* The target is replaced in one step: a reader holding the old file keeps the old bytes, a
+ * new open sees all of the new ones; mode is exact whatever the umask. */
+static void test_temp_replaces_atomically(void **state) {
+  char *dir = make_tmpdir();
+  struct cordon_error *err = NULL;
+  int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_int_equal(fs_write_atomic_at(dirfd, "f", "old", 3, 0600, &err), 0);
+  int old = openat(dirfd, "f", O_RDONLY | O_CLOEXEC);
+  assert_true(old >= 0);
+  mode_t saved_umask = umask(077);
+  struct fs_temp t = FS_TEMP_INIT;
+  assert_int_equal(fs_temp_create(dirfd, "f", 0644, &t, &err), 0);
+  assert_int_equal(fs_write_all(t.fd, "new bytes", 9), 0);
+  char buf[64];
+  read_whole(dirfd, "f", buf, sizeof(buf));
+  assert_string_equal(buf, "old");
+  assert_int_equal(fs_temp_commit(&t, "f", 0, &err), 1);
+  umask(saved_umask);
+  assert_int_equal(t.fd, -1);
+  read_whole(dirfd, "f", buf, sizeof(buf));
+  assert_string_equal(buf, "new bytes");
+  ssize_t n = pread(old, buf, sizeof(buf) - 1, 0);
+  assert_int_equal(n, 3);
+  close(old);
+  struct stat st;
+  assert_int_equal(fstatat(dirfd, "f", &st, 0), 0);
+  assert_int_equal(st.st_mode & 07777, 0644);
+  assert_int_equal(count_entries(dir), 1);
+  /* Not durable, still atomic; the mode again exact. */
+  assert_int_equal(fs_write_replace_at(dirfd, "f", "x", 1, 0640, false, &err), 0);
+  assert_int_equal(fstatat(dirfd, "f", &st, 0), 0);
+  assert_int_equal(st.st_mode & 07777, 0640);
+  close(dirfd);
+  assert_int_equal(fs_remove_tree(dir, &err), 0);
+  free(dir);
+}
+
+/* A symlink at the target is replaced by the file, never written through; with
+ * FS_COMMIT_NO_REPLACE an existing target (a symlink too) is kept and the temp file goes. */
+static void test_temp_symlink_and_no_replace(void **state) {
+  char *dir = make_tmpdir();
+  struct cordon_error *err = NULL;
+  int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_int_equal(fs_write_atomic_at(dirfd, "victim", "keep", 4, 0600, &err), 0);
+  assert_int_equal(symlinkat("victim", dirfd, "link"), 0);
+  assert_int_equal(fs_write_atomic_at(dirfd, "link", "mine", 4, 0600, &err), 0);
+  struct stat st;
+  assert_int_equal(fstatat(dirfd, "link", &st, AT_SYMLINK_NOFOLLOW), 0);
+  assert_true(S_ISREG(st.st_mode));
+  char buf[64];
+  read_whole(dirfd, "victim", buf, sizeof(buf));
+  assert_string_equal(buf, "keep");
+
+  assert_int_equal(symlinkat("victim", dirfd, "link2"), 0);
+  struct fs_temp t = FS_TEMP_INIT;
+  assert_int_equal(fs_temp_create(dirfd, "link2", 0600, &t, &err), 0);
+  assert_int_equal(fs_write_all(t.fd, "other", 5), 0);
+  assert_int_equal(fs_temp_commit(&t, "link2", FS_COMMIT_NO_REPLACE, &err), 0);
+  assert_int_equal(fstatat(dirfd, "link2", &st, AT_SYMLINK_NOFOLLOW), 0);
+  assert_true(S_ISLNK(st.st_mode));
+  read_whole(dirfd, "victim", buf, sizeof(buf));
+  assert_string_equal(buf, "keep");
+  assert_int_equal(fs_temp_create(dirfd, "fresh", 0600, &t, &err), 0);
+  assert_int_equal(fs_temp_commit(&t, "fresh", FS_COMMIT_NO_REPLACE, &err), 1);
+  assert_int_equal(count_entries(dir), 4); /* victim, link, link2, fresh: no temp names */
+  close(dirfd);
+  assert_int_equal(fs_remove_tree(dir, &err), 0);
+  free(dir);
+}
+
+/* anchor_open refuses every symlink; anchor_open_beneath follows those that stay inside.
+ * Both refuse to leave the anchor. */
+static void test_anchor_modes(void **state) {
+  char *dir = make_tmpdir();
+  struct cordon_error *err = NULL;
+  int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int sub = fs_mkdirs_beneath(root, "a/b", "test", &err);
+  assert_true(sub >= 0);
+  close(sub);
+  assert_int_equal(symlinkat("b", root, "a/in-link"), 0);
+  assert_int_equal(symlinkat("/etc", root, "out"), 0);
+
+  int fd = anchor_open(root, "a/b", O_RDONLY | O_DIRECTORY, 0);
+  assert_true(fd >= 0);
+  close(fd);
+  fd = anchor_open(root, "a/in-link", O_RDONLY | O_DIRECTORY, 0);
+  assert_true(fd < 0);
+  assert_true(errno == ELOOP || errno == ENOTDIR); /* ENOTDIR: O_DIRECTORY met the link */
+  fd = anchor_open_beneath(root, "a/in-link", O_RDONLY | O_DIRECTORY, 0);
+  assert_true(fd >= 0);
+  close(fd);
+  const char *escapes[] = {"out/passwd", "../x", "a/../../x"};
+  for (size_t i = 0; i < 3; i++) {
+    assert_true(anchor_open(root, escapes[i], O_RDONLY, 0) < 0);
+    assert_true(anchor_open_beneath(root, escapes[i], O_RDONLY, 0) < 0);
+    assert_true(errno == EXDEV || errno == ELOOP);
+  }
+  assert_true(anchor_open_beneath(root, "/etc/passwd", O_RDONLY, 0) < 0);
+  fd = anchor_open(root, "", O_RDONLY | O_DIRECTORY, 0);
+  assert_true(fd >= 0);
+  close(fd);
+  const char *name = NULL;
+  fd = anchor_open_parent(root, "a/b/new", &name);
+  assert_true(fd >= 0);
+  assert_string_equal(name, "new");
+  close(fd);
+  assert_true(anchor_open_parent(root, "a/in-link/new", &name) < 0);
+  close(root);
+  assert_int_equal(fs_remove_tree(dir, &err), 0);
+  free(dir);
+}
+
+/* Make openat2 fail with ENOSYS in this process, as on a kernel before 5.6. */
+static int refuse_openat2(void) {
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {.len = sizeof(filter) / sizeof(filter[0]), .filter = filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    return -1;
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+/* Without openat2 both modes walk one component at a time: no symlink is followed (so
+ * anchor_open_beneath is stricter, never looser), ".." is refused, "a//b" still works. */
+static int anchor_fallback_checks(int root) {
+  if (refuse_openat2() < 0)
+    return 10;
+  int fd = anchor_open(root, "a//b", O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0)
+    return 11;
+  close(fd);
+  fd = anchor_open_beneath(root, "a/b", O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0)
+    return 12;
+  close(fd);
+  if (anchor_open_beneath(root, "a/in-link", O_RDONLY | O_DIRECTORY, 0) >= 0)
+    return 13;
+  if (anchor_open(root, "out/passwd", O_RDONLY, 0) >= 0 ||
+      anchor_open_beneath(root, "out/passwd", O_RDONLY, 0) >= 0)
+    return 14;
+  if (anchor_open(root, "a/../../x", O_RDONLY, 0) >= 0 || errno != EXDEV)
+    return 15;
+  struct cordon_error *err = NULL;
+  fd = fs_open_beneath(root, "a/in-link", O_RDONLY, 0, "test", &err);
+  if (fd >= 0 || err->kind != CORDON_ERR_DENIED)
+    return 16;
+  cordon_error_free(err);
+  return 0;
+}
+
+static void test_anchor_without_openat2(void **state) {
+  char *dir = make_tmpdir();
+  struct cordon_error *err = NULL;
+  int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int sub = fs_mkdirs_beneath(root, "a/b", "test", &err);
+  assert_true(sub >= 0);
+  close(sub);
+  assert_int_equal(symlinkat("b", root, "a/in-link"), 0);
+  assert_int_equal(symlinkat("/etc", root, "out"), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0)
+    _exit(anchor_fallback_checks(root));
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  close(root);
+  assert_int_equal(fs_remove_tree(dir, &err), 0);
+  free(dir);
+}
+
 static void test_remove_readonly_tree(void **state) {
   char *dir = make_tmpdir();
   char p[512];
@@ -244,10 +477,18 @@ static void test_proc_stat(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_normalize),    cmocka_unit_test(test_atomic_write_and_read),
-      cmocka_unit_test(test_open_beneath), cmocka_unit_test(test_remove_readonly_tree),
-      cmocka_unit_test(test_env_merge),    cmocka_unit_test(test_random_hex),
+      cmocka_unit_test(test_normalize),
+      cmocka_unit_test(test_atomic_write_and_read),
+      cmocka_unit_test(test_open_beneath),
+      cmocka_unit_test(test_remove_readonly_tree),
+      cmocka_unit_test(test_env_merge),
+      cmocka_unit_test(test_random_hex),
       cmocka_unit_test(test_proc_stat),
+      cmocka_unit_test(test_temp_crash_leaves_no_target),
+      cmocka_unit_test(test_temp_replaces_atomically),
+      cmocka_unit_test(test_temp_symlink_and_no_replace),
+      cmocka_unit_test(test_anchor_modes),
+      cmocka_unit_test(test_anchor_without_openat2),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

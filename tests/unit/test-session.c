@@ -22,6 +22,7 @@
 
 #include "base/fs.h"
 #include "base/strv.h"
+#include "protocol/session-id.h"
 
 /* ---- a fake backend that records its last exec request and path -------------------------- */
 
@@ -586,6 +587,28 @@ static void test_unenforced_refused_or_audited(void **state) {
   unsetenv("CORDON_KEY_DIR");
 }
 
+/* The one check of a session id's form: what cordon makes passes; anything that could be
+ * more than one path component, or is empty or too long, does not. */
+static void test_session_id_form(void **state) {
+  (void)state;
+  char *made = NULL;
+  assert_int_equal(fs_random_hex(8, &made, NULL), 0);
+  assert_true(cordon_session_id_valid(made));
+  free(made);
+  assert_true(cordon_session_id_valid("run-0123abcd"));
+  char longest[CORDON_SESSION_ID_MAX + 2];
+  memset(longest, 'a', sizeof(longest));
+  longest[CORDON_SESSION_ID_MAX] = 0;
+  assert_true(cordon_session_id_valid(longest));
+  longest[CORDON_SESSION_ID_MAX] = 'a';
+  longest[CORDON_SESSION_ID_MAX + 1] = 0;
+  assert_false(cordon_session_id_valid(longest));
+  const char *bad[] = {"", "..", "a/b", "ABC", "a b", "a.b", "x\n"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    assert_false(cordon_session_id_valid(bad[i]));
+  assert_false(cordon_session_id_valid(NULL));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_paths_reach_backend_normalised, setup, teardown),
@@ -598,6 +621,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_state_roundtrip_and_corruption, setup, teardown),
       cmocka_unit_test_setup_teardown(test_registry_and_plugins, setup, teardown),
       cmocka_unit_test(test_backend_check),
+      cmocka_unit_test(test_session_id_form),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
