@@ -426,27 +426,16 @@ static int create_segment(int dirfd, const char *dir, uint64_t number, const cha
                           size_t length, struct cordon_error **err) {
   char name[64];
   segment_name(number, name);
-  _cleanup_free_ char *suffix = NULL, *tmp = NULL;
-  if (fs_random_hex(8, &suffix, err) < 0)
+  /* No replace: a segment of that number already there means another writer broke the lock. */
+  _cleanup_fs_temp_ struct fs_temp t = FS_TEMP_INIT;
+  if (fs_temp_create(dirfd, name, 0600, &t, err) < 0)
     return -1;
-  if (asprintf(&tmp, ".%s.tmp-%s", name, suffix) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
-  int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create a segment in %s", dir);
-  int saved = 0;
-  if (fs_write_all(fd, data, length) < 0 || fsync(fd) < 0)
-    saved = errno;
-  if (close(fd) < 0 && !saved)
-    saved = errno;
-  if (!saved && linkat(dirfd, tmp, dirfd, name, 0) < 0)
-    saved = errno;
-  unlinkat(dirfd, tmp, 0);
-  if (saved)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, saved, "cannot create %s/%s", dir, name);
-  if (fsync(dirfd) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot sync %s", dir);
-  return 0;
+  if (fs_write_all(t.fd, data, length) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s/%s", dir, name);
+  int r = fs_temp_commit(&t, name, FS_COMMIT_NO_REPLACE, err);
+  if (r == 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EEXIST, "cannot create %s/%s", dir, name);
+  return r < 0 ? -1 : 0;
 }
 
 static int append_to_segment(int dirfd, const char *dir, uint64_t number, const char *data,

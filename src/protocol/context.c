@@ -152,35 +152,23 @@ static int read_project_id(int dirfd, const char *state_dir, char *out, struct c
 /* Made whole under a temporary name and linked into place: linkat never replaces, so when two
  * processes race the first id wins and the other reads it. */
 static int make_project_id(int dirfd, const char *state_dir, struct cordon_error **err) {
-  _cleanup_free_ char *id = NULL, *tmp = NULL;
+  _cleanup_free_ char *id = NULL;
   do {
     free(id);
     id = NULL;
     if (fs_random_hex(CORDON_PROJECT_ID_HEX_LEN / 2, &id, err) < 0)
       return -1;
   } while (!valid_project_id(id, strlen(id)));
-  if (fs_random_hex(6, &tmp, err) < 0)
-    return -1;
-  char tmp_name[64], line[CORDON_PROJECT_ID_HEX_LEN + 2];
-  snprintf(tmp_name, sizeof(tmp_name), "." PROJECT_ID_FILE ".tmp-%s", tmp);
+  char line[CORDON_PROJECT_ID_HEX_LEN + 2];
   snprintf(line, sizeof(line), "%s\n", id);
-  int fd = openat(dirfd, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
+  /* No replace: when two processes make the id at once, the first one's stays. */
+  _cleanup_fs_temp_ struct fs_temp t = FS_TEMP_INIT;
+  if (fs_temp_create(dirfd, PROJECT_ID_FILE, 0600, &t, err) < 0)
+    return -1;
+  if (fs_write_all(t.fd, line, strlen(line)) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s/" PROJECT_ID_FILE,
                             state_dir);
-  int saved = 0;
-  if (fs_write_all(fd, line, strlen(line)) < 0 || fsync(fd) < 0)
-    saved = errno;
-  if (close(fd) < 0 && !saved)
-    saved = errno;
-  if (!saved && linkat(dirfd, tmp_name, dirfd, PROJECT_ID_FILE, 0) < 0 && errno != EEXIST)
-    saved = errno;
-  unlinkat(dirfd, tmp_name, 0);
-  if (saved)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, saved, "cannot create %s/" PROJECT_ID_FILE,
-                            state_dir);
-  fsync(dirfd);
-  return 0;
+  return fs_temp_commit(&t, PROJECT_ID_FILE, FS_COMMIT_NO_REPLACE, err) < 0 ? -1 : 0;
 }
 
 /* The project's store is <state dir>/cas: the store itself only knows how to open a directory. */
