@@ -246,6 +246,39 @@ static int resolve_grants(const char *const *allow_ro, const char *root,
   return r;
 }
 
+/* Make the container (not started yet): *id is the engine's id for it, malloc'd. */
+static int create_container(struct docker_engine *e, const char *session_id, json_t *config,
+                            const char *image, char **id, struct cordon_error **err) {
+  _cleanup_free_ char *name = NULL;
+  if (asprintf(&name, "/containers/create?name=cordon-%s", session_id) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
+  long status = 0;
+  _cleanup_json_ json_t *created = NULL;
+  if (docker_engine_request(e, "POST", name, config, &status, &created, err) < 0) {
+    /* The engine may have made it before the connection broke: remove it by its name. */
+    remove_container(e, name + strlen("/containers/create?name="));
+    return -1;
+  }
+  if (status == 404)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "image %s is not present in the Docker engine at %s (cordon does not "
+                            "pull images: build, pull or import it first)",
+                            image, docker_engine_socket(e));
+  const char *made = json_string_value(json_object_get(created, "Id"));
+  if (status != 201 || !made) {
+    const char *msg = json_string_value(json_object_get(created, "message"));
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                            "Docker engine refused the container (HTTP %ld): %s", status,
+                            msg ? msg : "no message");
+  }
+  *id = strdup(made);
+  if (!*id) {
+    remove_container(e, made);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
+  }
+  return 0;
+}
+
 /* create and resume: the workspace, then the container. */
 static int start_session(struct cordon_session *s, const struct cordon_manifest *m,
                          const char *snapshot_id, struct cordon_error **err) {
@@ -279,10 +312,10 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   struct confine_path *grants = NULL;
   size_t n_grants = 0;
   _cleanup_engine_ struct docker_engine *e = NULL;
-  _cleanup_free_ char *empty = NULL, *creator = NULL, *user = NULL, *name = NULL, *start = NULL,
+  _cleanup_free_ char *empty = NULL, *creator = NULL, *user = NULL, *id = NULL, *start = NULL,
                       *agent_dir = NULL;
   long agent_pid = 0;
-  _cleanup_json_ json_t *config = NULL, *created = NULL;
+  _cleanup_json_ json_t *config = NULL;
   struct docker_engine_features features = {0};
   const struct cordon_limits *l = &p->limits;
   bool limited = l->memory_bytes || l->pids || l->cpus > 0;
@@ -307,8 +340,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   if (docker_make_agent_dir(s, ws.st_uid, ws.st_gid, &agent_dir, err) < 0)
     goto out;
   /* Commands run as the workspace's owner: files they create belong to whoever owns it. */
-  if (asprintf(&user, "%u:%u", (unsigned)ws.st_uid, (unsigned)ws.st_gid) < 0 ||
-      asprintf(&name, "/containers/create?name=cordon-%s", s->id) < 0) {
+  if (asprintf(&user, "%u:%u", (unsigned)ws.st_uid, (unsigned)ws.st_gid) < 0) {
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
     goto out;
   }
@@ -336,27 +368,8 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   };
   if (docker_container_config(&spec, &config, err) < 0)
     goto out;
-  long status = 0;
-  if (docker_engine_request(e, "POST", name, config, &status, &created, err) < 0) {
-    /* The engine may have made it before the connection broke: remove it by its name. */
-    remove_container(e, name + strlen("/containers/create?name="));
+  if (create_container(e, s->id, config, image, &id, err) < 0)
     goto out;
-  }
-  if (status == 404) {
-    cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
-                     "image %s is not present in the Docker engine at %s (cordon does not pull "
-                     "images: build, pull or import it first)",
-                     image, docker_engine_socket(e));
-    goto out;
-  }
-  const char *id = json_string_value(json_object_get(created, "Id"));
-  if (status != 201 || !id) {
-    const char *msg = json_string_value(json_object_get(created, "message"));
-    cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
-                     "Docker engine refused the container (HTTP %ld): %s", status,
-                     msg ? msg : "no message");
-    goto out;
-  }
   if (asprintf(&start, "/containers/%s/start", id) < 0) {
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
     remove_container(e, id);
