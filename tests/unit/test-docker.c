@@ -1,9 +1,7 @@
 /* The docker backend's pure parts, without a daemon: the HTTP head parser, the multiplexed
  * stream demultiplexer, bounded captures and the status trailer, DOCKER_HOST parsing, the
  * container and exec configurations, the path policy resolution, and the exec agent's use of
- * the shared exec wire format (exec/wire.h, tested in tests/unit/test-exec-wire.c).
- * (Registered from tests/conformance/meson.build; belongs in tests/unit/ once that list takes it.)
- */
+ * the shared exec wire format (exec/wire.h, tested in tests/unit/test-exec-wire.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

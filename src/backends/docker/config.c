@@ -175,33 +175,11 @@ static int unenforceable(struct cordon_error **err, const char *what) {
                           what);
 }
 
-int docker_container_config(const struct docker_container_spec *spec, json_t **out,
-                            struct cordon_error **err) {
-  const struct cordon_limits *l = spec->limits;
-  const struct docker_engine_features *f = spec->features;
-  if (l->memory_bytes && !f->memory_limit)
-    return unenforceable(err, "memory limit");
-  if (l->pids && !f->pids_limit)
-    return unenforceable(err, "pids limit");
-  if (l->cpus > 0 && !f->cpu_cfs_quota)
-    return unenforceable(err, "CPU limit");
-  if (l->memory_bytes && l->memory_bytes < 6u * 1024u * 1024u)
-    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
-                            "memory limit %llu bytes is below the engine's minimum of 6 MiB",
-                            (unsigned long long)l->memory_bytes);
-
-  json_t *mounts = json_array();
-  json_array_append_new(mounts, bind_mount(spec->workspace, spec->root, false));
-  json_array_append_new(mounts, bind_mount(spec->init_path, DOCKER_INIT_TARGET, true));
-  /* Writable: init binds the agent's socket there (docs/security.md says why that is safe). */
-  if (spec->agent_dir)
-    json_array_append_new(mounts, bind_mount(spec->agent_dir, DOCKER_AGENT_TARGET, false));
-  for (size_t i = 0; i < spec->n_allow_ro; i++)
-    json_array_append_new(mounts,
-                          bind_mount(spec->allow_ro[i].source, spec->allow_ro[i].path, true));
-  /* /tmp a capped tmpfs as in the ns backend (not the container's writable layer), and
-   * /dev/shm (ShmSize below) the same size; their pages count against the memory limit. */
-  const uint64_t tmp_bytes = confine_tmp_bytes(l);
+/* The path policy as mounts, appended to mounts: the protected paths' ancestors bound onto
+ * themselves, read-only paths re-bound read-only, hidden paths covered, and the always-hidden
+ * directories inside host grants covered. */
+static int append_policy_mounts(const struct docker_container_spec *spec, json_t *mounts,
+                                struct cordon_error **err) {
   const struct docker_paths *p = spec->paths;
   int r = 0;
   /* Every directory between the workspace root and a protected path is bound onto itself
@@ -211,18 +189,14 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
   _cleanup_free_ const char **ro_list = calloc(p->n_read_only + 1, sizeof(char *));
   _cleanup_free_ const char **hidden_list = calloc(p->n_hidden + 1, sizeof(char *));
   char **ancestors = NULL;
-  if (!ro_list || !hidden_list) {
-    json_decref(mounts);
+  if (!ro_list || !hidden_list)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container configuration");
-  }
   for (size_t i = 0; i < p->n_read_only; i++)
     ro_list[i] = p->read_only[i].relative;
   for (size_t i = 0; i < p->n_hidden; i++)
     hidden_list[i] = p->hidden[i].relative;
-  if (confine_protected_ancestors(ro_list, hidden_list, NULL, &ancestors, err) < 0) {
-    json_decref(mounts);
+  if (confine_protected_ancestors(ro_list, hidden_list, NULL, &ancestors, err) < 0)
     return -1;
-  }
   for (size_t i = 0; ancestors[i] && r == 0; i++) {
     _cleanup_free_ char *source = join_path(spec->workspace, ancestors[i]);
     _cleanup_free_ char *target = join_path(spec->root, ancestors[i]);
@@ -258,9 +232,41 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
                           json_pack("{s:s, s:s, s:b, s:{s:I, s:i}}", "Type", "tmpfs", "Target",
                                     spec->hidden_grant_dirs[i], "ReadOnly", 1, "TmpfsOptions",
                                     "SizeBytes", (json_int_t)4096, "Mode", 0555));
-  if (r < 0) {
-    json_decref(mounts);
+  if (r < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container configuration");
+  return 0;
+}
+
+int docker_container_config(const struct docker_container_spec *spec, json_t **out,
+                            struct cordon_error **err) {
+  const struct cordon_limits *l = spec->limits;
+  const struct docker_engine_features *f = spec->features;
+  if (l->memory_bytes && !f->memory_limit)
+    return unenforceable(err, "memory limit");
+  if (l->pids && !f->pids_limit)
+    return unenforceable(err, "pids limit");
+  if (l->cpus > 0 && !f->cpu_cfs_quota)
+    return unenforceable(err, "CPU limit");
+  if (l->memory_bytes && l->memory_bytes < 6u * 1024u * 1024u)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "memory limit %llu bytes is below the engine's minimum of 6 MiB",
+                            (unsigned long long)l->memory_bytes);
+
+  json_t *mounts = json_array();
+  json_array_append_new(mounts, bind_mount(spec->workspace, spec->root, false));
+  json_array_append_new(mounts, bind_mount(spec->init_path, DOCKER_INIT_TARGET, true));
+  /* Writable: init binds the agent's socket there (docs/security.md says why that is safe). */
+  if (spec->agent_dir)
+    json_array_append_new(mounts, bind_mount(spec->agent_dir, DOCKER_AGENT_TARGET, false));
+  for (size_t i = 0; i < spec->n_allow_ro; i++)
+    json_array_append_new(mounts,
+                          bind_mount(spec->allow_ro[i].source, spec->allow_ro[i].path, true));
+  /* /tmp a capped tmpfs as in the ns backend (not the container's writable layer), and
+   * /dev/shm (ShmSize below) the same size; their pages count against the memory limit. */
+  const uint64_t tmp_bytes = confine_tmp_bytes(l);
+  if (append_policy_mounts(spec, mounts, err) < 0) {
+    json_decref(mounts);
+    return -1;
   }
 
   json_t *ulimits = json_pack("[{s:s, s:i, s:i}]", "Name", "core", "Soft", 0, "Hard", 0);
