@@ -270,11 +270,10 @@ int statcache_writer_finish(struct statcache_writer *w, uint64_t root_dev, uint6
   return 0;
 }
 
-int statcache_save(int dirfd, const char *name, const struct snap_buf *bytes,
-                   struct cordon_error **err) {
+int statcache_stage(int dirfd, const char *name, const struct snap_buf *bytes, char *tmp,
+                    size_t tmp_size, struct cordon_error **err) {
   static unsigned counter;
-  char tmp[128];
-  snprintf(tmp, sizeof(tmp), ".%s.%d-%u.tmp", name, (int)getpid(),
+  snprintf(tmp, tmp_size, ".%s.%d-%u.tmp", name, (int)getpid(),
            __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
   int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
@@ -286,10 +285,22 @@ int statcache_save(int dirfd, const char *name, const struct snap_buf *bytes,
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "stat cache");
   }
   close(fd);
+  return 0;
+}
+
+int statcache_publish(int dirfd, const char *tmp, const char *name, struct cordon_error **err) {
   if (renameat(dirfd, tmp, dirfd, name) < 0) {
     int e = errno;
     unlinkat(dirfd, tmp, 0);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "stat cache");
   }
   return 0;
+}
+
+int statcache_save(int dirfd, const char *name, const struct snap_buf *bytes,
+                   struct cordon_error **err) {
+  char tmp[128];
+  if (statcache_stage(dirfd, name, bytes, tmp, sizeof(tmp), err) < 0)
+    return -1;
+  return statcache_publish(dirfd, tmp, name, err);
 }
