@@ -270,10 +270,29 @@ int statcache_writer_finish(struct statcache_writer *w, uint64_t root_dev, uint6
   return 0;
 }
 
-int statcache_save(int dirfd, const char *name, const struct snap_buf *bytes,
-                   struct cordon_error **err) {
+int statcache_stage(int dirfd, const char *name, const struct snap_buf *bytes, struct fs_temp *t,
+                    struct cordon_error **err) {
+  if (fs_temp_create(dirfd, name, 0600, t, err) < 0)
+    return cordon_error_prefix(err, "stat cache");
+  if (fs_write_all(t->fd, bytes->data, bytes->length) < 0) {
+    int e = errno;
+    fs_temp_discard(t);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "stat cache");
+  }
+  return 0;
+}
+
+int statcache_publish(struct fs_temp *t, const char *name, struct cordon_error **err) {
   /* A cache: atomic (a reader sees the old or the new one), not durable. */
-  if (fs_write_replace_at(dirfd, name, bytes->data, bytes->length, 0600, false, err) < 0)
+  if (fs_temp_commit(t, name, FS_COMMIT_NO_SYNC, err) < 0)
     return cordon_error_prefix(err, "stat cache");
   return 0;
+}
+
+int statcache_save(int dirfd, const char *name, const struct snap_buf *bytes,
+                   struct cordon_error **err) {
+  _cleanup_fs_temp_ struct fs_temp t = FS_TEMP_INIT;
+  if (statcache_stage(dirfd, name, bytes, &t, err) < 0)
+    return -1;
+  return statcache_publish(&t, name, err);
 }

@@ -26,6 +26,7 @@
 
 #include <cordon/error.h>
 
+#include "base/fs.h"
 #include "snapshot/manifest.h"
 
 #define STATCACHE_MAGIC "CDNSTAT2"
@@ -112,6 +113,12 @@ void statcache_writer_file(struct statcache_writer *w, const char *name, size_t 
 int statcache_writer_finish(struct statcache_writer *w, uint64_t root_dev, uint64_t root_ino,
                             struct snap_buf *out);
 void statcache_writer_free(struct statcache_writer *w);
+/* Write bytes to a temp file beside name in dirfd (t), for statcache_publish to rename to name
+ * or fs_temp_discard to drop. No fsync: losing the cache only costs time. */
+int statcache_stage(int dirfd, const char *name, const struct snap_buf *bytes, struct fs_temp *t,
+                    struct cordon_error **err);
+/* Rename a staged temp file to name; the temp file is removed when that fails. */
+int statcache_publish(struct fs_temp *t, const char *name, struct cordon_error **err);
 /* Save atomically (temp + rename) without fsync: losing the cache only costs time. */
 int statcache_save(int dirfd, const char *name, const struct snap_buf *bytes,
                    struct cordon_error **err);

@@ -334,6 +334,28 @@ static int vanish(struct walk_tree *t, struct walk_node *n) {
   return 0;
 }
 
+/* lstat and classify one listed child: as classify, plus 3 when it is left out (gone since the
+ * listing, or a directory never entered); files add to the directory's counts. */
+static int list_child(struct worker *w, int dirfd, struct walk_node *c, struct cache_cursor *cur,
+                      uint64_t *listed_bytes, uint64_t *bytes, uint64_t *files) {
+  struct stat st;
+  if (fstatat(dirfd, c->name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+    if (errno == ENOENT)
+      return 3; /* removed since the listing: not part of this snapshot */
+    return changed_error(w, c, errno);
+  }
+  if (S_ISDIR(st.st_mode) && skipped_dir(w->tree->o, &st))
+    return 3;
+  int r = classify(w, dirfd, c, &st, cur);
+  if (r >= 0 && c->kind == SNAP_FILE) {
+    (*files)++;
+    *listed_bytes += (uint64_t)st.st_size;
+    if (r == 0)
+      *bytes += c->size;
+  }
+  return r;
+}
+
 static int process_dir(struct worker *w, struct walk_node *node) {
   struct walk_tree *t = w->tree;
   _cleanup_close_ int fd = anchor_open(t->rootfd, node->path, O_RDONLY | O_DIRECTORY, 0);
@@ -378,6 +400,7 @@ static int process_dir(struct worker *w, struct walk_node *node) {
       struct walk_node *c = new_child(w, node, name, strlen(name));
       if (!c)
         return cordon_error_set(&w->err, CORDON_ERR_SYSTEM, ENOMEM, "walk");
+      c->dtype = de->d_type;
       if (excluded(t->o, c->path))
         continue;
       if (n == w->scratch_cap) {
@@ -407,22 +430,19 @@ static int process_dir(struct worker *w, struct walk_node *node) {
   uint64_t files = 0, bytes = 0, listed_bytes = 0;
   for (size_t i = 0; i < n; i++) {
     struct walk_node *c = w->scratch[i];
-    struct stat cst;
-    if (fstatat(fd, c->name, &cst, AT_SYMLINK_NOFOLLOW) < 0) {
-      if (errno == ENOENT)
-        continue; /* removed since the listing: not part of this snapshot */
-      return changed_error(w, c, errno);
-    }
-    if (S_ISDIR(cst.st_mode) && skipped_dir(t->o, &cst))
-      continue;
-    int r = classify(w, fd, c, &cst, &cur);
-    if (r < 0)
-      return -1;
-    if (c->kind == SNAP_FILE) {
+    int r;
+    /* With no cache record to compare it with, a regular file's lstat would only be repeated
+     * by the fstat of its read: one system call per file less on a first snapshot. */
+    if (!cur.c && c->dtype == DT_REG) {
+      c->kind = SNAP_FILE;
+      c->cache_index = -1;
+      c->unstated = true;
       files++;
-      listed_bytes += (uint64_t)cst.st_size;
-      if (r == 0)
-        bytes += c->size;
+      r = 1;
+    } else if ((r = list_child(w, fd, c, &cur, &listed_bytes, &bytes, &files)) < 0) {
+      return -1;
+    } else if (r == 3) {
+      continue;
     }
     node->children[kept++] = c;
     if (r > 0) {
@@ -595,6 +615,10 @@ static int process_file(struct worker *w, struct walk_node *n) {
   if (!S_ISREG(st.st_mode))
     return cordon_error_set(&w->err, CORDON_ERR_INVALID, 0,
                             "%s changed type while the snapshot was taken", n->path);
+  n->mode = (uint16_t)(st.st_mode & 07777);
+  /* Listed without a stat: its size counts against the limit now, still before its read. */
+  if (n->unstated && charge(w, &t->seen_bytes, (uint64_t)st.st_size) < 0)
+    return -1;
   /* An "xwhiteout" (overlayfs 6.7+): an empty file marked as a whiteout by an xattr. */
   if (t->o->overlay) {
     size_t len = 0;
@@ -685,6 +709,18 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* Walk threads block often: on reads of files the page cache no longer holds, on its dirty
+ * page throttling while they stage, on the filesystem's journal. With one thread per core a
+ * core idles whenever its thread waits, so the walk runs two per core (at most 8);
+ * CORDON_THREADS still sets the number exactly. */
+static unsigned default_threads(void) {
+  unsigned n = cas_default_threads();
+  const char *env = getenv("CORDON_THREADS");
+  if (env && *env)
+    return n;
+  return n * 2 > 8 ? (n > 8 ? n : 8) : n * 2;
+}
+
 int walk_run(struct cordon_cas *cas, struct cas_batch *batch, int rootfd,
              const struct walk_options *o, struct walk_tree **out, struct cordon_error **err) {
   struct walk_tree *t = calloc(1, sizeof(*t));
@@ -697,7 +733,7 @@ int walk_run(struct cordon_cas *cas, struct cas_batch *batch, int rootfd,
   t->noatime = true;
   pthread_mutex_init(&t->mu, NULL);
   pthread_cond_init(&t->cv, NULL);
-  unsigned n = o->threads ? o->threads : cas_default_threads();
+  unsigned n = o->threads ? o->threads : default_threads();
   if (n > MAX_THREADS)
     n = MAX_THREADS;
   t->n_workers = n;

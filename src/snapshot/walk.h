@@ -25,6 +25,10 @@ struct walk_node {
   bool whiteout; /* overlay mode: a character device 0/0 */
   bool opaque;   /* overlay mode: an opaque directory */
   bool vanished; /* deleted between its listing and its read: not part of the snapshot */
+  /* files: listed by their directory entry alone (no stat cache record to compare with), so
+   * stat'ed only once opened, and charged against the limit then, before their read */
+  bool unstated;
+  uint8_t dtype; /* the directory entry's d_type, while the directory is listed */
   uint16_t mode;
   char *path; /* "" for the root */
   size_t path_len;

@@ -158,6 +158,21 @@ static int flush(struct cordon_cas *cas, struct cas_pack_writer *w, struct cordo
   return 0;
 }
 
+/* Writeback of a pack starts as it grows, in steps of this much: by the commit's sync most of it
+ * is on the device already, and only this writer's pages are pushed (not the filesystem's). */
+#define PACK_KICK_STEP ((uint64_t)4 << 20)
+
+/* Start (not wait for) the writeback of what the temp file holds beyond the last step. Whole
+ * pages only: a page under writeback that the next append fills would make it wait. Errors are
+ * the commit's sync's to report. */
+static void kick_writeback(struct cas_pack_writer *w) {
+  uint64_t written = w->size - w->buffered, end = written & ~(uint64_t)4095;
+  if (w->fd < 0 || end < w->kicked + PACK_KICK_STEP)
+    return;
+  sync_file_range(w->fd, (off_t)w->kicked, (off_t)(end - w->kicked), SYNC_FILE_RANGE_WRITE);
+  w->kicked = end;
+}
+
 int cas_pack_writer_append(struct cordon_cas *cas, struct cas_pack_writer *w, const void *data,
                            size_t length, const unsigned char digest[CAS_DIGEST_LEN],
                            struct cordon_error **err) {
@@ -189,6 +204,7 @@ int cas_pack_writer_append(struct cordon_cas *cas, struct cas_pack_writer *w, co
   e->offset = w->size;
   e->length = length;
   w->size += length;
+  kick_writeback(w);
   return 0;
 }
 
@@ -219,7 +235,7 @@ int cas_pack_writer_finish(struct cordon_cas *cas, struct cas_pack_writer *w,
   w->name[0] = 0;
   w->entries = NULL;
   w->n = w->cap = 0;
-  w->size = 0;
+  w->size = w->kicked = 0;
   return 0; /* the buffer stays for the writer's next pack */
 }
 
@@ -227,7 +243,7 @@ void cas_pack_writer_reset(struct cas_pack_writer *w) {
   free(w->entries);
   w->entries = NULL;
   w->n = w->cap = 0;
-  w->size = 0;
+  w->size = w->kicked = 0;
   w->buffered = 0;
 }
 

@@ -75,6 +75,7 @@ struct cas_pack_writer {
   int fd; /* -1 until the buffer is first written out */
   char name[48];
   uint64_t size;      /* bytes of the pack so far, buffered ones included */
+  uint64_t kicked;    /* bytes of the temp file whose writeback has been started */
   unsigned char *buf; /* small blobs gather here: one write for many of them */
   size_t buffered;
   struct cas_pack_entry *entries;
