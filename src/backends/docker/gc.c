@@ -12,6 +12,7 @@
 #include "backends/docker/internal.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "protocol/session-id.h"
 
 /* ---- gc ------------------------------------------------------------------------------------- */
 
@@ -30,18 +31,6 @@ static bool state_file_exists(const char *project_state_dir, const char *session
   struct stat st;
   return asprintf(&path, "%s/sessions/%s/state.json", project_state_dir, session) >= 0 &&
          stat(path, &st) == 0;
-}
-
-/* Session ids are lowercase hex and dashes; anything else in a label is not ours to trust as
- * a path component. */
-static bool plausible_session_id(const char *id) {
-  size_t n = strlen(id);
-  if (n == 0 || n > 64)
-    return false;
-  for (size_t i = 0; i < n; i++)
-    if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9') || id[i] == '-'))
-      return false;
-  return true;
 }
 
 void docker_gc_entries_free(struct docker_gc_entry *entries, size_t count) {
@@ -80,7 +69,7 @@ int docker_gc(struct cordon_context *ctx, bool all_projects, bool dry_run,
     const char *project = json_string_value(json_object_get(labels, DOCKER_LABEL_PROJECT));
     const char *ephemeral = json_string_value(json_object_get(labels, DOCKER_LABEL_EPHEMERAL));
     const char *creator = json_string_value(json_object_get(labels, DOCKER_LABEL_CREATOR));
-    if (!id || !session || !project || project[0] != '/' || !plausible_session_id(session))
+    if (!id || !session || !project || project[0] != '/' || !cordon_session_id_valid(session))
       continue;
     if (!all_projects && strcmp(project, here) != 0)
       continue;
