@@ -104,11 +104,14 @@ struct ns_oneshot_command {
  * picks a task in the middle of a vfork (mm/oom_kill.c, in_vfork), and picking pid 1 would kill
  * every process sharing its memory, the caller included. On success *exit_fd (the caller closes it)
  * becomes readable when the command has ended. cfg and cmd must stay valid until
- * ns_oneshot_free. A command that cannot be executed is a result (126/127), not an error. */
+ * ns_oneshot_reap has returned (pid 1 no longer reads them once the command's status is in).
+ * A command that cannot be executed is a result (126/127), not an error. */
 int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot_command *cmd,
                      struct ns_oneshot **out, int *exit_fd, struct cordon_error **err);
 /* After exit_fd became readable: the command's status, 128+N with *term_signal = N when a
- * signal ended it (SIGKILL when the sandbox was killed before the command ended). */
+ * signal ended it (SIGKILL when the sandbox was killed before the command ended). Nothing in the
+ * sandbox runs any more, but pid 1 may still be exiting (the kernel taking its namespaces
+ * down): ns_oneshot_free waits for that, so a caller can do other work first. */
 int ns_oneshot_reap(struct ns_oneshot *o, int *exit_code, int *term_signal,
                     struct cordon_error **err);
 /* Kill the sandbox (pid 1, and with it everything in the namespace). Idempotent. */

@@ -67,6 +67,10 @@ struct ns_impl {
    * exec, from what create prepared. NULL once that exec has started. */
   struct ns_pending *pending;
   bool one_shot;
+  /* The one-shot sandbox once its command has ended: pid 1 may still be exiting, its namespaces
+   * going down, while destroy removes the session's files; reaped (ns_oneshot_free) after that,
+   * or before anything needs it gone (its cgroups). NULL otherwise. */
+  struct ns_oneshot *ended;
   /* A one-shot session's owner: the process whose one exec it is (`cordon run`, a race), so
    * that `cordon gc` can tell a session of a killed cordon from one in use. 0 when unknown. */
   pid_t owner_pid;

@@ -59,6 +59,7 @@ static void impl_free(struct ns_impl *impl) {
   if (!impl)
     return;
   ns_pending_free(impl->pending);
+  ns_oneshot_free(impl->ended);
   crypto_hmac_free(impl->auth);
   free(impl->socket_recorded);
   if (impl->ready_fd >= 0)
@@ -344,6 +345,13 @@ static void holder_kill(struct ns_impl *impl) {
   waitpid(impl->holder_pid, NULL, WNOHANG);
 }
 
+static bool cgroups_in_use(const struct confine_cgroups *cg) {
+  bool any = cg->v2 != NULL;
+  for (size_t i = 0; i < CONFINE_CG_V1_COUNT; i++)
+    any = any || cg->v1[i];
+  return any;
+}
+
 static int stop_everything(struct cordon_session *s, struct cordon_error **err) {
   struct ns_impl *impl = s->impl;
   struct ns_impl *loaded = NULL;
@@ -373,6 +381,11 @@ static int stop_everything(struct cordon_session *s, struct cordon_error **err) 
                             s->id, (int)impl->holder_pid);
   }
   holder_kill(impl);
+  /* An ended one-shot sandbox's pid 1 leaves its cgroups only once it has exited. */
+  if (cgroups_in_use(&impl->cgroups)) {
+    ns_oneshot_free(impl->ended);
+    impl->ended = NULL;
+  }
   confine_cgroups_kill(&impl->cgroups);
   int r = confine_cgroups_remove(&impl->cgroups, err);
   /* Without its socket's file the holder ends itself (it watches it); the runtime directory
@@ -730,6 +743,7 @@ static void launch_cleanup(void *data) {
 /* ---- exec: the one-shot launcher --------------------------------------------------------- */
 
 struct oneshot_launch {
+  struct ns_impl *impl;
   struct ns_pending *pending;
   struct ns_oneshot_command cmd;
   struct ns_oneshot *sandbox;
@@ -758,9 +772,11 @@ static void oneshot_kill_tree(void *data) {
   ns_oneshot_kill(l->sandbox);
 }
 
+/* The sandbox is reaped later (impl->ended): see ns_oneshot_reap. */
 static void oneshot_cleanup(void *data) {
   struct oneshot_launch *l = data;
-  ns_oneshot_free(l->sandbox);
+  ns_oneshot_free(l->impl->ended);
+  l->impl->ended = l->sandbox;
   l->sandbox = NULL;
 }
 
@@ -786,7 +802,7 @@ static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *r
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
   struct exec_spec spec = exec_spec_from_request(req, cwd);
   if (impl->pending) {
-    struct oneshot_launch l = {.pending = impl->pending};
+    struct oneshot_launch l = {.impl = impl, .pending = impl->pending};
     const struct exec_launcher launcher = {
         .data = &l,
         .start = oneshot_start,
