@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "backends/ns/ns.h"
+#include "backends/ns/impl.h"
 #include "backends/ns/proto.h"
 #include "crypto/digest.h"
 

@@ -38,20 +38,6 @@
 
 #define HOSTNAME "cordon"
 
-void *ns_stack_map(size_t size) {
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED)
-    return NULL;
-  STACK_UNPOISON(p, size);
-  return p;
-}
-
-void ns_stack_unmap(void *p, size_t size) {
-  STACK_UNPOISON(p, size);
-  munmap(p, size);
-}
-
 /* ---- messages from the setup processes back to the caller -------------------------------- */
 
 struct setup_report {
@@ -114,19 +100,6 @@ static void close_all_except(int *keep, size_t n) {
     from = (unsigned)keep[i] + 1;
   }
   syscall(SYS_close_range, from, ~0U, 0);
-}
-
-/* Replace our command line (inherited from the caller, which may carry secrets such as
- * `--env TOKEN=...`) with `title`, as setproctitle does: /proc/PID/cmdline is world-readable
- * inside the sandbox even though we are not dumpable. */
-void ns_set_title(const char *title) {
-  prctl(PR_SET_NAME, "cordon", 0, 0, 0);
-  struct proc_stat st;
-  if (proc_stat_read(0, &st) < 0 || !st.arg_start || st.arg_end <= st.arg_start)
-    return;
-  size_t size = st.arg_end - st.arg_start;
-  memset((void *)st.arg_start, 0, size);
-  memcpy((void *)st.arg_start, title, strnlen(title, size - 1));
 }
 
 static void reset_signals(void) {

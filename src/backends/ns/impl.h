@@ -1,6 +1,6 @@
-/* Private to the ns backend's session code (ns.c: state, attach, exec, files, gc; start.c:
- * create and resume): a session's in-process data, the names of its files, and the few helpers
- * both halves use. */
+/* Private to the ns backend's session code (ns.c: attach, exec, files, gc; start.c: create and
+ * resume; impl.c: the in-process data and its state): a session's in-process data, the names of
+ * its files, and the few helpers both halves use. */
 #ifndef CORDON_BACKENDS_NS_IMPL_H
 #define CORDON_BACKENDS_NS_IMPL_H
 
@@ -93,10 +93,21 @@ struct ns_pending {
   int memory_join_fd;
 };
 
+/* impl.c: the in-process data, and what the state file records of it. */
 struct ns_impl *ns_impl_new(void);
+void ns_impl_free(struct ns_impl *impl);
 void ns_pending_free(struct ns_pending *p);
-/* The session's backend_state from impl (ns.c). */
+/* The session's backend_state from impl. */
 int ns_save_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err);
+/* impl from the session's backend_state, which is untrusted: only this session's own cgroups
+ * (ns_cgroup_dir_ok, and their owner label) are accepted. */
+int ns_load_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err);
+/* Where the session's socket is: recomputed from the session's identity (protocol/rundir.h),
+ * never read from its state. */
+int ns_socket_path(const struct cordon_session *s, char **out, struct cordon_error **err);
+/* Pure: whether a cgroup directory named by a session's (untrusted) state can be the session's
+ * own: under /sys/fs/cgroup, in normal form, its leaf "cordon-<session id>". */
+bool ns_cgroup_dir_ok(const char *dir, const char *session_id);
 /* A number from a /proc/sys file, or -1. */
 long ns_read_sysctl(const char *path);
 

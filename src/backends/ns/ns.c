@@ -49,47 +49,12 @@
 #include "crypto/digest.h"
 #include "exec/runner.h"
 
-#define STATE_VERSION 1
 /* How long exec waits for the holder to answer a request. */
 #define START_TIMEOUT_MS 30000
 /* How long destroy waits for the holder (and with it the namespace) to die. */
 #define DESTROY_WAIT_MS 5000
 
-static void impl_free(struct ns_impl *impl) {
-  if (!impl)
-    return;
-  ns_pending_free(impl->pending);
-  ns_oneshot_free(impl->ended);
-  crypto_hmac_free(impl->auth);
-  free(impl->socket_recorded);
-  if (impl->ready_fd >= 0)
-    close(impl->ready_fd);
-  confine_cgroups_clear(&impl->cgroups);
-  free(impl->from_snapshot);
-  free(impl->dead);
-  free(impl);
-}
-
-struct ns_impl *ns_impl_new(void) {
-  struct ns_impl *impl = calloc(1, sizeof(*impl));
-  if (impl)
-    impl->run_fd = impl->ready_fd = -1;
-  return impl;
-}
-
 /* ---- availability ------------------------------------------------------------------------ */
-
-long ns_read_sysctl(const char *path) {
-  char buf[32];
-  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  if (n <= 0)
-    return -1;
-  buf[n] = 0;
-  return strtol(buf, NULL, 10);
-}
 
 static int ns_available(const struct cordon_backend *self, char **reason) {
   const char *why = NULL;
@@ -110,152 +75,6 @@ static int ns_available(const struct cordon_backend *self, char **reason) {
   if (reason)
     *reason = strdup(why);
   return 0;
-}
-
-/* ---- state ------------------------------------------------------------------------------- */
-
-static const char *const cgroup_keys[CONFINE_CG_MAX_DIRS] = {"cgroup_v2", "cgroup_memory",
-                                                             "cgroup_pids", "cgroup_cpu"};
-
-static char **cgroup_slot(struct confine_cgroups *cg, int i) {
-  return i == 0 ? &cg->v2 : &cg->v1[i - 1];
-}
-
-/* Where the session's socket is: recomputed from the session's identity (protocol/rundir.h),
- * never read from its state. */
-static int socket_path(const struct cordon_session *s, char **out, struct cordon_error **err) {
-  return rundir_path(cordon_context_state_dir(s->ctx), s->id, SOCKET_NAME, out, err);
-}
-
-bool ns_cgroup_dir_ok(const char *dir, const char *session_id) {
-  static const char root[] = "/sys/fs/cgroup/";
-  if (strncmp(dir, root, sizeof(root) - 1) != 0)
-    return false;
-  /* Normal form only: no empty, "." or ".." component, no trailing slash. */
-  for (const char *c = dir + sizeof(root) - 1;;) {
-    const char *end = strchrnul(c, '/');
-    size_t n = (size_t)(end - c);
-    if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
-      return false;
-    if (!*end)
-      break;
-    c = end + 1;
-  }
-  /* The leaf is this session's own name, as ns_start makes it. */
-  const char *leaf = strrchr(dir, '/') + 1;
-  return strncmp(leaf, CGROUP_PREFIX, strlen(CGROUP_PREFIX)) == 0 &&
-         strcmp(leaf + strlen(CGROUP_PREFIX), session_id) == 0;
-}
-
-/* At run time, beyond the name: a cgroup that carries cordon's owner label must name this
- * session's directory (cgroup file systems without user xattrs carry none). */
-static bool cgroup_dir_owned(const char *dir, const char *state_dir) {
-  char owner[PATH_MAX];
-  ssize_t n = getxattr(dir, "user.cordon.owner", owner, sizeof(owner) - 1);
-  if (n < 0)
-    return errno == ENODATA || errno == ENOTSUP || errno == ENOENT;
-  owner[n] = 0;
-  return strcmp(owner, state_dir) == 0;
-}
-
-int ns_save_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err) {
-  json_t *o = json_pack("{s:i, s:I, s:I, s:b}", "version", STATE_VERSION, "holder_pid",
-                        (json_int_t)impl->holder_pid, "holder_start",
-                        (json_int_t)impl->holder_start, "owned_workspace", impl->owned_workspace);
-  if (!o)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session state");
-  /* For the reader's information: clients recompute it and refuse a state that differs. */
-  if (!impl->one_shot) {
-    _cleanup_free_ char *sock = NULL;
-    if (socket_path(s, &sock, err) < 0) {
-      json_decref(o);
-      return -1;
-    }
-    json_object_set_new(o, "socket", json_string(sock));
-  }
-  /* Also what keeps the snapshot from `cas gc` while the session lives. */
-  if (impl->from_snapshot)
-    json_object_set_new(o, "from_snapshot", json_string(impl->from_snapshot));
-  if (impl->one_shot) {
-    json_object_set_new(o, "one_shot", json_true());
-    json_object_set_new(o, "owner_pid", json_integer(impl->owner_pid));
-    json_object_set_new(o, "owner_start", json_integer((json_int_t)impl->owner_start));
-    json_object_set_new(o, "owner_boot", json_string(impl->owner_boot));
-  }
-  if (impl->overlay) {
-    json_object_set_new(o, "overlay", json_true());
-    json_object_set_new(o, "outer_uid", json_integer(impl->outer_uid));
-    json_object_set_new(o, "outer_gid", json_integer(impl->outer_gid));
-  }
-  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++) {
-    char *dir = *cgroup_slot(&impl->cgroups, i);
-    if (dir)
-      json_object_set_new(o, cgroup_keys[i], json_string(dir));
-  }
-  free(s->backend_state);
-  s->backend_state = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-  json_decref(o);
-  return s->backend_state ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
-}
-
-static int load_state(struct cordon_session *s, struct ns_impl *impl, struct cordon_error **err) {
-  if (!s->backend_state)
-    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "session has no ns state");
-  json_error_t jerr;
-  json_t *o = json_loads(s->backend_state, 0, &jerr);
-  if (!json_is_object(o)) {
-    json_decref(o);
-    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state is not a JSON object: %s",
-                            jerr.text);
-  }
-  json_t *pid = json_object_get(o, "holder_pid"), *start = json_object_get(o, "holder_start");
-  int r = 0;
-  /* A one-shot session has no holder (pid 0): its sandbox lived and died with its command. Nor
-   * has a session whose creator was killed right after the early state (ns_start): its holder,
-   * if it was cloned at all, is found through the cgroup. */
-  impl->one_shot = json_is_true(json_object_get(o, "one_shot"));
-  if (json_integer_value(json_object_get(o, "version")) != STATE_VERSION || !json_is_integer(pid) ||
-      !json_is_integer(start) || json_integer_value(pid) < 0 || json_integer_value(pid) > INT_MAX) {
-    r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state lacks a valid holder pid");
-  } else {
-    impl->holder_pid = (pid_t)json_integer_value(pid);
-    impl->holder_start = (unsigned long long)json_integer_value(start);
-    json_int_t owner = json_integer_value(json_object_get(o, "owner_pid"));
-    impl->owner_pid = owner > 0 && owner <= INT_MAX ? (pid_t)owner : 0;
-    impl->owner_start = (unsigned long long)json_integer_value(json_object_get(o, "owner_start"));
-    const char *boot = json_string_value(json_object_get(o, "owner_boot"));
-    snprintf(impl->owner_boot, sizeof(impl->owner_boot), "%s", boot ? boot : "");
-    impl->owned_workspace = json_is_true(json_object_get(o, "owned_workspace"));
-    const char *from = json_string_value(json_object_get(o, "from_snapshot"));
-    if (from && !(impl->from_snapshot = strdup(from)))
-      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
-    impl->overlay = json_is_true(json_object_get(o, "overlay"));
-    json_int_t ou = json_integer_value(json_object_get(o, "outer_uid"));
-    json_int_t og = json_integer_value(json_object_get(o, "outer_gid"));
-    if (impl->overlay && (!from || ou <= 0 || og <= 0 || ou >= 0xffffffffLL || og >= 0xffffffffLL))
-      r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "ns state: overlay without its owner");
-    impl->outer_uid = (uid_t)ou;
-    impl->outer_gid = (gid_t)og;
-    const char *sock = json_string_value(json_object_get(o, "socket"));
-    if (sock && !(impl->socket_recorded = strdup(sock)))
-      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
-    for (int i = 0; i < CONFINE_CG_MAX_DIRS && r == 0; i++) {
-      json_t *v = json_object_get(o, cgroup_keys[i]);
-      const char *dir = json_string_value(v);
-      /* The state is untrusted (it sits in the project tree): only this session's own cgroups
-       * are ever killed or removed, never a cgroup the state merely names. */
-      if ((v && !dir) || (dir && (!ns_cgroup_dir_ok(dir, s->id) ||
-                                  (s->state_dir && !cgroup_dir_owned(dir, s->state_dir)))))
-        r = cordon_error_set(err, CORDON_ERR_INVALID, 0,
-                             "ns state of session %s names a cgroup that is not its own (%s): "
-                             "refusing to act on it",
-                             s->id, dir ? dir : "not a string");
-      else if (dir && !(*cgroup_slot(&impl->cgroups, i) = strdup(dir)))
-        r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
-    }
-  }
-  json_decref(o);
-  return r;
 }
 
 /* ---- the holder's lifetime ----------------------------------------------------------------- */
@@ -360,13 +179,13 @@ static int stop_everything(struct cordon_session *s, struct cordon_error **err) 
     if (!impl)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
     if (!s->backend_state) {
-      impl_free(loaded);
+      ns_impl_free(loaded);
       return 0; /* nothing was started: nothing to stop */
     }
     /* A state that fails validation (tampered with from a sandbox that could reach it) is
      * never acted on: it could name another process or cgroup. */
-    if (load_state(s, impl, err) < 0) {
-      impl_free(loaded);
+    if (ns_load_state(s, impl, err) < 0) {
+      ns_impl_free(loaded);
       return -1;
     }
   }
@@ -374,7 +193,7 @@ static int stop_everything(struct cordon_session *s, struct cordon_error **err) 
    * was rewritten to name it (a recycled pid cannot have the same start time). */
   if (impl->holder_pid > 0 && proc_start_time(impl->holder_pid) == impl->holder_start &&
       !holder_is_ours(impl)) {
-    impl_free(loaded);
+    ns_impl_free(loaded);
     return cordon_error_set(err, CORDON_ERR_INVALID, 0,
                             "ns state of session %s names process %d, which is not its holder: "
                             "refusing to act on it",
@@ -392,10 +211,10 @@ static int stop_everything(struct cordon_session *s, struct cordon_error **err) 
    * itself goes with the session (session.c). */
   if (s->state_dir && !impl->one_shot) {
     _cleanup_free_ char *sock = NULL;
-    if (socket_path(s, &sock, NULL) == 0)
+    if (ns_socket_path(s, &sock, NULL) == 0)
       unlink(sock);
   }
-  impl_free(loaded);
+  ns_impl_free(loaded);
   return r;
 }
 
@@ -424,8 +243,8 @@ static int ns_attach(struct cordon_session *s, struct cordon_error **err) {
   struct ns_impl *impl = ns_impl_new();
   if (!impl)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
-  if (load_state(s, impl, err) < 0) {
-    impl_free(impl);
+  if (ns_load_state(s, impl, err) < 0) {
+    ns_impl_free(impl);
     return -1;
   }
   /* A dead holder does not stop read/write/ls (the workspace is on the host); exec says why. */
@@ -456,7 +275,7 @@ static int ns_shutdown(struct cordon_session *s, struct cordon_error **err) {
 }
 
 static void ns_release(struct cordon_session *s) {
-  impl_free(s->impl);
+  ns_impl_free(s->impl);
   s->impl = NULL;
 }
 
@@ -607,7 +426,7 @@ static int prepare_client(struct cordon_session *s, struct ns_impl *impl,
   if (impl->auth)
     return 0;
   _cleanup_free_ char *sock = NULL;
-  if (socket_path(s, &sock, err) < 0)
+  if (ns_socket_path(s, &sock, err) < 0)
     return -1;
   if (!impl->socket_recorded || strcmp(impl->socket_recorded, sock) != 0)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0,

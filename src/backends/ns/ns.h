@@ -24,8 +24,4 @@ int ns_gc(struct cordon_context *ctx, const struct cordon_registry *reg, bool dr
           struct ns_gc_entry **entries, size_t *count, struct cordon_error **err);
 void ns_gc_entries_free(struct ns_gc_entry *entries, size_t count);
 
-/* Pure: whether a cgroup directory named by a session's (untrusted) state can be the session's
- * own: under /sys/fs/cgroup, in normal form, its leaf "cordon-<session id>". */
-bool ns_cgroup_dir_ok(const char *dir, const char *session_id);
-
 #endif

@@ -39,23 +39,6 @@
 #include "protocol/rundir.h"
 #include "protocol/workspace.h"
 
-void ns_pending_free(struct ns_pending *p) {
-  if (!p)
-    return;
-  ns_plan_clear(&p->plan);
-  ns_resolved_clear(&p->resolved);
-  if (p->workspace_fd >= 0)
-    close(p->workspace_fd);
-  if (p->cgroup_fd >= 0)
-    close(p->cgroup_fd);
-  for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
-    if (p->join_fds[i] >= 0)
-      close(p->join_fds[i]);
-  if (p->memory_join_fd >= 0)
-    close(p->memory_join_fd);
-  free(p);
-}
-
 /* The session socket, bound in the session's fresh runtime directory (never in the project
  * tree, which a sandbox may reach); the holder listens on it. */
 static int make_listen_socket(int run_fd, struct cordon_error **err) {

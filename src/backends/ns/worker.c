@@ -21,11 +21,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backends/ns/holder.h"
 #include "backends/ns/proto.h"
 #include "backends/ns/worker.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/proc.h"
 #include "confine/seccomp.h"
 #include "confine/syscalls.h"
 
@@ -33,6 +33,35 @@
 
 static int send_reply(int conn, enum exec_wire_reply_type type, int32_t a, int32_t b) {
   return exec_wire_send_reply(conn, &ns_protocol, type, a, b);
+}
+
+/* ---- process helpers the holder shares ------------------------------------------------- */
+
+void *ns_stack_map(size_t size) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  STACK_UNPOISON(p, size);
+  return p;
+}
+
+void ns_stack_unmap(void *p, size_t size) {
+  STACK_UNPOISON(p, size);
+  munmap(p, size);
+}
+
+/* Replace our command line (inherited from the caller, which may carry secrets such as
+ * `--env TOKEN=...`) with `title`, as setproctitle does: /proc/PID/cmdline is world-readable
+ * inside the sandbox even though we are not dumpable. */
+void ns_set_title(const char *title) {
+  prctl(PR_SET_NAME, "cordon", 0, 0, 0);
+  struct proc_stat st;
+  if (proc_stat_read(0, &st) < 0 || !st.arg_start || st.arg_end <= st.arg_start)
+    return;
+  size_t size = st.arg_end - st.arg_start;
+  memset((void *)st.arg_start, 0, size);
+  memcpy((void *)st.arg_start, title, strnlen(title, size - 1));
 }
 
 /* ---- the command ---------------------------------------------------------------------------- */

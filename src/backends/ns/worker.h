@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "backends/ns/holder.h"
+#include "backends/ns/config.h"
 
 /* The functions that run on stacks of our own (the one-shot's pid 1 and command, the holder's
  * command processes) are not instrumented by ASan: it would take their _exit for a jump off an
@@ -45,10 +45,10 @@ struct worker_note {
 /* Idle pairs the holder keeps once an exec has run (see struct holder). */
 #define IDLE_TARGET 2
 
-/* A stack of `size` bytes for ON_OWN_STACK code (holder.c). */
+/* A stack of `size` bytes for ON_OWN_STACK code (the workers and holder.c). */
 void *ns_stack_map(size_t size);
 void ns_stack_unmap(void *p, size_t size);
-/* Replace our command line with `title` (holder.c). */
+/* Replace our command line with `title` (the workers and holder.c). */
 void ns_set_title(const char *title);
 
 /* Try execve on each PATH entry of envp, like execvp; returns the errno to report. */

@@ -1,0 +1,50 @@
+/* What a session's sandbox is built from, as the holder (holder.c) and its workers (worker.c)
+ * receive it: the resolved root, identity, limits and the fds that carry them out. Its own
+ * header so that the workers, which the holder starts, need nothing of the holder's. */
+#ifndef CORDON_NS_CONFIG_H
+#define CORDON_NS_CONFIG_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "confine/caps.h"
+#include "confine/cgroup.h"
+#include "confine/mount.h"
+
+struct crypto_hmac;
+
+struct ns_holder_config {
+  struct confine_root_spec root;
+  struct confine_identity identity; /* inside the namespace */
+  uid_t outer_uid;                  /* what identity.uid maps to on the host */
+  gid_t outer_gid;
+  bool rootless; /* id maps written by an unprivileged process: setgroups is denied */
+  struct confine_rlimits rlimits;
+  bool new_network; /* false for egress open: the host's network namespace */
+  bool loopback;    /* bring lo up in the new network namespace */
+  int listen_fd;    /* the session socket, bound; the holder listens (so that a client's
+                       SO_PEERCRED names the holder) */
+  int cgroup_fd;    /* the session's v2 cgroup: the holder is born in it, and (delegated) it
+                       takes one leaf per exec; -1 when there is none */
+  int cgroup_join_fds[CONFINE_CG_MAX_DIRS]; /* v1 cgroup.procs fds the holder joins */
+  int memory_join_fd; /* the v1 memory cgroup's cgroup.procs, or -1: only each command process
+                         joins it (a vfork, immune to the OOM killer until its execve), never
+                         pid 1 or a worker, whose memory is shared with the caller (one-shot)
+                         or with waiting command processes: the kernel kills every process
+                         sharing an OOM victim's memory, and the session (or the caller) must
+                         outlive an out-of-memory command */
+  bool oom_shield;    /* one-shot: pid 1 is a vfork of a thread of the caller's, blocked for
+                         pid 1's life, which makes the OOM killer pass pid 1 over (see
+                         ns_oneshot_start); set with a memory limit, where pid 1 may share a
+                         memory cgroup with the command (cgroup v2) */
+  /* Keyed with the session's secret: every client must prove it (backends/ns/proto.h). */
+  struct crypto_hmac *auth;
+  /* The operator's uid as the holder's user namespace sees it: the only peer uid accepted. */
+  uid_t client_uid;
+  int socket_file_fd; /* O_PATH of the lease file in the session's directory, or -1. Once it
+                         is unlinked (the session directory deleted, say with the project), the
+                         session is gone: the holder ends it. A file, not the directory, so
+                         that pid 1 holds nothing to walk the host's tree from. */
+};
+
+#endif
