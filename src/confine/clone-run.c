@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "confine/syscalls.h"
+#include "confine/clone-run.h"
 
 #if defined(__x86_64__)
 

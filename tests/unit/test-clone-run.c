@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "confine/syscalls.h"
+#include "confine/clone-run.h"
 
 #define STACK_SIZE (64 * 1024)
 

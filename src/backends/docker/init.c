@@ -67,6 +67,7 @@
 #include "backends/docker/agent.h"
 #include "backends/docker/protocol.h"
 #include "base/proc.h"
+#include "base/syscalls.h"
 #include "confine/seccomp.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -375,7 +376,7 @@ static _Noreturn void child_run(const char *cwd, char *const *argv, char **envp,
   if (cwd && chdir(cwd) < 0)
     child_fail(report_fd, STAGE_CHDIR, errno, 126);
   /* Only 0-2 reach the command; the report pipe closes at execve. */
-  if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
+  if (sys_close_range(3u, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
     for (int fd = 3; fd < 1024; fd++)
       if (fd != report_fd)
         close(fd);

@@ -31,9 +31,9 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/proc.h"
+#include "base/syscalls.h"
 #include "confine/net.h"
 #include "confine/seccomp.h"
-#include "confine/syscalls.h"
 #include "confine/userns.h"
 
 #define HOSTNAME "cordon"
@@ -96,10 +96,10 @@ static void close_all_except(int *keep, size_t n) {
     if (keep[i] < 3)
       continue;
     if ((unsigned)keep[i] > from)
-      syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+      sys_close_range(from, (unsigned)keep[i] - 1, 0);
     from = (unsigned)keep[i] + 1;
   }
-  syscall(SYS_close_range, from, ~0U, 0);
+  sys_close_range(from, ~0U, 0);
 }
 
 static void reset_signals(void) {
@@ -590,7 +590,7 @@ ON_OWN_STACK static int oneshot_command_main(void *arg) {
     o->exec_stage = NS_STAGE_SETUP;
     _exit(127);
   }
-  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   if (chdir(cmd->cwd) < 0) {
     o->exec_errno = errno;
     o->exec_stage = NS_STAGE_CHDIR;
@@ -612,7 +612,7 @@ ON_OWN_STACK static _Noreturn void oneshot_fail(struct ns_oneshot *o, struct cor
 }
 
 ON_OWN_STACK static void futex_wake_all(volatile int *word) {
-  syscall(SYS_futex, (int *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+  sys_futex((uint32_t *)word, FUTEX_WAKE, INT_MAX);
 }
 
 ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
@@ -767,7 +767,7 @@ static pid_t oneshot_clone_shielded(struct ns_oneshot *o) {
   o->vfork_thread_started = true;
   int started;
   while ((started = __atomic_load_n(&o->pid1_started, __ATOMIC_SEQ_CST)) == 0)
-    syscall(SYS_futex, (int *)&o->pid1_started, FUTEX_WAIT, 0, NULL, NULL, 0);
+    sys_futex((uint32_t *)&o->pid1_started, FUTEX_WAIT, 0);
   if (started < 0) {
     errno = -started;
     return -1;

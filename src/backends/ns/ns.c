@@ -32,9 +32,6 @@
 #include <cordon/snapshot.h>
 
 #include "backends/builtin.h"
-#include "protocol/persist.h"
-#include "protocol/rundir.h"
-#include "protocol/workspace.h"
 #include "backends/ns/holder.h"
 #include "backends/ns/impl.h"
 #include "backends/ns/ns.h"
@@ -43,11 +40,14 @@
 #include "base/fs.h"
 #include "base/proc.h"
 #include "base/strv.h"
+#include "base/syscalls.h"
 #include "confine/cgroup.h"
 #include "confine/policy.h"
-#include "confine/syscalls.h"
 #include "crypto/digest.h"
 #include "exec/runner.h"
+#include "protocol/persist.h"
+#include "protocol/rundir.h"
+#include "protocol/workspace.h"
 
 /* How long exec waits for the holder to answer a request. */
 #define START_TIMEOUT_MS 30000
@@ -66,7 +66,7 @@ static int ns_available(const struct cordon_backend *self, char **reason) {
            ns_read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
     why = "unprivileged user namespaces restricted by AppArmor "
           "(kernel.apparmor_restrict_unprivileged_userns=1)";
-  else if (syscall(SYS_mount_setattr, -1, "", 0, NULL, 0) < 0 && errno == ENOSYS)
+  else if (sys_mount_setattr(-1, "", 0, NULL) < 0 && errno == ENOSYS)
     why = "the kernel lacks mount_setattr (Linux 5.12 or later is needed)";
   else if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0 && errno == EINVAL)
     why = "the kernel has no seccomp filter support";
@@ -352,7 +352,7 @@ static int dir_is_empty(const char *path) {
     return -1;
   char buf[256];
   for (;;) {
-    long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+    long n = sys_getdents64(fd, buf, sizeof(buf));
     if (n < 0)
       return -1;
     if (n == 0)

@@ -26,8 +26,8 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/proc.h"
+#include "confine/clone-run.h"
 #include "confine/seccomp.h"
-#include "confine/syscalls.h"
 
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 
@@ -184,7 +184,7 @@ ON_OWN_STACK static _Noreturn void command_main(const struct ns_holder_config *c
     if (dup2(moved[i], i) < 0)
       command_fail(conn, NS_STAGE_SETUP, errno);
   /* Everything else, the connection and the pair included, goes at execve. */
-  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   if (chdir(req.cwd) < 0)
     command_fail(conn, NS_STAGE_CHDIR, errno);
   /* Running: an exec failure from here on is the command's result (126/127), not cordon's.

@@ -1,7 +1,7 @@
-/* confine's raw system calls: the wrappers live in base/syscalls.h (one home for the tree);
- * this header adds clone-run.c's clone3 runner, which is confine's own. */
-#ifndef CORDON_CONFINE_SYSCALLS_H
-#define CORDON_CONFINE_SYSCALLS_H
+/* clone-run.c: clone3 onto a stack of our own. The raw system call wrappers live in
+ * base/syscalls.h (one home for the tree); this runner is confine's own. */
+#ifndef CORDON_CONFINE_CLONE_RUN_H
+#define CORDON_CONFINE_CLONE_RUN_H
 
 #include <stddef.h>
 #include <stdint.h>
