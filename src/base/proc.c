@@ -51,3 +51,13 @@ unsigned long long proc_start_time(pid_t pid) {
     return 0;
   return st.start_time;
 }
+
+static bool exit_pending;
+
+void proc_exit_pending_set(void) {
+  exit_pending = true;
+}
+
+bool proc_exit_pending(void) {
+  return exit_pending;
+}

@@ -4,6 +4,7 @@
 #ifndef CORDON_BASE_PROC_H
 #define CORDON_BASE_PROC_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 struct proc_stat {
@@ -21,5 +22,12 @@ int proc_stat_read(pid_t pid, struct proc_stat *out);
 
 /* The start time of pid if it runs (neither gone nor a zombie), else 0. */
 unsigned long long proc_start_time(pid_t pid);
+
+/* Said by a program that exits as soon as its last session is destroyed (`cordon run`): what
+ * the kernel finishes by itself after a sandbox has ended (its last process exiting, its
+ * namespaces going down) may then be left to this process's exit, which hands it to init,
+ * instead of being waited for. Never said by a library caller that lives on. */
+void proc_exit_pending_set(void);
+bool proc_exit_pending(void);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "base/cleanup.h"
+#include "base/proc.h"
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
 
@@ -91,6 +92,8 @@ int cmd_run(int argc, char **argv) {
     cordon_exec_result_clear(&res);
   }
   err = NULL;
+  /* Nothing follows but our exit: a sandbox's last steps in the kernel need no waiting for. */
+  proc_exit_pending_set();
   if (cordon_session_destroy(s, &err) < 0) {
     cli_fail(err);
     code = EXIT_CORDON;

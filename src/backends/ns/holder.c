@@ -564,7 +564,12 @@ struct ns_oneshot {
   volatile int command_done;
   volatile int exec_stage; /* 0, or NS_STAGE_* when the command failed before execve */
   volatile int exec_errno;
+  struct ns_oneshot *left_next; /* on left_at_exit */
 };
+
+/* Ended sandboxes whose pid 1 this process, about to exit, does not wait for (see
+ * ns_oneshot_release): kept reachable, since pid 1 may still run on the stacks they hold. */
+static struct ns_oneshot *left_at_exit;
 
 ON_OWN_STACK static int oneshot_command_main(void *arg) {
   struct ns_oneshot *o = arg;
@@ -726,6 +731,21 @@ static void oneshot_wait(struct ns_oneshot *o, int *status) {
 void ns_oneshot_kill(struct ns_oneshot *o) {
   if (o && o->pid1 > 0 && !o->reaped)
     kill(o->pid1, SIGKILL);
+}
+
+void ns_oneshot_release(struct ns_oneshot *o) {
+  if (!o)
+    return;
+  /* The command's tree is gone and pid 1 has hung up: all it has left to do is _exit, and the
+   * kernel's teardown of its namespaces (an RCU grace period or two, the longest wait of a
+   * cold `cordon run`). A process about to exit need not wait for that: its exit hands pid 1
+   * to init. Not with the OOM shield, whose thread waits for pid 1. */
+  if (o->command_done && !o->vfork_thread_started && proc_exit_pending()) {
+    o->left_next = left_at_exit;
+    left_at_exit = o;
+    return;
+  }
+  ns_oneshot_free(o);
 }
 
 void ns_oneshot_free(struct ns_oneshot *o) {

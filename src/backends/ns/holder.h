@@ -80,5 +80,8 @@ int ns_oneshot_reap(struct ns_oneshot *o, int *exit_code, int *term_signal,
 void ns_oneshot_kill(struct ns_oneshot *o);
 /* Kill and reap what is left, release everything. NULL is fine. */
 void ns_oneshot_free(struct ns_oneshot *o);
+/* ns_oneshot_free, except that once the command has ended in a process about to exit
+ * (proc_exit_pending), pid 1's own exit is not waited for. */
+void ns_oneshot_release(struct ns_oneshot *o);
 
 #endif

@@ -24,7 +24,7 @@ void ns_impl_free(struct ns_impl *impl) {
   if (!impl)
     return;
   ns_pending_free(impl->pending);
-  ns_oneshot_free(impl->ended);
+  ns_oneshot_release(impl->ended);
   crypto_hmac_free(impl->auth);
   free(impl->socket_recorded);
   if (impl->ready_fd >= 0)
