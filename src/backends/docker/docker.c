@@ -14,75 +14,27 @@
  * directory (exec-agent.c); with CORDON_DOCKER_EXEC=api (or a container without an agent)
  * through the engine's exec API instead (exec-api.c). Containers carry labels (session,
  * project, ephemeral, creator) so that `cordon gc` can find the ones a crash left behind
- * (gc.c). The container's life is session.c's, the workspace's workspace.c's.
+ * (gc.c). The container's life is session.c's, the workspace's workspace.c's; below them,
+ * container.c answers what the exec paths and session ask about the container, agent-dir.c
+ * holds the agent's directory and socket, settings.c the settings from the environment.
  *
- * This file owns what ties them together: configuration from the environment (image, init
- * binary), availability, the choice of exec path, and the backend table. */
+ * This file owns what ties them together, at the top of the backend's calls: availability,
+ * the choice of exec path, and the backend table. Nothing else in the backend calls it. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backends/builtin.h"
-#include "backends/docker/docker-paths.h"
 #include "backends/docker/docker.h"
 #include "backends/docker/engine.h"
+#include "backends/docker/exec-agent.h"
+#include "backends/docker/exec-api.h"
 #include "backends/docker/internal.h"
+#include "backends/docker/session.h"
+#include "backends/docker/settings.h"
+#include "backends/docker/workspace.h"
 #include "base/cleanup.h"
-#include "base/fs.h"
-
-/* ---- configuration from the environment ------------------------------------------------- */
-
-const char *docker_default_image(void) {
-  const char *image = getenv("CORDON_DOCKER_IMAGE");
-  return image && *image ? image : DOCKER_DEFAULT_IMAGE;
-}
-
-/* Image references go into URL paths: accept the characters a reference may hold and nothing
- * that could change the request (?, #, %, spaces). */
-int docker_check_image_name(const char *image, struct cordon_error **err) {
-  size_t n = strlen(image);
-  if (n == 0 || n > 255)
-    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "image name '%s' is empty or too long",
-                            image);
-  for (size_t i = 0; i < n; i++) {
-    char c = image[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          strchr("._-/:@", c)))
-      return cordon_error_set(err, CORDON_ERR_USAGE, 0,
-                              "image name '%s' holds a character not allowed in image references",
-                              image);
-  }
-  return 0;
-}
-
-/* The init binary to bind-mount: $CORDON_DOCKER_INIT, else the installed one, else the one in
- * the build tree (for tests and benchmarks run from a build directory). */
-static const char *init_binary(void) {
-  const char *env = getenv("CORDON_DOCKER_INIT");
-  if (env && *env)
-    return env;
-  if (access(CORDON_DOCKER_INIT_INSTALLED, X_OK) == 0)
-    return CORDON_DOCKER_INIT_INSTALLED;
-  if (access(CORDON_DOCKER_INIT_BUILD, X_OK) == 0)
-    return CORDON_DOCKER_INIT_BUILD;
-  return NULL;
-}
-
-int docker_init_binary(const char **out, struct cordon_error **err) {
-  const char *path = init_binary();
-  if (!path)
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
-                            "cordon-docker-init not found (looked for %s; set CORDON_DOCKER_INIT)",
-                            CORDON_DOCKER_INIT_INSTALLED);
-  if (path[0] != '/' || access(path, X_OK) < 0)
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errno ? errno : EINVAL,
-                            "cordon-docker-init %s is not an executable absolute path", path);
-  *out = path;
-  return 0;
-}
 
 /* ---- availability --------------------------------------------------------------------------- */
 
@@ -122,31 +74,6 @@ static int docker_available(const struct cordon_backend *self, char **reason) {
 }
 
 /* ---- exec: which path ------------------------------------------------------------------- */
-
-/* The working directory inside the container. */
-int docker_container_cwd(struct cordon_session *s, const char *cwd, char **out,
-                         struct cordon_error **err) {
-  if (cwd && cwd[0] == '/') {
-    *out = strdup(cwd); /* outside the workspace: a path of the container's own filesystem */
-  } else if (!cwd || !*cwd) {
-    *out = strdup(s->root);
-  } else {
-    /* Inside the workspace: it must be a directory there, reached without leaving it. */
-    _cleanup_close_ int root = open(s->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0)
-      return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", s->workspace);
-    _cleanup_close_ int dir =
-        fs_open_beneath(root, cwd, O_PATH | O_DIRECTORY, 0, "the workspace", err);
-    if (dir < 0)
-      return cordon_error_prefix(err, "working directory");
-    size_t n = strlen(s->root);
-    while (n > 1 && s->root[n - 1] == '/')
-      n--;
-    if (asprintf(out, "%.*s/%s", (int)n, s->root, cwd) < 0)
-      *out = NULL;
-  }
-  return *out ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "working directory");
-}
 
 /* CORDON_DOCKER_EXEC: unset or "agent" (the default: the in-container agent, when the
  * container has one) or "api" (the Engine API's exec, one `runc exec` per command). */

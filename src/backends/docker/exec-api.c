@@ -2,8 +2,8 @@
  * agent existed): one engine exec per command, run under cordon-docker-init's exec wrapper,
  * which gives it the agent's semantics (exact environment, 126/127, a timeout that kills the
  * exec's whole tree and only it, a status trailer on stderr telling signals and timeouts
- * apart); the exit code comes from exec inspect. Also what tells, after an exec ended without
- * a status, whether the container died (both exec paths ask). */
+ * apart); the exit code comes from exec inspect. Whether the container died under an exec
+ * is container.c's to tell (both exec paths ask). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "backends/docker/config.h"
+#include "backends/docker/container.h"
 #include "backends/docker/engine.h"
+#include "backends/docker/exec-api.h"
 #include "backends/docker/internal.h"
 #include "backends/docker/protocol.h"
 #include "backends/docker/stream.h"
@@ -140,44 +142,6 @@ static int kill_exec_tree(struct cordon_session *s, struct docker_session *d, co
   docker_exec_stream_close(stream);
   cordon_error_free(failed);
   return r;
-}
-
-/* After a stream that ended without the wrapper's trailer: did the container die? (known_dead:
- * the engine already refused an exec because the container is not running) */
-int docker_container_gone_error(struct cordon_session *s, struct docker_session *d, bool known_dead,
-                                struct cordon_error **err) {
-  long status = 0;
-  _cleanup_json_ json_t *info = NULL;
-  struct cordon_error *ignored = NULL;
-  /* The engine records the container's end after the exec's: give it a moment to catch up. */
-  double until = fs_now() + (known_dead ? INSPECT_SETTLE : 0.0);
-  for (;;) {
-    json_decref(info);
-    info = NULL;
-    if (docker_inspect_container(d, &status, &info, &ignored) < 0) {
-      cordon_error_free(ignored);
-      return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
-                              "session %s: the Docker engine went away while the command ran",
-                              s->id);
-    }
-    if (status == 404 || !json_is_true(json_object_get(json_object_get(info, "State"), "Running")))
-      break;
-    if (fs_now() >= until)
-      return 0;
-    usleep(20000);
-  }
-  if (status == 404)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
-                            "session %s: its container %.12s was removed while the command ran "
-                            "(outside cordon)",
-                            s->id, d->container);
-  json_t *state = json_object_get(info, "State");
-  return cordon_error_set(
-      err, CORDON_ERR_SYSTEM, 0,
-      "session %s: its container %.12s stopped while the command ran (exit code %lld%s; killed "
-      "or stopped outside cordon?); the session cannot run commands any more: destroy it",
-      s->id, d->container, (long long)json_integer_value(json_object_get(state, "ExitCode")),
-      json_is_true(json_object_get(state, "OOMKilled")) ? ", out of memory" : "");
 }
 
 /* The exec API path (CORDON_DOCKER_EXEC=api, and containers without an agent): one engine

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "backends/docker/config.h"
+#include "backends/docker/container.h"
 #include "backends/docker/docker.h"
 #include "backends/docker/engine.h"
 #include "backends/docker/internal.h"

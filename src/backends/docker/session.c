@@ -12,12 +12,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/docker/agent-dir.h"
 #include "backends/docker/config.h"
+#include "backends/docker/container.h"
 #include "backends/docker/engine.h"
 #include "backends/docker/internal.h"
+#include "backends/docker/session.h"
+#include "backends/docker/settings.h"
+#include "backends/docker/workspace.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
-#include "base/proc.h"
 #include "base/strv.h"
 #include "confine/policy.h"
 #include "confine/private.h"
@@ -141,18 +145,6 @@ static int check_private_record(struct cordon_session *s, const char *container,
 }
 
 /* ---- create --------------------------------------------------------------------------------- */
-
-/* "BOOTID:PID:STARTTIME" of a process, so that gc can tell whether it still runs; NULL when it
- * does not. */
-char *docker_creator_identity(pid_t pid) {
-  char boot[64];
-  fs_boot_id(boot, sizeof(boot));
-  unsigned long long start = proc_start_time(pid);
-  char *out = NULL;
-  if (!start || asprintf(&out, "%s:%d:%llu", boot, (int)pid, start) < 0)
-    return NULL;
-  return out;
-}
 
 static int engine_features(struct docker_engine *e, struct docker_engine_features *f,
                            struct cordon_error **err) {
@@ -531,13 +523,4 @@ int docker_shutdown(struct cordon_session *s, struct cordon_error **err) {
                          s->id, d->container, status, msg ? msg : "no message");
   json_decref(answer);
   return r;
-}
-
-/* The engine's record of the session's container: *status 200 with *info, or 404. */
-int docker_inspect_container(struct docker_session *d, long *status, json_t **info,
-                             struct cordon_error **err) {
-  _cleanup_free_ char *path = NULL;
-  if (asprintf(&path, "/containers/%s/json", d->container) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
-  return docker_engine_request(d->engine, "GET", path, NULL, status, info, err);
 }

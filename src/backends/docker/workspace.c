@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "backends/docker/internal.h"
+#include "backends/docker/workspace.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "confine/policy.h"
