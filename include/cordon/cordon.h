@@ -10,6 +10,7 @@
 #include <cordon/race.h>
 #include <cordon/receipt.h>
 #include <cordon/session.h>
+#include <cordon/signed.h>
 #include <cordon/snapshot.h>
 
 #endif

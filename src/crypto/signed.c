@@ -1,4 +1,4 @@
-/* Signed documents (include/cordon/receipt.h): sealing a canonical body with the install key,
+/* Signed documents (include/cordon/signed.h): sealing a canonical body with the install key,
  * and checking a document's exact form, signer and signature. Also the verdict precedence
  * shared by every verifier. A document is untrusted input: it is read here, bounded, and
  * nothing in it is trusted before its bytes have been shown to be the one canonical spelling
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cordon/receipt.h>
+#include <cordon/signed.h>
 
 #include "base/cleanup.h"
 #include "crypto/digest.h"
