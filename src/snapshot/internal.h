@@ -20,8 +20,9 @@ int snap_load_manifest(struct cordon_cas *cas, const unsigned char id[CAS_DIGEST
 int snap_store_manifest(struct cordon_cas *cas, const struct snap_entry *entries, size_t count,
                         unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err);
 
-/* Store already-encoded manifest bytes and add a ref. */
-int snap_store_manifest_bytes(struct cordon_cas *cas, const struct snap_buf *bytes,
-                              unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err);
+/* Stage already-encoded manifest bytes in the batch, commit the batch (one round of syncs for
+ * the blobs and the manifest) and only then add the ref. */
+int snap_commit_manifest(struct cas_batch *batch, const struct snap_buf *bytes,
+                         unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err);
 
 #endif

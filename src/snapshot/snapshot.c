@@ -332,10 +332,8 @@ int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
     goto out;
   }
   uint64_t staged = cas_batch_staged(batch);
-  if (cas_batch_commit(batch, err) < 0)
-    goto out;
   unsigned char id[CAS_DIGEST_LEN];
-  if (snap_store_manifest_bytes(cas, &manifest, id, err) < 0)
+  if (snap_commit_manifest(batch, &manifest, id, err) < 0)
     goto out;
   struct walk_counts wc;
   walk_get_counts(tree, &wc);

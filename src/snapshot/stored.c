@@ -41,11 +41,21 @@ int snap_load_manifest(struct cordon_cas *cas, const unsigned char id[CAS_DIGEST
   return 0;
 }
 
-int snap_store_manifest_bytes(struct cordon_cas *cas, const struct snap_buf *bytes,
-                              unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err) {
+static int store_manifest_bytes(struct cordon_cas *cas, const struct snap_buf *bytes,
+                                unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err) {
   if (cas_put_internal(cas, bytes->data, bytes->length, CAS_MANIFEST_TYPE, NULL, id, err) < 0)
     return cordon_error_prefix(err, "cannot store the manifest");
   return cas_ref_add(cas, id, err);
+}
+
+int snap_commit_manifest(struct cas_batch *batch, const struct snap_buf *bytes,
+                         unsigned char id[CAS_DIGEST_LEN], struct cordon_error **err) {
+  if (cas_batch_add_typed(batch, bytes->data, bytes->length, CAS_MANIFEST_TYPE, id, err) < 0)
+    return cordon_error_prefix(err, "cannot store the manifest");
+  if (cas_batch_commit(batch, err) < 0)
+    return -1;
+  /* The ref last: it names the manifest, which names every blob, all durable by now. */
+  return cas_ref_add(cas_batch_store(batch), id, err);
 }
 
 int snap_store_manifest(struct cordon_cas *cas, const struct snap_entry *entries, size_t count,
@@ -53,7 +63,7 @@ int snap_store_manifest(struct cordon_cas *cas, const struct snap_entry *entries
   struct snap_buf buf = {0};
   int r = snap_manifest_encode(entries, count, &buf, err);
   if (r == 0)
-    r = snap_store_manifest_bytes(cas, &buf, id, err);
+    r = store_manifest_bytes(cas, &buf, id, err);
   snap_buf_free(&buf);
   return r;
 }

@@ -16,6 +16,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "store/cas.h"
+#include "store/sidecar.h"
 
 /* A staged blob: a durable-to-be temp file in `dir` (its shard when the digest was known before
  * writing, <store>/tmp for streamed ones) waiting to be renamed to its digest. Staging in the
@@ -25,6 +26,7 @@ struct cas_pending {
   char name[48];
   int dir;
   unsigned char digest[CAS_DIGEST_LEN];
+  bool sidecar; /* the blob's sidecar (<hex>.meta.json), published after every blob */
 };
 
 struct cas_batch {
@@ -110,7 +112,9 @@ int cas_batch_new(struct cordon_cas *cas, struct cas_batch **out, struct cordon_
   b->cas = cas;
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cv, NULL);
-  b->n_writers = cas_default_threads();
+  /* As many writers as a snapshot's walk has threads (two per core, at most 8): with one per
+   * core, the walk's threads queued behind each other's 256 KiB writes. */
+  b->n_writers = 2 * cas_default_threads();
   if (b->n_writers > ARRAY_SIZE(b->writers))
     b->n_writers = ARRAY_SIZE(b->writers);
   for (unsigned i = 0; i < b->n_writers; i++)
@@ -152,6 +156,10 @@ void cas_batch_free(struct cas_batch *b) {
   free(b->seen);
   free(b->seen_used);
   free(b);
+}
+
+struct cordon_cas *cas_batch_store(struct cas_batch *b) {
+  return b->cas;
 }
 
 uint64_t cas_batch_staged(struct cas_batch *b) {
@@ -226,7 +234,7 @@ static int batch_claim(struct cas_batch *b, const unsigned char digest[CAS_DIGES
 }
 
 static int batch_push(struct cas_batch *b, int dir, const char *name,
-                      const unsigned char digest[CAS_DIGEST_LEN], uint64_t size,
+                      const unsigned char digest[CAS_DIGEST_LEN], uint64_t size, bool sidecar,
                       struct cordon_error **err) {
   pthread_mutex_lock(&b->mu);
   flusher_account(b, size);
@@ -245,6 +253,7 @@ static int batch_push(struct cas_batch *b, int dir, const char *name,
   snprintf(p->name, sizeof(p->name), "%s", name);
   p->dir = dir;
   memcpy(p->digest, digest, CAS_DIGEST_LEN);
+  p->sidecar = sidecar;
   pthread_mutex_unlock(&b->mu);
   return 0;
 }
@@ -299,8 +308,9 @@ static int pack_blob(struct cas_batch *b, const void *data, size_t length,
   return 0;
 }
 
-static int stage_loose(struct cas_batch *b, const void *data, size_t length,
-                       const unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err);
+static int stage_file(struct cas_batch *b, const void *data, size_t length,
+                      const unsigned char digest[CAS_DIGEST_LEN], bool sidecar,
+                      struct cordon_error **err);
 
 int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
                          unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
@@ -311,12 +321,39 @@ int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
     return claim;
   if (length < CAS_PACK_BLOB_MAX)
     return pack_blob(b, data, length, digest, err);
-  return stage_loose(b, data, length, digest, err);
+  return stage_file(b, data, length, digest, false, err);
 }
 
-/* Stage a blob as a file of its own, in its shard. */
-static int stage_loose(struct cas_batch *b, const void *data, size_t length,
-                       const unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err) {
+int cas_batch_add_typed(struct cas_batch *b, const void *data, size_t length,
+                        const char *content_type, unsigned char digest[CAS_DIGEST_LEN],
+                        struct cordon_error **err) {
+  if (cas_sha256(data, length, digest) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hash");
+  _cleanup_free_ char *side = NULL;
+  size_t side_len = 0;
+  if (cas_sidecar_text(digest, length, content_type, NULL, &side, &side_len, err) < 0)
+    return -1;
+  int shard = cas_shard_fd(b->cas, digest[0], true, err);
+  if (shard < 0)
+    return -1;
+  char hex[CAS_HEX_LEN + 1], side_name[CAS_HEX_LEN + sizeof(CAS_SIDECAR_SUFFIX)];
+  cas_hex(digest, hex);
+  snprintf(side_name, sizeof(side_name), "%s%s", hex, CAS_SIDECAR_SUFFIX);
+  /* A blob with a sidecar is always a file of its own (never only in a pack), as a single put
+   * stores it; the batch's dedup table is not consulted, since a packed copy does not count. */
+  if (!cas_loose_present(b->cas, digest, length) &&
+      stage_file(b, data, length, digest, false, err) < 0)
+    return -1;
+  if (!cas_sidecar_same(shard, side_name, side, side_len) &&
+      stage_file(b, side, side_len, digest, true, err) < 0)
+    return -1;
+  return 0;
+}
+
+/* Stage a blob (or its sidecar) as a file of its own, in its shard. */
+static int stage_file(struct cas_batch *b, const void *data, size_t length,
+                      const unsigned char digest[CAS_DIGEST_LEN], bool sidecar,
+                      struct cordon_error **err) {
   struct cordon_cas *cas = b->cas;
   int shard = cas_shard_fd(cas, digest[0], true, err);
   if (shard < 0)
@@ -339,7 +376,7 @@ static int stage_loose(struct cas_batch *b, const void *data, size_t length,
     unlinkat(shard, tmp, 0);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: temp file", cas->dir);
   }
-  return batch_push(b, shard, tmp, digest, length, err);
+  return batch_push(b, shard, tmp, digest, length, sidecar, err);
 }
 
 int cas_stage_open(struct cas_batch *b, struct cas_hasher *hasher, struct cas_stage *st,
@@ -450,75 +487,187 @@ int cas_stage_close(struct cas_stage *st, unsigned char digest[CAS_DIGEST_LEN],
     cas_stage_abort(st);
     return claim;
   }
-  r = batch_push(st->batch, st->batch->cas->tmpfd, st->name, digest, st->size, err);
+  r = batch_push(st->batch, st->batch->cas->tmpfd, st->name, digest, st->size, false, err);
   st->name[0] = 0; /* the batch owns it now (or unlinked it on failure) */
   return r;
 }
 
+/* Rename one staged file to its name; false (errno set) on failure. */
+static bool publish_one(struct cas_batch *b, struct cas_pending *p) {
+  char name[CAS_HEX_LEN + sizeof(CAS_SIDECAR_SUFFIX)];
+  cas_hex(p->digest, name);
+  if (p->sidecar)
+    strcat(name, CAS_SIDECAR_SUFFIX);
+  /* A copy that appeared meanwhile has the same bytes: replacing it is harmless. */
+  if (renameat(p->dir, p->name, b->cas->shard[p->digest[0]], name) < 0)
+    return false;
+  p->name[0] = 0;
+  return true;
+}
+
+static void publish_failed(struct cas_batch *b, int e) {
+  int zero = 0;
+  __atomic_compare_exchange_n(&b->publish_errno, &zero, e ? e : EIO, false, __ATOMIC_RELAXED,
+                              __ATOMIC_RELAXED);
+}
+
+/* Blobs only: sidecars follow once every blob is in place, so a sidecar never names a blob
+ * that is not there yet (as in the single put). */
 static void *publish_worker(void *arg) {
   struct cas_batch *b = arg;
   for (;;) {
     size_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
     if (i >= b->n || __atomic_load_n(&b->publish_errno, __ATOMIC_RELAXED))
       break;
-    struct cas_pending *p = &b->items[i];
-    char hex[CAS_HEX_LEN + 1];
-    cas_hex(p->digest, hex);
-    /* A copy that appeared meanwhile has the same bytes: replacing it is harmless. */
-    if (renameat(p->dir, p->name, b->cas->shard[p->digest[0]], hex) < 0) {
-      int zero = 0;
-      __atomic_compare_exchange_n(&b->publish_errno, &zero, errno ? errno : EIO, false,
-                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    if (!b->items[i].sidecar && !publish_one(b, &b->items[i])) {
+      publish_failed(b, errno);
       break;
     }
-    p->name[0] = 0;
   }
   return NULL;
 }
 
-int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
-  struct cordon_cas *cas = b->cas;
-  flusher_stop(b);
+/* ---- many syncs at once --------------------------------------------------------------------
+ * Each fsync waits for its own journal commit and cache flush; issued one after the other, a
+ * commit of ten files and ten directories pays twenty of them in a row. Issued together from
+ * a few threads, the filesystem folds them into one or two commits (jbd2's group commit), and
+ * the writes queue on the device at once. */
+
+struct sync_job {
+  int dir;          /* with name: the file to open and fdatasync */
+  const char *name; /* NULL: fd is synced as it is */
+  int fd;
+  bool data_only; /* fdatasync (file contents) rather than fsync (a directory's entries) */
+};
+
+struct sync_set {
+  struct sync_job *jobs;
+  size_t n;
+  size_t next;
+  int errnum;
+};
+
+static void *sync_worker(void *arg) {
+  struct sync_set *s = arg;
+  for (;;) {
+    size_t i = __atomic_fetch_add(&s->next, 1, __ATOMIC_RELAXED);
+    if (i >= s->n)
+      break;
+    const struct sync_job *j = &s->jobs[i];
+    int fd = j->name ? openat(j->dir, j->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : j->fd;
+    int r = fd < 0 ? -1 : j->data_only ? fdatasync(fd) : fsync(fd);
+    int e = errno;
+    if (j->name && fd >= 0)
+      close(fd);
+    if (r < 0) {
+      int zero = 0;
+      __atomic_compare_exchange_n(&s->errnum, &zero, e ? e : EIO, false, __ATOMIC_RELAXED,
+                                  __ATOMIC_RELAXED);
+    }
+  }
+  return NULL;
+}
+
+/* Run the jobs on up to 16 threads (this one included); 0, or -1 with errno. */
+static int sync_all(struct sync_job *jobs, size_t n) {
+  struct sync_set s = {.jobs = jobs, .n = n};
+  pthread_t threads[15];
+  size_t started = 0;
+  for (; started + 1 < n && started < ARRAY_SIZE(threads); started++)
+    if (pthread_create(&threads[started], NULL, sync_worker, &s) != 0)
+      break;
+  sync_worker(&s);
+  for (size_t i = 0; i < started; i++)
+    pthread_join(threads[i], NULL);
+  errno = s.errnum;
+  return s.errnum ? -1 : 0;
+}
+
+/* Finish the pack writers: a few small blobs still in a buffer become loose blobs rather than
+ * a tiny pack. */
+static int finish_writers(struct cas_batch *b, struct cordon_error **err) {
   for (unsigned i = 0; i < b->n_writers; i++) {
     struct cas_pack_writer *w = &b->writers[i];
     if (w->fd < 0 && w->n > 0 && w->n <= CAS_PACK_MIN_BLOBS) {
-      /* A few small blobs, all still in the buffer: loose blobs rather than a tiny pack. */
       for (size_t j = 0; j < w->n; j++) {
         const struct cas_pack_entry *e = &w->entries[j];
-        if (stage_loose(b, w->buf + (e->offset - CAS_PACK_HEADER_LEN), e->length, e->digest, err) <
-            0)
+        if (stage_file(b, w->buf + (e->offset - CAS_PACK_HEADER_LEN), e->length, e->digest, false,
+                       err) < 0)
           return -1;
       }
       cas_pack_writer_reset(w);
     }
     struct cas_pack_done done;
-    if (cas_pack_writer_finish(cas, &b->writers[i], &done, err) < 0 || keep_done(b, &done, err) < 0)
+    if (cas_pack_writer_finish(b->cas, w, &done, err) < 0 || keep_done(b, &done, err) < 0)
       return -1;
   }
+  return 0;
+}
+
+/* Step 1 of the commit: every staged byte durable. A few files are synced each (together),
+ * many with one syncfs. */
+static int sync_staged(struct cas_batch *b, struct cordon_error **err) {
+  struct cordon_cas *cas = b->cas;
+  if (b->n + b->n_done > 16)
+    return syncfs(cas->tmpfd) < 0
+               ? cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir)
+               : 0;
+  struct sync_job jobs[16];
+  size_t n = 0;
+  for (size_t i = 0; i < b->n; i++)
+    jobs[n++] = (struct sync_job){b->items[i].dir, b->items[i].name, -1, true};
+  for (size_t i = 0; i < b->n_done; i++)
+    jobs[n++] = (struct sync_job){-1, NULL, b->done[i].fd, true};
+  if (sync_all(jobs, n) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
+  return 0;
+}
+
+/* Step 3: the renames durable. A few directories are synced each (together), many at once. */
+static int sync_renames(struct cas_batch *b, const bool dirty[256], size_t n_dirty,
+                        struct cordon_error **err) {
+  struct cordon_cas *cas = b->cas;
+  pthread_mutex_lock(&cas->mu);
+  bool root = cas->root_dirty; /* a shard created for this batch: its name in the root */
+  cas->root_dirty = false;
+  pthread_mutex_unlock(&cas->mu);
+  struct sync_job jobs[11];
+  size_t n = 0;
+  if (n_dirty > 8) {
+    if (syncfs(cas->rootfd) == 0)
+      return 0;
+  } else {
+    for (unsigned i = 0; i < 256; i++)
+      if (dirty[i])
+        jobs[n++] = (struct sync_job){-1, NULL, cas->shard[i], false};
+    if (b->n_done)
+      jobs[n++] = (struct sync_job){-1, NULL, cas->packs.dirfd, false};
+    if (root)
+      jobs[n++] = (struct sync_job){-1, NULL, cas->rootfd, false};
+    if (sync_all(jobs, n) == 0)
+      return 0;
+  }
+  int e = errno;
+  pthread_mutex_lock(&cas->mu);
+  cas->root_dirty = cas->root_dirty || root;
+  pthread_mutex_unlock(&cas->mu);
+  return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: sync", cas->dir);
+}
+
+int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
+  struct cordon_cas *cas = b->cas;
+  flusher_stop(b);
+  if (finish_writers(b, err) < 0)
+    return -1;
   if (b->n == 0 && b->n_done == 0) {
     b->committed = true;
     return 0;
   }
-  /* 1. Every staged byte durable before any name appears: a few files one by one, many with
-   * one syncfs. */
-  if (b->n + b->n_done <= 16) {
-    for (size_t i = 0; i < b->n; i++) {
-      int fd = openat(b->items[i].dir, b->items[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-      int r = fd < 0 ? -1 : fdatasync(fd);
-      int e = errno;
-      if (fd >= 0)
-        close(fd);
-      if (r < 0)
-        return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: sync", cas->dir);
-    }
-    for (size_t i = 0; i < b->n_done; i++)
-      if (fdatasync(b->done[i].fd) < 0)
-        return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
-  } else if (syncfs(cas->tmpfd) < 0) {
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
-  }
+  /* 1. Every staged byte durable before any name appears. */
+  if (sync_staged(b, err) < 0)
+    return -1;
   /* 2. Publish: packs (each makes all its blobs visible at once), then loose blobs, on several
-   * threads when there are many to rename. */
+   * threads when there are many to rename, then sidecars. */
   for (size_t i = 0; i < b->n_done; i++)
     if (cas_pack_publish(cas, &b->done[i], err) < 0)
       return -1;
@@ -543,20 +692,15 @@ int cas_batch_commit(struct cas_batch *b, struct cordon_error **err) {
   publish_worker(b);
   for (unsigned i = 0; i < started; i++)
     pthread_join(threads[i], NULL);
+  for (size_t i = 0; i < b->n && !b->publish_errno; i++)
+    if (b->items[i].sidecar && !publish_one(b, &b->items[i]))
+      publish_failed(b, errno);
   if (b->publish_errno)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, b->publish_errno,
                             "store %s: cannot publish a blob", cas->dir);
-  /* 3. The renames durable: a few directories are synced one by one, many at once. */
-  if (n_dirty > 8) {
-    if (syncfs(cas->rootfd) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
-  } else {
-    for (unsigned i = 0; i < 256; i++)
-      if (dirty[i] && fsync(cas->shard[i]) < 0)
-        return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
-    if (b->n_done && fsync(cas->packs.dirfd) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
-  }
+  /* 3. The renames durable. */
+  if (sync_renames(b, dirty, n_dirty, err) < 0)
+    return -1;
   b->committed = true;
   return 0;
 }

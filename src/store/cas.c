@@ -83,20 +83,8 @@ int cordon_cas_open(const char *dir, struct cordon_cas **out, struct cordon_erro
     cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: lock file", dir);
     goto fail;
   }
-  /* All 256 shards exist from the start: a lookup is then one fstatat, never an open that
-   * fails, and the batch commit never creates directories. */
-  struct stat shard_st;
-  if (fstatat(cas->rootfd, "ff", &shard_st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
-    for (unsigned i = 0; i < 256; i++) {
-      char name[3];
-      snprintf(name, sizeof(name), "%02x", i);
-      if (mkdirat(cas->rootfd, name, 0700) < 0 && errno != EEXIST) {
-        cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: cannot create shard %s", dir,
-                         name);
-        goto fail;
-      }
-    }
-  }
+  /* Shards are made on the first write to each (cas_shard_fd): a new store costs no 256
+   * mkdirat, and a lookup in a shard that does not exist yet is simply a miss. */
   if (fs_random_hex(8, &prefix, err) < 0)
     goto fail;
   memcpy(cas->tmp_prefix, prefix, 16);

@@ -67,6 +67,12 @@ void cas_batch_free(struct cas_batch *b);
 int cas_batch_add_buffer(struct cas_batch *b, const void *data, size_t length,
                          unsigned char digest[CAS_DIGEST_LEN], struct cordon_error **err);
 
+/* Stage one blob with a sidecar of content_type (a snapshot's manifest): always a file of its
+ * own, as the single put stores it, published with the batch, its sidecar after it. */
+int cas_batch_add_typed(struct cas_batch *b, const void *data, size_t length,
+                        const char *content_type, unsigned char digest[CAS_DIGEST_LEN],
+                        struct cordon_error **err);
+
 /* Stage one blob from a stream: open, write (hashing as it goes), close. */
 struct cas_stage {
   struct cas_batch *batch;
@@ -89,6 +95,8 @@ void cas_stage_abort(struct cas_stage *st);
 /* Make every staged blob durable, then rename each into its shard (an intact copy already
  * there wins) and make the renames durable. */
 int cas_batch_commit(struct cas_batch *b, struct cordon_error **err);
+/* The store the batch writes to. */
+struct cordon_cas *cas_batch_store(struct cas_batch *b);
 /* Number of blobs staged so far (written to temp files, not deduplicated ones). */
 uint64_t cas_batch_staged(struct cas_batch *b);
 

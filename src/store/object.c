@@ -129,7 +129,9 @@ int cas_shard_fd(struct cordon_cas *cas, unsigned byte, bool create, struct cord
   snprintf(name, sizeof(name), "%02x", byte & 255);
   fd = openat(cas->rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT && create) {
-    if (mkdirat(cas->rootfd, name, 0700) < 0 && errno != EEXIST) {
+    if (mkdirat(cas->rootfd, name, 0700) == 0) {
+      cas->root_dirty = true;
+    } else if (errno != EEXIST) {
       int e = errno;
       pthread_mutex_unlock(&cas->mu);
       return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: cannot create shard %s",
@@ -176,6 +178,21 @@ int cas_openat_noatime(int dirfd, const char *name, int flags) {
 static int unreadable(struct cordon_error **err, const char *hex, const char *what) {
   return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0,
                           "blob %s is unreadable: it is %s, not a regular file", hex, what);
+}
+
+int cas_sync_root(struct cordon_cas *cas, struct cordon_error **err) {
+  pthread_mutex_lock(&cas->mu);
+  bool dirty = cas->root_dirty;
+  cas->root_dirty = false;
+  pthread_mutex_unlock(&cas->mu);
+  if (dirty && fsync(cas->rootfd) < 0) {
+    int e = errno;
+    pthread_mutex_lock(&cas->mu);
+    cas->root_dirty = true;
+    pthread_mutex_unlock(&cas->mu);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "store %s: sync", cas->dir);
+  }
+  return 0;
 }
 
 /* The loose blob <shard>/<hex>, opened safely: O_NOFOLLOW refuses a symlink, O_NONBLOCK keeps

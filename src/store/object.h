@@ -50,6 +50,9 @@ struct cordon_cas {
   int lockfd;
   pthread_mutex_t mu;
   int shard[256]; /* lazily opened shard directories, -1 until needed */
+  /* A shard this process created: its name in the root is durable only once the root is
+   * synced, which every commit that renames into a shard then does (cas_sync_root). */
+  bool root_dirty;
   unsigned shared_holds;
   char tmp_prefix[17];
   uint64_t tmp_counter;
@@ -64,6 +67,9 @@ void cas_unlock_shared(struct cordon_cas *cas);
 int cas_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err);
 /* The same without waiting: -2 when someone holds the lock. */
 int cas_try_lock_exclusive(struct cordon_cas *cas, struct cordon_error **err);
+
+/* Make the shards this process created durable (fsync of the root when one was). */
+int cas_sync_root(struct cordon_cas *cas, struct cordon_error **err);
 
 /* The integrity error every reader reports. */
 int cas_integrity_error(struct cordon_error **err, const unsigned char expected[CAS_DIGEST_LEN],

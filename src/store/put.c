@@ -102,6 +102,8 @@ int cas_put_internal(struct cordon_cas *cas, const void *data, size_t length,
     cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
     goto out;
   }
+  if (cas_sync_root(cas, err) < 0) /* a shard made for this blob */
+    goto out;
   r = 0;
 out:
   if (blob_tmp[0])
@@ -182,6 +184,8 @@ int cordon_cas_put_fd(struct cordon_cas *cas, int in, const char *content_type,
     cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "store %s: sync", cas->dir);
     goto out;
   }
+  if (p == 1 && cas_sync_root(cas, err) < 0) /* a shard made for this blob */
+    goto out;
   if (content_type || metadata_json) {
     _cleanup_free_ char *side = NULL;
     size_t side_len = 0;

@@ -289,8 +289,13 @@ static void test_sidecar_and_verify(void **state) {
   FILE *fp = fopen(path, "w");
   fputs("{\"content_type\":\"x\",\"digest\":\"nope\",\"size\":7}\n", fp);
   fclose(fp);
+  /* Shards are made on first write: these two may not exist yet. */
+  snprintf(path, sizeof(path), "%s/00", f->store);
+  mkdir(path, 0700);
   snprintf(path, sizeof(path), "%s/00/stray", f->store);
   fclose(fopen(path, "w"));
+  snprintf(path, sizeof(path), "%s/ab", f->store);
+  mkdir(path, 0700);
   snprintf(path, sizeof(path), "%s/ab/ab%062d.meta.json", f->store, 0);
   fclose(fopen(path, "w"));
   must(cordon_cas_verify(f->cas, NULL, &rep, &err), err, "verify");
@@ -407,6 +412,48 @@ static void test_batch_abort_leaves_nothing(void **state) {
   cordon_cas_verify_report_clear(&rep);
 }
 
+/* A typed blob (a snapshot's manifest) staged in a batch: a file of its own with its sidecar,
+ * neither visible before the commit; its shard, like every shard, made only when first written. */
+static void test_batch_typed_blob_and_lazy_shards(void **state) {
+  struct fixture *f = *state;
+  struct cordon_error *err = NULL;
+  unsigned char d[CAS_DIGEST_LEN];
+  const char *text = "cordon-manifest 1\n";
+  assert_int_equal(cas_sha256(text, strlen(text), d), 0);
+  char hex[CORDON_DIGEST_HEX_SIZE], path[300];
+  cas_hex(d, hex);
+  snprintf(path, sizeof(path), "%s/%.2s", f->store, hex);
+  struct stat st;
+  assert_int_equal(stat(path, &st), -1); /* a new store has no shards yet */
+  struct cas_batch *b = NULL;
+  must(cas_batch_new(f->cas, &b, &err), err, "batch");
+  unsigned char got[CAS_DIGEST_LEN];
+  must(cas_batch_add_typed(b, text, strlen(text), "application/x-test", got, &err), err, "typed");
+  assert_memory_equal(d, got, CAS_DIGEST_LEN);
+  assert_int_equal(cas_batch_staged(b), 2); /* the blob and its sidecar */
+  assert_int_equal(cordon_cas_has(f->cas, hex, &err), 0);
+  must(cas_batch_commit(b, &err), err, "commit");
+  cas_batch_free(b);
+  assert_int_equal(cordon_cas_has(f->cas, hex, &err), 1);
+  blob_path(f, hex, path, sizeof(path));
+  assert_int_equal(stat(path, &st), 0); /* loose, not packed */
+  strcat(path, ".meta.json");
+  assert_int_equal(stat(path, &st), 0);
+  struct cordon_cas_verify_report rep;
+  must(cordon_cas_verify(f->cas, NULL, &rep, &err), err, "verify");
+  assert_int_equal(rep.blobs, 1);
+  assert_int_equal(rep.sidecars, 1);
+  assert_int_equal(rep.n_problems, 0);
+  assert_int_equal(rep.temporaries, 0);
+  cordon_cas_verify_report_clear(&rep);
+  /* Staged again: nothing to write. */
+  must(cas_batch_new(f->cas, &b, &err), err, "batch");
+  must(cas_batch_add_typed(b, text, strlen(text), "application/x-test", got, &err), err, "typed");
+  assert_int_equal(cas_batch_staged(b), 0);
+  must(cas_batch_commit(b, &err), err, "commit");
+  cas_batch_free(b);
+}
+
 static void test_hex(void **state) {
   (void)state;
   unsigned char d[CAS_DIGEST_LEN];
@@ -479,6 +526,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fifo_refused_without_blocking, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sidecar_and_verify, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_abort_leaves_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_batch_typed_blob_and_lazy_shards, setup, teardown),
       cmocka_unit_test_setup_teardown(test_kill9_during_put, setup, teardown),
       cmocka_unit_test_setup_teardown(test_loose_primitives, setup, teardown),
   };
