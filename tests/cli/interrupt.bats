@@ -30,10 +30,12 @@ teardown() {
 sessions_left() { ls "$PROJECT/.cordon/sessions" 2>/dev/null | wc -l; }
 
 # Start `cordon ARGS...` in the background with default signal dispositions (a script's
-# background job would ignore SIGINT), its output in out and err: PID.
+# background job ignores SIGINT, and a run under nohup ignores SIGHUP: cordon keeps an ignored
+# signal ignored, as nohup asks), its output in out and err: PID.
 spawn() {
   python3 -c 'import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_DFL)
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])' "$CORDON" "$@" 3>&- >"$PROJECT/out" 2>"$PROJECT/err" &
   PID=$!
 }
