@@ -195,8 +195,8 @@ struct cache_rewrite {
   struct walk_node **nodes;
   size_t count;
   const struct stat *root_st;
-  int dirfd;          /* the stat cache directory; -1 when nothing is staged */
-  struct fs_temp tmp; /* the staged temp file in it */
+  struct fs_temp tmp; /* the staged temp file; its dirfd (the stat cache directory, -1 when
+                         nothing is staged) is ours to close */
   pthread_t thread;
   bool started;
 };
@@ -226,10 +226,9 @@ static void *stage_statcache(void *arg) {
     return NULL;
   int dir = open_statcache_dir(c->cas);
   struct cordon_error *ignored = NULL;
-  if (dir >= 0 && statcache_stage(dir, c->s->cache_name, &bytes, &c->tmp, &ignored) == 0) {
-    c->dirfd = dir;
-  } else if (dir >= 0) {
+  if (dir >= 0 && statcache_stage(dir, c->s->cache_name, &bytes, &c->tmp, &ignored) < 0) {
     close(dir);
+    c->tmp.dirfd = -1;
   }
   cordon_error_free(ignored); /* only an optimisation */
   snap_buf_free(&bytes);
@@ -237,7 +236,6 @@ static void *stage_statcache(void *arg) {
 }
 
 static void cache_rewrite_start(struct cache_rewrite *c) {
-  c->dirfd = -1;
   c->started = pthread_create(&c->thread, NULL, stage_statcache, c) == 0;
   if (!c->started)
     stage_statcache(c);
@@ -248,15 +246,15 @@ static void cache_rewrite_end(struct cache_rewrite *c, bool publish) {
   if (c->started)
     pthread_join(c->thread, NULL);
   c->started = false;
-  if (c->dirfd < 0)
+  if (c->tmp.dirfd < 0)
     return;
   struct cordon_error *ignored = NULL;
   if (publish)
     statcache_publish(&c->tmp, c->s->cache_name, &ignored);
   fs_temp_discard(&c->tmp);
   cordon_error_free(ignored);
-  close(c->dirfd);
-  c->dirfd = -1;
+  close(c->tmp.dirfd);
+  c->tmp.dirfd = -1;
 }
 
 int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
@@ -279,7 +277,7 @@ int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
   struct walk_tree *tree = NULL;
   struct walk_node **nodes = NULL;
   struct snap_buf manifest = {0};
-  struct cache_rewrite rewrite = {.dirfd = -1, .tmp = FS_TEMP_INIT};
+  struct cache_rewrite rewrite = {.tmp = FS_TEMP_INIT};
   bool in_place = false;
   size_t count = 0;
   int r = -1;
@@ -317,7 +315,7 @@ int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
   }
   in_place = !o->no_stat_cache && statcache_names_match(&cache, nodes, count);
   if (!o->no_stat_cache && !in_place) {
-    rewrite = (struct cache_rewrite){cas, &s, nodes, count, &root_st, -1, FS_TEMP_INIT};
+    rewrite = (struct cache_rewrite){cas, &s, nodes, count, &root_st, FS_TEMP_INIT};
     cache_rewrite_start(&rewrite);
   }
   snap_buf_reserve(&manifest, count * 112 + 64); /* a typical entry is 80-110 bytes */
@@ -338,7 +336,7 @@ int cordon_snapshot_take(struct cordon_cas *cas, const char *dir,
   struct walk_counts wc;
   walk_get_counts(tree, &wc);
   if (in_place && !update_statcache(&cache, nodes, count)) {
-    rewrite = (struct cache_rewrite){cas, &s, nodes, count, &root_st, -1, FS_TEMP_INIT};
+    rewrite = (struct cache_rewrite){cas, &s, nodes, count, &root_st, FS_TEMP_INIT};
     cache_rewrite_start(&rewrite);
   }
   cache_rewrite_end(&rewrite, true);

@@ -288,11 +288,3 @@ int statcache_publish(struct fs_temp *t, const char *name, struct cordon_error *
     return cordon_error_prefix(err, "stat cache");
   return 0;
 }
-
-int statcache_save(int dirfd, const char *name, const struct snap_buf *bytes,
-                   struct cordon_error **err) {
-  _cleanup_fs_temp_ struct fs_temp t = FS_TEMP_INIT;
-  if (statcache_stage(dirfd, name, bytes, &t, err) < 0)
-    return -1;
-  return statcache_publish(&t, name, err);
-}

@@ -119,8 +119,5 @@ int statcache_stage(int dirfd, const char *name, const struct snap_buf *bytes, s
                     struct cordon_error **err);
 /* Rename a staged temp file to name; the temp file is removed when that fails. */
 int statcache_publish(struct fs_temp *t, const char *name, struct cordon_error **err);
-/* Save atomically (temp + rename) without fsync: losing the cache only costs time. */
-int statcache_save(int dirfd, const char *name, const struct snap_buf *bytes,
-                   struct cordon_error **err);
 
 #endif

@@ -711,16 +711,8 @@ static void *worker_main(void *arg) {
 
 /* Walk threads block often: on reads of files the page cache no longer holds, on its dirty
  * page throttling while they stage, on the filesystem's journal. With one thread per core a
- * core idles whenever its thread waits, so the walk runs two per core (at most 8);
- * CORDON_THREADS still sets the number exactly. */
-static unsigned default_threads(void) {
-  unsigned n = cas_default_threads();
-  const char *env = getenv("CORDON_THREADS");
-  if (env && *env)
-    return n;
-  return n * 2 > 8 ? (n > 8 ? n : 8) : n * 2;
-}
-
+ * core idles whenever its thread waits, so the walk runs cas_io_threads(): two per core (at
+ * most 8), CORDON_THREADS exactly when set. */
 int walk_run(struct cordon_cas *cas, struct cas_batch *batch, int rootfd,
              const struct walk_options *o, struct walk_tree **out, struct cordon_error **err) {
   struct walk_tree *t = calloc(1, sizeof(*t));
@@ -733,7 +725,7 @@ int walk_run(struct cordon_cas *cas, struct cas_batch *batch, int rootfd,
   t->noatime = true;
   pthread_mutex_init(&t->mu, NULL);
   pthread_cond_init(&t->cv, NULL);
-  unsigned n = o->threads ? o->threads : default_threads();
+  unsigned n = o->threads ? o->threads : cas_io_threads();
   if (n > MAX_THREADS)
     n = MAX_THREADS;
   t->n_workers = n;

@@ -112,9 +112,9 @@ int cas_batch_new(struct cordon_cas *cas, struct cas_batch **out, struct cordon_
   b->cas = cas;
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cv, NULL);
-  /* As many writers as a snapshot's walk has threads (two per core, at most 8): with one per
-   * core, the walk's threads queued behind each other's 256 KiB writes. */
-  b->n_writers = 2 * cas_default_threads();
+  /* As many writers as a snapshot's walk has threads: with one per core, the walk's threads
+   * queued behind each other's 256 KiB writes. */
+  b->n_writers = cas_io_threads();
   if (b->n_writers > ARRAY_SIZE(b->writers))
     b->n_writers = ARRAY_SIZE(b->writers);
   for (unsigned i = 0; i < b->n_writers; i++)

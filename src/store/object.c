@@ -31,6 +31,14 @@ unsigned cas_default_threads(void) {
   return n > 8 ? 8 : (unsigned)n;
 }
 
+unsigned cas_io_threads(void) {
+  unsigned n = cas_default_threads();
+  const char *env = getenv("CORDON_THREADS");
+  if (env && *env)
+    return n;
+  return 2 * n > 8 ? 8 : 2 * n;
+}
+
 ssize_t cas_read_retry(int fd, void *buf, size_t n) {
   for (;;) {
     ssize_t r = read(fd, buf, n);

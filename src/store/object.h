@@ -102,5 +102,8 @@ ssize_t cas_read_retry(int fd, void *buf, size_t n);
 
 /* Threads for parallel work: online CPUs, at most 8; CORDON_THREADS overrides. */
 unsigned cas_default_threads(void);
+/* Threads for work that mostly waits on the disk (a snapshot's walk, and the batch's pack
+ * writers, one per walk thread): two per CPU, at most 8; CORDON_THREADS, when set, exactly. */
+unsigned cas_io_threads(void);
 
 #endif
