@@ -75,6 +75,21 @@ wt() { "$CORDON" "$@"; }
   [ $((end - start)) -le 3 ]
 }
 
+@test "run on ns: nothing the command started outlives cordon, which does not wait for pid 1" {
+  "$CORDON" backends --json | python3 -c '
+import json, sys
+sys.exit(0 if any(b["name"] == "ns" and b["available"] for b in json.load(sys.stdin)) else 1)' ||
+    skip "the ns backend is unavailable here"
+  marker=$((400000 + RANDOM))
+  # A background child, and a daemon (setsid, its parent gone), both still sleeping when the
+  # command exits: cordon returns only once they are gone, with the command's own status.
+  run $CORDON run -- sh -c "sleep $marker & (setsid sleep $((marker + 1)) &); exit 3"
+  [ "$status" -eq 3 ]
+  [ -z "$(pgrep -f "sleep $marker")" ]
+  [ -z "$(pgrep -f "sleep $((marker + 1))")" ]
+  [ -z "$(ls "$PROJECT/.cordon/sessions")" ]
+}
+
 @test "run: --file, --env, --stdin and --cwd reach the command" {
   printf 'payload' > src.txt
   printf 'from-stdin' > in.txt
