@@ -185,6 +185,8 @@ struct cordon_exec_result {
   uint64_t stderr_total;
   bool stderr_truncated;
   double duration; /* seconds, monotonic */
+  /* Added after ABI 3 (zero from older backends): */
+  bool oom_killed; /* killed by the sandbox's memory limit (not by any other SIGKILL) */
 };
 
 CORDON_API void cordon_exec_result_clear(struct cordon_exec_result *res);

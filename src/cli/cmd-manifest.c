@@ -286,6 +286,72 @@ json_t *bytes_json(const unsigned char *data, size_t len) {
 }
 
 /* Print the result the way a user expects and return the exit code of the verb. */
+/* The memory limit of the command whose result is printed next, for the message of an OOM
+ * kill; 0 when the caller does not know it (a session's exec). */
+static uint64_t result_memory_limit;
+
+void emit_result_memory_limit(uint64_t bytes) {
+  result_memory_limit = bytes;
+}
+
+/* "256M": the limit in the largest binary unit that divides it, as --memory takes it. */
+static void format_size(uint64_t bytes, char *buf, size_t size) {
+  static const char units[] = "KMGT";
+  int unit = -1;
+  while (unit < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    unit++;
+  }
+  if (unit < 0)
+    snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+  else
+    snprintf(buf, size, "%llu%c", (unsigned long long)bytes, units[unit]);
+}
+
+static void report_oom(void) {
+  if (!result_memory_limit) {
+    cli_error("killed by the memory limit");
+    return;
+  }
+  char limit[32];
+  format_size(result_memory_limit, limit, sizeof(limit));
+  cli_error("killed by the memory limit (%s)", limit);
+}
+
+/* The kinds of cordon_error as --json names them. */
+static const char *error_kind_name(enum cordon_error_kind kind) {
+  switch (kind) {
+  case CORDON_ERR_SYSTEM: return "system";
+  case CORDON_ERR_USAGE: return "usage";
+  case CORDON_ERR_NOT_FOUND: return "not_found";
+  case CORDON_ERR_INVALID: return "invalid";
+  case CORDON_ERR_UNAVAILABLE: return "unavailable";
+  case CORDON_ERR_DENIED: return "denied";
+  case CORDON_ERR_INTEGRITY: return "integrity";
+  case CORDON_ERR_UNSUPPORTED: return "unsupported";
+  case CORDON_ERR_INTERRUPTED: return "interrupted";
+  }
+  return "system";
+}
+
+int emit_failure(struct cordon_error *err, bool json) {
+  if (json) {
+    /* On stdout like a result, so that a reader of the JSON tells cordon's own failure (an
+     * "error" object) from a command that exited 125 by itself (none). */
+    const char *message = err && err->message ? err->message : "failed";
+    json_t *o = json_pack("{s:i, s:{s:s, s:s}}", "exit_code", EXIT_CORDON, "error", "message",
+                          message, "kind", error_kind_name(err ? err->kind : CORDON_ERR_SYSTEM));
+    if (o) {
+      json_dumpf(o, stdout, JSON_INDENT(2));
+      putchar('\n');
+      fflush(stdout);
+      json_decref(o);
+    }
+  }
+  cli_fail(err);
+  return EXIT_CORDON;
+}
+
 int emit_result(const struct cordon_exec_result *r, bool json, double timeout) {
   if (json) {
     json_t *o = json_pack("{s:i, s:i, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:f}", "exit_code",
@@ -295,6 +361,7 @@ int emit_result(const struct cordon_exec_result *r, bool json, double timeout) {
                           (json_int_t)r->stdout_total, "stderr_bytes", (json_int_t)r->stderr_total,
                           "stdout_truncated", r->stdout_truncated, "stderr_truncated",
                           r->stderr_truncated, "duration", r->duration);
+    json_object_set_new(o, "oom_killed", json_boolean(r->oom_killed));
     json_dumpf(o, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(o);
@@ -307,6 +374,8 @@ int emit_result(const struct cordon_exec_result *r, bool json, double timeout) {
     if (r->stderr_truncated)
       cli_error("stderr truncated: kept %zu of %llu bytes", r->stderr_length,
                 (unsigned long long)r->stderr_total);
+    if (r->oom_killed)
+      report_oom();
   }
   if (r->timed_out) {
     if (!json)

@@ -152,6 +152,12 @@ int apply_backend(const struct cordon_backend *b, const struct manifest_opts *o,
 json_t *bytes_json(const unsigned char *data, size_t len);
 /* Print the result the way a user expects and return the exit code of the verb. */
 int emit_result(const struct cordon_exec_result *r, bool json, double timeout);
+/* The memory limit the next emit_result names when the command was killed by it (0: unknown). */
+void emit_result_memory_limit(uint64_t bytes);
+/* cordon itself failed to start or run the command: the message on stderr and, with json, an
+ * object with "error" {message, kind} and exit_code 125 on stdout. Frees err; returns
+ * EXIT_CORDON. */
+int emit_failure(struct cordon_error *err, bool json);
 /* FILE's bytes, or cordon's stdin for "-"; nothing for NULL. */
 int load_stdin(const char *file, unsigned char **data, size_t *len, struct cordon_error **err);
 

@@ -75,7 +75,7 @@ int cmd_run(int argc, char **argv) {
       cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
       apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
       cordon_session_create(ctx, b, &m, &s, &err) < 0) {
-    cli_fail(err);
+    emit_failure(err, o.json);
     goto out;
   }
   struct cordon_exec_request req = {
@@ -86,8 +86,9 @@ int cmd_run(int argc, char **argv) {
   };
   struct cordon_exec_result res;
   if (cordon_session_exec(s, &req, &res, &err) < 0) {
-    cli_fail(err);
+    emit_failure(err, o.json);
   } else {
+    emit_result_memory_limit(m.policy.limits.memory_bytes);
     code = emit_result(&res, o.json, o.timeout);
     cordon_exec_result_clear(&res);
   }

@@ -299,7 +299,7 @@ static int session_exec(int argc, char **argv) {
   };
   struct cordon_exec_result res;
   if (cordon_session_exec(h.s, &req, &res, &err) < 0) {
-    cli_fail(err);
+    emit_failure(err, json);
   } else {
     code = emit_result(&res, json, timeout ? timeout : h.s->default_timeout);
     cordon_exec_result_clear(&res);

@@ -305,6 +305,35 @@ static bool populated(int events_fd) {
   return p && p[strlen("populated ")] == '1';
 }
 
+/* The value of the line "key N" in a flat-keyed cgroup file; 0 when absent or unreadable. */
+static uint64_t read_keyed(const char *dir, const char *file, const char *key) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "%s/%s", dir, file) < 0)
+    return 0;
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return 0;
+  buf[n] = 0;
+  size_t klen = strlen(key);
+  for (const char *line = buf; line && *line;
+       line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+    if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
+      return strtoull(line + klen + 1, NULL, 10);
+  return 0;
+}
+
+uint64_t confine_cgroups_oom_kills(const struct confine_cgroups *cg) {
+  if (cg->v1[CONFINE_CG_MEMORY])
+    return read_keyed(cg->v1[CONFINE_CG_MEMORY], "memory.oom_control", "oom_kill");
+  if (cg->v2)
+    return read_keyed(cg->v2, "memory.events", "oom_kill");
+  return 0;
+}
+
 bool confine_cgroup_populated(int dirfd) {
   _cleanup_close_ int efd = openat(dirfd, "cgroup.events", O_RDONLY | O_CLOEXEC);
   return efd < 0 || populated(efd);

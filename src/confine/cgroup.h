@@ -76,6 +76,12 @@ int confine_cgroups_sweep(const char *prefix, bool dry_run, struct confine_cgrou
                           size_t *count, struct cordon_error **err);
 void confine_cgroup_orphans_free(struct confine_cgroup_orphan *found, size_t count);
 
+/* How many processes the out-of-memory killer has killed in the sandbox's memory cgroup so far
+ * (oom_kill of the v1 memory.oom_control, or of the v2 cgroup's memory.events, which counts its
+ * leaves too); 0 when there is no memory cgroup or no counter. Compared before and after an
+ * exec, it tells an OOM kill from any other SIGKILL. */
+uint64_t confine_cgroups_oom_kills(const struct confine_cgroups *cg);
+
 /* Whether the v2 cgroup dirfd still holds a process (cgroup.events). */
 bool confine_cgroup_populated(int dirfd);
 

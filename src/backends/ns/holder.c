@@ -174,7 +174,9 @@ struct holder {
   int *idle_pairs; /* shared with the workers: see idle_slot_take(); NULL without */
   pid_t workers[MAX_WORKERS];
   bool idle[MAX_WORKERS];
+  bool keeper[MAX_WORKERS]; /* serves no more execs: only keeps what an exec left running */
   size_t n_workers;
+  size_t n_keepers;
   double last_spawn;
   bool idle_died; /* an idle pair died without serving anyone */
 };
@@ -202,6 +204,7 @@ static pid_t spawn_worker(struct holder *h) {
       __atomic_add_fetch(h->idle_pairs, 1, __ATOMIC_RELAXED);
     h->workers[h->n_workers] = pid;
     h->idle[h->n_workers] = true;
+    h->keeper[h->n_workers] = false;
     h->n_workers++;
   }
   return pid;
@@ -212,9 +215,12 @@ static bool forget_worker(struct holder *h, pid_t pid, bool *was_idle) {
   for (size_t i = 0; i < h->n_workers; i++)
     if (h->workers[i] == pid) {
       *was_idle = h->idle[i];
+      if (h->keeper[i])
+        h->n_keepers--;
       h->n_workers--;
       h->workers[i] = h->workers[h->n_workers];
       h->idle[i] = h->idle[h->n_workers];
+      h->keeper[i] = h->keeper[h->n_workers];
       return true;
     }
   return false;
@@ -224,6 +230,18 @@ static void mark_idle(struct holder *h, pid_t pid, bool idle) {
   for (size_t i = 0; i < h->n_workers; i++)
     if (h->workers[i] == pid)
       h->idle[i] = idle;
+}
+
+/* A worker that left its exec's background processes running serves no more execs: it no
+ * longer counts among the pairs (replenish), and its leaf and orphans are left alone until it
+ * dies (after_worker_death then kills whatever is still there). */
+static void mark_keeper(struct holder *h, pid_t pid) {
+  for (size_t i = 0; i < h->n_workers; i++)
+    if (h->workers[i] == pid && !h->keeper[i]) {
+      h->keeper[i] = true;
+      h->idle[i] = false;
+      h->n_keepers++;
+    }
 }
 
 static bool is_worker(const struct holder *h, pid_t pid) {
@@ -259,7 +277,7 @@ static void after_worker_death(struct holder *h, pid_t worker) {
 /* Bring the workers up to `workers`, and make one more when a client waits and no pair is
  * idle. Fork failures (the pids limit) are retried later. */
 static void replenish(struct holder *h, size_t workers, bool client_waiting) {
-  while (h->n_workers < workers || (client_waiting && count_idle(h) == 0)) {
+  while (h->n_workers - h->n_keepers < workers || (client_waiting && count_idle(h) == 0)) {
     /* A pair that died before serving anyone (its setup failed, or the sandbox killed it) is
      * replaced too, but never in a tight loop. */
     if (h->idle_died && fs_now() - h->last_spawn < 0.01)
@@ -283,7 +301,7 @@ static _Noreturn void holder_loop(struct holder *h) {
         {.fd = want_clients ? h->cfg->listen_fd : -1, .events = POLLIN},
     };
     /* A fork that failed (the pids limit) is retried every 100 ms while clients wait. */
-    bool retry = want_clients && h->n_workers == 0;
+    bool retry = want_clients && h->n_workers == h->n_keepers;
     int timeout = retry ? 100 : h->cfg->socket_file_fd >= 0 ? SOCKET_CHECK_MS : -1;
     if (poll(pfds, 3, timeout) < 0 && errno != EINTR)
       continue;
@@ -304,6 +322,9 @@ static _Noreturn void holder_loop(struct holder *h) {
       while (read(h->busy_read, &note, sizeof(note)) == (ssize_t)sizeof(note)) {
         if (note.event == WORKER_CLAIMED) {
           mark_idle(h, note.pid, false);
+        } else if (note.event == WORKER_KEPT) {
+          mark_keeper(h, note.pid);
+          exec_seen = true;
         } else {
           if (note.event == WORKER_REARMED)
             mark_idle(h, note.pid, true);

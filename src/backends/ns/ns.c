@@ -9,6 +9,7 @@
  * session socket; the runner (exec/runner.c) does the capture and the timeout around it.
  * read/write/ls work on the host side of the workspace (a host directory bind-mounted in). */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -599,6 +600,10 @@ static void oneshot_cleanup(void *data) {
   l->sandbox = NULL;
 }
 
+static int ns_exec_launch(struct cordon_session *s, struct ns_impl *impl,
+                          const struct exec_spec *spec, struct cordon_exec_result *res,
+                          struct cordon_error **err);
+
 static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *req,
                    struct cordon_exec_result *res, struct cordon_error **err) {
   struct ns_impl *impl = s->impl;
@@ -620,6 +625,19 @@ static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *r
   if (!cwd)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
   struct exec_spec spec = exec_spec_from_request(req, cwd);
+  /* An OOM kill is a SIGKILL like any other: the memory cgroup's counter tells them apart. */
+  uint64_t oom_before = confine_cgroups_oom_kills(&impl->cgroups);
+  int r = ns_exec_launch(s, impl, &spec, res, err);
+  if (r == 0 && res->term_signal == SIGKILL && !res->timed_out &&
+      confine_cgroups_oom_kills(&impl->cgroups) > oom_before)
+    res->oom_killed = true;
+  return r;
+}
+
+/* Run spec in the one-shot sandbox being built, or through the session's holder. */
+static int ns_exec_launch(struct cordon_session *s, struct ns_impl *impl,
+                          const struct exec_spec *spec, struct cordon_exec_result *res,
+                          struct cordon_error **err) {
   if (impl->pending) {
     struct oneshot_launch l = {.impl = impl, .pending = impl->pending};
     const struct exec_launcher launcher = {
@@ -629,7 +647,7 @@ static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *r
         .kill_tree = oneshot_kill_tree,
         .cleanup = oneshot_cleanup,
     };
-    int r = exec_run_with(&spec, &launcher, res, err);
+    int r = exec_run_with(spec, &launcher, res, err);
     ns_pending_free(impl->pending);
     impl->pending = NULL;
     return r;
@@ -644,7 +662,7 @@ static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *r
       .kill_tree = launch_kill_tree,
       .cleanup = launch_cleanup,
   };
-  return exec_run_with(&spec, &launcher, res, err);
+  return exec_run_with(spec, &launcher, res, err);
 }
 
 const struct cordon_backend cordon_backend_ns = {

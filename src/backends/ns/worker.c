@@ -1,6 +1,7 @@
 /* The worker half of the ns holder (see holder.h for the process tree): a worker serves execs
  * one after the other, each with a command process started ahead of time as a vfork of the
- * worker, supervises it as a subreaper, reports its exit status and kills what it left; with
+ * worker, supervises it as a subreaper, reports its exit status, kills the tree on a timeout
+ * and keeps what a command left running in the background until it ends; with
  * the holder it keeps the count of idle pairs (worker.h). */
 #include <errno.h>
 #include <fcntl.h>
@@ -432,7 +433,7 @@ static int worker_serve(struct worker *w) {
   close(w->pair);
   w->served++;
   int pidfd = sys_pidfd_open(pid, 0);
-  bool client_gone = false;
+  bool client_gone = false, killed = false;
   while (!w->command_done && !client_gone) {
     struct pollfd pfds[2] = {
         {.fd = w->conn, .events = POLLIN},
@@ -447,6 +448,7 @@ static int worker_serve(struct worker *w) {
       ssize_t r = recv(w->conn, &byte, 1, MSG_DONTWAIT);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
         client_gone = true; /* nobody waits for this command any more: it dies */
+      killed = true;        /* a timeout or an interrupt, or the client left */
       worker_kill_tree(w);
     }
     int status;
@@ -456,8 +458,12 @@ static int worker_serve(struct worker *w) {
   }
   if (pidfd >= 0)
     close(pidfd);
-  /* The command ended (or its client left): nothing it started may stay behind. */
-  worker_kill_tree(w);
+  /* Killed (timeout, interrupt, client gone): nothing it started may stay behind. A command
+   * that ended by itself keeps what it started in the background (a server, `cmd &`, a setsid
+   * daemon) running for the session's next execs, as `docker exec` does; the worker stays
+   * their subreaper (ns_worker_main) and the session's end kills them. */
+  if (killed || !w->command_done)
+    worker_kill_tree(w);
   if (!w->command_done) {
     int status;
     if (waitpid(pid, &status, 0) == pid)
@@ -482,11 +488,30 @@ static bool worker_clean(const struct worker *w) {
          (w->leaf_fd < 0 || !confine_cgroup_populated(w->leaf_fd));
 }
 
+/* The last exec left processes running: serve no more execs, only reap them (we are their
+ * subreaper) until none is left, then go; the holder kills what is still in our leaf then. A
+ * timeout of a later exec cannot reach them, since that exec runs in another worker's leaf. */
+static _Noreturn void worker_keep(struct worker *w) {
+  worker_tell(w, WORKER_KEPT);
+  ns_set_title("cordon: keeper");
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0 && errno == EINTR)
+      continue;
+    if (pid < 0 && worker_clean(w))
+      break;
+    if (pid < 0)
+      poll(NULL, 0, 100); /* no child, but the leaf still holds something of ours */
+  }
+  worker_exit(w, 0);
+}
+
 /* A worker serves execs one after the other: once an exec's tree is gone it starts its next
  * command process (a vfork: no fork per exec), up to WORKER_MAX_EXECS, since what each command
- * process allocates before its execve stays in our heap. Anything left of an exec (a process
- * that would not die within the kill's bounded wait) ends the worker instead: the holder then
- * kills what is in its leaf and makes a new pair. */
+ * process allocates before its execve stays in our heap. Anything left of an exec (what a
+ * command left running, or a process that would not die within the kill's bounded wait) makes
+ * the worker a keeper instead (worker_keep), and the holder makes a new pair. */
 #define WORKER_MAX_EXECS 64
 
 _Noreturn void ns_worker_main(const struct ns_holder_config *cfg, int busy_fd, int *idle_pairs) {
@@ -502,7 +527,9 @@ _Noreturn void ns_worker_main(const struct ns_holder_config *cfg, int busy_fd, i
   for (;;) {
     if (worker_serve(&w) < 0)
       worker_exit(&w, 1);
-    if (w.served >= WORKER_MAX_EXECS || !worker_clean(&w) || !idle_slot_take(w.idle_pairs)) {
+    if (!worker_clean(&w))
+      worker_keep(&w);
+    if (w.served >= WORKER_MAX_EXECS || !idle_slot_take(w.idle_pairs)) {
       /* Done: now the holder may prepare a replacement, off this exec's critical path. */
       worker_tell(&w, WORKER_DONE);
       worker_exit(&w, 0);

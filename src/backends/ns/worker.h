@@ -36,6 +36,8 @@ enum worker_event {
   WORKER_CLAIMED = 1, /* a client's command runs: one idle pair less */
   WORKER_REARMED,     /* that exec is over and a new command process waits: idle again */
   WORKER_DONE,        /* that exec is over and the worker exits: make a new pair */
+  WORKER_KEPT,        /* that exec is over but left processes running (a background job, a
+                         daemon): the worker stays only as their subreaper, until they end */
 };
 struct worker_note {
   int32_t pid;
