@@ -628,8 +628,9 @@ static int ns_exec(struct cordon_session *s, const struct cordon_exec_request *r
   /* An OOM kill is a SIGKILL like any other: the memory cgroup's counter tells them apart. */
   uint64_t oom_before = confine_cgroups_oom_kills(&impl->cgroups);
   int r = ns_exec_launch(s, impl, &spec, res, err);
-  if (r == 0 && res->term_signal == SIGKILL && !res->timed_out &&
-      confine_cgroups_oom_kills(&impl->cgroups) > oom_before)
+  /* 137 without a signal: a shell whose child the OOM killer took. */
+  bool killed = res->term_signal == SIGKILL || res->exit_code == 128 + SIGKILL;
+  if (r == 0 && killed && !res->timed_out && confine_cgroups_oom_kills(&impl->cgroups) > oom_before)
     res->oom_killed = true;
   return r;
 }
