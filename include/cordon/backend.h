@@ -187,6 +187,9 @@ struct cordon_exec_result {
   double duration; /* seconds, monotonic */
   /* Added after ABI 3 (zero from older backends): */
   bool oom_killed; /* killed by the sandbox's memory limit (not by any other SIGKILL) */
+  /* 127 (not found) or 126 (cannot execute) when the backend could not execve the command
+   * (exit_code is the same); 0 when it ran, whatever it exited with. */
+  int exec_failure;
 };
 
 CORDON_API void cordon_exec_result_clear(struct cordon_exec_result *res);
@@ -239,6 +242,9 @@ struct cordon_session {
   /* The snapshot limit (cordon_snapshot_options.max_bytes) for `snapshot`, set by the caller
    * before it: 0 is CORDON_SNAPSHOT_DEFAULT_MAX_BYTES. Not persisted. */
   uint64_t max_snapshot_bytes;
+  /* The memory limit the session was created with (policy.limits.memory_bytes; 0: none),
+   * persisted: what a report of an out-of-memory kill names. */
+  uint64_t memory_limit;
 };
 
 struct cordon_backend {

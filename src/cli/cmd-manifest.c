@@ -287,7 +287,7 @@ json_t *bytes_json(const unsigned char *data, size_t len) {
 
 /* Print the result the way a user expects and return the exit code of the verb. */
 /* The memory limit of the command whose result is printed next, for the message of an OOM
- * kill; 0 when the caller does not know it (a session's exec). */
+ * kill (a session exec: the limit kept in its state); 0 when none is known. */
 static uint64_t result_memory_limit;
 
 void emit_result_memory_limit(uint64_t bytes) {
@@ -362,6 +362,11 @@ int emit_result(const struct cordon_exec_result *r, bool json, double timeout) {
                           "stdout_truncated", r->stdout_truncated, "stderr_truncated",
                           r->stderr_truncated, "duration", r->duration);
     json_object_set_new(o, "oom_killed", json_boolean(r->oom_killed));
+    /* Only when the backend could not execve the command: a command that exits 126/127
+     * itself has none. */
+    if (r->exec_failure == 127 || r->exec_failure == 126)
+      json_object_set_new(o, "exec_failure",
+                          json_string(r->exec_failure == 127 ? "not_found" : "cannot_execute"));
     json_dumpf(o, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(o);

@@ -301,6 +301,7 @@ static int session_exec(int argc, char **argv) {
   if (cordon_session_exec(h.s, &req, &res, &err) < 0) {
     emit_failure(err, json);
   } else {
+    emit_result_memory_limit(h.s->memory_limit);
     code = emit_result(&res, json, timeout ? timeout : h.s->default_timeout);
     cordon_exec_result_clear(&res);
   }

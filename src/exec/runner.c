@@ -621,6 +621,7 @@ struct host_launcher {
   int pidfd;
   bool reaped;
   char *cgroup_leaf; /* NULL: process group only */
+  int exec_failure;  /* 126/127 when the child reported that its execve failed */
 };
 
 /* What the child reports through the CLOEXEC pipe when it fails before or at execve (EOF
@@ -826,6 +827,7 @@ static int host_start(void *data, const struct exec_spec *spec, const int stdio_
   while (n < 0 && errno == EINTR);
   if (n == (ssize_t)sizeof(report_msg)) {
     if (report_msg.stage == CHILD_STAGE_EXEC) {
+      h->exec_failure = exec_failure_code(report_msg.errnum);
       /* Written here rather than in the child (strerror is not async-signal-safe); it lands
        * in the captured stderr before EOF since we still hold that pipe. */
       _cleanup_free_ char *line = NULL;
@@ -897,5 +899,8 @@ int exec_run(const struct exec_spec *spec, struct cordon_exec_result *res,
       .kill_tree = host_kill_tree,
       .cleanup = host_cleanup,
   };
-  return exec_run_with(spec, &launcher, res, err);
+  int r = exec_run_with(spec, &launcher, res, err);
+  if (r == 0)
+    res->exec_failure = host.exec_failure;
+  return r;
 }

@@ -149,6 +149,8 @@ static bool reply_in_range(const struct exec_wire_protocol *p, const struct exec
   case EXEC_WIRE_EXITED:
     /* An exit code, or 128+N for a command killed by signal N. */
     return r->a >= 0 && r->a <= 255 && r->b >= 0 && r->b <= 64 && (r->b == 0 || r->a == 128 + r->b);
+  case EXEC_WIRE_EXEC_FAILED:
+    return (r->a == 126 || r->a == 127) && r->b >= 0 && r->b <= EXEC_WIRE_MAX_ERRNO;
   default: return false;
   }
 }

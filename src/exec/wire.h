@@ -54,6 +54,10 @@ enum exec_wire_reply_type {
   EXEC_WIRE_FAILED = 'F',
   EXEC_WIRE_EXITED = 'X',
   EXEC_WIRE_TIMED_OUT = 'T',
+  /* The helper could not execve the command: .a 127 (not found) or 126 (cannot execute), .b
+   * the errno. The command's result all the same, with its message on stderr; the type tells
+   * it from a command that exits 126/127 itself. */
+  EXEC_WIRE_EXEC_FAILED = 'E',
 };
 
 /* Why a command could not start (EXEC_WIRE_FAILED .a). */

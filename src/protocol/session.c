@@ -103,6 +103,8 @@ static int write_state(struct cordon_session *s, bool unsynced, struct cordon_er
       s->root, "env", "env_private", (json_int_t)strv_length((const char *const *)s->env),
       "private_dir", session_private(s)->has_rundir, "default_timeout", s->default_timeout,
       "shut_down", s->shut_down, "backend_state", backend_state ? backend_state : json_object());
+  if (doc && s->memory_limit)
+    json_object_set_new(doc, "memory_limit", json_integer((json_int_t)s->memory_limit));
   if (!doc)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
   _cleanup_free_ char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -254,6 +256,7 @@ static int session_new(struct cordon_context *ctx, const struct cordon_backend *
   s->backend = backend;
   s->ctx = ctx;
   s->default_timeout = m->default_timeout;
+  s->memory_limit = m->policy.limits.memory_bytes;
   s->ephemeral = m->ephemeral;
   s->one_shot = m->one_shot;
   s->root = strdup(m->root ? m->root : DEFAULT_ROOT);
@@ -589,14 +592,14 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   const char *sid = NULL, *backend_name = NULL, *workspace = NULL, *root = NULL;
   double timeout = 0;
   json_t *env = NULL, *backend_state = NULL;
-  json_int_t env_private = 0;
+  json_int_t env_private = 0, memory_limit = 0;
   int private_dir = 0;
   if (json_unpack_ex(doc, &jerr, JSON_STRICT,
-                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s?:b, s:F, s:b, s:o}", "version",
+                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s?:b, s:F, s:b, s:o, s?:I}", "version",
                      &version, "id", &sid, "backend", &backend_name, "workspace", &workspace,
                      "root", &root, "env", &env, "env_private", &env_private, "private_dir",
                      &private_dir, "default_timeout", &timeout, "shut_down", &shut_down,
-                     "backend_state", &backend_state) < 0) {
+                     "backend_state", &backend_state, "memory_limit", &memory_limit) < 0) {
     int r = corrupt(err, path, jerr.text);
     json_decref(doc);
     return r;
@@ -616,6 +619,8 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
     why = "root is not absolute";
   else if (!*workspace)
     why = "workspace is empty";
+  else if (memory_limit < 0)
+    why = "memory_limit is negative";
   if (why) {
     int r = corrupt(err, path, why);
     json_decref(doc);
@@ -639,6 +644,7 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   s->workspace = strdup(workspace);
   s->root = strdup(root);
   s->default_timeout = timeout;
+  s->memory_limit = (uint64_t)memory_limit;
   s->shut_down = shut_down;
   s->env = calloc(json_array_size(env) + 1, sizeof(char *));
   s->backend_state = json_dumps(backend_state, JSON_COMPACT);

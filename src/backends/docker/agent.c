@@ -4,5 +4,5 @@
 #include "backends/docker/agent.h"
 
 const struct exec_wire_protocol docker_agent_protocol = {
-    DOCKER_AGENT_REQUEST_MAGIC, DOCKER_AGENT_REPLY_MAGIC, "RFXT", EXEC_WIRE_STAGE_NO_SECCOMP,
+    DOCKER_AGENT_REQUEST_MAGIC, DOCKER_AGENT_REPLY_MAGIC, "RFXTE", EXEC_WIRE_STAGE_NO_SECCOMP,
     "the exec agent"};

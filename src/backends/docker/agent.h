@@ -11,7 +11,9 @@
  *   agent -> host   reply 'X' (ended: exit code, signal) or 'T' (the agent's own timeout
  *                   fired and killed the tree); then the connection closes
  *
- * A closed connection also kills the tree: an exec never outlives its client. This file is
+ * A closed connection before the final reply also kills the tree: a running exec never
+ * outlives its client. After the reply, what the command left in the background lives on
+ * until it ends or the session does. This file is
  * also compiled into the static init. */
 #ifndef CORDON_BACKENDS_DOCKER_AGENT_H
 #define CORDON_BACKENDS_DOCKER_AGENT_H

@@ -1,6 +1,7 @@
 /* The session's container as the exec paths and the session see it: its record in the
  * engine, whether it still runs after an exec ended without a status, the working directory
- * of a request inside it, and the creator identity its label carries (container.h). */
+ * of a request inside it, its memory cgroup's OOM-kill counter, and the creator identity its
+ * label carries (container.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -100,4 +101,64 @@ char *docker_creator_identity(pid_t pid) {
   if (!start || asprintf(&out, "%s:%d:%llu", boot, (int)pid, start) < 0)
     return NULL;
   return out;
+}
+
+/* The value of the line "oom_kill N" in a cgroup memory file; -1 when absent or unreadable. */
+static int64_t read_oom_kill(const char *path) {
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  char buf[2048];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return -1;
+  buf[n] = 0;
+  for (const char *line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+    if (!strncmp(line, "oom_kill ", 9))
+      return strtoll(line + 9, NULL, 10);
+  return -1;
+}
+
+int64_t docker_container_oom_kills(const struct docker_session *d) {
+  if (d->agent_pid <= 0 || !d->container)
+    return -1;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%ld/cgroup", d->agent_pid);
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return -1;
+  buf[n] = 0;
+  /* Lines "ID:CONTROLLERS:PATH": v1's memory hierarchy wins over v2's unified line. */
+  const char *v1 = NULL, *v2 = NULL;
+  for (char *line = buf; line && *line;) {
+    char *next = strchr(line, '\n');
+    if (next)
+      *next++ = 0;
+    char *c = strchr(line, ':');
+    char *p = c ? strchr(c + 1, ':') : NULL;
+    if (p) {
+      *p = 0;
+      const char *controllers = c + 1;
+      if (!*controllers)
+        v2 = p + 1;
+      for (const char *m = strstr(controllers, "memory"); m; m = strstr(m + 1, "memory"))
+        if ((m == controllers || m[-1] == ',') && (m[6] == 0 || m[6] == ','))
+          v1 = p + 1;
+    }
+    line = next;
+  }
+  const char *cgroup = v1 ? v1 : v2;
+  /* The pid may have been reused since the session was made: it must be this container's. */
+  if (!cgroup || !strstr(cgroup, d->container) || strstr(cgroup, ".."))
+    return -1;
+  _cleanup_free_ char *file = NULL;
+  if (asprintf(&file,
+               v1 ? "/sys/fs/cgroup/memory%s/memory.oom_control" : "/sys/fs/cgroup%s/memory.events",
+               cgroup) < 0)
+    return -1;
+  return read_oom_kill(file);
 }

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <cordon/session.h>
@@ -23,6 +24,11 @@ int docker_container_gone_error(struct cordon_session *s, struct docker_session 
 /* The working directory inside the container for a request's cwd (*out malloc'd). */
 int docker_container_cwd(struct cordon_session *s, const char *cwd, char **out,
                          struct cordon_error **err);
+/* How many processes the OOM killer has killed in the container's memory cgroup (v1
+ * memory.oom_control or v2 memory.events, oom_kill), read from this host through the cgroup
+ * of its init (agent_pid, checked to be the container's); -1 when that cannot be read here (a
+ * remote or rootless engine, an unknown pid). */
+int64_t docker_container_oom_kills(const struct docker_session *d);
 /* "BOOTID:PID:STARTTIME" of a running process (malloc'd), or NULL when it does not run. */
 char *docker_creator_identity(pid_t pid);
 

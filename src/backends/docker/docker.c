@@ -21,11 +21,13 @@
  * This file owns what ties them together, at the top of the backend's calls: availability,
  * the choice of exec path, and the backend table. Nothing else in the backend calls it. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/builtin.h"
+#include "backends/docker/container.h"
 #include "backends/docker/docker.h"
 #include "backends/docker/engine.h"
 #include "backends/docker/exec-agent.h"
@@ -95,7 +97,15 @@ static int docker_exec(struct cordon_session *s, const struct cordon_exec_reques
                               s->id, d->container);
     api = true;
   }
-  return api ? docker_exec_api(s, d, req, res, err) : docker_exec_agent(s, d, req, res, err);
+  /* An OOM kill is a SIGKILL like any other: the container's oom_kill counter, read before
+   * and after, tells them apart (State.OOMKilled would not: it stays set once any process of
+   * the container was killed). Unreadable from here (a remote engine): never reported. */
+  int64_t oom_before = docker_container_oom_kills(d);
+  int r = api ? docker_exec_api(s, d, req, res, err) : docker_exec_agent(s, d, req, res, err);
+  if (r == 0 && oom_before >= 0 && res->term_signal == SIGKILL && !res->timed_out &&
+      docker_container_oom_kills(d) > oom_before)
+    res->oom_killed = true;
+  return r;
 }
 
 const struct cordon_backend cordon_backend_docker = {

@@ -3,7 +3,8 @@
  * (exec/runner.c), over the connection agent-dir.c opens. The runner makes the
  * pipes and owns capture, bounds and the timeout; this launcher hands the pipe ends to the
  * agent, whose per-exec monitor runs the command and kills its whole tree, and only it, when
- * it ends or is told to. Everything the agent sends back is parsed as hostile input. */
+ * told to or at its timeout (a command that ends by itself leaves its background processes
+ * running, until the session ends). Everything the agent sends back is parsed as hostile input. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -38,6 +39,7 @@ struct agent_launch {
   bool ended;           /* the final reply arrived (or the connection broke) */
   bool gave_up;         /* the agent did not report after a timeout: we hung up */
   bool agent_timed_out; /* the agent's own timeout fired first */
+  int exec_failure;     /* 126/127: the agent could not execve the command */
 };
 
 /* The engine's view of a container whose agent cannot be reached: gone, stopped, or running
@@ -180,6 +182,12 @@ static int agent_reap(void *data, int *exit_code, int *term_signal, struct cordo
     *term_signal = 9;
     return 0;
   }
+  if (reply.type == EXEC_WIRE_EXEC_FAILED) {
+    l->exec_failure = reply.a;
+    *exit_code = reply.a;
+    *term_signal = 0;
+    return 0;
+  }
   if (reply.type != EXEC_WIRE_EXITED)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO,
                             "session %s: the exec agent answered '%c' instead of a status",
@@ -229,5 +237,6 @@ int docker_exec_agent(struct cordon_session *s, struct docker_session *d,
     return -1;
   if (l.agent_timed_out)
     res->timed_out = true;
+  res->exec_failure = l.exec_failure;
   return 0;
 }

@@ -31,8 +31,10 @@
  * reads a request (agent.h: cwd, argv, environment, timeout, and the command's stdio as
  * three fds), runs the command exactly as the exec wrapper does (same child setup, seccomp
  * stacking, 126/127), is the child subreaper of its tree, and kills that whole tree when the
- * command ends, when the host sends 'K' or hangs up, or when the timeout fires; then it
- * replies with the status. A monitor that dies without finishing (killed from inside the
+ * host sends 'K' or hangs up, or when the timeout fires; then it replies with the status. A
+ * command that ends by itself keeps what it left running in the background: the monitor
+ * replies, then stays the subreaper of those processes until they end (monitor_keep), and the
+ * session's end kills them. A monitor that dies without finishing (killed from inside the
  * container) leaves orphans to init, which kills every child of its own that is not a live
  * monitor, with its tree. Init and the monitors are not dumpable: the workload (same uid, no
  * capabilities) can neither ptrace them nor reach their fds through /proc.
@@ -582,6 +584,21 @@ static int ms_left(double deadline) {
   return left <= 0 ? 0 : left > 3600000.0 ? 3600000 : (int)left + 1;
 }
 
+/* The exec is over and its command left processes running: stay their subreaper (so that
+ * init's sweep for orphans, which spares live monitors' trees, leaves them alone) and reap
+ * them until none is left. Session shutdown ends them: the engine's stop makes init kill
+ * everything. Any living descendant makes a child of ours (orphans come back to us), so
+ * waitpid ends with ECHILD exactly when the tree is gone. */
+static void monitor_keep(void) {
+  for (;;) {
+    pid_t p = waitpid(-1, NULL, 0);
+    if (p < 0 && errno == ECHILD)
+      return;
+    if (p < 0 && errno != EINTR)
+      nap_ms(100);
+  }
+}
+
 /* One exec, in a process of its own forked by init: read the request, run the command,
  * report, and leave nothing of its tree behind. Returns the monitor's exit code: 0 when it
  * did its job (init sweeps for orphans after any other end). */
@@ -662,10 +679,22 @@ static int monitor_serve(int conn) {
       break;
     }
   }
-  /* The command ended (or its time is up): nothing it started may outlive it. */
-  command_finish(&child);
+  /* Killed (timeout, 'K', the host gone): nothing it started may outlive it. A command that
+   * ended by itself keeps what it started in the background (a server, `cmd &`, a setsid
+   * daemon) for the session's next execs, as `docker exec` does: monitor_keep. */
+  bool killed = !child.done;
+  if (killed)
+    command_finish(&child);
+  else
+    command_reap(&child);
   if (timed_out) {
     send_reply(conn, EXEC_WIRE_TIMED_OUT, 0, 0);
+  } else if (rep.stage == STAGE_EXEC && WIFEXITED(child.status) &&
+             (WEXITSTATUS(child.status) == 126 || WEXITSTATUS(child.status) == 127)) {
+    /* The command's execve failed (reported through the pipe before it closed): a result,
+     * told apart from a command that exits 126/127 itself. */
+    send_reply(conn, EXEC_WIRE_EXEC_FAILED, WEXITSTATUS(child.status),
+               rep.errnum >= 0 && rep.errnum <= EXEC_WIRE_MAX_ERRNO ? rep.errnum : EINVAL);
   } else if (WIFSIGNALED(child.status)) {
     int sig = WTERMSIG(child.status);
     send_reply(conn, EXEC_WIRE_EXITED, 128 + sig, sig);
@@ -673,6 +702,10 @@ static int monitor_serve(int conn) {
     send_reply(conn, EXEC_WIRE_EXITED, WIFEXITED(child.status) ? WEXITSTATUS(child.status) : 126,
                0);
   }
+  close(conn);
+  close(sfd);
+  if (!killed)
+    monitor_keep();
   return 0;
 }
 

@@ -874,6 +874,16 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
   return 0;
 }
 
+int ns_oneshot_exec_failure(const struct ns_oneshot *o) {
+  /* exec_errno without exec_stage: set by the command process when execve failed. */
+  if (!o || !o->command_done || o->exec_stage || !o->exec_errno)
+    return 0;
+  int status = o->command_status;
+  if (!WIFEXITED(status) || (WEXITSTATUS(status) != 126 && WEXITSTATUS(status) != 127))
+    return 0;
+  return WEXITSTATUS(status);
+}
+
 int ns_oneshot_reap(struct ns_oneshot *o, int *exit_code, int *term_signal,
                     struct cordon_error **err) {
   int status = 0;

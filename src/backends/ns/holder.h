@@ -76,6 +76,9 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
  * down): ns_oneshot_free waits for that, so a caller can do other work first. */
 int ns_oneshot_reap(struct ns_oneshot *o, int *exit_code, int *term_signal,
                     struct cordon_error **err);
+/* After ns_oneshot_reap: 127 or 126 when the command's execve failed (not found, cannot
+ * execute), 0 when the command ran. */
+int ns_oneshot_exec_failure(const struct ns_oneshot *o);
 /* Kill the sandbox (pid 1, and with it everything in the namespace). Idempotent. */
 void ns_oneshot_kill(struct ns_oneshot *o);
 /* Kill and reap what is left, release everything. NULL is fine. */

@@ -417,7 +417,8 @@ static int ns_snapshot(struct cordon_session *s, char **snapshot_id, struct cord
 struct ns_launch {
   struct ns_impl *impl;
   int conn;
-  bool ended; /* the exit status arrived (or the connection broke) */
+  bool ended;       /* the exit status arrived (or the connection broke) */
+  int exec_failure; /* 126/127: the sandbox could not execve the command */
 };
 
 /* What a client needs, from the session's identity only: its runtime directory (checked: ours,
@@ -537,10 +538,16 @@ static int launch_reap(void *data, int *exit_code, int *term_signal, struct cord
   l->ended = true;
   if (r < 0)
     return -1;
-  if (r == 0 || reply.type != EXEC_WIRE_EXITED)
+  if (r == 0 || (reply.type != EXEC_WIRE_EXITED && reply.type != EXEC_WIRE_EXEC_FAILED))
     return cordon_error_set(err, CORDON_ERR_SYSTEM, r == 0 ? EPIPE : EPROTO,
                             "the sandbox ended the command without a status (was the session "
                             "destroyed?)");
+  if (reply.type == EXEC_WIRE_EXEC_FAILED) {
+    l->exec_failure = reply.a;
+    *exit_code = reply.a;
+    *term_signal = 0;
+    return 0;
+  }
   *exit_code = reply.a;
   *term_signal = reply.b;
   return 0;
@@ -567,6 +574,7 @@ struct oneshot_launch {
   struct ns_pending *pending;
   struct ns_oneshot_command cmd;
   struct ns_oneshot *sandbox;
+  int exec_failure; /* 126/127: the sandbox could not execve the command */
 };
 
 static int oneshot_start(void *data, const struct exec_spec *spec, const int stdio_fds[3],
@@ -584,7 +592,10 @@ static int oneshot_start(void *data, const struct exec_spec *spec, const int std
 
 static int oneshot_reap(void *data, int *exit_code, int *term_signal, struct cordon_error **err) {
   struct oneshot_launch *l = data;
-  return ns_oneshot_reap(l->sandbox, exit_code, term_signal, err);
+  int r = ns_oneshot_reap(l->sandbox, exit_code, term_signal, err);
+  if (r == 0)
+    l->exec_failure = ns_oneshot_exec_failure(l->sandbox);
+  return r;
 }
 
 static void oneshot_kill_tree(void *data) {
@@ -651,6 +662,8 @@ static int ns_exec_launch(struct cordon_session *s, struct ns_impl *impl,
     int r = exec_run_with(spec, &launcher, res, err);
     ns_pending_free(impl->pending);
     impl->pending = NULL;
+    if (r == 0)
+      res->exec_failure = l.exec_failure;
     return r;
   }
   if (prepare_client(s, impl, err) < 0)
@@ -663,7 +676,10 @@ static int ns_exec_launch(struct cordon_session *s, struct ns_impl *impl,
       .kill_tree = launch_kill_tree,
       .cleanup = launch_cleanup,
   };
-  return exec_run_with(spec, &launcher, res, err);
+  int r = exec_run_with(spec, &launcher, res, err);
+  if (r == 0)
+    res->exec_failure = l.exec_failure;
+  return r;
 }
 
 const struct cordon_backend cordon_backend_ns = {

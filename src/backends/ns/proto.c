@@ -11,7 +11,7 @@
 #include "backends/ns/proto.h"
 #include "crypto/digest.h"
 
-const struct exec_wire_protocol ns_protocol = {NS_PROTO_REQUEST_MAGIC, NS_PROTO_REPLY_MAGIC, "RFX",
+const struct exec_wire_protocol ns_protocol = {NS_PROTO_REQUEST_MAGIC, NS_PROTO_REPLY_MAGIC, "RFXE",
                                                EXEC_WIRE_STAGE_CHDIR, "the sandbox holder"};
 
 int ns_auth_proof(struct crypto_hmac *h, char role, const uint8_t client_nonce[NS_AUTH_NONCE_LEN],

@@ -76,6 +76,14 @@ void ns_set_title(const char *title) {
 /* Sent by the command process to its worker over their socketpair, with the client's
  * connection attached, right before execve. */
 #define PAIR_CONNECTION 'C'
+/* Then, only when its execve failed (the pair closes at a successful one): this tag and the
+ * errno, so that the worker reports an exec failure rather than an exit 126/127. */
+#define PAIR_EXEC_FAILED 'E'
+
+struct pair_exec_failure {
+  char tag;
+  int errnum;
+};
 
 /* Try execve on each PATH entry, like execvp but with the command's own PATH. Returns the errno
  * to report: EACCES if some candidate was found but not executable, else the last failure. */
@@ -200,6 +208,8 @@ ON_OWN_STACK static _Noreturn void command_main(const struct ns_holder_config *c
   sigprocmask(SIG_SETMASK, &none, NULL);
   int e = ns_exec_search(req.argv[0], (char *const *)req.argv, (char *const *)req.envp);
   dprintf(2, "cordon: %s: %s\n", req.argv[0], strerror(e));
+  struct pair_exec_failure failure = {.tag = PAIR_EXEC_FAILED, .errnum = e};
+  (void)!send(pair, &failure, sizeof(failure), MSG_NOSIGNAL);
   _exit(e == ENOENT ? 127 : 126);
 }
 
@@ -430,7 +440,6 @@ static int worker_serve(struct worker *w) {
   }
   ns_idle_slot_drop(w->idle_pairs);
   worker_tell(w, WORKER_CLAIMED);
-  close(w->pair);
   w->served++;
   int pidfd = sys_pidfd_open(pid, 0);
   bool client_gone = false, killed = false;
@@ -469,9 +478,21 @@ static int worker_serve(struct worker *w) {
     if (waitpid(pid, &status, 0) == pid)
       worker_note_exit(w, pid, status);
   }
+  /* The command process says so on the pair when its execve failed; it has ended, so what
+   * it sent is there now. */
+  struct pair_exec_failure failure = {0};
+  bool exec_failed =
+      recv(w->pair, &failure, sizeof(failure), MSG_DONTWAIT) == (ssize_t)sizeof(failure) &&
+      failure.tag == PAIR_EXEC_FAILED && WIFEXITED(w->status) &&
+      (WEXITSTATUS(w->status) == 126 || WEXITSTATUS(w->status) == 127);
+  close(w->pair);
   if (!client_gone) {
     int st = w->status;
-    if (WIFSIGNALED(st))
+    if (exec_failed)
+      send_reply(w->conn, EXEC_WIRE_EXEC_FAILED, WEXITSTATUS(st),
+                 failure.errnum >= 0 && failure.errnum <= EXEC_WIRE_MAX_ERRNO ? failure.errnum
+                                                                              : EINVAL);
+    else if (WIFSIGNALED(st))
       send_reply(w->conn, EXEC_WIRE_EXITED, 128 + WTERMSIG(st), WTERMSIG(st));
     else
       send_reply(w->conn, EXEC_WIRE_EXITED, WEXITSTATUS(st), 0);
