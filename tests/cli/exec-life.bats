@@ -118,7 +118,7 @@ gone_within() {
   ID=$($CORDON session create --backend ns --workspace ws --memory 64M)
   run $CORDON session exec "$ID" -- sh -c 'tail /dev/zero'
   [ "$status" -eq 137 ]
-  [[ "$output" == *"cordon: killed by the memory limit"* ]]
+  [[ "$output" == *"cordon: killed by the memory limit (64M)"* ]]
   run $CORDON session exec "$ID" -- sh -c 'kill -9 $$'
   [ "$status" -eq 137 ]
   [[ "$output" != *"memory limit"* ]]
@@ -138,7 +138,103 @@ gone_within() {
   echo "$output" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["exit_code"]==125 and d["error"]["message"]'
 }
 
-@test "docker: a background process survives its exec" {
+docker_or_skip() {
   [ -n "${DOCKER_HOST:-}" ] || skip "DOCKER_HOST is not set: no docker engine to test against"
-  skip "the docker exec agent still kills an exec's background processes (not done yet)"
+  run $CORDON backends --json
+  local why
+  why=$(echo "$output" | tr -d '\n' | grep -o '"name": "docker"[^}]*' |
+    grep -o '"unavailable_reason": "[^"]*"' || true)
+  [ -z "$why" ] || skip "docker backend unavailable: $why"
+}
+
+# Whether a process runs in the session's container ("sleep N" in its command line).
+in_container() {
+  $CORDON session exec "$1" -- sh -c "ps -o args 2>/dev/null || cat /proc/[0-9]*/cmdline | tr '\\0' ' '" |
+    grep -q "sleep $2"
+}
+
+@test "docker: a background process and a setsid daemon survive their exec, and die at destroy" {
+  docker_or_skip
+  # The exec agent (the default path); CORDON_DOCKER_EXEC=api still kills them (not done).
+  for mode in agent; do
+    ID=$(CORDON_DOCKER_EXEC=$mode $CORDON session create --backend docker)
+    start=$(date +%s)
+    run env CORDON_DOCKER_EXEC=$mode $CORDON session exec "$ID" -- sh -c "echo started; sleep $MARK >/dev/null 2>&1 & (setsid sleep $((MARK + 1)) >/dev/null 2>&1 &); sleep $((MARK + 2)) & exit 0"
+    end=$(date +%s)
+    [ "$status" -eq 0 ]
+    [[ "$output" == *started* ]]
+    # Returns though a background child holds stdout (generous under load, far below the sleep).
+    [ $((end - start)) -lt 30 ]
+    CORDON_DOCKER_EXEC=$mode in_container "$ID" "$MARK"
+    CORDON_DOCKER_EXEC=$mode in_container "$ID" "$((MARK + 1))"
+    run $CORDON session destroy "$ID"
+    [ "$status" -eq 0 ]
+  done
+}
+
+@test "docker: a timeout kills the command's daemonised grandchild too" {
+  docker_or_skip
+  ID=$($CORDON session create --backend docker)
+  run $CORDON session exec "$ID" --timeout 1 -- sh -c "(setsid sleep $MARK >/dev/null 2>&1 &); sleep $((MARK + 1))"
+  [ "$status" -eq 124 ]
+  sleep 1
+  ! in_container "$ID" "$MARK"
+  ! in_container "$ID" "$((MARK + 1))"
+}
+
+@test "docker: a command killed by the memory limit says so; kill -9 does not" {
+  docker_or_skip
+  ID=$($CORDON session create --backend docker --memory 64M)
+  run $CORDON session exec "$ID" -- sh -c 'tail /dev/zero'
+  [ "$status" -eq 137 ]
+  [[ "$output" == *"cordon: killed by the memory limit (64M)"* ]] ||
+    skip "the container's oom_kill counter cannot be read from this host: $output"
+  run --separate-stderr $CORDON session exec "$ID" --json -- sh -c 'tail /dev/zero'
+  [ "$status" -eq 137 ]
+  [[ "$output" == *'"oom_killed": true'* ]]
+  run $CORDON session exec "$ID" -- sh -c 'kill -9 $$'
+  [ "$status" -eq 137 ]
+  [[ "$output" != *"memory limit"* ]]
+  run --separate-stderr $CORDON session exec "$ID" --json -- sh -c 'kill -9 $$'
+  [ "$status" -eq 137 ]
+  [[ "$output" == *'"oom_killed": false'* ]]
+}
+
+@test "--json: a command the backend could not execute has exec_failure; exit 126/127 of its own has none" {
+  ns_or_skip
+  run -127 --separate-stderr $CORDON run --json -- nosuchcmd
+  [ "$status" -eq 127 ]
+  [[ "$output" == *'"exec_failure": "not_found"'* ]]
+  run -127 --separate-stderr $CORDON run --json -- sh -c 'exit 127'
+  [ "$status" -eq 127 ]
+  [[ "$output" != *exec_failure* ]]
+  run --separate-stderr $CORDON run --json -- /etc/passwd
+  [ "$status" -eq 126 ]
+  [[ "$output" == *'"exec_failure": "cannot_execute"'* ]]
+  run --separate-stderr $CORDON run --json -- sh -c 'exit 126'
+  [ "$status" -eq 126 ]
+  [[ "$output" != *exec_failure* ]]
+  # A session's exec, and the host runner (worktree), the same.
+  ID=$($CORDON session create --backend ns --workspace ws)
+  run -127 --separate-stderr $CORDON session exec "$ID" --json -- nosuchcmd
+  [ "$status" -eq 127 ]
+  [[ "$output" == *'"exec_failure": "not_found"'* ]]
+  run -127 --separate-stderr $CORDON session exec "$ID" --json -- sh -c 'exit 127'
+  [[ "$output" != *exec_failure* ]]
+  run -127 --separate-stderr $CORDON run --backend worktree --workspace ws --json -- nosuchcmd
+  [ "$status" -eq 127 ]
+  [[ "$output" == *'"exec_failure": "not_found"'* ]]
+  run -127 --separate-stderr $CORDON run --backend worktree --workspace ws --json -- sh -c 'exit 127'
+  [[ "$output" != *exec_failure* ]]
+}
+
+@test "docker: --json exec_failure only when the agent could not execute the command" {
+  docker_or_skip
+  ID=$($CORDON session create --backend docker)
+  run -127 --separate-stderr $CORDON session exec "$ID" --json -- nosuchcmd
+  [ "$status" -eq 127 ]
+  [[ "$output" == *'"exec_failure": "not_found"'* ]]
+  run -127 --separate-stderr $CORDON session exec "$ID" --json -- sh -c 'exit 127'
+  [ "$status" -eq 127 ]
+  [[ "$output" != *exec_failure* ]]
 }
