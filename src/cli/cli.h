@@ -43,6 +43,20 @@ int cli_dispatch(const char *verb, const char *usage, const struct cli_subverb *
 /* Report a usage problem with a hint to --help; returns EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The option parser of every verb (cli-options.c): getopt_long, but options may follow
+ * positional arguments (unless shortopts starts with '+'), abbreviated long options are
+ * refused, and a refused or unknown option returns '?' for cli_option_error to report. Set
+ * optind = 0 before the first call of a loop. */
+struct option;
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+               int *longindex);
+/* The index of the first "--" in argv, else argc: a verb that takes a command parses only
+ * the words before it. */
+int cli_args_end(int argc, char **argv);
+/* Report the option the last cli_getopt refused ("unknown option '--work'", "option
+ * '--timeout' needs a value"); returns EXIT_USAGE. */
+int cli_option_error(const char *verb);
+
 /* Strict number parsing: the whole string, in range. */
 int cli_parse_double(const char *s, double min, double *out);
 int cli_parse_u64(const char *s, unsigned long long *out);

@@ -55,10 +55,9 @@ static int parse_args(const char *verb, int argc, char **argv, struct cas_args *
                                        {"help", no_argument, NULL, OPT_HELP},
                                        {0}};
   memset(a, 0, sizeof(*a));
-  optind = 1;
-  opterr = 0;
+  optind = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "ho:", opts, NULL)) != -1) {
     switch (c) {
     case OPT_JSON: a->json = true; break;
     case OPT_TYPE: a->type = optarg; break;
@@ -67,7 +66,7 @@ static int parse_args(const char *verb, int argc, char **argv, struct cas_args *
     case 'o': a->output = optarg; break;
     case 'h':
     case OPT_HELP: fputs(cas_usage, stdout); return -1;
-    default: return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_option_error(verb);
     }
   }
   for (; optind < argc; optind++) {

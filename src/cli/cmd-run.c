@@ -27,9 +27,8 @@ int cmd_run(int argc, char **argv) {
                                        {0}};
   struct manifest_opts o = {0};
   int c, code = EXIT_CORDON;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "+h", opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(run_usage, stdout);
       manifest_opts_free(&o);
@@ -43,9 +42,7 @@ int cmd_run(int argc, char **argv) {
       o.stdin_file = optarg;
       continue;
     }
-    int r = c == '?'
-                ? cli_usage_error("run", "unknown option or missing value '%s'", argv[optind - 1])
-                : manifest_option("run", c, optarg, &o);
+    int r = c == '?' ? cli_option_error("run") : manifest_option("run", c, optarg, &o);
     if (r != 0) {
       manifest_opts_free(&o);
       return r == EXIT_USAGE ? EXIT_CORDON : EXIT_CORDON;

@@ -33,7 +33,7 @@ static const char session_usage[] =
     "                                   snapshot the session's workspace, print the snapshot id;\n"
     "                                   refused (exit 4) when its files hold more than SIZE\n"
     "                                   (default 8G; 0 or unlimited: no limit)\n"
-    "  destroy ID...                    destroy sessions (an unknown id is not an error)\n"
+    "  destroy ID...                    destroy sessions (an unknown id: exit 3)\n"
     "\n"
     "`cordon session create --help` lists the create options.\n";
 
@@ -65,10 +65,13 @@ static void handle_close(struct session_handle *h) {
   cordon_registry_free(h->reg);
 }
 
+/* id may be a unique prefix (cordon_session_resolve_id); an unknown one is NOT_FOUND. */
 static int handle_open(const char *id, struct session_handle *h, struct cordon_error **err) {
   memset(h, 0, sizeof(*h));
+  _cleanup_free_ char *full = NULL;
   if (cordon_registry_load(&h->reg, err) < 0 || cordon_context_open(NULL, &h->ctx, err) < 0 ||
-      cordon_session_open(h->ctx, h->reg, id, &h->s, err) < 0) {
+      cordon_session_resolve_id(h->ctx, id, &full, err) < 0 ||
+      cordon_session_open(h->ctx, h->reg, full, &h->s, err) < 0) {
     handle_close(h);
     return -1;
   }
@@ -125,9 +128,8 @@ static int session_create(int argc, char **argv) {
   const char *from = NULL;
   unsigned long long count = 0; /* 0: no --count, one session */
   int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(create_usage, stdout);
       manifest_opts_free(&o);
@@ -145,8 +147,7 @@ static int session_create(int argc, char **argv) {
       }
       continue;
     }
-    int r = c == '?' ? cli_usage_error("session create", "unknown option or missing value '%s'",
-                                       argv[optind - 1])
+    int r = c == '?' ? cli_option_error("session create")
                      : manifest_option("session create", c, optarg, &o);
     if (r != 0) {
       manifest_opts_free(&o);
@@ -221,17 +222,21 @@ static int session_exec(int argc, char **argv) {
   double timeout = 0;
   bool json = false, clear_env = false;
   int c;
-  /* The ID may come first (`exec ID --env K=V -- ARGV`) or after the options. */
+  /* With `--`, the words before it are the verb's (its options and the ID, in any order) and
+   * the command is what follows. Without one, as before: the ID first or after the options,
+   * and the command from the next word on, its options its own. */
+  int end = cli_args_end(argc, argv);
+  bool dashdash = end < argc;
   const char *id = NULL;
-  if (argc > 1 && argv[1][0] != '-') {
+  if (!dashdash && argc > 1 && argv[1][0] != '-') {
     id = argv[1];
     argv[1] = argv[0];
     argc--;
     argv++;
+    end--;
   }
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(end, argv, dashdash ? "h" : "+h", opts, NULL)) != -1) {
     switch (c) {
     case OPT_CWD: cwd = optarg; break;
     case OPT_STDIN: stdin_file = optarg; break;
@@ -259,20 +264,25 @@ static int session_exec(int argc, char **argv) {
       return EXIT_OK;
     default:
       strv_free(env);
-      cli_usage_error("session exec", "unknown option or missing value '%s'", argv[optind - 1]);
+      cli_option_error("session exec");
       return EXIT_CORDON;
     }
   }
-  /* ID comes first, then (after an optional --) the command. */
-  if (!id && optind < argc && strcmp(argv[optind], "--") != 0)
+  if (!id && optind < end)
     id = argv[optind++];
   if (!id) {
     strv_free(env);
     cli_usage_error("session exec", "missing session ID");
     return EXIT_CORDON;
   }
-  if (optind < argc && !strcmp(argv[optind], "--"))
-    optind++;
+  if (dashdash && optind < end) {
+    strv_free(env);
+    cli_usage_error("session exec", "unexpected argument '%s' (the command goes after --)",
+                    argv[optind]);
+    return EXIT_CORDON;
+  }
+  if (dashdash)
+    optind = end + 1;
   if (optind >= argc) {
     strv_free(env);
     cli_usage_error("session exec", "no command given");
@@ -328,9 +338,8 @@ static int parse_small(const char *verb, int argc, char **argv, bool allow_mode,
       {0}};
   memset(a, 0, sizeof(*a));
   int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     if (c == OPT_JSON)
       a->json = true;
     else if (c == OPT_MODE && allow_mode)
@@ -343,7 +352,7 @@ static int parse_small(const char *verb, int argc, char **argv, bool allow_mode,
       fputs(session_usage, stdout);
       return -1;
     } else
-      return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
+      return cli_option_error(verb);
   }
   for (; optind < argc; optind++) {
     if (a->n == 3)
@@ -510,7 +519,7 @@ static int session_snapshot(int argc, char **argv) {
   if (cordon_session_snapshot(h.s, &id, &err) < 0) {
     code = cli_fail(err);
   } else if (a.json) {
-    json_t *j = json_pack("{s:s, s:s}", "session", a.positional[0], "snapshot", id);
+    json_t *j = json_pack("{s:s, s:s}", "session", h.s->id, "snapshot", id);
     json_dumpf(j, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(j);
@@ -525,14 +534,13 @@ static int session_snapshot(int argc, char **argv) {
 static int session_destroy(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, NULL, OPT_HELP}, {0}};
   int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(session_usage, stdout);
       return EXIT_OK;
     }
-    return cli_usage_error("session destroy", "unknown option '%s'", argv[optind - 1]);
+    return cli_option_error("session destroy");
   }
   if (optind >= argc)
     return cli_usage_error("session destroy", "expected at least one session ID");
@@ -545,10 +553,14 @@ static int session_destroy(int argc, char **argv) {
   }
   int code = EXIT_OK;
   for (; optind < argc; optind++) {
-    if (cordon_session_destroy_id(ctx, reg, argv[optind], &err) < 0) {
+    /* An unknown id is "no such session" (exit 3), as on every session verb. */
+    char *full = NULL;
+    if (cordon_session_resolve_id(ctx, argv[optind], &full, &err) < 0 ||
+        cordon_session_destroy_id(ctx, reg, full, &err) < 0) {
       code = cli_fail(err);
       err = NULL;
     }
+    free(full);
   }
   cordon_context_free(ctx);
   cordon_registry_free(reg);

@@ -78,10 +78,9 @@ static int parse_args(const char *verb, int argc, char **argv, struct snap_args 
   a->positional = calloc((size_t)argc + 1, sizeof(char *));
   if (!a->positional)
     return EXIT_FAILURE_;
-  optind = 1;
-  opterr = 0;
+  optind = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "ho:", opts, NULL)) != -1) {
     switch (c) {
     case OPT_JSON: a->json = true; break;
     case OPT_NO_CACHE: a->no_cache = true; break;
@@ -99,7 +98,7 @@ static int parse_args(const char *verb, int argc, char **argv, struct snap_args 
       break;
     case 'h':
     case OPT_HELP: fputs(snapshot_usage, stdout); return -1;
-    default: return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_option_error(verb);
     }
   }
   for (; optind < argc; optind++)

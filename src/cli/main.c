@@ -1,6 +1,7 @@
 /* `cordon`: the command line. One verb per file group; each verb parses its own options and
  * talks only to the library API. */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -231,6 +232,35 @@ static int exit_as_interrupted(int code) {
   return 128 + caught_signal;
 }
 
+/* `cordon version [--json]`, also `cordon -V` and `cordon --version`: one line. */
+static int print_version(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
+  bool json = false;
+  int c;
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'j': json = true; break;
+    case 'h':
+      fputs("usage: cordon version [--json]   (also cordon -V, cordon --version)\n", stdout);
+      return EXIT_OK;
+    default: return cli_option_error("version");
+    }
+  }
+  if (optind < argc)
+    return cli_usage_error("version", "unexpected argument '%s'", argv[optind]);
+  if (json) {
+    json_t *doc = json_pack("{s:s}", "version", CORDON_VERSION);
+    json_dumpf(doc, stdout, JSON_COMPACT);
+    putchar('\n');
+    json_decref(doc);
+  } else {
+    printf("cordon %s\n", CORDON_VERSION);
+  }
+  return EXIT_OK;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fputs(main_usage, stderr);
@@ -241,10 +271,8 @@ int main(int argc, char **argv) {
     fputs(main_usage, stdout);
     return EXIT_OK;
   }
-  if (!strcmp(verb, "--version")) {
-    printf("cordon %s\n", CORDON_VERSION);
-    return EXIT_OK;
-  }
+  if (!strcmp(verb, "--version") || !strcmp(verb, "-V"))
+    return print_version(argc - 1, argv + 1);
   static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
@@ -260,6 +288,7 @@ int main(int argc, char **argv) {
       {"snapshot", cmd_snapshot},
       {"race", cmd_race},
       {"receipt", cmd_receipt},
+      {"version", print_version},
   };
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
     if (!strcmp(verb, verbs[i].name)) {
