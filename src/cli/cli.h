@@ -70,6 +70,11 @@ void cli_print_json(json_t *doc);
 /* Open the project's context and its store (created if needed); both NULL on failure. */
 int cli_open_store(struct cordon_context **ctx, struct cordon_cas **cas, struct cordon_error **err);
 
+/* The whole snapshot id given names (a unique prefix of 8+ hex digits is enough), malloc'd;
+ * the project's store is opened only for a prefix. */
+int cli_resolve_snapshot(struct cordon_context *ctx, const char *given, char **id,
+                         struct cordon_error **err);
+
 int cmd_run(int argc, char **argv);
 int cmd_session(int argc, char **argv);
 int cmd_backends(int argc, char **argv);

@@ -374,16 +374,18 @@ int cmd_race(int argc, char **argv) {
   const struct cordon_backend *backend = NULL;
   struct cordon_race_result res = {0};
   struct view view;
-  _cleanup_free_ char *actor = default_actor();
+  _cleanup_free_ char *actor = default_actor(), *base = NULL;
   view_init(&view, a.k);
   int code = EXIT_OK;
   if ((a.profile && load_profile(a.profile, &profile, &err) < 0) ||
-      cordon_context_open(NULL, &ctx, &err) < 0 || cordon_registry_load(&reg, &err) < 0 ||
+      cordon_context_open(NULL, &ctx, &err) < 0 ||
+      cli_resolve_snapshot(ctx, a.base, &base, &err) < 0 || cordon_registry_load(&reg, &err) < 0 ||
       cordon_registry_find(reg, a.backend ? a.backend : cordon_registry_default_name(), &backend,
                            &err) < 0) {
     code = cli_fail(err);
     goto out;
   }
+  a.base = base; /* the whole id, in the receipt and the output */
   struct cordon_race_observer observer = {view_update, &view};
   struct cordon_race_options o = {
       .base = a.base,

@@ -158,11 +158,7 @@ static int session_create(int argc, char **argv) {
     manifest_opts_free(&o);
     return cli_usage_error("session create", "unexpected argument '%s'", argv[optind]);
   }
-  if (from && !cordon_digest_valid(from)) {
-    manifest_opts_free(&o);
-    return cli_usage_error(
-        "session create", "--from expects a snapshot id (64 lowercase hex digits), got '%s'", from);
-  }
+
   if (count && !from) {
     manifest_opts_free(&o);
     return cli_usage_error("session create", "--count needs --from SNAPSHOT");
@@ -179,6 +175,16 @@ static int session_create(int argc, char **argv) {
   struct cordon_context *ctx = NULL;
   const struct cordon_backend *b = NULL;
   struct cordon_session *s = NULL;
+  _cleanup_free_ char *from_id = NULL; /* --from's whole id: a unique prefix is enough */
+  if (from && (cordon_context_open(NULL, &ctx, &err) < 0 ||
+               cli_resolve_snapshot(ctx, from, &from_id, &err) < 0)) {
+    cordon_context_free(ctx);
+    manifest_opts_free(&o);
+    return cli_fail(err);
+  }
+  cordon_context_free(ctx);
+  ctx = NULL;
+  from = from_id;
   if (count) {
     if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
         apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0)

@@ -129,6 +129,21 @@ int cli_open_store(struct cordon_context **ctx, struct cordon_cas **cas,
   return 0;
 }
 
+int cli_resolve_snapshot(struct cordon_context *ctx, const char *given, char **id,
+                         struct cordon_error **err) {
+  *id = NULL;
+  if (cordon_digest_valid(given)) { /* whole: no store to open */
+    *id = strdup(given);
+    return *id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot %s", given);
+  }
+  struct cordon_cas *cas = NULL;
+  if (cordon_cas_open_project(ctx, &cas, err) < 0)
+    return -1;
+  int r = cordon_snapshot_resolve_id(cas, given, id, err);
+  cordon_cas_close(cas);
+  return r;
+}
+
 int cli_parse_double(const char *s, double min, double *out) {
   char *end = NULL;
   errno = 0;
