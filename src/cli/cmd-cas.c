@@ -1,4 +1,4 @@
-/* `cordon cas ...`: the project's content-addressed store (put, get, info, verify, gc). */
+/* `cordon cas ...`: the project's content-addressed store (put, get, info, verify, prune). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -25,8 +25,10 @@ static const char cas_usage[] =
     "  info DIGEST [--json]   size, where it is stored (its own file, or a pack and offset),\n"
     "                         content type and metadata (not re-hashed)\n"
     "  verify [--json]        re-hash every blob and check every sidecar; exit 1 on problems\n"
-    "  gc [--dry-run] [--json]\n"
+    "  prune [--dry-run] [--json]\n"
     "                         remove blobs no snapshot, session or receipt references\n"
+    "                         (alias: gc; `cordon gc` is another thing: what killed cordon\n"
+    "                         processes left behind)\n"
     "\n"
     "Blobs a snapshot stores are packed (.cordon/cas/packs) when smaller than 1 MiB; others,\n"
     "and every `put`, get a file of their own (.cordon/cas/<2 hex>/<64 hex>).\n"
@@ -237,11 +239,11 @@ static int cas_verify(int argc, char **argv) {
 
 static int cas_gc(int argc, char **argv) {
   struct cas_args a;
-  int r = parse_args("cas gc", argc, argv, &a);
+  int r = parse_args("cas prune", argc, argv, &a);
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n != 0)
-    return cli_usage_error("cas gc", "unexpected argument '%s'", a.positional[0]);
+    return cli_usage_error("cas prune", "unexpected argument '%s'", a.positional[0]);
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
   struct cordon_cas *cas = NULL;
@@ -276,10 +278,8 @@ static int cas_gc(int argc, char **argv) {
 }
 
 int cmd_cas(int argc, char **argv) {
-  static const struct cli_subverb subs[] = {{"put", cas_put},
-                                            {"get", cas_get},
-                                            {"info", cas_info},
-                                            {"verify", cas_verify},
-                                            {"gc", cas_gc}};
+  static const struct cli_subverb subs[] = {{"put", cas_put},   {"get", cas_get},
+                                            {"info", cas_info}, {"verify", cas_verify},
+                                            {"gc", cas_gc},     {"prune", cas_gc}};
   return CLI_DISPATCH("cas", cas_usage, subs, argc, argv);
 }

@@ -325,3 +325,22 @@ int load_stdin(const char *file, unsigned char **data, size_t *len, struct cordo
                : 0;
   return fs_read_file(file, STDIN_MAX, data, len, err);
 }
+
+/* ---- the hint that --ro and --hide name paths in the workspace ---- */
+
+void manifest_workspace_hint(const struct manifest_opts *o, struct cordon_error *err) {
+  if (!err || !err->message || o->workspace || o->repo || (!o->read_only && !o->hidden))
+    return;
+  if (!strstr(err->message, "read-only path") && !strstr(err->message, "hidden path"))
+    return;
+  /* Without --workspace the workspace is a fresh empty directory: a --ro or --hide path
+   * cannot be in it (unless a --file put it there), and the user most likely meant theirs. */
+  char *longer = NULL;
+  if (asprintf(&longer,
+               "%s: --ro and --hide name paths in the workspace, an empty directory unless "
+               "--workspace DIR (the current directory: --workspace .)",
+               err->message) < 0)
+    return;
+  free(err->message);
+  err->message = longer;
+}

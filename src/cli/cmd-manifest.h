@@ -155,4 +155,8 @@ int emit_result(const struct cordon_exec_result *r, bool json, double timeout);
 /* FILE's bytes, or cordon's stdin for "-"; nothing for NULL. */
 int load_stdin(const char *file, unsigned char **data, size_t *len, struct cordon_error **err);
 
+/* A --ro or --hide path not found in a workspace that defaulted to an empty directory: say
+ * that in err's message, naming --workspace. */
+void manifest_workspace_hint(const struct manifest_opts *o, struct cordon_error *err);
+
 #endif

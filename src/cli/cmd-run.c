@@ -72,6 +72,7 @@ int cmd_run(int argc, char **argv) {
       cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
       apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
       cordon_session_create(ctx, b, &m, &s, &err) < 0) {
+    manifest_workspace_hint(&o, err);
     cli_fail(err);
     goto out;
   }

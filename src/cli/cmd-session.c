@@ -1,6 +1,6 @@
 /* `cordon session ...`: create (one session, or a batch forked from a snapshot), exec, read,
- * write, ls, list, shutdown, snapshot and destroy. The manifest options of `create` are in
- * cmd-manifest.c. */
+ * write, files (alias ls), list, shutdown, snapshot and destroy. The manifest options of `create`
+ * are in cmd-manifest.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -26,8 +26,9 @@ static const char session_usage[] =
     "       -- ARGV...                  run ARGV in the session (exit code as `cordon run`)\n"
     "  read ID PATH                     write the file's bytes to stdout\n"
     "  write ID PATH [--mode MODE]      replace PATH with stdin (atomically)\n"
-    "  ls ID [PATH] [--json]            list a directory, sorted\n"
-    "  list [--json]                    list this project's sessions\n"
+    "  files ID [PATH] [--json]         list a directory of the session's files, sorted\n"
+    "                                   (alias: ls)\n"
+    "  list [--json]                    list this project's sessions (their ids)\n"
     "  shutdown ID                      stop the session's processes, keep its files\n"
     "  snapshot ID [--max-snapshot-bytes SIZE] [--json]\n"
     "                                   snapshot the session's workspace, print the snapshot id;\n"
@@ -195,6 +196,8 @@ static int session_create(int argc, char **argv) {
              apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
              (from ? cordon_session_resume(ctx, b, &m, from, &s, &err)
                    : cordon_session_create(ctx, b, &m, &s, &err)) < 0) {
+    if (!from) /* resumed, the workspace is the snapshot's */
+      manifest_workspace_hint(&o, err);
     code = cli_fail(err);
   } else {
     if (o.json) {
@@ -426,11 +429,11 @@ static int session_write(int argc, char **argv) {
 
 static int session_ls(int argc, char **argv) {
   struct small_args a;
-  int r = parse_small("session ls", argc, argv, false, &a);
+  int r = parse_small("session files", argc, argv, false, &a);
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n < 1 || a.n > 2)
-    return cli_usage_error("session ls", "expected ID [PATH]");
+    return cli_usage_error("session files", "expected ID [PATH]");
   struct cordon_error *err = NULL;
   struct session_handle h;
   if (handle_open(a.positional[0], &h, &err) < 0)
@@ -577,6 +580,7 @@ int cmd_session(int argc, char **argv) {
   static const struct cli_subverb subs[] = {
       {"create", session_create},     {"exec", session_exec},       {"read", session_read},
       {"write", session_write},       {"ls", session_ls},           {"list", session_list},
-      {"shutdown", session_shutdown}, {"destroy", session_destroy}, {"snapshot", session_snapshot}};
+      {"shutdown", session_shutdown}, {"destroy", session_destroy}, {"snapshot", session_snapshot},
+      {"files", session_ls}};
   return CLI_DISPATCH("session", session_usage, subs, argc, argv);
 }
