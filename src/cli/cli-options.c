@@ -10,11 +10,10 @@
 
 #include "cli/cli.h"
 
-/* What the last '?' was about: the token as given, and whether it was a known option that
- * lacked its value. */
+/* What the last '?' was about: the token as given, and what was wrong with it. */
 static const char *bad_token;
 static char bad_short[3];
-static bool bad_missing_value;
+static enum { BAD_UNKNOWN, BAD_MISSING_VALUE, BAD_UNWANTED_VALUE } bad_kind;
 
 static const struct option *find_long(const struct option *longopts, const char *name, size_t len) {
   for (const struct option *o = longopts; o && o->name; o++)
@@ -23,9 +22,9 @@ static const struct option *find_long(const struct option *longopts, const char 
   return NULL;
 }
 
-static int refuse(const char *token, bool missing_value) {
+static int refuse(const char *token, int kind) {
   bad_token = token;
-  bad_missing_value = missing_value;
+  bad_kind = kind;
   return '?';
 }
 
@@ -45,24 +44,26 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
       bad_short[1] = (char)optopt;
       bad_short[2] = 0;
       const char *spec = strchr(shortopts, optopt);
-      return refuse(bad_short, spec && spec[1] == ':');
+      return refuse(bad_short, spec && spec[1] == ':' ? BAD_MISSING_VALUE : BAD_UNKNOWN);
     }
     if (strncmp(token, "--", 2))
-      return refuse(token, false);
+      return refuse(token, BAD_UNKNOWN);
     size_t len = strcspn(token + 2, "=");
     const struct option *o = find_long(longopts, token + 2, len);
-    return refuse(token, o && o->has_arg == required_argument && !strchr(token, '='));
+    if (o && o->has_arg == no_argument && strchr(token, '='))
+      return refuse(token, BAD_UNWANTED_VALUE);
+    return refuse(token, o && o->has_arg == required_argument ? BAD_MISSING_VALUE : BAD_UNKNOWN);
   }
   if (index < 0 || !longopts)
     return c; /* a short option */
   /* The value was the next word (not "--name=value"): the option itself is one further back. */
   if (optarg && optind >= 2 && argv[optind - 1] == optarg)
     token = argv[optind - 2];
-  const char *name = token + 2;
-  size_t len = strcspn(name, "=");
-  if (strncmp(token, "--", 2) || len != strlen(longopts[index].name) ||
-      strncmp(name, longopts[index].name, len))
-    return refuse(token, false);
+  if (strncmp(token, "--", 2))
+    return refuse(token, BAD_UNKNOWN);
+  size_t len = strcspn(token + 2, "=");
+  if (len != strlen(longopts[index].name) || strncmp(token + 2, longopts[index].name, len))
+    return refuse(token, BAD_UNKNOWN);
   if (longindex)
     *longindex = index;
   return c;
@@ -78,7 +79,9 @@ int cli_args_end(int argc, char **argv) {
 int cli_option_error(const char *verb) {
   const char *token = bad_token ? bad_token : "?";
   int len = (int)strcspn(token, "=");
-  if (bad_missing_value)
+  if (bad_kind == BAD_MISSING_VALUE)
     return cli_usage_error(verb, "option '%.*s' needs a value", len, token);
+  if (bad_kind == BAD_UNWANTED_VALUE)
+    return cli_usage_error(verb, "option '%.*s' takes no value", len, token);
   return cli_usage_error(verb, "unknown option '%.*s'", len, token);
 }
