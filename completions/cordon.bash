@@ -40,13 +40,13 @@ _cordon() {
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   COMPREPLY=()
 
-  local verbs="run session backends conformance key audit gc cas snapshot race receipt"
+  local verbs="run session backends conformance key audit gc cas snapshot race receipt version"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help"
 
   if ((COMP_CWORD == 1)); then
-    COMPREPLY=($(compgen -W "$verbs --help --version" -- "$cur"))
+    COMPREPLY=($(compgen -W "$verbs --help --version -V" -- "$cur"))
     return
   fi
   local verb=${COMP_WORDS[1]} sub=""
@@ -92,12 +92,12 @@ _cordon() {
   case $verb in
   run) opts="$manifest --cwd --stdin" ;;
   session)
-    subs="create exec read write ls list shutdown snapshot destroy"
+    subs="create exec read write files list shutdown snapshot destroy"
     case $sub in
     create) opts="$manifest --from --count" ;;
     exec) opts="--cwd --env --timeout --stdin --clear-env --json --help" ;;
     write) opts="--mode --help" ;;
-    ls | list) opts="--json --help" ;;
+    files | ls | list) opts="--json --help" ;;
     snapshot) opts="--max-snapshot-bytes --json --help" ;;
     read | shutdown | destroy) opts="--help" ;;
     esac
@@ -120,15 +120,16 @@ _cordon() {
     ;;
   gc) opts="--dry-run --all-projects --json --help" ;;
   cas)
-    subs="put get info verify gc"
+    subs="put get info verify prune"
     case $sub in
     put) opts="--type --meta --json" ;;
     get) opts="--output" ;;
     info | verify) opts="--json" ;;
-    gc) opts="--dry-run --json" ;;
+    prune | gc) opts="--dry-run --json" ;;
     esac
     opts="$opts --help"
     ;;
+  version) opts="--json --help" ;;
   snapshot)
     subs="take restore export import show list forget"
     case $sub in

@@ -110,6 +110,12 @@ CORDON_API int cordon_session_open(struct cordon_context *ctx, const struct cord
 /* Ids of the persisted sessions, sorted; NULL-terminated, free with cordon_strv_free. */
 CORDON_API int cordon_session_list(struct cordon_context *ctx, char ***ids,
                                    struct cordon_error **err);
+/* The session id `given` names, malloc'd in *id: the id of a session of this project, or a
+ * unique prefix of at least 8 hex digits of one. Unknown: CORDON_ERR_NOT_FOUND ("no such
+ * session"); ambiguous: CORDON_ERR_USAGE naming the candidates; not an id's form:
+ * CORDON_ERR_USAGE. */
+CORDON_API int cordon_session_resolve_id(struct cordon_context *ctx, const char *given, char **id,
+                                         struct cordon_error **err);
 /* Free the in-process handle; the session lives on. */
 CORDON_API void cordon_session_close(struct cordon_session *s);
 

@@ -143,6 +143,12 @@ CORDON_API void cordon_snapshot_entries_free(struct cordon_snapshot_entry *entri
 
 /* The snapshots the store keeps (sorted ids, NULL-terminated; free with cordon_strv_free). */
 CORDON_API int cordon_snapshot_list(struct cordon_cas *cas, char ***ids, struct cordon_error **err);
+/* The snapshot id `given` names, malloc'd in *id: a whole id (64 lowercase hex digits) as it
+ * is, or a unique prefix of at least 8 hex digits of a snapshot the store keeps. An unknown
+ * one fails with CORDON_ERR_NOT_FOUND, an ambiguous one with CORDON_ERR_USAGE (naming the
+ * candidates), anything else that is not hex with CORDON_ERR_USAGE. */
+CORDON_API int cordon_snapshot_resolve_id(struct cordon_cas *cas, const char *given, char **id,
+                                          struct cordon_error **err);
 /* Drop a snapshot's ref so gc may reclaim it; an unknown id is not an error. */
 CORDON_API int cordon_snapshot_forget(struct cordon_cas *cas, const char *id,
                                       struct cordon_error **err);

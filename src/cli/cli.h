@@ -43,6 +43,20 @@ int cli_dispatch(const char *verb, const char *usage, const struct cli_subverb *
 /* Report a usage problem with a hint to --help; returns EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The option parser of every verb (cli-options.c): getopt_long, but options may follow
+ * positional arguments (unless shortopts starts with '+'), abbreviated long options are
+ * refused, and a refused or unknown option returns '?' for cli_option_error to report. Set
+ * optind = 0 before the first call of a loop. */
+struct option;
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+               int *longindex);
+/* The index of the first "--" in argv, else argc: a verb that takes a command parses only
+ * the words before it. */
+int cli_args_end(int argc, char **argv);
+/* Report the option the last cli_getopt refused ("unknown option '--work'", "option
+ * '--timeout' needs a value"); returns EXIT_USAGE. */
+int cli_option_error(const char *verb);
+
 /* Strict number parsing: the whole string, in range. */
 int cli_parse_double(const char *s, double min, double *out);
 int cli_parse_u64(const char *s, unsigned long long *out);
@@ -55,6 +69,11 @@ int cli_parse_size_limit(const char *s, uint64_t *out);
 void cli_print_json(json_t *doc);
 /* Open the project's context and its store (created if needed); both NULL on failure. */
 int cli_open_store(struct cordon_context **ctx, struct cordon_cas **cas, struct cordon_error **err);
+
+/* The whole snapshot id given names (a unique prefix of 8+ hex digits is enough), malloc'd;
+ * the project's store is opened only for a prefix. */
+int cli_resolve_snapshot(struct cordon_context *ctx, const char *given, char **id,
+                         struct cordon_error **err);
 
 int cmd_run(int argc, char **argv);
 int cmd_session(int argc, char **argv);

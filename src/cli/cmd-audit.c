@@ -74,17 +74,15 @@ static int parse_args(const char *verb, int argc, char **argv, const char *allow
                                        {"tail", required_argument, NULL, OPT_TAIL},
                                        {0}};
   memset(a, 0, sizeof(*a));
-  optind = 1;
-  opterr = 0;
+  optind = 0;
   int c, index = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, &index)) != -1) {
+  while ((c = cli_getopt(argc, argv, "h", opts, &index)) != -1) {
     if (c == 'h') {
       fputs(audit_usage, stdout);
       return -1;
     }
     if (c == '?' || c == ':')
-      return cli_usage_error(verb, optopt ? "option '%s' needs a value" : "unknown option '%s'",
-                             argv[optind - 1]);
+      return cli_option_error(verb);
     const char *name = c == 'j' ? "json" : opts[index].name;
     if (!word_in(allowed, name))
       return cli_usage_error(verb, "--%s is not an option of '%s'", name, verb);

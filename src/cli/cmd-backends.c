@@ -37,13 +37,12 @@ int cmd_backends(int argc, char **argv) {
   static const struct option opts[] = {
       {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
   int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case 'j': json = true; break;
     case 'h': fputs(backends_usage, stdout); return EXIT_OK;
-    default: return cli_usage_error("backends", "unknown option '%s'", argv[optind - 1]);
+    default: return cli_option_error("backends");
     }
   }
   if (optind < argc)
@@ -113,13 +112,12 @@ int cmd_conformance(int argc, char **argv) {
   static const struct option opts[] = {
       {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
   int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case 'j': json = true; break;
     case 'h': fputs(conformance_usage, stdout); return EXIT_OK;
-    default: return cli_usage_error("conformance", "unknown option '%s'", argv[optind - 1]);
+    default: return cli_option_error("conformance");
     }
   }
   if (optind != argc - 1)

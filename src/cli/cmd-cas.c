@@ -1,4 +1,4 @@
-/* `cordon cas ...`: the project's content-addressed store (put, get, info, verify, gc). */
+/* `cordon cas ...`: the project's content-addressed store (put, get, info, verify, prune). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -25,8 +25,10 @@ static const char cas_usage[] =
     "  info DIGEST [--json]   size, where it is stored (its own file, or a pack and offset),\n"
     "                         content type and metadata (not re-hashed)\n"
     "  verify [--json]        re-hash every blob and check every sidecar; exit 1 on problems\n"
-    "  gc [--dry-run] [--json]\n"
+    "  prune [--dry-run] [--json]\n"
     "                         remove blobs no snapshot, session or receipt references\n"
+    "                         (alias: gc; `cordon gc` is another thing: what killed cordon\n"
+    "                         processes left behind)\n"
     "\n"
     "Blobs a snapshot stores are packed (.cordon/cas/packs) when smaller than 1 MiB; others,\n"
     "and every `put`, get a file of their own (.cordon/cas/<2 hex>/<64 hex>).\n"
@@ -55,10 +57,9 @@ static int parse_args(const char *verb, int argc, char **argv, struct cas_args *
                                        {"help", no_argument, NULL, OPT_HELP},
                                        {0}};
   memset(a, 0, sizeof(*a));
-  optind = 1;
-  opterr = 0;
+  optind = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "ho:", opts, NULL)) != -1) {
     switch (c) {
     case OPT_JSON: a->json = true; break;
     case OPT_TYPE: a->type = optarg; break;
@@ -67,7 +68,7 @@ static int parse_args(const char *verb, int argc, char **argv, struct cas_args *
     case 'o': a->output = optarg; break;
     case 'h':
     case OPT_HELP: fputs(cas_usage, stdout); return -1;
-    default: return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_option_error(verb);
     }
   }
   for (; optind < argc; optind++) {
@@ -238,11 +239,11 @@ static int cas_verify(int argc, char **argv) {
 
 static int cas_gc(int argc, char **argv) {
   struct cas_args a;
-  int r = parse_args("cas gc", argc, argv, &a);
+  int r = parse_args("cas prune", argc, argv, &a);
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n != 0)
-    return cli_usage_error("cas gc", "unexpected argument '%s'", a.positional[0]);
+    return cli_usage_error("cas prune", "unexpected argument '%s'", a.positional[0]);
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
   struct cordon_cas *cas = NULL;
@@ -277,10 +278,8 @@ static int cas_gc(int argc, char **argv) {
 }
 
 int cmd_cas(int argc, char **argv) {
-  static const struct cli_subverb subs[] = {{"put", cas_put},
-                                            {"get", cas_get},
-                                            {"info", cas_info},
-                                            {"verify", cas_verify},
-                                            {"gc", cas_gc}};
+  static const struct cli_subverb subs[] = {{"put", cas_put},   {"get", cas_get},
+                                            {"info", cas_info}, {"verify", cas_verify},
+                                            {"gc", cas_gc},     {"prune", cas_gc}};
   return CLI_DISPATCH("cas", cas_usage, subs, argc, argv);
 }

@@ -49,15 +49,14 @@ int cmd_gc(int argc, char **argv) {
                                        {"help", no_argument, NULL, 'h'},
                                        {0}};
   int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case 'n': dry_run = true; break;
     case 'a': all_projects = true; break;
     case 'j': json = true; break;
     case 'h': fputs(gc_usage, stdout); return EXIT_OK;
-    default: return cli_usage_error("gc", "unknown option '%s'", argv[optind - 1]);
+    default: return cli_option_error("gc");
     }
   }
   if (optind < argc)

@@ -32,10 +32,9 @@ static int parse_flags(const char *verb, int argc, char **argv, bool allow_json,
   static const struct option opts[] = {
       {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
   *json = false;
-  optind = 1;
-  opterr = 0;
+  optind = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case 'j':
       if (!allow_json)
@@ -43,7 +42,7 @@ static int parse_flags(const char *verb, int argc, char **argv, bool allow_json,
       *json = true;
       break;
     case 'h': fputs(key_usage, stdout); return -1;
-    default: return cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
+    default: return cli_option_error(verb);
     }
   }
   if (optind < argc)

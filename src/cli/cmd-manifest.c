@@ -334,12 +334,12 @@ static const char *error_kind_name(enum cordon_error_kind kind) {
   return "system";
 }
 
-int emit_failure(struct cordon_error *err, bool json) {
+int emit_failure(struct cordon_error *err, bool json, int code) {
   if (json) {
     /* On stdout like a result, so that a reader of the JSON tells cordon's own failure (an
      * "error" object) from a command that exited 125 by itself (none). */
     const char *message = err && err->message ? err->message : "failed";
-    json_t *o = json_pack("{s:i, s:{s:s, s:s}}", "exit_code", EXIT_CORDON, "error", "message",
+    json_t *o = json_pack("{s:i, s:{s:s, s:s}}", "exit_code", code, "error", "message",
                           message, "kind", error_kind_name(err ? err->kind : CORDON_ERR_SYSTEM));
     if (o) {
       json_dumpf(o, stdout, JSON_INDENT(2));
@@ -349,7 +349,7 @@ int emit_failure(struct cordon_error *err, bool json) {
     }
   }
   cli_fail(err);
-  return EXIT_CORDON;
+  return code;
 }
 
 int emit_result(const struct cordon_exec_result *r, bool json, double timeout) {
@@ -398,4 +398,23 @@ int load_stdin(const char *file, unsigned char **data, size_t *len, struct cordo
                ? cordon_error_prefix(err, "standard input")
                : 0;
   return fs_read_file(file, STDIN_MAX, data, len, err);
+}
+
+/* ---- the hint that --ro and --hide name paths in the workspace ---- */
+
+void manifest_workspace_hint(const struct manifest_opts *o, struct cordon_error *err) {
+  if (!err || !err->message || o->workspace || o->repo || (!o->read_only && !o->hidden))
+    return;
+  if (!strstr(err->message, "read-only path") && !strstr(err->message, "hidden path"))
+    return;
+  /* Without --workspace the workspace is a fresh empty directory: a --ro or --hide path
+   * cannot be in it (unless a --file put it there), and the user most likely meant theirs. */
+  char *longer = NULL;
+  if (asprintf(&longer,
+               "%s: --ro and --hide name paths in the workspace, an empty directory unless "
+               "--workspace DIR (the current directory: --workspace .)",
+               err->message) < 0)
+    return;
+  free(err->message);
+  err->message = longer;
 }

@@ -155,10 +155,14 @@ int emit_result(const struct cordon_exec_result *r, bool json, double timeout);
 /* The memory limit the next emit_result names when the command was killed by it (0: unknown). */
 void emit_result_memory_limit(uint64_t bytes);
 /* cordon itself failed to start or run the command: the message on stderr and, with json, an
- * object with "error" {message, kind} and exit_code 125 on stdout. Frees err; returns
- * EXIT_CORDON. */
-int emit_failure(struct cordon_error *err, bool json);
+ * object with "error" {message, kind} and exit_code CODE on stdout. Frees err; returns CODE
+ * (EXIT_CORDON, or EXIT_NOT_FOUND for a session that does not exist). */
+int emit_failure(struct cordon_error *err, bool json, int code);
 /* FILE's bytes, or cordon's stdin for "-"; nothing for NULL. */
 int load_stdin(const char *file, unsigned char **data, size_t *len, struct cordon_error **err);
+
+/* A --ro or --hide path not found in a workspace that defaulted to an empty directory: say
+ * that in err's message, naming --workspace. */
+void manifest_workspace_hint(const struct manifest_opts *o, struct cordon_error *err);
 
 #endif

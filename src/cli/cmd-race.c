@@ -105,10 +105,11 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
       {"max-snapshot-bytes", required_argument, NULL, OPT_MAX_SNAPSHOT_BYTES},
       {"help", no_argument, NULL, 'h'},
       {0}};
-  optind = 1;
-  opterr = 0;
+  optind = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  /* Only the words before `--` are the race's: the command after it is the candidates'. */
+  int end = cli_args_end(argc, argv);
+  while ((c = cli_getopt(end, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case 'h': fputs(race_usage, stdout); return -1;
     case OPT_BASE: a->base = optarg; break;
@@ -144,8 +145,7 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
         return cli_usage_error("race", "--max-snapshot-bytes needs a size such as 8G, not '%s'",
                                optarg);
       break;
-    default:
-      return cli_usage_error("race", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_option_error("race");
     }
   }
   if (!a->base)
@@ -154,11 +154,11 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
     return cli_usage_error("race", "--k K is required");
   if (!a->out)
     return cli_usage_error("race", "--out RECEIPT is required");
-  if (optind >= argc)
-    return cli_usage_error("race", "no command: give it after --");
-  if (optind > 0 && strcmp(argv[optind - 1], "--"))
+  if (optind < end)
     return cli_usage_error("race", "put the command after -- (found '%s')", argv[optind]);
-  a->argv = argv + optind;
+  if (end + 1 >= argc)
+    return cli_usage_error("race", "no command: give it after --");
+  a->argv = argv + end + 1;
   return 0;
 }
 
@@ -374,16 +374,18 @@ int cmd_race(int argc, char **argv) {
   const struct cordon_backend *backend = NULL;
   struct cordon_race_result res = {0};
   struct view view;
-  _cleanup_free_ char *actor = default_actor();
+  _cleanup_free_ char *actor = default_actor(), *base = NULL;
   view_init(&view, a.k);
   int code = EXIT_OK;
   if ((a.profile && load_profile(a.profile, &profile, &err) < 0) ||
-      cordon_context_open(NULL, &ctx, &err) < 0 || cordon_registry_load(&reg, &err) < 0 ||
+      cordon_context_open(NULL, &ctx, &err) < 0 ||
+      cli_resolve_snapshot(ctx, a.base, &base, &err) < 0 || cordon_registry_load(&reg, &err) < 0 ||
       cordon_registry_find(reg, a.backend ? a.backend : cordon_registry_default_name(), &backend,
                            &err) < 0) {
     code = cli_fail(err);
     goto out;
   }
+  a.base = base; /* the whole id, in the receipt and the output */
   struct cordon_race_observer observer = {view_update, &view};
   struct cordon_race_options o = {
       .base = a.base,

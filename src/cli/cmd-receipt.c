@@ -112,17 +112,14 @@ static int receipt_verify(int argc, char **argv) {
                                        {0}};
   const char *kid = NULL;
   bool json = false;
-  optind = 1;
-  opterr = 0;
+  optind = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case 'k': kid = optarg; break;
     case 'j': json = true; break;
     case 'h': fputs(receipt_usage, stdout); return EXIT_OK;
-    default:
-      return cli_usage_error("receipt verify", "unknown option or missing value '%s'",
-                             argv[optind - 1]);
+    default: return cli_option_error("receipt verify");
     }
   }
   if (optind != argc - 1)

@@ -27,9 +27,8 @@ int cmd_run(int argc, char **argv) {
                                        {0}};
   struct manifest_opts o = {0};
   int c, code = EXIT_CORDON;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "+h", opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(run_usage, stdout);
       manifest_opts_free(&o);
@@ -43,9 +42,7 @@ int cmd_run(int argc, char **argv) {
       o.stdin_file = optarg;
       continue;
     }
-    int r = c == '?'
-                ? cli_usage_error("run", "unknown option or missing value '%s'", argv[optind - 1])
-                : manifest_option("run", c, optarg, &o);
+    int r = c == '?' ? cli_option_error("run") : manifest_option("run", c, optarg, &o);
     if (r != 0) {
       manifest_opts_free(&o);
       return r == EXIT_USAGE ? EXIT_CORDON : EXIT_CORDON;
@@ -75,7 +72,8 @@ int cmd_run(int argc, char **argv) {
       cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
       apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
       cordon_session_create(ctx, b, &m, &s, &err) < 0) {
-    emit_failure(err, o.json);
+    manifest_workspace_hint(&o, err);
+    emit_failure(err, o.json, EXIT_CORDON);
     goto out;
   }
   struct cordon_exec_request req = {
@@ -86,7 +84,7 @@ int cmd_run(int argc, char **argv) {
   };
   struct cordon_exec_result res;
   if (cordon_session_exec(s, &req, &res, &err) < 0) {
-    emit_failure(err, o.json);
+    emit_failure(err, o.json, EXIT_CORDON);
   } else {
     emit_result_memory_limit(m.policy.limits.memory_bytes);
     code = emit_result(&res, o.json, o.timeout);

@@ -1,6 +1,6 @@
 /* `cordon session ...`: create (one session, or a batch forked from a snapshot), exec, read,
- * write, ls, list, shutdown, snapshot and destroy. The manifest options of `create` are in
- * cmd-manifest.c. */
+ * write, files (alias ls), list, shutdown, snapshot and destroy. The manifest options of `create`
+ * are in cmd-manifest.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -26,14 +26,15 @@ static const char session_usage[] =
     "       -- ARGV...                  run ARGV in the session (exit code as `cordon run`)\n"
     "  read ID PATH                     write the file's bytes to stdout\n"
     "  write ID PATH [--mode MODE]      replace PATH with stdin (atomically)\n"
-    "  ls ID [PATH] [--json]            list a directory, sorted\n"
-    "  list [--json]                    list this project's sessions\n"
+    "  files ID [PATH] [--json]         list a directory of the session's files, sorted\n"
+    "                                   (alias: ls)\n"
+    "  list [--json]                    list this project's sessions (their ids)\n"
     "  shutdown ID                      stop the session's processes, keep its files\n"
     "  snapshot ID [--max-snapshot-bytes SIZE] [--json]\n"
     "                                   snapshot the session's workspace, print the snapshot id;\n"
     "                                   refused (exit 4) when its files hold more than SIZE\n"
     "                                   (default 8G; 0 or unlimited: no limit)\n"
-    "  destroy ID...                    destroy sessions (an unknown id is not an error)\n"
+    "  destroy ID...                    destroy sessions (an unknown id: exit 3)\n"
     "\n"
     "`cordon session create --help` lists the create options.\n";
 
@@ -65,10 +66,13 @@ static void handle_close(struct session_handle *h) {
   cordon_registry_free(h->reg);
 }
 
+/* id may be a unique prefix (cordon_session_resolve_id); an unknown one is NOT_FOUND. */
 static int handle_open(const char *id, struct session_handle *h, struct cordon_error **err) {
   memset(h, 0, sizeof(*h));
+  _cleanup_free_ char *full = NULL;
   if (cordon_registry_load(&h->reg, err) < 0 || cordon_context_open(NULL, &h->ctx, err) < 0 ||
-      cordon_session_open(h->ctx, h->reg, id, &h->s, err) < 0) {
+      cordon_session_resolve_id(h->ctx, id, &full, err) < 0 ||
+      cordon_session_open(h->ctx, h->reg, full, &h->s, err) < 0) {
     handle_close(h);
     return -1;
   }
@@ -125,9 +129,8 @@ static int session_create(int argc, char **argv) {
   const char *from = NULL;
   unsigned long long count = 0; /* 0: no --count, one session */
   int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(create_usage, stdout);
       manifest_opts_free(&o);
@@ -145,8 +148,7 @@ static int session_create(int argc, char **argv) {
       }
       continue;
     }
-    int r = c == '?' ? cli_usage_error("session create", "unknown option or missing value '%s'",
-                                       argv[optind - 1])
+    int r = c == '?' ? cli_option_error("session create")
                      : manifest_option("session create", c, optarg, &o);
     if (r != 0) {
       manifest_opts_free(&o);
@@ -157,11 +159,7 @@ static int session_create(int argc, char **argv) {
     manifest_opts_free(&o);
     return cli_usage_error("session create", "unexpected argument '%s'", argv[optind]);
   }
-  if (from && !cordon_digest_valid(from)) {
-    manifest_opts_free(&o);
-    return cli_usage_error(
-        "session create", "--from expects a snapshot id (64 lowercase hex digits), got '%s'", from);
-  }
+
   if (count && !from) {
     manifest_opts_free(&o);
     return cli_usage_error("session create", "--count needs --from SNAPSHOT");
@@ -178,6 +176,16 @@ static int session_create(int argc, char **argv) {
   struct cordon_context *ctx = NULL;
   const struct cordon_backend *b = NULL;
   struct cordon_session *s = NULL;
+  _cleanup_free_ char *from_id = NULL; /* --from's whole id: a unique prefix is enough */
+  if (from && (cordon_context_open(NULL, &ctx, &err) < 0 ||
+               cli_resolve_snapshot(ctx, from, &from_id, &err) < 0)) {
+    cordon_context_free(ctx);
+    manifest_opts_free(&o);
+    return cli_fail(err);
+  }
+  cordon_context_free(ctx);
+  ctx = NULL;
+  from = from_id;
   if (count) {
     if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
         apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0)
@@ -188,6 +196,8 @@ static int session_create(int argc, char **argv) {
              apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
              (from ? cordon_session_resume(ctx, b, &m, from, &s, &err)
                    : cordon_session_create(ctx, b, &m, &s, &err)) < 0) {
+    if (!from) /* resumed, the workspace is the snapshot's */
+      manifest_workspace_hint(&o, err);
     code = cli_fail(err);
   } else {
     if (o.json) {
@@ -221,17 +231,21 @@ static int session_exec(int argc, char **argv) {
   double timeout = 0;
   bool json = false, clear_env = false;
   int c;
-  /* The ID may come first (`exec ID --env K=V -- ARGV`) or after the options. */
+  /* With `--`, the words before it are the verb's (its options and the ID, in any order) and
+   * the command is what follows. Without one, as before: the ID first or after the options,
+   * and the command from the next word on, its options its own. */
+  int end = cli_args_end(argc, argv);
+  bool dashdash = end < argc;
   const char *id = NULL;
-  if (argc > 1 && argv[1][0] != '-') {
+  if (!dashdash && argc > 1 && argv[1][0] != '-') {
     id = argv[1];
     argv[1] = argv[0];
     argc--;
     argv++;
+    end--;
   }
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(end, argv, dashdash ? "h" : "+h", opts, NULL)) != -1) {
     switch (c) {
     case OPT_CWD: cwd = optarg; break;
     case OPT_STDIN: stdin_file = optarg; break;
@@ -259,20 +273,25 @@ static int session_exec(int argc, char **argv) {
       return EXIT_OK;
     default:
       strv_free(env);
-      cli_usage_error("session exec", "unknown option or missing value '%s'", argv[optind - 1]);
+      cli_option_error("session exec");
       return EXIT_CORDON;
     }
   }
-  /* ID comes first, then (after an optional --) the command. */
-  if (!id && optind < argc && strcmp(argv[optind], "--") != 0)
+  if (!id && optind < end)
     id = argv[optind++];
   if (!id) {
     strv_free(env);
     cli_usage_error("session exec", "missing session ID");
     return EXIT_CORDON;
   }
-  if (optind < argc && !strcmp(argv[optind], "--"))
-    optind++;
+  if (dashdash && optind < end) {
+    strv_free(env);
+    cli_usage_error("session exec", "unexpected argument '%s' (the command goes after --)",
+                    argv[optind]);
+    return EXIT_CORDON;
+  }
+  if (dashdash)
+    optind = end + 1;
   if (optind >= argc) {
     strv_free(env);
     cli_usage_error("session exec", "no command given");
@@ -284,9 +303,11 @@ static int session_exec(int argc, char **argv) {
   size_t stdin_len = 0;
   int code = EXIT_CORDON;
   if (load_stdin(stdin_file, &stdin_data, &stdin_len, &err) < 0 || handle_open(id, &h, &err) < 0) {
-    cli_fail(err);
+    /* "no such session" is 3 on every session verb, this one included (--json tells it from
+     * a command's own exit 3 by its "error" object); any other failure of cordon is 125. */
+    int failed = err && err->kind == CORDON_ERR_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_CORDON;
     strv_free(env);
-    return EXIT_CORDON;
+    return emit_failure(err, json, failed);
   }
   struct cordon_exec_request req = {
       .argv = (const char *const *)(argv + optind),
@@ -299,7 +320,7 @@ static int session_exec(int argc, char **argv) {
   };
   struct cordon_exec_result res;
   if (cordon_session_exec(h.s, &req, &res, &err) < 0) {
-    emit_failure(err, json);
+    emit_failure(err, json, EXIT_CORDON);
   } else {
     emit_result_memory_limit(h.s->memory_limit);
     code = emit_result(&res, json, timeout ? timeout : h.s->default_timeout);
@@ -329,9 +350,8 @@ static int parse_small(const char *verb, int argc, char **argv, bool allow_mode,
       {0}};
   memset(a, 0, sizeof(*a));
   int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     if (c == OPT_JSON)
       a->json = true;
     else if (c == OPT_MODE && allow_mode)
@@ -344,7 +364,7 @@ static int parse_small(const char *verb, int argc, char **argv, bool allow_mode,
       fputs(session_usage, stdout);
       return -1;
     } else
-      return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
+      return cli_option_error(verb);
   }
   for (; optind < argc; optind++) {
     if (a->n == 3)
@@ -412,11 +432,11 @@ static int session_write(int argc, char **argv) {
 
 static int session_ls(int argc, char **argv) {
   struct small_args a;
-  int r = parse_small("session ls", argc, argv, false, &a);
+  int r = parse_small("session files", argc, argv, false, &a);
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n < 1 || a.n > 2)
-    return cli_usage_error("session ls", "expected ID [PATH]");
+    return cli_usage_error("session files", "expected ID [PATH]");
   struct cordon_error *err = NULL;
   struct session_handle h;
   if (handle_open(a.positional[0], &h, &err) < 0)
@@ -511,7 +531,7 @@ static int session_snapshot(int argc, char **argv) {
   if (cordon_session_snapshot(h.s, &id, &err) < 0) {
     code = cli_fail(err);
   } else if (a.json) {
-    json_t *j = json_pack("{s:s, s:s}", "session", a.positional[0], "snapshot", id);
+    json_t *j = json_pack("{s:s, s:s}", "session", h.s->id, "snapshot", id);
     json_dumpf(j, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(j);
@@ -526,14 +546,13 @@ static int session_snapshot(int argc, char **argv) {
 static int session_destroy(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, NULL, OPT_HELP}, {0}};
   int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(session_usage, stdout);
       return EXIT_OK;
     }
-    return cli_usage_error("session destroy", "unknown option '%s'", argv[optind - 1]);
+    return cli_option_error("session destroy");
   }
   if (optind >= argc)
     return cli_usage_error("session destroy", "expected at least one session ID");
@@ -546,10 +565,14 @@ static int session_destroy(int argc, char **argv) {
   }
   int code = EXIT_OK;
   for (; optind < argc; optind++) {
-    if (cordon_session_destroy_id(ctx, reg, argv[optind], &err) < 0) {
+    /* An unknown id is "no such session" (exit 3), as on every session verb. */
+    char *full = NULL;
+    if (cordon_session_resolve_id(ctx, argv[optind], &full, &err) < 0 ||
+        cordon_session_destroy_id(ctx, reg, full, &err) < 0) {
       code = cli_fail(err);
       err = NULL;
     }
+    free(full);
   }
   cordon_context_free(ctx);
   cordon_registry_free(reg);
@@ -560,6 +583,7 @@ int cmd_session(int argc, char **argv) {
   static const struct cli_subverb subs[] = {
       {"create", session_create},     {"exec", session_exec},       {"read", session_read},
       {"write", session_write},       {"ls", session_ls},           {"list", session_list},
-      {"shutdown", session_shutdown}, {"destroy", session_destroy}, {"snapshot", session_snapshot}};
+      {"shutdown", session_shutdown}, {"destroy", session_destroy}, {"snapshot", session_snapshot},
+      {"files", session_ls}};
   return CLI_DISPATCH("session", session_usage, subs, argc, argv);
 }

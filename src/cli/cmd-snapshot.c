@@ -55,11 +55,13 @@ struct snap_args {
   char **exclude;
   const char *output;
   char **positional;
+  char **resolved; /* the whole ids of abbreviated ones (resolve_positional) */
   int n;
 };
 
 static void args_free(struct snap_args *a) {
   strv_free(a->exclude);
+  strv_free(a->resolved);
   free(a->positional);
 }
 
@@ -78,10 +80,9 @@ static int parse_args(const char *verb, int argc, char **argv, struct snap_args 
   a->positional = calloc((size_t)argc + 1, sizeof(char *));
   if (!a->positional)
     return EXIT_FAILURE_;
-  optind = 1;
-  opterr = 0;
+  optind = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "ho:", opts, NULL)) != -1) {
     switch (c) {
     case OPT_JSON: a->json = true; break;
     case OPT_NO_CACHE: a->no_cache = true; break;
@@ -99,7 +100,7 @@ static int parse_args(const char *verb, int argc, char **argv, struct snap_args 
       break;
     case 'h':
     case OPT_HELP: fputs(snapshot_usage, stdout); return -1;
-    default: return cli_usage_error(verb, "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_option_error(verb);
     }
   }
   for (; optind < argc; optind++)
@@ -113,8 +114,23 @@ static void close_store(struct cordon_context *ctx, struct cordon_cas *cas) {
 }
 
 static int check_id(const char *verb, const char *id) {
-  if (!cordon_digest_valid(id))
-    return cli_usage_error(verb, "'%s' is not a snapshot id (64 lowercase hex digits)", id);
+  size_t hex = strspn(id, "0123456789abcdef");
+  if (id[hex] || hex < 8 || hex > 64)
+    return cli_usage_error(
+        verb,
+        "'%s' is not a snapshot id (64 lowercase hex digits, or a unique prefix of 8 or more)", id);
+  return 0;
+}
+
+/* Replace a.positional[i] by the whole snapshot id it names (a unique prefix is enough). */
+static int resolve_positional(struct cordon_cas *cas, struct snap_args *a, int i,
+                              struct cordon_error **err) {
+  char *full = NULL;
+  if (cordon_snapshot_resolve_id(cas, a->positional[i], &full, err) < 0)
+    return -1;
+  if (strv_push_take(&a->resolved, full) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot %s", a->positional[i]);
+  a->positional[i] = full;
   return 0;
 }
 
@@ -185,7 +201,7 @@ static int snapshot_restore(int argc, char **argv) {
       .progress = tty_progress_init(&bar, stderr, true),
   };
   int code = EXIT_OK;
-  if (cli_open_store(&ctx, &cas, &err) < 0 ||
+  if (cli_open_store(&ctx, &cas, &err) < 0 || resolve_positional(cas, &a, 0, &err) < 0 ||
       cordon_snapshot_restore(cas, a.positional[0], a.positional[1], &o, &err) < 0) {
     tty_progress_done(&bar);
     code = cli_fail(err);
@@ -223,7 +239,7 @@ static int snapshot_export(int argc, char **argv) {
   struct tty_progress bar;
   const struct cordon_progress *progress = tty_progress_init(&bar, stderr, true);
   int fd = STDOUT_FILENO, code = EXIT_OK;
-  if (cli_open_store(&ctx, &cas, &err) < 0) {
+  if (cli_open_store(&ctx, &cas, &err) < 0 || resolve_positional(cas, &a, 0, &err) < 0) {
     code = cli_fail(err);
   } else {
     if (a.output) {
@@ -344,7 +360,7 @@ static int snapshot_show(int argc, char **argv) {
   struct cordon_snapshot_entry *e = NULL;
   size_t n = 0;
   int code = EXIT_OK;
-  if (cli_open_store(&ctx, &cas, &err) < 0 ||
+  if (cli_open_store(&ctx, &cas, &err) < 0 || resolve_positional(cas, &a, 0, &err) < 0 ||
       cordon_snapshot_entries(cas, a.positional[0], &e, &n, &err) < 0) {
     code = cli_fail(err);
   } else if (a.json) {
@@ -457,7 +473,8 @@ static int snapshot_forget(int argc, char **argv) {
     code = cli_fail(err);
   } else {
     for (int i = 0; i < a.n; i++) {
-      if (cordon_snapshot_forget(cas, a.positional[i], &err) < 0) {
+      if (resolve_positional(cas, &a, i, &err) < 0 ||
+          cordon_snapshot_forget(cas, a.positional[i], &err) < 0) {
         code = cli_fail(err);
         err = NULL;
       }

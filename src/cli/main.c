@@ -1,6 +1,7 @@
 /* `cordon`: the command line. One verb per file group; each verb parses its own options and
  * talks only to the library API. */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,14 +20,14 @@ static const char main_usage[] =
     "\n"
     "verbs:\n"
     "  run [options] -- ARGV...        create a session, run ARGV in it, destroy it\n"
-    "  session create|exec|read|write|ls|list|destroy\n"
+    "  session create|exec|read|write|files|list|snapshot|shutdown|destroy\n"
     "                                  sessions that outlive one command\n"
     "  backends [--json]               list backends, capabilities, tiers, availability\n"
     "  conformance BACKEND [--json]    run the conformance suite against a backend\n"
     "  key init|show|jwks              the install identity: Ed25519 key, key id, JWKS\n"
     "  audit append|show|verify|repair the HMAC-chained audit log of the project\n"
     "  gc [--dry-run] [--all-projects] remove what killed cordon processes left behind\n"
-    "  cas put|get|info|verify|gc      the project's content-addressed store\n"
+    "  cas put|get|info|verify|prune   the project's content-addressed store\n"
     "  snapshot take|restore|export|import|show|list|forget\n"
     "                                  snapshots of directory trees, canonical tar images\n"
     "  race --base ID --k K --out RECEIPT -- ARGV...\n"
@@ -35,6 +36,14 @@ static const char main_usage[] =
     "  receipt verify RECEIPT [--expected-keyid KID]\n"
     "                                  verify a receipt offline (exit 0 verified, 1 failed,\n"
     "                                  4 unreadable, 2 incomplete, 3 unanchored)\n"
+    "  version [--json]                the version (also -V, --version)\n"
+    "\n"
+    "Options may come before or after a verb's arguments (`cordon conformance ns --json`);\n"
+    "long options are spelled out in full (no abbreviations). A command to run goes after\n"
+    "`--`: what follows it is the command's, never cordon's (`cordon run` also takes the\n"
+    "command from its first word that is not an option). Where a snapshot or session id is\n"
+    "expected, a unique prefix of 8 or more hex digits will do; an ambiguous one is a usage\n"
+    "error (2) naming the candidates, an unknown one \"no such ...\" (3).\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -126,6 +135,21 @@ int cli_open_store(struct cordon_context **ctx, struct cordon_cas **cas,
     return -1;
   }
   return 0;
+}
+
+int cli_resolve_snapshot(struct cordon_context *ctx, const char *given, char **id,
+                         struct cordon_error **err) {
+  *id = NULL;
+  if (cordon_digest_valid(given)) { /* whole: no store to open */
+    *id = strdup(given);
+    return *id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot %s", given);
+  }
+  struct cordon_cas *cas = NULL;
+  if (cordon_cas_open_project(ctx, &cas, err) < 0)
+    return -1;
+  int r = cordon_snapshot_resolve_id(cas, given, id, err);
+  cordon_cas_close(cas);
+  return r;
 }
 
 int cli_parse_double(const char *s, double min, double *out) {
@@ -231,6 +255,35 @@ static int exit_as_interrupted(int code) {
   return 128 + caught_signal;
 }
 
+/* `cordon version [--json]`, also `cordon -V` and `cordon --version`: one line. */
+static int print_version(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
+  bool json = false;
+  int c;
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'j': json = true; break;
+    case 'h':
+      fputs("usage: cordon version [--json]   (also cordon -V, cordon --version)\n", stdout);
+      return EXIT_OK;
+    default: return cli_option_error("version");
+    }
+  }
+  if (optind < argc)
+    return cli_usage_error("version", "unexpected argument '%s'", argv[optind]);
+  if (json) {
+    json_t *doc = json_pack("{s:s}", "version", CORDON_VERSION);
+    json_dumpf(doc, stdout, JSON_COMPACT);
+    putchar('\n');
+    json_decref(doc);
+  } else {
+    printf("cordon %s\n", CORDON_VERSION);
+  }
+  return EXIT_OK;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fputs(main_usage, stderr);
@@ -241,10 +294,8 @@ int main(int argc, char **argv) {
     fputs(main_usage, stdout);
     return EXIT_OK;
   }
-  if (!strcmp(verb, "--version")) {
-    printf("cordon %s\n", CORDON_VERSION);
-    return EXIT_OK;
-  }
+  if (!strcmp(verb, "--version") || !strcmp(verb, "-V"))
+    return print_version(argc - 1, argv + 1);
   static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
@@ -260,6 +311,7 @@ int main(int argc, char **argv) {
       {"snapshot", cmd_snapshot},
       {"race", cmd_race},
       {"receipt", cmd_receipt},
+      {"version", print_version},
   };
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
     if (!strcmp(verb, verbs[i].name)) {

@@ -27,6 +27,7 @@
 #include "protocol/session-id.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/id-prefix.h"
 #include "base/strv.h"
 
 #define STATE_FILE "state.json"
@@ -722,6 +723,18 @@ int cordon_session_list(struct cordon_context *ctx, char ***ids, struct cordon_e
   strv_sort(list);
   *ids = list;
   return 0;
+}
+
+int cordon_session_resolve_id(struct cordon_context *ctx, const char *given, char **id,
+                              struct cordon_error **err) {
+  *id = NULL;
+  if (!cordon_session_id_valid(given))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "invalid session id '%s' (expected lowercase hex)", given);
+  _cleanup_(strv_freep) char **ids = NULL;
+  if (cordon_session_list(ctx, &ids, err) < 0)
+    return -1;
+  return id_prefix_resolve("session", given, (const char *const *)ids, id, err);
 }
 
 int cordon_session_path_normalize(const struct cordon_session *s, const char *path, char **out,

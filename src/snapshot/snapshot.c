@@ -16,6 +16,7 @@
 
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/id-prefix.h"
 #include "base/strv.h"
 #include "snapshot/internal.h"
 #include "snapshot/statcache.h"
@@ -418,6 +419,25 @@ void cordon_snapshot_entries_free(struct cordon_snapshot_entry *entries, size_t 
 
 int cordon_snapshot_list(struct cordon_cas *cas, char ***ids, struct cordon_error **err) {
   return cas_ref_list(cas, ids, err);
+}
+
+int cordon_snapshot_resolve_id(struct cordon_cas *cas, const char *given, char **id,
+                               struct cordon_error **err) {
+  *id = NULL;
+  /* A whole id is taken as it is: a forgotten snapshot whose objects remain is still named. */
+  if (cordon_digest_valid(given)) {
+    *id = strdup(given);
+    return *id ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot %s", given);
+  }
+  if (!id_prefix_usable(given))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "expected a snapshot id (64 lowercase hex digits, or a unique prefix "
+                            "of at least %d), got '%s'",
+                            ID_PREFIX_MIN, given);
+  _cleanup_(strv_freep) char **ids = NULL;
+  if (cordon_snapshot_list(cas, &ids, err) < 0)
+    return -1;
+  return id_prefix_resolve("snapshot", given, (const char *const *)ids, id, err);
 }
 
 int cordon_snapshot_forget(struct cordon_cas *cas, const char *id_hex, struct cordon_error **err) {

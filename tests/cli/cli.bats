@@ -154,7 +154,7 @@ hello" ]
   run $CORDON session destroy "$id"
   [ "$status" -eq 0 ]
   run $CORDON session destroy "$id"
-  [ "$status" -eq 0 ]
+  [ "$status" -eq 3 ]
   run $CORDON session list
   [ "$output" = "" ]
 }
@@ -163,7 +163,7 @@ hello" ]
   run $CORDON session read 0123456789abcdef x
   [ "$status" -eq 3 ]
   [ "${#lines[@]}" -eq 1 ]
-  [[ "$output" == *"no session 0123456789abcdef"* ]]
+  [[ "$output" == *"no such session '0123456789abcdef'"* ]]
   run $CORDON session exec ../../etc -- true
   [ "$status" -eq 125 ]
   [[ "$output" == *"invalid session id"* ]]

@@ -31,7 +31,7 @@ teardown() {
   done
   run $CORDON --help
   [[ "$output" == *"snapshot take|restore"* ]]
-  [[ "$output" == *"cas put|get|info|verify|gc"* ]]
+  [[ "$output" == *"cas put|get|info|verify|prune"* ]]
 }
 
 @test "unknown subverbs and bad ids are usage errors (exit 2), one line" {

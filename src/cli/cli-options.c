@@ -1,0 +1,87 @@
+/* The option parser every verb's loop goes through: getopt_long with three rules of its own.
+ * Options may follow positional arguments (getopt's permutation; a verb that takes a command
+ * parses only the words before `--`, and `run`, whose command may start at its first
+ * positional word, asks for getopt's stop-at-first-word mode with a leading '+'). A long
+ * option must be spelled out: getopt_long takes any unique prefix, which turns a typo or a
+ * later, longer option into a silent guess, so a token that is not the matched option's full
+ * name is refused. And a refused option gets one message, made here. */
+#include <getopt.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+/* What the last '?' was about: the token as given, and what was wrong with it. */
+static const char *bad_token;
+static char bad_short[3];
+static enum { BAD_UNKNOWN, BAD_MISSING_VALUE, BAD_UNWANTED_VALUE } bad_kind;
+
+static const struct option *find_long(const struct option *longopts, const char *name, size_t len) {
+  for (const struct option *o = longopts; o && o->name; o++)
+    if (strlen(o->name) == len && !strncmp(o->name, name, len))
+      return o;
+  return NULL;
+}
+
+static int refuse(const char *token, int kind) {
+  bad_token = token;
+  bad_kind = kind;
+  return '?';
+}
+
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+               int *longindex) {
+  int index = -1;
+  opterr = 0;
+  optopt = 0;
+  int c = getopt_long(argc, argv, shortopts, longopts, &index);
+  if (c == -1)
+    return c;
+  const char *token = optind >= 1 && optind - 1 < argc ? argv[optind - 1] : "";
+  if (c == '?' || c == ':') {
+    if (strncmp(token, "--", 2) && optopt > 0 && optopt < 256) {
+      /* A short option: name the letter, which may sit inside a cluster (-hx). */
+      bad_short[0] = '-';
+      bad_short[1] = (char)optopt;
+      bad_short[2] = 0;
+      const char *spec = strchr(shortopts, optopt);
+      return refuse(bad_short, spec && spec[1] == ':' ? BAD_MISSING_VALUE : BAD_UNKNOWN);
+    }
+    if (strncmp(token, "--", 2))
+      return refuse(token, BAD_UNKNOWN);
+    size_t len = strcspn(token + 2, "=");
+    const struct option *o = find_long(longopts, token + 2, len);
+    if (o && o->has_arg == no_argument && strchr(token, '='))
+      return refuse(token, BAD_UNWANTED_VALUE);
+    return refuse(token, o && o->has_arg == required_argument ? BAD_MISSING_VALUE : BAD_UNKNOWN);
+  }
+  if (index < 0 || !longopts)
+    return c; /* a short option */
+  /* The value was the next word (not "--name=value"): the option itself is one further back. */
+  if (optarg && optind >= 2 && argv[optind - 1] == optarg)
+    token = argv[optind - 2];
+  if (strncmp(token, "--", 2))
+    return refuse(token, BAD_UNKNOWN);
+  size_t len = strcspn(token + 2, "=");
+  if (len != strlen(longopts[index].name) || strncmp(token + 2, longopts[index].name, len))
+    return refuse(token, BAD_UNKNOWN);
+  if (longindex)
+    *longindex = index;
+  return c;
+}
+
+int cli_args_end(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--"))
+      return i;
+  return argc;
+}
+
+int cli_option_error(const char *verb) {
+  const char *token = bad_token ? bad_token : "?";
+  int len = (int)strcspn(token, "=");
+  if (bad_kind == BAD_MISSING_VALUE)
+    return cli_usage_error(verb, "option '%.*s' needs a value", len, token);
+  if (bad_kind == BAD_UNWANTED_VALUE)
+    return cli_usage_error(verb, "option '%.*s' takes no value", len, token);
+  return cli_usage_error(verb, "unknown option '%.*s'", len, token);
+}
