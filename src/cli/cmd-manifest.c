@@ -294,7 +294,7 @@ int emit_result(const struct cordon_exec_result *r, bool json, double timeout) {
                           bytes_json(r->stderr_data, r->stderr_length), "stdout_bytes",
                           (json_int_t)r->stdout_total, "stderr_bytes", (json_int_t)r->stderr_total,
                           "stdout_truncated", r->stdout_truncated, "stderr_truncated",
-                          r->stderr_truncated, "duration", r->duration);
+                          r->stderr_truncated, "duration_seconds", r->duration);
     json_dumpf(o, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(o);

@@ -430,10 +430,10 @@ static int session_ls(int argc, char **argv) {
     for (size_t i = 0; i < n; i++)
       /* A name that is not UTF-8 cannot be a JSON string: it is given as null. */
       json_array_append_new(
-          list, json_pack("{s:o, s:s, s:i, s:I}", "name",
+          list, json_pack("{s:o, s:s, s:o, s:I}", "name",
                           bytes_json((const unsigned char *)e[i].name, strlen(e[i].name)), "kind",
-                          cordon_file_kind_name(e[i].kind), "mode", (int)e[i].mode, "size",
-                          (json_int_t)e[i].size));
+                          cordon_file_kind_name(e[i].kind), "mode", cli_json_mode(e[i].mode),
+                          "size", (json_int_t)e[i].size));
     json_dumpf(list, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(list);

@@ -75,11 +75,11 @@ stored_in() {
   run $CORDON race --bogus
   [ "$status" -eq 2 ]
   run $CORDON receipt frob
-  [ "$status" -eq 2 ]
+  [ "$status" -eq 64 ]
   run $CORDON receipt verify
-  [ "$status" -eq 2 ]
+  [ "$status" -eq 64 ]
   run $CORDON receipt verify r.json --expected-keyid short
-  [ "$status" -eq 2 ]
+  [ "$status" -eq 64 ]
 }
 
 @test "bad base, unwritable out, bad profile, no SNAPSHOT: refused before anything runs" {
