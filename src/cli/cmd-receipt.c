@@ -45,7 +45,7 @@ static const char receipt_usage[] =
     "internal consistency (the winner among the candidates, the losers exactly the others,\n"
     "well-formed digests, the scores and the ranking re-derived), and, in the project's\n"
     "store, the base's, the winner's and every loser's snapshot manifest and every blob they\n"
-    "name, re-hashed.\n"
+    "name, re-hashed. The install key is created on first use, as by 'cordon race'.\n"
     "\n"
     "  --expected-keyid KID  the key id the receipt must be signed by ('cordon key show');\n"
     "                        without it a receipt that checks is only 'unanchored' (exit 3)\n"
@@ -160,6 +160,12 @@ static int receipt_verify(int argc, char **argv) {
   struct cordon_cas *cas = NULL;
   struct cordon_receipt_report report = {0};
   int code;
+  /* First use of cordon on this install may be a verify: the install key is made here as by
+   * race, so the next 'cordon key show --kid' has a key to anchor on. The verdict does not
+   * depend on it: a key that cannot be made (unsafe directory) does not fail the verify. */
+  struct cordon_error *key_err = NULL;
+  if (cli_ensure_install_key(&key_err) < 0)
+    cordon_error_free(key_err);
   if (open_store(&ctx, &cas, &err) < 0 ||
       cordon_receipt_verify_file(cas, path, kid, &report, &err) < 0) {
     /* The check itself could not run: never a verdict of success. */
