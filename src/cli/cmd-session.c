@@ -75,9 +75,18 @@ static int handle_open(const char *id, struct session_handle *h, struct cordon_e
   return 0;
 }
 
+/* The workspace as a host path, or null: an ns session on an overlay has its merged view only
+ * in the sandbox's mount namespace, reached through /proc/PID/root, a name that means nothing
+ * to a reader once that process is gone (docs/formats.md: no /proc paths in --json). */
+static json_t *workspace_json(const char *workspace) {
+  if (!workspace || !strncmp(workspace, "/proc/", strlen("/proc/")))
+    return json_null();
+  return json_string(workspace);
+}
+
 static json_t *session_json(const struct cordon_session *s) {
-  return json_pack("{s:s, s:s, s:s, s:s}", "id", s->id, "backend", s->backend->name, "workspace",
-                   s->workspace, "root", s->root);
+  return json_pack("{s:s, s:s, s:o, s:s}", "id", s->id, "backend", s->backend->name, "workspace",
+                   workspace_json(s->workspace), "root", s->root);
 }
 
 /* --count K: K sessions from one snapshot, all or none; the ids are printed only once every
@@ -191,8 +200,8 @@ static int session_create(int argc, char **argv) {
     code = cli_fail(err);
   } else {
     if (o.json) {
-      json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "id", s->id, "backend", b->name, "workspace",
-                            s->workspace, "root", s->root);
+      json_t *j = json_pack("{s:s, s:s, s:o, s:s}", "id", s->id, "backend", b->name, "workspace",
+                            workspace_json(s->workspace), "root", s->root);
       json_dumpf(j, stdout, JSON_INDENT(2));
       putchar('\n');
       json_decref(j);

@@ -86,6 +86,24 @@ store_files() { find "$PROJECT/.cordon/cas" -type f 2>/dev/null | wc -l; }
   [[ "$output" != */proc/* ]]
 }
 
+@test "--json: a session's workspace is a real path or null, never a /proc name" {
+  need_jq
+  "$CORDON" backends --json | jq -e '.[] | select(.name == "ns") | .available' >/dev/null ||
+    skip "the ns backend is not available here"
+  snap=$("$CORDON" snapshot take tree)
+  run -0 "$CORDON" session create --backend ns --from "$snap" --json
+  s=$(jq -r .id <<< "$output")
+  created=$output
+  run -0 "$CORDON" session list --json
+  listed=$output
+  ws=$(jq -r .workspace <<< "$created")
+  [ "$ws" = null ] || [ -d "$ws" ] || ws_missing=1
+  "$CORDON" session destroy "$s"
+  [[ "$created" != *'/proc/'* ]]
+  [[ "$listed" != *'/proc/'* ]]
+  [ -z "${ws_missing:-}" ]
+}
+
 @test "--json: an error is one JSON object on stderr, with the exit code it exits with" {
   need_jq
   run --separate-stderr -3 "$CORDON" snapshot show "$(printf '0%.0s' $(seq 64))" --json
@@ -169,7 +187,10 @@ store_files() { find "$PROJECT/.cordon/cas" -type f 2>/dev/null | wc -l; }
   before=$(store_files)
   run -0 "$CORDON" cas verify
   listing_before=$output
-  run -0 "$CORDON" conformance worktree
+  run -0 "$CORDON" conformance worktree --json
+  if command -v jq >/dev/null; then
+    [ "$(jq -r '[.results[] | has("duration_seconds")] | all' <<< "$output")" = true ]
+  fi
   [ "$(store_files)" -eq "$before" ]
   run -0 "$CORDON" cas verify
   [ "$output" = "$listing_before" ]

@@ -113,9 +113,11 @@ stored_in() {
     [ "$status" -eq 4 ]
     [[ "$output" == *"does not declare SNAPSHOT"* ]]
   fi
-  run env CORDON_KEY_DIR=$KEYS/none $CORDON race --backend worktree --base "$BASE" --k 2 --out r.json -- touch ran
-  [ "$status" -eq 3 ]
-  [[ "$output" == *"signing key"* ]]
+  # A missing key is made on first use (json.bats); an unsafe key directory is refused.
+  mkdir -m 0755 "$KEYS/open"
+  run env CORDON_KEY_DIR=$KEYS/open $CORDON race --backend worktree --base "$BASE" --k 2 --out r.json -- touch ran
+  [ "$status" -eq 4 ]
+  [[ "$output" == *"key directory"*"must be 0700"* ]]
   # Nothing ran, nothing was written.
   [ "$(sessions_left)" -eq 0 ]
   [ ! -e r.json ]
