@@ -187,7 +187,7 @@ store_files() { find "$PROJECT/.cordon/cas" -type f 2>/dev/null | wc -l; }
   before=$(store_files)
   run -0 "$CORDON" cas verify
   listing_before=$output
-  run -0 "$CORDON" conformance worktree --json
+  run -0 "$CORDON" conformance --json worktree
   if command -v jq >/dev/null; then
     [ "$(jq -r '[.results[] | has("duration_seconds")] | all' <<< "$output")" = true ]
   fi
