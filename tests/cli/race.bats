@@ -46,7 +46,7 @@ stored_in() {
   printf '%s/.cordon/cas/%s' "$PROJECT" "$("$CORDON" cas info "$1" | sed -n 's/^location: //p')"
 }
 
-@test "race and receipt: --help, usage errors are exit 2 and one line" {
+@test "race and receipt: --help, usage errors are exit 2 (receipt verify: 64) and one line" {
   for v in "race" "receipt" "receipt verify"; do
     run $CORDON $v --help
     [ "$status" -eq 0 ]
