@@ -106,7 +106,7 @@ _cordon() {
   conformance) opts="--json --help" ;;
   key)
     subs="init show jwks"
-    opts="--json --help"
+    opts="--json --kid --help"
     ;;
   audit)
     subs="append show verify repair"

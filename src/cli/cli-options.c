@@ -6,6 +6,8 @@
  * later, longer option into a silent guess, so a token that is not the matched option's full
  * name is refused. And a refused option gets one message, made here. */
 #include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -76,12 +78,21 @@ int cli_args_end(int argc, char **argv) {
   return argc;
 }
 
-int cli_option_error(const char *verb) {
+char *cli_option_message(void) {
   const char *token = bad_token ? bad_token : "?";
   int len = (int)strcspn(token, "=");
-  if (bad_kind == BAD_MISSING_VALUE)
-    return cli_usage_error(verb, "option '%.*s' needs a value", len, token);
-  if (bad_kind == BAD_UNWANTED_VALUE)
-    return cli_usage_error(verb, "option '%.*s' takes no value", len, token);
-  return cli_usage_error(verb, "unknown option '%.*s'", len, token);
+  const char *what = bad_kind == BAD_MISSING_VALUE    ? "needs a value"
+                     : bad_kind == BAD_UNWANTED_VALUE ? "takes no value"
+                                                      : NULL;
+  char *message = NULL;
+  int n = what ? asprintf(&message, "option '%.*s' %s", len, token, what)
+               : asprintf(&message, "unknown option '%.*s'", len, token);
+  return n < 0 ? NULL : message;
+}
+
+int cli_option_error(const char *verb) {
+  char *message = cli_option_message();
+  int code = cli_usage_error(verb, "%s", message ? message : "bad option");
+  free(message);
+  return code;
 }

@@ -56,6 +56,9 @@ int cli_args_end(int argc, char **argv);
 /* Report the option the last cli_getopt refused ("unknown option '--work'", "option
  * '--timeout' needs a value"); returns EXIT_USAGE. */
 int cli_option_error(const char *verb);
+/* The message cli_option_error prints, malloc'd (NULL on ENOMEM), for a verb with its own
+ * usage exit code. */
+char *cli_option_message(void);
 
 /* Strict number parsing: the whole string, in range. */
 int cli_parse_double(const char *s, double min, double *out);
@@ -64,6 +67,19 @@ int cli_parse_u64(const char *s, unsigned long long *out);
 int cli_parse_size(const char *s, unsigned long long *out);
 /* A size limit: SIZE as cli_parse_size, or "0" or "unlimited" for none (UINT64_MAX). */
 int cli_parse_size_limit(const char *s, uint64_t *out);
+
+/* --json errors (main.c): true when the verb was given --json; then cli_fail and
+ * cli_usage_error print one JSON object on stderr instead of a plain line. */
+extern bool cli_json_errors;
+/* Print {"error": {"message", "kind", "exit_code"}} on stderr, one line. */
+void cli_json_error(const char *message, const char *kind, int exit_code);
+
+/* A file mode as the CLI's JSON gives it: an octal string, "0644". */
+json_t *cli_json_mode(unsigned mode);
+
+/* The install key (cmd-key.c): create it when there is none yet, saying so once on stderr
+ * ("cordon: created the install key KID in DIR"); an unsafe or unreadable key is an error. */
+int cli_ensure_install_key(struct cordon_error **err);
 
 /* Print a JSON document on stdout (indented, keys sorted) and release it. */
 void cli_print_json(json_t *doc);

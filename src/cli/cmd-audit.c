@@ -244,8 +244,17 @@ static int audit_verify(int argc, char **argv) {
   }
   bool ok = rep.problem == CORDON_AUDIT_OK;
   if (a.json) {
-    json_t *o = json_pack("{s:b, s:I, s:I, s:s, s:s}", "ok", ok, "entries", (json_int_t)rep.entries,
-                          "segments", (json_int_t)rep.segments, "head", rep.head, "problem",
+    /* The verify dialect (docs/formats.md, CLI JSON): ok, verdict, exit_code, problems. */
+    json_t *problems = json_array();
+    if (!ok)
+      json_array_append_new(problems,
+                            json_pack("{s:s, s:s, s:s}", "object", rep.file ? rep.file : "",
+                                      "verdict", cordon_audit_problem_name(rep.problem), "message",
+                                      rep.reason ? rep.reason : ""));
+    json_t *o = json_pack("{s:b, s:s, s:i, s:o, s:I, s:I, s:s, s:s}", "ok", ok, "verdict",
+                          ok ? "verified" : "failed", "exit_code", ok ? EXIT_OK : EXIT_FAILURE_,
+                          "problems", problems, "entries", (json_int_t)rep.entries, "segments",
+                          (json_int_t)rep.segments, "head", rep.head, "problem",
                           cordon_audit_problem_name(rep.problem));
     json_object_set_new(o, "project",
                         rep.project_id[0] ? json_string(rep.project_id) : json_null());

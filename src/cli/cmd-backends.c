@@ -1,9 +1,11 @@
 /* `cordon backends` and `cordon conformance`. */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fs.h"
 #include "cli/cli.h"
 
 static const char backends_usage[] =
@@ -102,8 +104,9 @@ int cmd_backends(int argc, char **argv) {
 static const char conformance_usage[] =
     "usage: cordon conformance BACKEND [--json]\n"
     "\n"
-    "Run the conformance suite against BACKEND in a scratch project (the current project's\n"
-    ".cordon/ unless CORDON_PROJECT says otherwise). Prints one line per check and, last,\n"
+    "Run the conformance suite against BACKEND in a temporary project (in $TMPDIR, else\n"
+    "/tmp), removed afterwards: the suite's sessions, snapshots and blobs never reach the\n"
+    "current project's store. Prints one line per check and, last,\n"
     "\"N passed, N failed, N skipped\"; with --json one JSON document. Exits 0 only when no\n"
     "check failed.\n";
 
@@ -130,13 +133,34 @@ int cmd_conformance(int argc, char **argv) {
     return cli_fail(err);
   int code = EXIT_OK;
   struct cordon_conformance_summary sum = {0};
-  if (cordon_registry_find(reg, argv[optind], &b, &err) < 0 ||
-      cordon_context_open(NULL, &ctx, &err) < 0 ||
+  /* A scratch project of its own: the snapshots the suite takes are test data, and in the
+   * user's store they would be blobs nobody asked for (until a gc). */
+  char *scratch = NULL;
+  const char *tmp = getenv("TMPDIR");
+  if (asprintf(&scratch, "%s/cordon-conformance-XXXXXX", tmp && *tmp ? tmp : "/tmp") < 0) {
+    cordon_registry_free(reg);
+    return cli_fail(NULL);
+  }
+  if (!mkdtemp(scratch)) {
+    cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "conformance: scratch project %s", scratch);
+    free(scratch);
+    scratch = NULL;
+  }
+  if (!scratch || cordon_registry_find(reg, argv[optind], &b, &err) < 0 ||
+      cordon_context_open(scratch, &ctx, &err) < 0 ||
       cordon_conformance_run(ctx, b, stdout, json, &sum, &err) < 0)
     code = cli_fail(err);
   else if (sum.failed > 0)
     code = EXIT_FAILURE_;
   cordon_context_free(ctx);
   cordon_registry_free(reg);
+  if (scratch) {
+    struct cordon_error *rm_err = NULL;
+    if (fs_remove_tree(scratch, &rm_err) < 0) {
+      cli_error("cannot remove the scratch project: %s", rm_err->message);
+      cordon_error_free(rm_err);
+    }
+    free(scratch);
+  }
   return code;
 }

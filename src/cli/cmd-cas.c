@@ -214,11 +214,15 @@ static int cas_verify(int argc, char **argv) {
     if (a.json) {
       json_t *problems = json_array();
       for (size_t i = 0; i < rep.n_problems; i++)
-        json_array_append_new(problems, json_pack("{s:s, s:s}", "object", rep.problems[i].object,
-                                                  "message", rep.problems[i].message));
-      cli_print_json(json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:o}", "ok", rep.n_problems == 0,
-                               "blobs", (json_int_t)rep.blobs, "packs", (json_int_t)rep.packs,
-                               "bytes", (json_int_t)rep.bytes, "sidecars", (json_int_t)rep.sidecars,
+        json_array_append_new(problems,
+                              json_pack("{s:s, s:s, s:s}", "object", rep.problems[i].object,
+                                        "verdict", "failed", "message", rep.problems[i].message));
+      cli_print_json(json_pack("{s:b, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:o}", "ok",
+                               rep.n_problems == 0, "verdict",
+                               rep.n_problems ? "failed" : "verified", "exit_code",
+                               rep.n_problems ? EXIT_FAILURE_ : EXIT_OK, "blobs",
+                               (json_int_t)rep.blobs, "packs", (json_int_t)rep.packs, "bytes",
+                               (json_int_t)rep.bytes, "sidecars", (json_int_t)rep.sidecars,
                                "temporaries", (json_int_t)rep.temporaries, "problems", problems));
     } else {
       for (size_t i = 0; i < rep.n_problems; i++)

@@ -38,8 +38,9 @@ static const char gc_usage[] =
     "  --json           machine-readable output\n"
     "\n"
     "The Docker engine is the one DOCKER_HOST names (unix:///path; default\n"
-    "/var/run/docker.sock). Exit codes: 0 ok (also when nothing was found), 1 a removal\n"
-    "failed, 4 the engine cannot be reached.\n";
+    "/var/run/docker.sock); when it is not running, gc says so in one note and checks no\n"
+    "containers. Exit codes: 0 ok (also when nothing was found or Docker is not running),\n"
+    "1 a removal failed or the engine answered with an error.\n";
 
 int cmd_gc(int argc, char **argv) {
   bool dry_run = false, all_projects = false, json = false;
@@ -78,6 +79,10 @@ int cmd_gc(int argc, char **argv) {
   /* What ns removed is reported even when the engine cannot be reached. */
   struct cordon_error *docker_err = NULL;
   docker_gc(ctx, all_projects, dry_run, &entries, &count, &docker_err);
+  /* No engine means no containers of ours can be running: nothing to collect, so a host
+   * without Docker is not a failure (one note says what was skipped). Other engine errors
+   * (a refused call, a malformed answer) still fail. */
+  bool docker_absent = docker_err && docker_err->kind == CORDON_ERR_UNAVAILABLE;
   /* Best effort: a stale entry only costs a failed open per sandbox plan. */
   size_t pruned = 0;
   if (!dry_run)
@@ -126,6 +131,7 @@ int cmd_gc(int argc, char **argv) {
                             "dry_run", dry_run, "registry_entries_removed", (json_int_t)pruned);
     if (docker_err)
       json_object_set_new(doc, "docker_error", json_string(docker_err->message));
+    json_object_set_new(doc, "docker_checked", json_boolean(!docker_err));
     json_dumpf(doc, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(doc);
@@ -134,10 +140,13 @@ int cmd_gc(int argc, char **argv) {
     json_decref(list);
     if (pruned)
       printf("removed %zu registry entries of deleted projects\n", pruned);
-    if (count == 0 && n_sessions == 0 && !pruned && !docker_err)
+    if (count == 0 && n_sessions == 0 && !pruned && (!docker_err || docker_absent))
       printf("nothing to remove\n");
   }
-  if (docker_err) {
+  if (docker_absent) {
+    fprintf(stderr, "%s: docker: engine not running, no containers checked\n", cli_program);
+    cordon_error_free(docker_err);
+  } else if (docker_err) {
     int docker_code = cli_exit_code_for(docker_err);
     if (json)
       cordon_error_free(docker_err);

@@ -7,6 +7,7 @@
 
 #include <cordon/keys.h>
 
+#include "base/cleanup.h"
 #include "cli/cli.h"
 
 int cmd_key(int argc, char **argv);
@@ -17,20 +18,25 @@ static const char key_usage[] =
     "The install identity: an Ed25519 signing key (for receipts) and the audit chain's HMAC\n"
     "key, kept outside every workspace in the key directory: $CORDON_KEY_DIR, else\n"
     "$XDG_STATE_HOME/cordon/keys, else ~/.local/state/cordon/keys. The directory is 0700 and\n"
-    "the files 0600; a key file or directory with group or other access is refused.\n"
+    "the files 0600; a key file or directory with group or other access is refused. init\n"
+    "accepts an existing empty 0700 directory. 'cordon race' creates the key on first use.\n"
     "\n"
     "  init [--json]   create whichever keys are missing (existing keys are kept, never\n"
     "                  overwritten) and print the key id\n"
     "  show [--json]   print the key id (RFC 7638 JWK thumbprint) and the public JWK\n"
+    "  show --kid      print the bare key id, one line, nothing else\n"
     "  jwks            print the JWKS document {\"keys\":[JWK]} (canonical JSON)\n"
     "\n"
     "Exit codes: 0 ok, 1 failed (unreadable or malformed key), 2 usage, 3 no key yet\n"
     "(run 'cordon key init'), 4 refused (unsafe permissions, symlink, other owner).\n";
 
 /* Parse [--json] [--help] for a subverb; returns -1 after printing help, > 0 an exit code. */
-static int parse_flags(const char *verb, int argc, char **argv, bool allow_json, bool *json) {
-  static const struct option opts[] = {
-      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
+static int parse_flags(const char *verb, int argc, char **argv, bool allow_json, bool *json,
+                       bool *kid_only) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {"kid", no_argument, NULL, 'k'},
+                                       {0}};
   *json = false;
   optind = 0;
   int c;
@@ -42,6 +48,11 @@ static int parse_flags(const char *verb, int argc, char **argv, bool allow_json,
       *json = true;
       break;
     case 'h': fputs(key_usage, stdout); return -1;
+    case 'k': /* only `key show` has --kid (kid_only NULL elsewhere) */
+      if (!kid_only)
+        return cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
+      *kid_only = true;
+      break;
     default: return cli_option_error(verb);
     }
   }
@@ -50,9 +61,35 @@ static int parse_flags(const char *verb, int argc, char **argv, bool allow_json,
   return 0;
 }
 
+int cli_ensure_install_key(struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL;
+  if (cordon_key_dir(&dir, err) < 0)
+    return -1;
+  struct cordon_error *local = NULL;
+  struct cordon_signing_key *key = NULL;
+  if (cordon_signing_key_load(dir, &key, &local) == 0) {
+    cordon_signing_key_free(key);
+    return 0;
+  }
+  /* Only a key that does not exist yet is made here; an unsafe or broken one stays an error. */
+  if (local->kind != CORDON_ERR_NOT_FOUND) {
+    *err = local;
+    return -1;
+  }
+  cordon_error_free(local);
+  struct cordon_key_init_result res;
+  if (cordon_key_init(dir, &res, err) < 0 || cordon_signing_key_load(dir, &key, err) < 0)
+    return -1;
+  if (res.signing_created)
+    fprintf(stderr, "%s: created the install key %s in %s\n", cli_program,
+            cordon_signing_key_id(key), dir);
+  cordon_signing_key_free(key);
+  return 0;
+}
+
 static int key_init(int argc, char **argv) {
   bool json;
-  int r = parse_flags("key init", argc, argv, true, &json);
+  int r = parse_flags("key init", argc, argv, true, &json, NULL);
   if (r)
     return r < 0 ? EXIT_OK : r;
   struct cordon_error *err = NULL;
@@ -77,8 +114,8 @@ static int key_init(int argc, char **argv) {
 }
 
 static int key_show(int argc, char **argv) {
-  bool json;
-  int r = parse_flags("key show", argc, argv, true, &json);
+  bool json, kid_only = false;
+  int r = parse_flags("key show", argc, argv, true, &json, &kid_only);
   if (r)
     return r < 0 ? EXIT_OK : r;
   struct cordon_error *err = NULL;
@@ -90,7 +127,9 @@ static int key_show(int argc, char **argv) {
     free(dir);
     return cli_fail(err);
   }
-  if (json)
+  if (kid_only) /* for scripts: KID=$(cordon key show --kid) */
+    printf("%s\n", cordon_signing_key_id(key));
+  else if (json)
     cli_print_json(json_pack("{s:s, s:s, s:o}", "dir", dir, "kid", cordon_signing_key_id(key),
                              "jwk", json_loads(jwk, 0, NULL)));
   else
@@ -103,7 +142,7 @@ static int key_show(int argc, char **argv) {
 
 static int key_jwks(int argc, char **argv) {
   bool json;
-  int r = parse_flags("key jwks", argc, argv, false, &json);
+  int r = parse_flags("key jwks", argc, argv, false, &json, NULL);
   if (r)
     return r < 0 ? EXIT_OK : r;
   struct cordon_error *err = NULL;

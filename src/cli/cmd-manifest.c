@@ -339,8 +339,8 @@ int emit_failure(struct cordon_error *err, bool json, int code) {
     /* On stdout like a result, so that a reader of the JSON tells cordon's own failure (an
      * "error" object) from a command that exited 125 by itself (none). */
     const char *message = err && err->message ? err->message : "failed";
-    json_t *o = json_pack("{s:i, s:{s:s, s:s}}", "exit_code", code, "error", "message",
-                          message, "kind", error_kind_name(err ? err->kind : CORDON_ERR_SYSTEM));
+    json_t *o = json_pack("{s:i, s:{s:s, s:s}}", "exit_code", code, "error", "message", message,
+                          "kind", error_kind_name(err ? err->kind : CORDON_ERR_SYSTEM));
     if (o) {
       json_dumpf(o, stdout, JSON_INDENT(2));
       putchar('\n');
@@ -360,7 +360,7 @@ int emit_result(const struct cordon_exec_result *r, bool json, double timeout) {
                           bytes_json(r->stderr_data, r->stderr_length), "stdout_bytes",
                           (json_int_t)r->stdout_total, "stderr_bytes", (json_int_t)r->stderr_total,
                           "stdout_truncated", r->stdout_truncated, "stderr_truncated",
-                          r->stderr_truncated, "duration", r->duration);
+                          r->stderr_truncated, "duration_seconds", r->duration);
     json_object_set_new(o, "oom_killed", json_boolean(r->oom_killed));
     /* Only when the backend could not execve the command: a command that exits 126/127
      * itself has none. */

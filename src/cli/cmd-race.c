@@ -378,7 +378,7 @@ int cmd_race(int argc, char **argv) {
   view_init(&view, a.k);
   int code = EXIT_OK;
   if ((a.profile && load_profile(a.profile, &profile, &err) < 0) ||
-      cordon_context_open(NULL, &ctx, &err) < 0 ||
+      cli_ensure_install_key(&err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
       cli_resolve_snapshot(ctx, a.base, &base, &err) < 0 || cordon_registry_load(&reg, &err) < 0 ||
       cordon_registry_find(reg, a.backend ? a.backend : cordon_registry_default_name(), &backend,
                            &err) < 0) {

@@ -2,6 +2,8 @@
  * verdict is the library's (cordon_receipt_verify_file); this file only maps it to the exit
  * code and prints it. */
 #include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,25 @@
 #include "base/cleanup.h"
 #include "cli/cli.h"
 
+/* Usage errors of `receipt verify` exit 64 (EX_USAGE of sysexits.h), not the 2 other verbs use:
+ * 2 is already the verdict "incomplete", and a script must be able to tell them apart. */
+#define EXIT_RECEIPT_USAGE 64
+
+/* A usage error of `receipt verify`: as cli_usage_error, with exit code 64. */
+static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *message = NULL;
+  int n = vasprintf(&message, fmt, ap);
+  va_end(ap);
+  if (cli_json_errors)
+    cli_json_error(n < 0 ? "usage error" : message, "usage", EXIT_RECEIPT_USAGE);
+  else
+    cli_error("%s (see 'cordon receipt verify --help')", n < 0 ? "usage error" : message);
+  free(message);
+  return EXIT_RECEIPT_USAGE;
+}
+
 /* Problems printed after the first, on a failed verify (the JSON output has them all). */
 #define SHOWN_PROBLEMS 10
 
@@ -24,7 +45,7 @@ static const char receipt_usage[] =
     "internal consistency (the winner among the candidates, the losers exactly the others,\n"
     "well-formed digests, the scores and the ranking re-derived), and, in the project's\n"
     "store, the base's, the winner's and every loser's snapshot manifest and every blob they\n"
-    "name, re-hashed.\n"
+    "name, re-hashed. The install key is created on first use, as by 'cordon race'.\n"
     "\n"
     "  --expected-keyid KID  the key id the receipt must be signed by ('cordon key show');\n"
     "                        without it a receipt that checks is only 'unanchored' (exit 3)\n"
@@ -34,7 +55,10 @@ static const char receipt_usage[] =
     "0 verified, 1 failed (bad signature, wrong signer, tampered blob, inconsistent body,\n"
     "malformed digest or receipt), 4 unreadable (a blob or the receipt present but not a\n"
     "readable regular file, e.g. a symlink or a FIFO), 2 incomplete (a blob or the receipt\n"
-    "absent; also a usage error), 3 unanchored (everything checks but no --expected-keyid).\n";
+    "absent), 3 unanchored (everything checks but no --expected-keyid); 64 usage error\n"
+    "(EX_USAGE: unknown option, no RECEIPT, a malformed key id).\n"
+    "\n"
+    "--json prints {\"ok\", \"verdict\", \"exit_code\", \"problems\"} and the receipt's fields.\n";
 
 /* The project's store when the project has one: a verify creates nothing. */
 static int open_store(struct cordon_context **ctx, struct cordon_cas **cas,
@@ -58,7 +82,8 @@ static void print_json(const char *path, const struct cordon_receipt_report *r) 
                                     cordon_verdict_name(r->problems[i].verdict), "object",
                                     r->problems[i].object, "message", r->problems[i].message));
   json_t *o = json_pack(
-      "{s:s, s:s, s:i, s:o, s:I, s:I, s:I, s:I, s:I}", "receipt", path, "verdict",
+      "{s:b, s:s, s:s, s:i, s:o, s:I, s:I, s:I, s:I, s:I}", "ok",
+      r->verdict == CORDON_VERDICT_VERIFIED, "receipt", path, "verdict",
       cordon_verdict_name(r->verdict), "exit_code", (int)r->verdict, "problems", problems,
       "problems_total", (json_int_t)r->problems_total, "candidates", (json_int_t)r->n_candidates,
       "snapshots_checked", (json_int_t)r->snapshots_checked, "blobs_checked",
@@ -119,22 +144,30 @@ static int receipt_verify(int argc, char **argv) {
     case 'k': kid = optarg; break;
     case 'j': json = true; break;
     case 'h': fputs(receipt_usage, stdout); return EXIT_OK;
-    default: return cli_option_error("receipt verify");
+    default: {
+      _cleanup_free_ char *message = cli_option_message();
+      return usage_error("%s", message ? message : "bad option");
+    }
     }
   }
   if (optind != argc - 1)
-    return cli_usage_error("receipt verify", "give exactly one RECEIPT file");
+    return usage_error("give exactly one RECEIPT file");
   const char *path = argv[optind];
   if (kid && strlen(kid) != CORDON_KEY_ID_LEN)
-    return cli_usage_error("receipt verify",
-                           "--expected-keyid needs a key id (%d base64url characters, as "
-                           "'cordon key show' prints it)",
-                           CORDON_KEY_ID_LEN);
+    return usage_error("--expected-keyid needs a key id (%d base64url characters, as "
+                       "'cordon key show --kid' prints it)",
+                       CORDON_KEY_ID_LEN);
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
   struct cordon_cas *cas = NULL;
   struct cordon_receipt_report report = {0};
   int code;
+  /* First use of cordon on this install may be a verify: the install key is made here as by
+   * race, so the next 'cordon key show --kid' has a key to anchor on. The verdict does not
+   * depend on it: a key that cannot be made (unsafe directory) does not fail the verify. */
+  struct cordon_error *key_err = NULL;
+  if (cli_ensure_install_key(&key_err) < 0)
+    cordon_error_free(key_err);
   if (open_store(&ctx, &cas, &err) < 0 ||
       cordon_receipt_verify_file(cas, path, kid, &report, &err) < 0) {
     /* The check itself could not run: never a verdict of success. */
@@ -155,5 +188,12 @@ static int receipt_verify(int argc, char **argv) {
 
 int cmd_receipt(int argc, char **argv) {
   static const struct cli_subverb subs[] = {{"verify", receipt_verify}};
+  /* A missing or unknown subverb is a usage error too: 64, as for verify's own. */
+  if (argc < 2) {
+    fputs(receipt_usage, stderr);
+    return EXIT_RECEIPT_USAGE;
+  }
+  if (strcmp(argv[1], "verify") && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))
+    return usage_error("unknown receipt subverb '%s'", argv[1]);
   return CLI_DISPATCH("receipt", receipt_usage, subs, argc, argv);
 }

@@ -79,9 +79,18 @@ static int handle_open(const char *id, struct session_handle *h, struct cordon_e
   return 0;
 }
 
+/* The workspace as a host path, or null: an ns session on an overlay has its merged view only
+ * in the sandbox's mount namespace, reached through /proc/PID/root, a name that means nothing
+ * to a reader once that process is gone (docs/formats.md: no /proc paths in --json). */
+static json_t *workspace_json(const char *workspace) {
+  if (!workspace || !strncmp(workspace, "/proc/", strlen("/proc/")))
+    return json_null();
+  return json_string(workspace);
+}
+
 static json_t *session_json(const struct cordon_session *s) {
-  return json_pack("{s:s, s:s, s:s, s:s}", "id", s->id, "backend", s->backend->name, "workspace",
-                   s->workspace, "root", s->root);
+  return json_pack("{s:s, s:s, s:o, s:s}", "id", s->id, "backend", s->backend->name, "workspace",
+                   workspace_json(s->workspace), "root", s->root);
 }
 
 /* --count K: K sessions from one snapshot, all or none; the ids are printed only once every
@@ -201,8 +210,8 @@ static int session_create(int argc, char **argv) {
     code = cli_fail(err);
   } else {
     if (o.json) {
-      json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "id", s->id, "backend", b->name, "workspace",
-                            s->workspace, "root", s->root);
+      json_t *j = json_pack("{s:s, s:s, s:o, s:s}", "id", s->id, "backend", b->name, "workspace",
+                            workspace_json(s->workspace), "root", s->root);
       json_dumpf(j, stdout, JSON_INDENT(2));
       putchar('\n');
       json_decref(j);
@@ -451,10 +460,10 @@ static int session_ls(int argc, char **argv) {
     for (size_t i = 0; i < n; i++)
       /* A name that is not UTF-8 cannot be a JSON string: it is given as null. */
       json_array_append_new(
-          list, json_pack("{s:o, s:s, s:i, s:I}", "name",
+          list, json_pack("{s:o, s:s, s:o, s:I}", "name",
                           bytes_json((const unsigned char *)e[i].name, strlen(e[i].name)), "kind",
-                          cordon_file_kind_name(e[i].kind), "mode", (int)e[i].mode, "size",
-                          (json_int_t)e[i].size));
+                          cordon_file_kind_name(e[i].kind), "mode", cli_json_mode(e[i].mode),
+                          "size", (json_int_t)e[i].size));
     json_dumpf(list, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(list);

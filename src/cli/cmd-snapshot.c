@@ -170,7 +170,7 @@ static int snapshot_take(int argc, char **argv) {
                                (json_int_t)stats.bytes, "hashed_files",
                                (json_int_t)stats.hashed_files, "hashed_bytes",
                                (json_int_t)stats.hashed_bytes, "new_blobs",
-                               (json_int_t)stats.new_blobs, "seconds", stats.seconds));
+                               (json_int_t)stats.new_blobs, "duration_seconds", stats.seconds));
     else
       printf("%s\n", id);
   }
@@ -367,7 +367,7 @@ static int snapshot_show(int argc, char **argv) {
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++) {
       char kind[2] = {(char)e[i].kind, 0};
-      json_t *o = json_pack("{s:s, s:i}", "kind", kind, "mode", (int)e[i].mode);
+      json_t *o = json_pack("{s:s, s:o}", "kind", kind, "mode", cli_json_mode(e[i].mode));
       const char *path = e[i].path_length ? e[i].path : ".";
       size_t plen = e[i].path_length ? e[i].path_length : 1;
       json_t *p = bytes_json(path, plen);

@@ -35,7 +35,7 @@ static const char main_usage[] =
     "                                  a selection receipt\n"
     "  receipt verify RECEIPT [--expected-keyid KID]\n"
     "                                  verify a receipt offline (exit 0 verified, 1 failed,\n"
-    "                                  4 unreadable, 2 incomplete, 3 unanchored)\n"
+    "                                  4 unreadable, 2 incomplete, 3 unanchored, 64 usage)\n"
     "  version [--json]                the version (also -V, --version)\n"
     "\n"
     "Options may come before or after a verb's arguments (`cordon conformance ns --json`);\n"
@@ -78,8 +78,52 @@ int cli_exit_code_for(const struct cordon_error *err) {
   }
 }
 
+/* --json errors: with --json anywhere among a verb's options (before any "--"), an error is one
+ * JSON object on stderr, {"error": {"message", "kind", "exit_code"}}, so a caller parsing
+ * the output never has to scrape a plain line. Set once in main, before the verb runs. */
+bool cli_json_errors;
+
+static void detect_json_flag(int argc, char **argv) {
+  for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+    if (!strcmp(argv[i], "--json"))
+      cli_json_errors = true;
+}
+
+static const char *error_kind_name(const struct cordon_error *err) {
+  switch (err ? err->kind : CORDON_ERR_SYSTEM) {
+  case CORDON_ERR_USAGE: return "usage";
+  case CORDON_ERR_NOT_FOUND: return "not_found";
+  case CORDON_ERR_INVALID: return "invalid";
+  case CORDON_ERR_UNAVAILABLE: return "unavailable";
+  case CORDON_ERR_DENIED: return "denied";
+  case CORDON_ERR_INTEGRITY: return "integrity";
+  case CORDON_ERR_UNSUPPORTED: return "unsupported";
+  case CORDON_ERR_INTERRUPTED: return "interrupted";
+  default: return "system";
+  }
+}
+
+void cli_json_error(const char *message, const char *kind, int exit_code) {
+  json_t *doc = json_pack("{s:{s:s, s:s, s:i}}", "error", "message", message, "kind", kind,
+                          "exit_code", exit_code);
+  json_dumpf(doc, stderr, JSON_COMPACT | JSON_SORT_KEYS);
+  fputc('\n', stderr);
+  json_decref(doc);
+}
+
+json_t *cli_json_mode(unsigned mode) {
+  char text[16];
+  snprintf(text, sizeof(text), "%04o", mode & 07777);
+  return json_string(text);
+}
+
 int cli_fail(struct cordon_error *err) {
   int code = cli_exit_code_for(err);
+  if (cli_json_errors) {
+    cli_json_error(err && err->message ? err->message : "failed", error_kind_name(err), code);
+    cordon_error_free(err);
+    return code;
+  }
   /* Keep the promise of one line even if a message carries a newline from a library. */
   if (err && err->message)
     for (char *p = err->message; *p; p++)
@@ -93,6 +137,14 @@ int cli_fail(struct cordon_error *err) {
 int cli_usage_error(const char *verb, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
+  if (cli_json_errors) {
+    char *message = NULL;
+    int n = vasprintf(&message, fmt, ap);
+    va_end(ap);
+    cli_json_error(n < 0 ? "usage error" : message, "usage", EXIT_USAGE);
+    free(message);
+    return EXIT_USAGE;
+  }
   fprintf(stderr, "%s: ", cli_program);
   vfprintf(stderr, fmt, ap);
   fprintf(stderr, " (see 'cordon %s --help')\n", verb);
@@ -313,6 +365,7 @@ int main(int argc, char **argv) {
       {"receipt", cmd_receipt},
       {"version", print_version},
   };
+  detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
     if (!strcmp(verb, verbs[i].name)) {
       /* The verbs that start sandboxes clean up when interrupted; the others keep the default

@@ -70,11 +70,13 @@ static int check_private_mode(const struct stat *st, const char *what, const cha
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,
                             "%s %s is owned by uid %u, not by the current user (uid %u): refused",
                             what, path, (unsigned)st->st_uid, (unsigned)geteuid());
+  /* Say what the mode is, what it must be and why, and the command that fixes it. */
   if (st->st_mode & 077)
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,
-                            "%s %s has mode %04o: group and other access is refused "
+                            "%s %s is %04o: must be %s, not readable by group or others "
                             "(chmod %s %s)",
                             what, path, (unsigned)(st->st_mode & 07777),
+                            S_ISDIR(st->st_mode) ? "0700" : "0600",
                             S_ISDIR(st->st_mode) ? "700" : "600", path);
   return 0;
 }

@@ -536,7 +536,8 @@ static void report(struct suite *t, const char *name, bool ok, double took) {
   else
     t->summary.failed++;
   if (t->json) {
-    json_t *o = json_pack("{s:s, s:s, s:f}", "name", name, "status", status, "seconds", took);
+    json_t *o =
+        json_pack("{s:s, s:s, s:f}", "name", name, "status", status, "duration_seconds", took);
     if (t->why)
       json_object_set_new(o, "reason", json_string(t->why));
     json_array_append_new(t->results, o);

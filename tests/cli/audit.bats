@@ -86,12 +86,12 @@ append() { "$CORDON" audit append --event "${1:-test.event}" --resource-type thi
   run $CORDON key show
   [ "$status" -eq 4 ]
   [ "${#lines[@]}" -eq 1 ]
-  [[ "$output" == *"mode 0640"*"chmod 600"* ]]
+  [[ "$output" == *"is 0640: must be 0600"*"chmod 600"* ]]
   chmod 600 "$CORDON_KEY_DIR/ed25519.key"
   chmod 604 "$CORDON_KEY_DIR/audit-hmac.key"
   run $CORDON audit append --event e --resource-type t
   [ "$status" -eq 4 ]
-  [[ "$output" == *"audit-hmac.key"*"mode 0604"* ]]
+  [[ "$output" == *"audit-hmac.key is 0604"* ]]
   chmod 600 "$CORDON_KEY_DIR/audit-hmac.key"
   chmod 755 "$CORDON_KEY_DIR"
   run $CORDON key show

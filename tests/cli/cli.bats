@@ -141,7 +141,7 @@ from-stdin" ]
   run $CORDON session ls "$id"
   [ "$output" = "dir/" ]
   run $CORDON session ls "$id" dir --json
-  [[ "$output" == *'"mode": 384'* ]]
+  [[ "$output" == *'"mode": "0600"'* ]]
   run $CORDON session exec "$id" --env B=2 -- sh -c 'echo $A$B; cat dir/hello.txt; exit 3'
   [ "$status" -eq 3 ]
   [ "$output" = "12

@@ -46,7 +46,7 @@ stored_in() {
   printf '%s/.cordon/cas/%s' "$PROJECT" "$("$CORDON" cas info "$1" | sed -n 's/^location: //p')"
 }
 
-@test "race and receipt: --help, usage errors are exit 2 and one line" {
+@test "race and receipt: --help, usage errors are exit 2 (receipt verify: 64) and one line" {
   for v in "race" "receipt" "receipt verify"; do
     run $CORDON $v --help
     [ "$status" -eq 0 ]
@@ -75,11 +75,11 @@ stored_in() {
   run $CORDON race --bogus
   [ "$status" -eq 2 ]
   run $CORDON receipt frob
-  [ "$status" -eq 2 ]
+  [ "$status" -eq 64 ]
   run $CORDON receipt verify
-  [ "$status" -eq 2 ]
+  [ "$status" -eq 64 ]
   run $CORDON receipt verify r.json --expected-keyid short
-  [ "$status" -eq 2 ]
+  [ "$status" -eq 64 ]
 }
 
 @test "bad base, unwritable out, bad profile, no SNAPSHOT: refused before anything runs" {
@@ -113,9 +113,11 @@ stored_in() {
     [ "$status" -eq 4 ]
     [[ "$output" == *"does not declare SNAPSHOT"* ]]
   fi
-  run env CORDON_KEY_DIR=$KEYS/none $CORDON race --backend worktree --base "$BASE" --k 2 --out r.json -- touch ran
-  [ "$status" -eq 3 ]
-  [[ "$output" == *"signing key"* ]]
+  # A missing key is made on first use (json.bats); an unsafe key directory is refused.
+  mkdir -m 0755 "$KEYS/open"
+  run env CORDON_KEY_DIR=$KEYS/open $CORDON race --backend worktree --base "$BASE" --k 2 --out r.json -- touch ran
+  [ "$status" -eq 4 ]
+  [[ "$output" == *"key directory"*"must be 0700"* ]]
   # Nothing ran, nothing was written.
   [ "$(sessions_left)" -eq 0 ]
   [ ! -e r.json ]

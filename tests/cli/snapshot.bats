@@ -285,7 +285,7 @@ teardown() {
   s2=$($CORDON session create --backend worktree --from "$snap")
   [ "$($CORDON session read "$s2" work/notes.txt)" = "state" ]
   run -0 $CORDON session ls "$s2" work --json
-  [[ "$output" == *'"mode": 384'* ]]
+  [[ "$output" == *'"mode": "0600"'* ]]
   # The resumed session keeps its snapshot alive through gc even once forgotten.
   $CORDON snapshot forget "$snap"
   run -0 $CORDON cas gc

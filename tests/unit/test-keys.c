@@ -337,7 +337,7 @@ static void test_permission_refusal(void **state) {
   for (size_t i = 0; i < sizeof(bad_modes) / sizeof(bad_modes[0]); i++) {
     assert_int_equal(chmod(path, bad_modes[i]), 0);
     char needle[32];
-    snprintf(needle, sizeof(needle), "mode %04o", (unsigned)bad_modes[i]);
+    snprintf(needle, sizeof(needle), "is %04o: must be 0600", (unsigned)bad_modes[i]);
     expect_load_denied(dir, needle);
     expect_load_denied(dir, "chmod 600");
   }
