@@ -29,7 +29,7 @@ int cmd_run(int argc, char **argv) {
   int c, code = EXIT_CORDON;
   optind = 1;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "+hv:", opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(run_usage, stdout);
       manifest_opts_free(&o);

@@ -127,7 +127,7 @@ static int session_create(int argc, char **argv) {
   int c;
   optind = 1;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "+hv:", opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(create_usage, stdout);
       manifest_opts_free(&o);

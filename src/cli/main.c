@@ -35,6 +35,7 @@ static const char main_usage[] =
     "  receipt verify RECEIPT [--expected-keyid KID]\n"
     "                                  verify a receipt offline (exit 0 verified, 1 failed,\n"
     "                                  4 unreadable, 2 incomplete, 3 unanchored)\n"
+    "  volume list|remove              the project's persistent volumes (-v NAME:PATH)\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -260,6 +261,7 @@ int main(int argc, char **argv) {
       {"snapshot", cmd_snapshot},
       {"race", cmd_race},
       {"receipt", cmd_receipt},
+      {"volume", cmd_volume},
   };
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
     if (!strcmp(verb, verbs[i].name)) {
