@@ -61,6 +61,11 @@ int volume_check_target(const char *target, const char *root, char **out,
       return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                               "volume target %s overlaps %s, which the sandbox needs", norm,
                               refused_targets[i]);
+  /* cordon's own names (/.cordon-init, /.cordon-agent in a container; .cordon/ anywhere). */
+  for (const char *c = strstr(norm, "/.cordon"); c; c = strstr(c + 1, "/.cordon"))
+    if (c[8] == 0 || c[8] == '/' || c[8] == '-')
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                              "volume target %s names cordon's own directories", norm);
   if (confine_path_covers(root, norm) || confine_path_covers(norm, root))
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                             "volume target %s overlaps the workspace root %s", norm, root);
