@@ -242,3 +242,19 @@ ns_or_skip() {
   [ "$status" -eq 0 ]
   [ "$output" = "from the host" ]
 }
+
+@test "from inside: a volume cannot be unmounted, and links planted in it are never followed by cordon" {
+  ns_or_skip
+  run $CORDON run -v trap:/data -- sh -c "ln -s '$HOSTDIR' /data/out && ln -s '$HOSTDIR/hello' /data/file && mkdir /data/d && ln -s / /data/d/root"
+  [ "$status" -eq 0 ]
+  [ -L .cordon/volumes/trap/out ]
+  run $CORDON run -v trap:/data -- sh -c 'umount /data || umount -l /data'
+  [ "$status" -ne 0 ]
+  # the links count for nothing in the size and go with the volume; their targets stay
+  run $CORDON volume list
+  [ "${lines[0]}" = "$(printf 'trap\t0\t%s/.cordon/volumes/trap' "$PROJECT")" ]
+  run $CORDON volume remove trap
+  [ "$status" -eq 0 ]
+  [ ! -e .cordon/volumes/trap ]
+  [ "$(cat "$HOSTDIR/hello")" = "from the host" ]
+}
