@@ -40,10 +40,10 @@ _cordon() {
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   COMPREPLY=()
 
-  local verbs="run session backends conformance key audit gc cas snapshot race receipt version"
+  local verbs="run session backends conformance key audit gc cas snapshot race receipt volume version"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
-    --image --no-require-enforcement --quiet --json --help"
+    --image --no-require-enforcement --quiet --json --help --volume"
 
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$verbs --help --version -V" -- "$cur"))
@@ -77,6 +77,9 @@ _cordon() {
     ;;
   --stdin | --out | --profile | -o | --output | --file)
     COMPREPLY=($(compgen -f -- "$cur"))
+    return
+    ;;
+  -v | --volume)
     return
     ;;
   --branch | --sparse | --root | --env | --ro | --hide | --memory | --pids | --cpus | \
@@ -147,6 +150,10 @@ _cordon() {
   receipt)
     subs="verify"
     opts="--expected-keyid --json --help"
+    ;;
+  volume)
+    subs="list remove"
+    opts="--json --help"
     ;;
   esac
 

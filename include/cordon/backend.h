@@ -140,6 +140,22 @@ struct cordon_policy {
  * and the egress class unless it is open. */
 CORDON_API uint32_t cordon_policy_features(const struct cordon_policy *policy);
 
+/* A directory mounted into the sandbox outside the workspace (`-v SOURCE:TARGET[:ro]`). */
+struct cordon_volume {
+  /* A volume name (CORDON_VOLUME_NAME_MAX bytes of [A-Za-z0-9_.-], the first alphanumeric),
+   * kept in the project's state as .cordon/volumes/NAME (made on first use, outliving every
+   * session, never part of a workspace snapshot); or an existing host directory (absolute),
+   * which must not be, contain or lie inside a .cordon/, the key directory or cordon's state
+   * home. A backend receives the canonical host directory here either way. */
+  const char *source;
+  /* Absolute path inside the sandbox: not /, not the workspace root or anything in or above
+   * it, nor in or above /proc, /sys, /dev, /tmp, /run, /boot, /etc or the system directories
+   * (/usr, /bin, /sbin, /lib*, /opt); no two volumes in or above each other. */
+  const char *target;
+  bool read_only; /* `:ro`: every write inside fails */
+};
+#define CORDON_VOLUME_NAME_MAX 64
+
 struct cordon_manifest {
   const char *root;      /* where the workspace appears inside the sandbox; NULL: "/workspace" */
   const char *workspace; /* existing host directory to use; NULL: a fresh one in session state */
@@ -155,6 +171,11 @@ struct cordon_manifest {
   bool one_shot; /* the session runs exactly one exec (a second is refused): backends may build
                     the sandbox with the command instead of ahead of it. Snapshot stays
                     available after the exec. */
+  /* Persistent volumes and host binds (CORDON_CAP_PERSISTENT_VOLUMES): a backend without the
+   * capability is refused any. The library checks them and hands the backend a copy of the
+   * manifest in which every source is the canonical host directory to bind. */
+  const struct cordon_volume *volumes;
+  size_t n_volumes;
 };
 
 /* ---- exec --------------------------------------------------------------------------------- */

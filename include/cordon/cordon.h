@@ -12,5 +12,6 @@
 #include <cordon/session.h>
 #include <cordon/signed.h>
 #include <cordon/snapshot.h>
+#include <cordon/volume.h>
 
 #endif

@@ -103,5 +103,6 @@ int cmd_snapshot(int argc, char **argv); /* cmd-snapshot.c */
 /* In cmd-race.c and cmd-receipt.c. */
 int cmd_race(int argc, char **argv);
 int cmd_receipt(int argc, char **argv);
+int cmd_volume(int argc, char **argv); /* cmd-volume.c */
 
 #endif

@@ -27,6 +27,41 @@ void manifest_opts_free(struct manifest_opts *o) {
     free((void *)o->files[i].content);
   }
   free(o->files);
+  for (size_t i = 0; i < o->n_volumes; i++) {
+    free((void *)o->volumes[i].source);
+    free((void *)o->volumes[i].target);
+  }
+  free(o->volumes);
+}
+
+/* -v SOURCE:TARGET[:ro]: SOURCE a volume name or an absolute host directory; the library checks
+ * both (names, targets, sources) before anything is made. */
+static int parse_volume(const char *verb, const char *arg, struct manifest_opts *o) {
+  const char *colon = strchr(arg, ':');
+  if (!colon || colon == arg || !colon[1])
+    return cli_usage_error(verb, "-v expects NAME:PATH[:ro] or /HOST/DIR:PATH[:ro], got '%s'", arg);
+  const char *target = colon + 1, *mode = strchr(target, ':');
+  if (mode && strcmp(mode, ":ro") != 0 && strcmp(mode, ":rw") != 0)
+    return cli_usage_error(verb, "-v: unknown mode '%s' in '%s' (ro or rw)", mode + 1, arg);
+  struct cordon_volume *grown = realloc(o->volumes, (o->n_volumes + 1) * sizeof(*grown));
+  if (!grown)
+    return EXIT_FAILURE_;
+  o->volumes = grown;
+  struct cordon_volume *v = &o->volumes[o->n_volumes];
+  *v = (struct cordon_volume){
+      .source = strndup(arg, (size_t)(colon - arg)),
+      .target = mode ? strndup(target, (size_t)(mode - target)) : strdup(target),
+      .read_only = mode && strcmp(mode, ":ro") == 0,
+  };
+  o->n_volumes++;
+  if (!v->source || !v->target)
+    return EXIT_FAILURE_;
+  if (v->source[0] != '/' && !cordon_volume_name_valid(v->source))
+    return cli_usage_error(verb,
+                           "invalid volume name '%s' (expected [A-Za-z0-9][A-Za-z0-9_.-]{0,63}, "
+                           "or an absolute host directory)",
+                           v->source);
+  return 0;
 }
 
 static int read_host_file(const char *src, struct cordon_file_spec *f, struct cordon_error **err) {
@@ -62,6 +97,7 @@ int manifest_option(const char *verb, int c, const char *arg, struct manifest_op
     if (arg[0] != '/')
       return cli_usage_error(verb, "--allow-ro needs an absolute host path, got '%s'", arg);
     return strv_push(&o->allow_ro, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case 'v': return parse_volume(verb, arg, o);
   case OPT_ENV:
     if (!strchr(arg, '=') || arg[0] == '=')
       return cli_usage_error(verb, "--env expects KEY=VALUE, got '%s'", arg);
@@ -169,6 +205,8 @@ int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
   m->policy.egress = o->egress;
   m->policy.limits = o->limits;
   m->policy.require_enforcement = !o->no_require;
+  m->volumes = o->volumes;
+  m->n_volumes = o->n_volumes;
   return 0;
 }
 
@@ -249,6 +287,11 @@ int apply_backend(const struct cordon_backend *b, const struct manifest_opts *o,
    * giving it up is said and audited like any other waiver (the operator's explicit choice). */
   if (!o->egress_set)
     m->policy.egress = o->warned_unconfined ? CORDON_EGRESS_NONE : cordon_backend_default_egress(b);
+  /* Volumes cannot be waived: a backend that cannot mount them is refused them by name. */
+  if (o->n_volumes && !(b->capabilities & CORDON_CAP_PERSISTENT_VOLUMES))
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "backend %s does not support persistent_volumes: refusing -v/--volume",
+                            b->name);
   uint32_t missing = cordon_backend_unenforced(b, &m->policy);
   if (missing && !o->no_require) {
     char list[512] = "";

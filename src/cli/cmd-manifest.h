@@ -42,6 +42,9 @@ struct manifest_opts {
   const char *cwd;
   const char *stdin_file;
   bool json;
+  /* -v/--volume NAME:PATH[:ro] or /HOST/DIR:PATH[:ro] (strings owned) */
+  struct cordon_volume *volumes;
+  size_t n_volumes;
 };
 
 void manifest_opts_free(struct manifest_opts *o);
@@ -97,7 +100,8 @@ enum {
       {"tmp-size", required_argument, NULL, OPT_TMP_SIZE},                                        \
       {"timeout", required_argument, NULL, OPT_TIMEOUT},                                          \
       {"no-require-enforcement", no_argument, NULL, OPT_NO_REQUIRE},                              \
-      {"quiet", no_argument, NULL, OPT_QUIET}, {"json", no_argument, NULL, OPT_JSON}, {           \
+      {"quiet", no_argument, NULL, OPT_QUIET}, {"json", no_argument, NULL, OPT_JSON},             \
+      {"volume", required_argument, NULL, 'v'}, {                                                 \
     "help", no_argument, NULL, OPT_HELP                                                           \
   }
 
@@ -133,6 +137,15 @@ enum {
   "                        an enforcement.waived entry in the audit log), or run\n"           \
   "                        unconfined (CORDON_SANDBOX=off, or no backend)\n"                  \
   "  --quiet               no notice that a backend isolates nothing (CORDON_QUIET=1)\n"      \
+  "  -v, --volume NAME:PATH[:ro]\n"                                                           \
+  "                        mount the project's persistent volume NAME (.cordon/volumes/,\n"   \
+  "                        made on first use, kept after the session, never snapshotted)\n"   \
+  "                        at PATH; :ro read-only (repeatable; ns and docker only)\n"         \
+  "  -v /HOST/DIR:PATH[:ro]\n"                                                                \
+  "                        bind an existing host directory at PATH (one that is, holds or\n"  \
+  "                        lies in a .cordon/, the key dir or state home: refused); PATH\n"   \
+  "                        is absolute, outside the workspace root, /proc, /sys, /dev,\n"     \
+  "                        /tmp, /run, /boot, /etc, /usr, /bin, /sbin, /lib*, /opt\n"         \
   "  --json                machine-readable output\n"
 
 /* Returns 0 when the option was handled, 1 when it is not a manifest option, or an exit code

@@ -28,7 +28,7 @@ int cmd_run(int argc, char **argv) {
   struct manifest_opts o = {0};
   int c, code = EXIT_CORDON;
   optind = 0;
-  while ((c = cli_getopt(argc, argv, "+h", opts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "+hv:", opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(run_usage, stdout);
       manifest_opts_free(&o);

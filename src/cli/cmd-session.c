@@ -139,7 +139,7 @@ static int session_create(int argc, char **argv) {
   unsigned long long count = 0; /* 0: no --count, one session */
   int c;
   optind = 0;
-  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "hv:", opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(create_usage, stdout);
       manifest_opts_free(&o);

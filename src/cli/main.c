@@ -44,6 +44,7 @@ static const char main_usage[] =
     "command from its first word that is not an option). Where a snapshot or session id is\n"
     "expected, a unique prefix of 8 or more hex digits will do; an ambiguous one is a usage\n"
     "error (2) naming the candidates, an unknown one \"no such ...\" (3).\n"
+    "  volume list|remove              the project's persistent volumes (-v NAME:PATH)\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -364,6 +365,7 @@ int main(int argc, char **argv) {
       {"race", cmd_race},
       {"receipt", cmd_receipt},
       {"version", print_version},
+      {"volume", cmd_volume},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)

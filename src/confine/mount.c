@@ -81,6 +81,43 @@ int confine_overlay_prepare(const char *lower_dir, int lower_userns_fd, const ch
   return mnt;
 }
 
+int confine_volume_prepare(const char *source, bool writable, int userns_fd,
+                           struct cordon_error **err) {
+  _cleanup_close_ int slash = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int dir =
+      slash < 0 || source[0] != '/' ? -1 : anchor_open(slash, source + 1, O_PATH | O_DIRECTORY, 0);
+  if (dir < 0)
+    return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_DENIED, errno,
+                            "volume source %s cannot be opened without following a symlink",
+                            source);
+  /* Nothing renamed into its place since it was checked: the fd names that very path. */
+  char link[64], real[4096];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", dir);
+  ssize_t n = readlink(link, real, sizeof(real) - 1);
+  if (n < 0 || (real[n] = 0, strcmp(real, source) != 0))
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0, "volume source %s moved", source);
+  int fd =
+      sys_open_tree(dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone the mount of %s", source);
+  struct confine_mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+  if (!writable)
+    attr.attr_set |= MOUNT_ATTR_RDONLY;
+  if (userns_fd >= 0) {
+    attr.attr_set |= MOUNT_ATTR_IDMAP;
+    attr.userns_fd = (uint64_t)userns_fd;
+  }
+  if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) < 0) {
+    int e = errno;
+    close(fd);
+    return cordon_error_set(err, userns_fd >= 0 ? CORDON_ERR_UNAVAILABLE : CORDON_ERR_SYSTEM, e,
+                            "cannot set the mount flags of volume %s%s", source,
+                            userns_fd >= 0 ? " (its file system may not support idmapped mounts)"
+                                           : "");
+  }
+  return fd;
+}
+
 int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_error **err) {
   const uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   for (size_t i = 0; i < spec->n_trees; i++) {
@@ -96,6 +133,12 @@ int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_err
         confine_tree_prepare(spec->workspace.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
     if (spec->workspace.tree_fd < 0)
       return cordon_error_prefix(err, "workspace");
+  }
+  for (size_t i = 0; i < spec->n_volumes; i++) {
+    struct confine_tree *v = &spec->volumes[i];
+    if (v->tree_fd < 0 &&
+        (v->tree_fd = confine_volume_prepare(v->source, v->writable, -1, err)) < 0)
+      return -1;
   }
   return 0;
 }
@@ -485,6 +528,10 @@ int confine_build_root(const struct confine_root_spec *spec, struct cordon_error
   if (attach_tree(rootfd, &spec->workspace, spec->workspace.tree_fd, err) < 0 ||
       apply_workspace_policy(rootfd, spec, err) < 0 || setup_identity_files(rootfd, spec, err) < 0)
     return -1;
+  /* Volumes last: their targets lie outside every tree above, in the root's own tmpfs. */
+  for (size_t i = 0; i < spec->n_volumes; i++)
+    if (attach_tree(rootfd, &spec->volumes[i], spec->volumes[i].tree_fd, err) < 0)
+      return -1;
 
   /* pivot_root(".", ".") stacks the old root on the new one; detaching it leaves only ours. */
   if (fchdir(rootfd) < 0)

@@ -24,6 +24,7 @@ struct confine_tree {
   const char *link;   /* non-NULL: make a symlink with this content instead of a mount */
   int tree_fd;        /* detached tree prepared beforehand, or -1 */
   bool is_dir;
+  bool writable; /* a volume (-v) without :ro */
 };
 
 struct confine_root_spec {
@@ -42,6 +43,10 @@ struct confine_root_spec {
   bool deny_user_namespaces; /* set user.max_user_namespaces to 0 in the new namespace */
   uint64_t tmp_bytes;        /* size of the /tmp and /dev/shm tmpfs, each (0 is refused: to
                                 tmpfs it would mean half the host's memory) */
+  /* Volumes (-v): host directories bound at their targets (outside the workspace and the host
+   * trees), nosuid, nodev, read-only unless writable; attached last. */
+  struct confine_tree *volumes;
+  size_t n_volumes;
 };
 
 /* Clone host path `source` into a detached tree (recursively) with `attr_set` (MOUNT_ATTR_*)
@@ -56,6 +61,12 @@ int confine_tree_prepare(const char *source, uint64_t attr_set, int userns_fd,
  * (Linux 6.13). Returns the mount's fd; CORDON_ERR_UNAVAILABLE when the kernel cannot. */
 int confine_overlay_prepare(const char *lower_dir, int lower_userns_fd, const char *upper_dir,
                             const char *work_dir, struct cordon_error **err);
+
+/* A volume's detached tree: its source (canonical) opened with no symlink anywhere on the way
+ * and found to be that very directory, then cloned recursively, nosuid, nodev, read-only unless
+ * `writable`; userns_fd >= 0 adds an id mapping (its owner appears as the sandbox uid). */
+int confine_volume_prepare(const char *source, bool writable, int userns_fd,
+                           struct cordon_error **err);
 
 /* Take the trees that are cloned inside the holder (tree_fd < 0, not symlinks) now, before the
  * staging mount can hide their sources. */

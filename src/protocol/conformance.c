@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cordon/session.h>
+#include <cordon/volume.h>
 
 #include "base/cleanup.h"
 #include "base/fs.h"
@@ -501,6 +502,77 @@ static int check_refuses_unenforced(struct suite *t) {
   return r;
 }
 
+/* ---- persistent volumes ---------------------------------------------------------------------- */
+
+#define VOLUME_TARGET "/conformance-volume"
+
+/* A fresh session mounting volume `name` at VOLUME_TARGET, runs `script` in it, destroys it. */
+static int run_with_volume(struct suite *t, const char *name, bool read_only, const char *script,
+                           struct cordon_exec_result *res) {
+  struct cordon_volume v = {.source = name, .target = VOLUME_TARGET, .read_only = read_only};
+  struct cordon_manifest m = base_manifest(t->backend);
+  m.volumes = &v;
+  m.n_volumes = 1;
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  if (cordon_session_create(t->ctx, t->backend, &m, &s, &err) < 0)
+    return fail_err(t, "create with a volume", err);
+  const char *argv[] = {"sh", "-c", script, NULL};
+  int r = run(t, s, argv, 60, NULL, 0, res);
+  if (cordon_session_destroy(s, &err) < 0 && r == 0) {
+    cordon_exec_result_clear(res);
+    return fail_err(t, "destroy", err);
+  }
+  cordon_error_free(err);
+  return r;
+}
+
+/* Data written to a volume in one session is read in the next; a :ro volume refuses writes
+ * (and keeps what it held). A backend without persistent_volumes is refused any volume. */
+static int check_volumes(struct suite *t) {
+  _cleanup_free_ char *hex = NULL, *name = NULL;
+  struct cordon_error *err = NULL;
+  if (fs_random_hex(6, &hex, &err) < 0 || asprintf(&name, "conformance-%s", hex) < 0)
+    return fail_err(t, "volume name", err);
+  struct cordon_exec_result r = {0};
+  if (!(t->backend->capabilities & CORDON_CAP_PERSISTENT_VOLUMES)) {
+    struct cordon_volume v = {.source = name, .target = VOLUME_TARGET};
+    struct cordon_manifest m = base_manifest(t->backend);
+    m.volumes = &v;
+    m.n_volumes = 1;
+    struct cordon_session *s = NULL;
+    if (cordon_session_create(t->ctx, t->backend, &m, &s, &err) == 0) {
+      cordon_session_destroy(s, NULL);
+      return fail(t, "a volume was accepted by a backend without persistent_volumes");
+    }
+    int rc = err->kind == CORDON_ERR_DENIED && strstr(err->message, "persistent_volumes")
+                 ? 0
+                 : fail(t, "expected a refusal naming persistent_volumes, got: %s", err->message);
+    cordon_error_free(err);
+    return rc;
+  }
+  int rc = run_with_volume(t, name, false, "echo kept > " VOLUME_TARGET "/file", &r);
+  if (rc == 0 && r.exit_code != 0)
+    rc = fail(t, "writing to the volume exited %d: %.200s", r.exit_code, (char *)r.stderr_data);
+  cordon_exec_result_clear(&r);
+  if (rc == 0 && (rc = run_with_volume(t, name, false, "cat " VOLUME_TARGET "/file", &r)) == 0)
+    rc = expect_output(t, "the volume in the next session", r.stdout_data, r.stdout_length,
+                       "kept\n");
+  cordon_exec_result_clear(&r);
+  if (rc == 0 && (rc = run_with_volume(t, name, true,
+                                       "echo no > " VOLUME_TARGET "/file 2>/dev/null; "
+                                       "echo no > " VOLUME_TARGET "/new 2>/dev/null; "
+                                       "cat " VOLUME_TARGET "/file; ls " VOLUME_TARGET,
+                                       &r)) == 0)
+    rc = expect_output(t, "a read-only volume after writes", r.stdout_data, r.stdout_length,
+                       "kept\nfile\n");
+  cordon_exec_result_clear(&r);
+  if (cordon_volume_remove(t->ctx, name, &err) < 0 && rc == 0)
+    return fail_err(t, "volume remove", err);
+  cordon_error_free(err);
+  return rc;
+}
+
 static const struct check checks[] = {
     {"declares-file-rw-and-exec", check_capabilities},
     {"utf8-roundtrip", check_utf8_roundtrip},
@@ -525,6 +597,7 @@ static const struct check checks[] = {
     {"double-shutdown-and-destroy", check_double_shutdown_destroy},
     {"snapshot-resume-roundtrip", check_snapshot_roundtrip},
     {"unenforced-policy-refused", check_refuses_unenforced},
+    {"volume-persists-and-ro-refuses-writes", check_volumes},
 };
 
 static void report(struct suite *t, const char *name, bool ok, double took) {

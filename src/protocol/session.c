@@ -25,6 +25,7 @@
 #include "protocol/persist.h"
 #include "protocol/rundir.h"
 #include "protocol/session-id.h"
+#include "protocol/volume.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/id-prefix.h"
@@ -44,6 +45,7 @@ struct session_private {
   bool defer_sync;   /* one of a batch: the batch makes every state durable at once */
   int rundir_fd;     /* O_PATH of the session's runtime directory (protocol/rundir.h), or -1 */
   bool has_rundir;   /* it has one (made here, or the state says so): destroy removes it */
+  json_t *volumes;   /* the state file's "volumes" (protocol/volume.h), or NULL: none */
 };
 
 static struct session_private *session_private(struct cordon_session *s) {
@@ -73,6 +75,7 @@ static void session_free(struct cordon_session *s) {
   strv_free(s->env);
   free(s->backend_state);
   free(session_private(s)->saved_state);
+  json_decref(session_private(s)->volumes);
   if (session_private(s)->rundir_fd >= 0)
     close(session_private(s)->rundir_fd);
   free(s);
@@ -106,6 +109,11 @@ static int write_state(struct cordon_session *s, bool unsynced, struct cordon_er
       "shut_down", s->shut_down, "backend_state", backend_state ? backend_state : json_object());
   if (doc && s->memory_limit)
     json_object_set_new(doc, "memory_limit", json_integer((json_int_t)s->memory_limit));
+  if (!doc)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
+  /* The volumes it mounts: `volume remove` refuses those of a live session. */
+  if (session_private(s)->volumes && json_object_set(doc, "volumes", session_private(s)->volumes))
+    json_decref(doc), doc = NULL;
   if (!doc)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
   _cleanup_free_ char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -354,9 +362,26 @@ static int session_start(struct cordon_context *ctx, const struct cordon_backend
     return -1;
   if (refuse_unenforced(backend, m, err) < 0)
     return -1;
+  /* Volumes, fail closed: refused before anything is made by a backend that cannot mount
+   * them; otherwise checked and resolved, and the backend gets the host directories. */
+  _cleanup_(volumes_resolved_clear) struct volumes_resolved volumes = {0};
+  struct cordon_manifest resolved = *m;
+  if (m->n_volumes) {
+    if (!(backend->capabilities & CORDON_CAP_PERSISTENT_VOLUMES))
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                              "backend %s does not support persistent_volumes: refusing the "
+                              "volumes asked for (-v)",
+                              backend->name);
+    if (volumes_resolve(ctx, m, m->root ? m->root : DEFAULT_ROOT, &volumes, err) < 0)
+      return -1;
+    resolved.volumes = volumes.list;
+    m = &resolved;
+  }
   struct cordon_session *s = NULL;
   if (session_new(ctx, backend, m, defer, &s, err) < 0)
     return -1;
+  if (m->n_volumes)
+    session_private(s)->volumes = json_incref(volumes.record);
   uint32_t waived = cordon_backend_unenforced(backend, &m->policy);
   if (waived && record_waiver(s, waived, err) < 0) {
     struct cordon_error *ignored = NULL;
@@ -592,15 +617,16 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   int version = 0, shut_down = 0;
   const char *sid = NULL, *backend_name = NULL, *workspace = NULL, *root = NULL;
   double timeout = 0;
-  json_t *env = NULL, *backend_state = NULL;
+  json_t *env = NULL, *backend_state = NULL, *volumes = NULL;
   json_int_t env_private = 0, memory_limit = 0;
   int private_dir = 0;
   if (json_unpack_ex(doc, &jerr, JSON_STRICT,
-                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s?:b, s:F, s:b, s:o, s?:I}", "version",
-                     &version, "id", &sid, "backend", &backend_name, "workspace", &workspace,
-                     "root", &root, "env", &env, "env_private", &env_private, "private_dir",
-                     &private_dir, "default_timeout", &timeout, "shut_down", &shut_down,
-                     "backend_state", &backend_state, "memory_limit", &memory_limit) < 0) {
+                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s?:b, s:F, s:b, s:o, s?:I, s?:o}",
+                     "version", &version, "id", &sid, "backend", &backend_name, "workspace",
+                     &workspace, "root", &root, "env", &env, "env_private", &env_private,
+                     "private_dir", &private_dir, "default_timeout", &timeout, "shut_down",
+                     &shut_down, "backend_state", &backend_state, "memory_limit", &memory_limit,
+                     "volumes", &volumes) < 0) {
     int r = corrupt(err, path, jerr.text);
     json_decref(doc);
     return r;
@@ -622,6 +648,8 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
     why = "workspace is empty";
   else if (memory_limit < 0)
     why = "memory_limit is negative";
+  else if (volumes && !volumes_record_valid(volumes))
+    why = "volumes is not a list of volumes";
   if (why) {
     int r = corrupt(err, path, why);
     json_decref(doc);
@@ -641,6 +669,7 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   s->ctx = ctx;
   /* Only whether destroy removes one: a state that lies leaves it to `cordon gc`. */
   session_private(s)->has_rundir = private_dir || env_private > 0;
+  session_private(s)->volumes = json_incref(volumes);
   s->id = strdup(id);
   s->workspace = strdup(workspace);
   s->root = strdup(root);

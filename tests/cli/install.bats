@@ -24,7 +24,7 @@ installed() {
 }
 
 PAGES="cordon cordon-run cordon-session cordon-snapshot cordon-race cordon-cas cordon-receipt
-  cordon-audit cordon-key cordon-backends cordon-gc"
+  cordon-audit cordon-key cordon-backends cordon-gc cordon-volume"
 
 @test "meson install puts the man pages in man1 and the completion in bash-completion" {
   command -v meson >/dev/null || skip "meson not found"
@@ -97,6 +97,7 @@ check_page() {
   check_page cordon-backends backends
   check_page cordon-backends conformance
   check_page cordon-gc gc
+  check_page cordon-volume volume
 }
 
 # Complete the words given (the last one being typed); the candidates, one per line.

@@ -261,6 +261,9 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
   for (size_t i = 0; i < spec->n_allow_ro; i++)
     json_array_append_new(mounts,
                           bind_mount(spec->allow_ro[i].source, spec->allow_ro[i].path, true));
+  for (size_t i = 0; i < spec->n_volumes; i++)
+    json_array_append_new(mounts, bind_mount(spec->volumes[i].source, spec->volumes[i].target,
+                                             spec->volumes[i].read_only));
   /* /tmp a capped tmpfs as in the ns backend (not the container's writable layer), and
    * /dev/shm (ShmSize below) the same size; their pages count against the memory limit. */
   const uint64_t tmp_bytes = confine_tmp_bytes(l);

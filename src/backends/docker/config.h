@@ -73,6 +73,9 @@ struct docker_container_spec {
   const struct docker_paths *paths;
   const struct cordon_limits *limits;
   const struct docker_engine_features *features;
+  /* Volumes (-v): canonical host directories (checked by the library) bound at their targets. */
+  const struct cordon_volume *volumes;
+  size_t n_volumes;
 };
 
 /* The body of POST /containers/create. Refuses (by name) limits the engine cannot enforce. */

@@ -112,7 +112,8 @@ const struct cordon_backend cordon_backend_docker = {
     .abi_version = CORDON_BACKEND_ABI_VERSION,
     .name = "docker",
     .summary = "a container of the Docker engine per session (Engine API on its unix socket)",
-    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
+    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK |
+                    CORDON_CAP_SNAPSHOT | CORDON_CAP_PERSISTENT_VOLUMES,
     .tier = CORDON_TIER_CONTAINER,
     /* Limits the engine reports it cannot set are refused by name at create. Egress none and
      * loopback are both NetworkMode none (the container's own lo only); restricted is not

@@ -271,6 +271,29 @@ static int create_container(struct docker_engine *e, const char *session_id, jso
   return 0;
 }
 
+/* Commands run as the workspace's owner, who must be able to write a writable named volume:
+ * its top directory (cordon's own, in .cordon/volumes/) goes to that owner. A host directory
+ * bound with -v is the operator's and keeps its owner. */
+static int give_named_volumes(struct cordon_session *s, const struct cordon_manifest *m, uid_t uid,
+                              gid_t gid, struct cordon_error **err) {
+  _cleanup_free_ char *prefix = NULL;
+  if (asprintf(&prefix, "%s/volumes", cordon_context_state_dir(s->ctx)) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "volumes");
+  for (size_t i = 0; i < m->n_volumes; i++) {
+    const struct cordon_volume *v = &m->volumes[i];
+    if (v->read_only || !confine_path_covers(prefix, v->source) || !strcmp(prefix, v->source))
+      continue;
+    _cleanup_close_ int fd = open(v->source, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "volume %s", v->source);
+    if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
+                              "cannot give volume %s to the container's user", v->source);
+  }
+  return 0;
+}
+
 /* create and resume: the workspace, then the container. */
 static int start_session(struct cordon_session *s, const struct cordon_manifest *m,
                          const char *snapshot_id, struct cordon_error **err) {
@@ -336,6 +359,8 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
     goto out;
   }
+  if (give_named_volumes(s, m, ws.st_uid, ws.st_gid, err) < 0)
+    goto out;
   creator = docker_creator_identity(getpid());
   struct docker_container_spec spec = {
       .image = image,
@@ -357,6 +382,8 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       .limits = l,
       .features = &features,
       .read_only_root = resumed,
+      .volumes = m->volumes,
+      .n_volumes = m->n_volumes,
   };
   if (docker_container_config(&spec, &config, err) < 0)
     goto out;

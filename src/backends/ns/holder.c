@@ -128,6 +128,12 @@ static int sandbox_setup(const struct ns_holder_config *cfg, struct cordon_error
     return cordon_error_set(err, CORDON_ERR_USAGE, E2BIG, "too many system paths and grants");
   memcpy(trees, root.trees, root.n_trees * sizeof(trees[0]));
   root.trees = trees;
+  struct confine_tree volumes[64]; /* the same for the volumes (-v) */
+  if (root.n_volumes > ARRAY_SIZE(volumes))
+    return cordon_error_set(err, CORDON_ERR_USAGE, E2BIG, "too many volumes");
+  if (root.n_volumes)
+    memcpy(volumes, root.volumes, root.n_volumes * sizeof(volumes[0]));
+  root.volumes = volumes;
   if (confine_root_prepare_trees(&root, err) < 0 || confine_build_root(&root, err) < 0)
     return -1;
   if (sethostname(HOSTNAME, strlen(HOSTNAME)) < 0)

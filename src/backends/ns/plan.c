@@ -18,6 +18,11 @@ void ns_plan_clear(struct ns_plan *p) {
   strv_free(p->hidden);
   free(p->passwd);
   free(p->group);
+  for (size_t i = 0; i < p->n_volumes; i++) {
+    free(p->volumes[i].source);
+    free(p->volumes[i].target);
+  }
+  free(p->volumes);
   memset(p, 0, sizeof(*p));
 }
 
@@ -92,12 +97,46 @@ static int plan_identity_files(struct ns_plan *p, const char *root, struct cordo
   return 0;
 }
 
+/* The volumes (-v): the library has checked their targets against the workspace root and the
+ * directories every sandbox needs and resolved their sources; here their targets are kept off
+ * this sandbox's own host trees (system paths, grants), where no mount point can be made. */
+static int plan_volumes(struct ns_plan *p, const struct cordon_manifest *m,
+                        struct cordon_error **err) {
+  if (!m->n_volumes)
+    return 0;
+  p->volumes = calloc(m->n_volumes, sizeof(*p->volumes));
+  if (!p->volumes)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "volumes");
+  for (size_t i = 0; i < m->n_volumes; i++) {
+    const struct cordon_volume *v = &m->volumes[i];
+    struct ns_volume *nv = &p->volumes[p->n_volumes++];
+    nv->read_only = v->read_only;
+    if (!v->source || v->source[0] != '/')
+      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "volume source '%s' is not a host path",
+                              v->source ? v->source : "");
+    nv->source = strdup(v->source);
+    if (!nv->source)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "volumes");
+    if (confine_normalize_host_path(v->target, "volume target", &nv->target, err) < 0)
+      return -1;
+    char **lists[] = {p->system_paths, p->grants};
+    for (size_t l = 0; l < 2; l++)
+      for (size_t j = 0; lists[l] && lists[l][j]; j++)
+        if (confine_path_covers(lists[l][j], nv->target) ||
+            confine_path_covers(nv->target, lists[l][j]))
+          return cordon_error_set(err, CORDON_ERR_USAGE, 0, "volume target %s overlaps %s %s",
+                                  nv->target, l ? "read-only grant" : "system path", lists[l][j]);
+  }
+  return 0;
+}
+
 int ns_plan_build(const struct cordon_manifest *m, const struct ns_plan_host *host,
                   struct ns_plan *out, struct cordon_error **err) {
   const struct cordon_policy *policy = &m->policy;
   struct ns_plan p = {0};
   if (plan_host_trees(&p, policy, host->root, err) < 0 ||
-      plan_workspace_lists(&p, policy, err) < 0 || plan_identity_files(&p, host->root, err) < 0) {
+      plan_workspace_lists(&p, policy, err) < 0 || plan_identity_files(&p, host->root, err) < 0 ||
+      plan_volumes(&p, m, err) < 0) {
     ns_plan_clear(&p);
     return -1;
   }

@@ -33,6 +33,11 @@ struct ns_plan_host {
   bool overlay_forks; /* resume as root may mount an overlay over a shared base */
 };
 
+struct ns_volume {
+  char *source, *target;
+  bool read_only;
+};
+
 struct ns_plan {
   /* Host trees, normalised and checked by name; resolved on the host by ns_resolve_host. */
   char **system_paths;
@@ -62,6 +67,9 @@ struct ns_plan {
   bool new_network, loopback;
   /* The identity files: only the sandbox uid and the overflow id exist inside. */
   char *passwd, *group;
+  /* Volumes (-v): host directories (canonical, from the library) bound at their targets. */
+  struct ns_volume *volumes;
+  size_t n_volumes;
 };
 
 /* Pure: the plan of the manifest's sandbox for this caller, or the first reason the policy
@@ -82,6 +90,9 @@ struct ns_resolved {
   struct confine_tree *trees;    /* tree_fd -1 until prepared (ns.c) */
   size_t n_trees, n_grant_trees; /* grants come last */
   char *workspace_real;
+  /* The plan's volumes, in its order: tree_fd -1 until prepared (start.c). */
+  struct confine_tree *volume_trees;
+  size_t n_volume_trees;
 };
 
 /* Resolve the plan's host trees (private_dirs set already) and the always-hidden set in them. */
@@ -90,6 +101,9 @@ int ns_resolve_host(struct ns_resolved *r, const struct ns_plan *plan, struct co
  * again on the canonical paths and for hard links, and hide the always-hidden set in it. */
 int ns_resolve_workspace(struct ns_resolved *r, const struct ns_plan *plan, int ws_fd,
                          struct cordon_error **err);
+/* The plan's volumes as trees to bind (writable unless read-only). */
+int ns_resolve_volumes(struct ns_resolved *r, const struct ns_plan *plan,
+                       struct cordon_error **err);
 /* Closes the trees' fds. */
 void ns_resolved_clear(struct ns_resolved *r);
 

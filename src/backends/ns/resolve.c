@@ -27,6 +27,10 @@ void ns_resolved_clear(struct ns_resolved *p) {
       close(p->trees[i].tree_fd);
   free(p->trees);
   free(p->workspace_real);
+  for (size_t i = 0; i < p->n_volume_trees; i++)
+    if (p->volume_trees[i].tree_fd >= 0)
+      close(p->volume_trees[i].tree_fd);
+  free(p->volume_trees);
   memset(p, 0, sizeof(*p));
 }
 
@@ -206,4 +210,24 @@ int ns_resolve_host(struct ns_resolved *p, const struct ns_plan *plan, struct co
     };
   }
   return plan_hidden_host_dirs(p, err);
+}
+
+/* The volumes point into the plan, which outlives its resolved form (both move together to a
+ * one-shot's exec). Their sources are opened later, anchored (confine_volume_prepare). */
+int ns_resolve_volumes(struct ns_resolved *p, const struct ns_plan *plan,
+                       struct cordon_error **err) {
+  if (!plan->n_volumes)
+    return 0;
+  p->volume_trees = calloc(plan->n_volumes, sizeof(*p->volume_trees));
+  if (!p->volume_trees)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "volumes");
+  for (size_t i = 0; i < plan->n_volumes; i++)
+    p->volume_trees[p->n_volume_trees++] = (struct confine_tree){
+        .target = plan->volumes[i].target,
+        .source = plan->volumes[i].source,
+        .tree_fd = -1,
+        .is_dir = true,
+        .writable = !plan->volumes[i].read_only,
+    };
+  return 0;
 }

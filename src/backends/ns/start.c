@@ -383,6 +383,27 @@ static int prepare_workspace_tree(struct start *st, bool hand_over, struct cordo
   return r;
 }
 
+/* As root, each volume (-v) cloned here with its owner id-mapped to the sandbox uid, as the
+ * workspace is: what the sandbox writes in it belongs to that owner on the host. Rootless, the
+ * holder clones them (confine_root_prepare_trees); the sandbox uid is ours already. */
+static int prepare_volume_trees(struct start *st, struct cordon_error **err) {
+  struct ns_resolved *res = &st->resolved;
+  for (size_t i = 0; i < res->n_volume_trees && !st->plan.rootless; i++) {
+    struct confine_tree *v = &res->volume_trees[i];
+    struct stat owner;
+    if (stat(v->source, &owner) < 0)
+      return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "volume source %s", v->source);
+    _cleanup_close_ int idmap = confine_userns_idmap_fd(owner.st_uid, st->plan.outer_uid,
+                                                        owner.st_gid, st->plan.outer_gid, err);
+    if (idmap < 0)
+      return -1;
+    v->tree_fd = confine_volume_prepare(v->source, v->writable, idmap, err);
+    if (v->tree_fd < 0)
+      return -1;
+  }
+  return 0;
+}
+
 /* Step: the identity on the host's files. As root we clone the host trees here, with our
  * privileges, and the holder only attaches them; the workspace is id-mapped so its owner
  * appears as the sandbox uid inside and what the sandbox creates belongs to that owner on the
@@ -412,6 +433,8 @@ static int map_identity(struct start *st, struct cordon_error **err) {
         return -1;
     }
   }
+  if (prepare_volume_trees(st, err) < 0)
+    return -1;
   return prepare_workspace_tree(st, hand_over, err);
 }
 
@@ -457,6 +480,8 @@ static void holder_config(struct start *st) {
       .group = plan->group,
       .deny_user_namespaces = true,
       .tmp_bytes = plan->tmp_bytes,
+      .volumes = res->volume_trees,
+      .n_volumes = res->n_volume_trees,
   };
 }
 
@@ -563,6 +588,7 @@ int ns_start(struct cordon_session *s, const struct cordon_manifest *m, const ch
       confine_private_set(s->ctx ? cordon_context_state_dir(s->ctx) : NULL,
                           &st.resolved.private_dirs, err) < 0 ||
       ns_resolve_host(&st.resolved, &st.plan, err) < 0 ||
+      ns_resolve_volumes(&st.resolved, &st.plan, err) < 0 ||
       prepare_workspace(&st, snapshot_id, err) < 0)
     return -1;
   impl->one_shot = st.plan.one_shot;
