@@ -184,7 +184,7 @@ dk() { "$CORDON" run --backend docker "$@"; }
   done
 }
 
-@test "docker: egress none has only loopback and reaches nothing outside" {
+@test "docker: the default egress (loopback) has only lo and reaches nothing outside" {
   run dk -- cat /proc/net/dev
   [ "$status" -eq 0 ]
   [ "$(echo "$output" | tail -n +3 | grep -vc '^ *lo:')" -eq 0 ]
