@@ -43,7 +43,8 @@ _cordon() {
   local verbs="run session backends conformance key audit gc cas snapshot race receipt volume version"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
-    --image --no-require-enforcement --quiet --json --help --volume"
+    --image --no-require-enforcement --quiet --json --help --volume
+    --user"
 
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$verbs --help --version -V" -- "$cur"))
@@ -69,6 +70,10 @@ _cordon() {
     ;;
   --net)
     COMPREPLY=($(compgen -W "none loopback restricted open" -- "$cur"))
+    return
+    ;;
+  --user)
+    COMPREPLY=($(compgen -W "cordon root" -- "$cur"))
     return
     ;;
   --workspace | --repo | --allow-ro)

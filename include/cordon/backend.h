@@ -176,6 +176,11 @@ struct cordon_manifest {
    * manifest in which every source is the canonical host directory to bind. */
   const struct cordon_volume *volumes;
   size_t n_volumes;
+  /* Run commands as root (uid 0) inside instead of the sandbox user (uid 1000, "cordon"), where
+   * the backend can offer it without host privileges (ns: root of the sandbox's user namespace,
+   * with no capabilities). A backend that cannot refuses it by name; plugins (ABI 3) never see
+   * it: the library refuses it for them. */
+  bool user_root;
 };
 
 /* ---- exec --------------------------------------------------------------------------------- */
@@ -322,8 +327,9 @@ typedef const struct cordon_backend *(*cordon_plugin_entry_fn)(uint32_t *abi_ver
  * backend->enforces. */
 CORDON_API uint32_t cordon_backend_unenforced(const struct cordon_backend *backend,
                                               const struct cordon_policy *policy);
-/* The egress class for a caller that names none (the CLI without --net): the most restrictive
- * one the backend enforces (none for ns and docker), open when it enforces none (worktree). */
+/* The egress class for a caller that names none (the CLI without --net): loopback where the
+ * backend enforces it (ns, docker), else the most restrictive one it enforces, open when it
+ * enforces none (worktree). */
 CORDON_API enum cordon_egress cordon_backend_default_egress(const struct cordon_backend *backend);
 /* Names of the features in mask, comma-separated ("memory, net_none"); malloc'd, NULL on ENOMEM. */
 CORDON_API char *cordon_features_describe(uint32_t mask);

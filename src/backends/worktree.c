@@ -146,8 +146,19 @@ static int save_backend_state(struct cordon_session *s, const char *repo_path, b
   return s->backend_state ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state");
 }
 
+/* Commands run as the caller, whoever that is: there is no sandbox user to swap for root. */
+static int refuse_user_root(const struct cordon_manifest *m, struct cordon_error **err) {
+  if (!m->user_root)
+    return 0;
+  return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                          "commands run as the caller, with no user to change: "
+                          "--user root is refused (use ns)");
+}
+
 static int worktree_create(struct cordon_session *s, const struct cordon_manifest *m,
                            struct cordon_error **err) {
+  if (refuse_user_root(m, err) < 0)
+    return -1;
   if (m->repo && m->workspace)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "give a repository or a workspace, not both");
   _cleanup_free_ char *repo_path = NULL;
@@ -186,6 +197,8 @@ static int worktree_create(struct cordon_session *s, const struct cordon_manifes
  * manifest's files on top. */
 static int worktree_resume(struct cordon_session *s, const struct cordon_manifest *m,
                            const char *snapshot_id, struct cordon_error **err) {
+  if (refuse_user_root(m, err) < 0)
+    return -1;
   if (m->repo || m->workspace)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                             "a session resumed from a snapshot gets a fresh workspace; a "

@@ -80,6 +80,21 @@ static int read_host_file(const char *src, struct cordon_file_spec *f, struct co
 
 /* Returns 0 when the option was handled, 1 when it is not a manifest option, or an exit code
  * (> 1) to stop with. */
+/* --user: the sandbox user by its name or uid (the default), or root. No other user exists
+ * inside. */
+static int parse_user(const char *arg, struct manifest_opts *o) {
+  if (!strcmp(arg, "root") || !strcmp(arg, "0")) {
+    o->user_root = true;
+    return 0;
+  }
+  if (!strcmp(arg, "cordon") || !strcmp(arg, "1000")) {
+    o->user_root = false;
+    return 0;
+  }
+  cli_error("--user %s: the sandbox has two users, cordon (1000, the default) and root", arg);
+  return EXIT_USAGE;
+}
+
 int manifest_option(const char *verb, int c, const char *arg, struct manifest_opts *o) {
   unsigned long long u = 0;
   struct cordon_error *err = NULL;
@@ -159,6 +174,7 @@ int manifest_option(const char *verb, int c, const char *arg, struct manifest_op
       return cli_usage_error(verb, "--timeout expects seconds, got '%s'", arg);
     return 0;
   case OPT_NO_REQUIRE: o->no_require = true; return 0;
+  case OPT_USER: return parse_user(arg, o);
   case OPT_QUIET: o->quiet = true; return 0;
   case OPT_JSON: o->json = true; return 0;
   }
@@ -207,6 +223,7 @@ int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
   m->policy.require_enforcement = !o->no_require;
   m->volumes = o->volumes;
   m->n_volumes = o->n_volumes;
+  m->user_root = o->user_root;
   return 0;
 }
 

@@ -45,6 +45,7 @@ struct manifest_opts {
   /* -v/--volume NAME:PATH[:ro] or /HOST/DIR:PATH[:ro] (strings owned) */
   struct cordon_volume *volumes;
   size_t n_volumes;
+  bool user_root; /* --user root */
 };
 
 void manifest_opts_free(struct manifest_opts *o);
@@ -81,6 +82,7 @@ enum {
   OPT_HELP,
   OPT_FROM,
   OPT_COUNT,
+  OPT_USER,
 };
 
 #define MANIFEST_OPTIONS                                                                          \
@@ -100,8 +102,8 @@ enum {
       {"tmp-size", required_argument, NULL, OPT_TMP_SIZE},                                        \
       {"timeout", required_argument, NULL, OPT_TIMEOUT},                                          \
       {"no-require-enforcement", no_argument, NULL, OPT_NO_REQUIRE},                              \
-      {"quiet", no_argument, NULL, OPT_QUIET}, {"json", no_argument, NULL, OPT_JSON},             \
-      {"volume", required_argument, NULL, 'v'}, {                                                 \
+      {"user", required_argument, NULL, OPT_USER}, {"quiet", no_argument, NULL, OPT_QUIET},       \
+      {"json", no_argument, NULL, OPT_JSON}, {"volume", required_argument, NULL, 'v'}, {          \
     "help", no_argument, NULL, OPT_HELP                                                           \
   }
 
@@ -121,8 +123,9 @@ enum {
   "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
   "                        (each .cordon/, cordon's keys and state stay hidden in\n"          \
   "                        grants and workspace; a workspace or grant inside: refused)\n"     \
-  "  --net CLASS           egress: none, loopback, restricted, open (default: the\n"          \
-  "                        strictest class the backend enforces; worktree: open)\n"           \
+  "  --net CLASS           egress: none, loopback, restricted, open (default: loopback,\n"    \
+  "                        a private lo only, on ns and docker; worktree: open)\n"            \
+  "                        (none: no interface at all, lo down; ns only)\n"                   \
   "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
   "                        resource limits (SIZE takes K, M, G); refused if unenforceable;\n" \
   "                        --fsize (largest file a command may write) defaults to 4G on ns\n" \
@@ -136,6 +139,8 @@ enum {
   "                        (--ro, --memory, --net none...: a WARNING line each, and\n"        \
   "                        an enforcement.waived entry in the audit log), or run\n"           \
   "                        unconfined (CORDON_SANDBOX=off, or no backend)\n"                  \
+  "  --user USER           cordon (default: uid/gid 1000 on ns and docker) or root (uid 0\n"  \
+  "                        of the sandbox's user namespace, no capabilities: ns only)\n"      \
   "  --quiet               no notice that a backend isolates nothing (CORDON_QUIET=1)\n"      \
   "  -v, --volume NAME:PATH[:ro]\n"                                                           \
   "                        mount the project's persistent volume NAME (.cordon/volumes/,\n"   \

@@ -53,7 +53,7 @@ static int skip(struct suite *t, const char *why) {
 }
 
 /* The manifest of a caller that asks for no particular policy: the backend's default egress
- * class (none where it can enforce that, open for a backend that enforces nothing). */
+ * class (loopback where it can enforce that, open for a backend that enforces nothing). */
 static struct cordon_manifest base_manifest(const struct cordon_backend *b) {
   struct cordon_manifest m = {0};
   m.policy.egress = cordon_backend_default_egress(b);
@@ -458,6 +458,113 @@ static int check_snapshot_roundtrip(struct suite *t) {
   return rc;
 }
 
+/* ---- the same flags mean the same on every confining backend ------------------------------ */
+
+/* Inside the sandbox: a server on 127.0.0.1 and a client of it, in one script. Prints "reached"
+ * or "unreachable: WHY", then "ifaces:" and every interface other than lo (/proc/net/dev).
+ * python3 where the sandbox has it, else busybox's nc (the docker test image); neither: "no
+ * tool". Only 127.0.0.1 inside the sandbox is ever contacted. */
+static const char net_probe_script[] =
+    "if command -v python3 >/dev/null 2>&1; then\n"
+    "  python3 -c '\n"
+    "import socket\n"
+    "try:\n"
+    "    s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(1)\n"
+    "    c = socket.create_connection(s.getsockname(), timeout=5); a, _ = s.accept()\n"
+    "    c.sendall(b\"ping\"); print(\"reached\" if a.recv(4) == b\"ping\" else \"unreachable: "
+    "garbled\")\n"
+    "except OSError as e:\n"
+    "    print(\"unreachable: %s\" % e)'\n"
+    "elif command -v busybox >/dev/null 2>&1; then\n"
+    "  out=/tmp/.cordon-conformance-nc.$$; port=47311\n"
+    "  busybox nc -l -p $port > $out 2>/dev/null & server=$!\n"
+    "  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do\n"
+    "    echo ping | busybox nc -w 2 127.0.0.1 $port 2>/dev/null && break; sleep 0.1\n"
+    "  done\n"
+    "  sleep 0.2; kill $server 2>/dev/null; wait $server 2>/dev/null\n"
+    "  if [ \"$(cat $out)\" = ping ]; then echo reached; else echo 'unreachable: no answer'; fi\n"
+    "  rm -f $out\n"
+    "else\n"
+    "  echo 'no tool'\n"
+    "fi\n"
+    "echo \"ifaces:$(tail -n +3 /proc/net/dev | grep -v '^ *lo:' | cut -d: -f1 | tr -d ' \\n')\"\n";
+
+/* Runs the probe in s: *reached, and whether an interface other than lo exists (a failure
+ * names it). Returns 1 when the sandbox has no tool for it (a skip). */
+static int net_probe(struct suite *t, struct cordon_session *s, bool *reached) {
+  struct cordon_exec_result r;
+  const char *argv[] = {"sh", "-c", net_probe_script, NULL};
+  if (run(t, s, argv, 60, NULL, 0, &r) < 0)
+    return -1;
+  const char *out = (const char *)r.stdout_data;
+  int rc = 0;
+  const char *ifaces = out ? strstr(out, "ifaces:") : NULL;
+  if (!ifaces)
+    rc = fail(t, "the network probe printed no interface list (exit %d): %s", r.exit_code,
+              out ? out : "");
+  else if (ifaces[7] != '\n' && ifaces[7] != 0)
+    rc = fail(t, "an interface other than lo exists inside: %s", ifaces + 7);
+  else if (!strncmp(out, "no tool", 7))
+    rc = 1;
+  else
+    *reached = !strncmp(out, "reached", 7);
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
+/* The default egress of a backend that enforces loopback is loopback: a server on 127.0.0.1
+ * inside answers a client inside (a test suite's local server works), and lo is the only
+ * interface. */
+static int check_default_egress_loopback(struct suite *t) {
+  if (!(t->backend->enforces & CORDON_FEATURE_NET_LOOPBACK))
+    return skip(t, "the backend does not enforce net_loopback");
+  if (cordon_backend_default_egress(t->backend) != CORDON_EGRESS_LOOPBACK)
+    return fail(t, "the default egress is %s, expected loopback",
+                cordon_egress_name(cordon_backend_default_egress(t->backend)));
+  bool reached = false;
+  int r = net_probe(t, t->session, &reached);
+  if (r == 1)
+    return skip(t, "neither python3 nor busybox inside to run a server on 127.0.0.1");
+  if (r == 0 && !reached)
+    return fail(t, "a server on 127.0.0.1 inside was not reachable under the default egress");
+  return r;
+}
+
+/* Egress none: no interface at all (lo stays down), so even 127.0.0.1 inside is unreachable. */
+static int check_net_none_no_interface(struct suite *t) {
+  if (!(t->backend->enforces & CORDON_FEATURE_NET_NONE))
+    return skip(t, "the backend does not enforce net_none (--net none is refused by name)");
+  struct cordon_manifest m = base_manifest(t->backend);
+  m.policy.egress = CORDON_EGRESS_NONE;
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  if (cordon_session_create(t->ctx, t->backend, &m, &s, &err) < 0)
+    return fail_err(t, "create with egress none", err);
+  bool reached = true;
+  int r = net_probe(t, s, &reached);
+  cordon_session_destroy(s, NULL);
+  if (r == 1)
+    return skip(t, "neither python3 nor busybox inside to run a server on 127.0.0.1");
+  if (r == 0 && reached)
+    return fail(t, "a server on 127.0.0.1 inside was reachable under egress none (lo is up)");
+  return r;
+}
+
+/* A confining backend runs commands as the documented sandbox user: uid and gid 1000, named
+ * cordon in /etc/passwd (ns and docker alike; docs/security.md). */
+static int check_sandbox_user(struct suite *t) {
+  if (t->backend->tier == CORDON_TIER_NONE)
+    return skip(t, "the backend isolates nothing: commands run as the caller");
+  struct cordon_exec_result r;
+  const char *argv[] = {"sh", "-c", "echo \"$(id -u):$(id -g):$(id -un)\"", NULL};
+  if (run(t, t->session, argv, 0, NULL, 0, &r) < 0)
+    return -1;
+  int rc =
+      expect_output(t, "id -u:id -g:id -un", r.stdout_data, r.stdout_length, "1000:1000:cordon\n");
+  cordon_exec_result_clear(&r);
+  return rc;
+}
+
 /* ---- driver ------------------------------------------------------------------------------- */
 
 struct check {
@@ -598,6 +705,9 @@ static const struct check checks[] = {
     {"snapshot-resume-roundtrip", check_snapshot_roundtrip},
     {"unenforced-policy-refused", check_refuses_unenforced},
     {"volume-persists-and-ro-refuses-writes", check_volumes},
+    {"default-egress-loopback", check_default_egress_loopback},
+    {"net-none-no-interface", check_net_none_no_interface},
+    {"sandbox-user-1000", check_sandbox_user},
 };
 
 static void report(struct suite *t, const char *name, bool ok, double took) {

@@ -23,6 +23,7 @@
 
 #include "protocol/context.h"
 #include "protocol/persist.h"
+#include "protocol/registry.h"
 #include "protocol/rundir.h"
 #include "protocol/session-id.h"
 #include "protocol/volume.h"
@@ -307,10 +308,27 @@ static int check_resume(const struct cordon_backend *backend, struct cordon_erro
 
 /* ---- enforcement --------------------------------------------------------------------------- */
 
+/* A plugin (ABI 3) cannot see user_root: it would run the command as its own user and say
+ * nothing. Only the built-in backends read it (and refuse it where they cannot give it). */
+static int refuse_user_root(const struct cordon_backend *backend, const struct cordon_manifest *m,
+                            struct cordon_error **err) {
+  if (!m->user_root)
+    return 0;
+  for (size_t i = 0; cordon_builtin_backends[i]; i++)
+    if (cordon_builtin_backends[i] == backend)
+      return 0;
+  return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                          "backend %s is a plugin: the plugin ABI carries no user, so --user root "
+                          "cannot be given to it",
+                          backend->name);
+}
+
 /* The one check, for every backend: a manifest asking for a policy feature the backend does not
  * enforce is refused by name before anything is made, unless enforcement is waived. */
 static int refuse_unenforced(const struct cordon_backend *backend, const struct cordon_manifest *m,
                              struct cordon_error **err) {
+  if (refuse_user_root(backend, m, err) < 0)
+    return -1;
   uint32_t missing = cordon_backend_unenforced(backend, &m->policy);
   if (!missing || !m->policy.require_enforcement)
     return 0;

@@ -372,7 +372,8 @@ static void start_progress(void *data, size_t index, struct cordon_session *read
  * One-shot: a candidate's session runs its command only; a judge runs in a session of its own. */
 static struct cordon_manifest race_manifest(const struct race *r) {
   struct cordon_manifest m = {.ephemeral = true, .one_shot = true};
-  /* No policy asked for: the backend's own default egress (none on ns, open on worktree). */
+  /* No policy asked for: the backend's own default egress (loopback on ns and docker, open on
+   * worktree). */
   m.policy.egress = cordon_backend_default_egress(r->o->backend);
   m.policy.require_enforcement = true;
   m.policy.limits.fsize_bytes = r->o->fsize_bytes;

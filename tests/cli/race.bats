@@ -461,6 +461,6 @@ docker_or_skip() {
     echo written; touch /etc/x 2>/dev/null || echo ro-root; touch /tmp/x && echo tmp'
   $CORDON session destroy "$sid"
   [ "$status" -eq 0 ]
-  [ "${lines[0]}" = 65534 ]
+  [ "${lines[0]}" = 1000 ]
   [[ "$output" == *written*ro-root*tmp* ]]
 }

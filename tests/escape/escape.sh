@@ -174,6 +174,7 @@ limited() {
 control "read a workspace file" -- read-file /workspace/ro/file
 control "write the workspace" -- write-file /workspace/written
 control "loopback inside with --net loopback" --net loopback -- loopback-self
+control "loopback inside with the default egress (loopback)" -- loopback-self
 if "$PROBE" connect 127.0.0.1 "$port" >/dev/null; then ok "control host listener is up"
 else not_ok "control host listener is up (port $port)"; fi
 if "$PROBE" see-host >/dev/null; then ok "control marker visible on the host"
@@ -268,16 +269,20 @@ if [ "$role" = root ]; then
 else
   skip "privilege gain through a setuid-root binary" "an unprivileged user cannot make one"
 fi
-attack "TCP to the host's loopback (--net none)" --net none -- connect 127.0.0.1 "$port"
 attack "TCP to the host's loopback (--net loopback)" --net loopback -- connect 127.0.0.1 "$port"
-attack "abstract unix socket on the host (--net none)" --net none -- connect-abstract "$abstract"
+attack "TCP to the host's loopback (default egress)" -- connect 127.0.0.1 "$port"
 attack "abstract unix socket on the host (--net loopback)" --net loopback -- connect-abstract "$abstract"
-attack "DNS lookup (--net none)" --net none -- dns "$nameserver"
+attack "DNS lookup (--net loopback)" --net loopback -- dns "$nameserver"
 if [ "$backend" = docker ]; then
-  # The engine's `none` network keeps `lo` up inside the container, and no capability is left to
-  # take it down: loopback talk stays inside the container (nothing outside is reachable, above).
-  skip "loopback inside with --net none" "docker's none network has lo up (docs/security.md)"
+  # The engine's `none` network keeps `lo` up inside the container and no capability is left to
+  # take it down, so docker does not declare egress none: --net none is refused by name.
+  run_probe --net none -- loopback-self
+  if [ "$code" -eq 125 ] && [[ "$out" == *net_none* ]]; then ok "--net none refused by name on docker"
+  else not_ok "--net none on docker: exit $code (expected a refusal naming net_none): $out"; fi
 else
+  attack "TCP to the host's loopback (--net none)" --net none -- connect 127.0.0.1 "$port"
+  attack "abstract unix socket on the host (--net none)" --net none -- connect-abstract "$abstract"
+  attack "DNS lookup (--net none)" --net none -- dns "$nameserver"
   attack "loopback inside with --net none" --net none -- loopback-self
 fi
 limited "fork bomb stopped by --pids 64" --pids 64 -- forkbomb 2000

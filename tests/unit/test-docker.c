@@ -434,6 +434,36 @@ static void test_network_mode(void **state) {
   cordon_error_free(err);
 }
 
+/* The command's identity: the workspace owner (1000 once cordon gave it its own workspace); root
+ * only on a userns-remapped engine. The identity files name ns's users. */
+static void test_command_identity(void **state) {
+  (void)state;
+  struct docker_engine_features plain = {0}, remapped = {.userns = true};
+  struct cordon_error *err = NULL;
+  uid_t uid = 1;
+  gid_t gid = 1;
+  assert_int_equal(docker_command_identity(1000, 1000, false, &plain, &uid, &gid, &err), 0);
+  assert_int_equal(uid, 1000);
+  assert_int_equal(gid, 1000);
+  assert_int_equal(docker_command_identity(4242, 4343, false, &plain, &uid, &gid, &err), 0);
+  assert_int_equal(uid, 4242);
+  assert_int_equal(gid, 4343);
+  assert_true(docker_command_identity(1000, 1000, true, &plain, &uid, &gid, &err) < 0);
+  assert_int_equal(err->kind, CORDON_ERR_UNSUPPORTED);
+  assert_non_null(strstr(err->message, "userns-remap"));
+  cordon_error_free(err);
+  err = NULL;
+  assert_int_equal(docker_command_identity(1000, 1000, true, &remapped, &uid, &gid, &err), 0);
+  assert_int_equal(uid, 0);
+  assert_int_equal(gid, 0);
+  char *passwd = NULL, *group = NULL;
+  assert_int_equal(docker_identity_files("/workspace", &passwd, &group, &err), 0);
+  assert_non_null(strstr(passwd, "\ncordon:x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"));
+  assert_non_null(strstr(group, "\ncordon:x:1000:\n"));
+  free(passwd);
+  free(group);
+}
+
 /* ---- path policy ---------------------------------------------------------------------------- */
 
 static void write_file(const char *dir, const char *name) {
@@ -614,6 +644,7 @@ int main(void) {
       cmocka_unit_test(test_paths),
       cmocka_unit_test(test_agent_request),
       cmocka_unit_test(test_agent_replies),
+      cmocka_unit_test(test_command_identity),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

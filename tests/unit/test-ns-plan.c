@@ -215,11 +215,30 @@ static void test_refusals(void **state) {
   cordon_error_free(err);
 }
 
+/* --user root: uid/gid 0 inside, mapped to the same unprivileged host ids as the sandbox user. */
+static void test_user_root(void **state) {
+  (void)state;
+  struct cordon_manifest m = {0};
+  m.user_root = true;
+  struct ns_plan_host host = as_root();
+  struct ns_plan plan = {0};
+  build(&m, &host, &plan);
+  assert_int_equal(plan.identity.uid, 0);
+  assert_int_equal(plan.identity.gid, 0);
+  assert_int_equal(plan.outer_uid, 70000);
+  assert_int_equal(plan.outer_gid, 70001);
+  ns_plan_clear(&plan);
+  build(&m, &rootless, &plan);
+  assert_int_equal(plan.identity.uid, 0);
+  assert_int_equal(plan.outer_uid, 1234);
+  ns_plan_clear(&plan);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_defaults_rootless), cmocka_unit_test(test_identity_as_root),
       cmocka_unit_test(test_lists_normalised),  cmocka_unit_test(test_one_shot_and_overlay),
-      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_refusals),          cmocka_unit_test(test_user_root),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

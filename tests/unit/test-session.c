@@ -490,12 +490,16 @@ static void test_policy_features(void **state) {
   assert_int_equal(cordon_backend_unenforced(ns, &p), 0);
   p.egress = CORDON_EGRESS_RESTRICTED;
   assert_int_equal(cordon_backend_unenforced(ns, &p), CORDON_FEATURE_NET_RESTRICTED);
-  /* The default class is the strictest a backend enforces; open when it enforces none. */
+  /* The default class is loopback where enforced, else the strictest a backend enforces; open
+   * when it enforces none. */
   assert_int_equal(cordon_backend_default_egress(wt), CORDON_EGRESS_OPEN);
-  assert_int_equal(cordon_backend_default_egress(ns), CORDON_EGRESS_NONE);
+  assert_int_equal(cordon_backend_default_egress(ns), CORDON_EGRESS_LOOPBACK);
   struct cordon_backend loopback_only = fake;
   loopback_only.enforces = CORDON_FEATURE_NET_LOOPBACK;
   assert_int_equal(cordon_backend_default_egress(&loopback_only), CORDON_EGRESS_LOOPBACK);
+  struct cordon_backend none_only = fake;
+  none_only.enforces = CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_RESTRICTED;
+  assert_int_equal(cordon_backend_default_egress(&none_only), CORDON_EGRESS_NONE);
   cordon_registry_free(reg);
 
   char *names = cordon_features_describe(CORDON_FEATURE_MEMORY | CORDON_FEATURE_NET_NONE);

@@ -258,6 +258,11 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
   /* Writable: init binds the agent's socket there (docs/security.md says why that is safe). */
   if (spec->agent_dir)
     json_array_append_new(mounts, bind_mount(spec->agent_dir, DOCKER_AGENT_TARGET, false));
+  /* The same users as on ns: `id -un` is cordon on both. */
+  if (spec->passwd && spec->group) {
+    json_array_append_new(mounts, bind_mount(spec->passwd, "/etc/passwd", true));
+    json_array_append_new(mounts, bind_mount(spec->group, "/etc/group", true));
+  }
   for (size_t i = 0; i < spec->n_allow_ro; i++)
     json_array_append_new(mounts,
                           bind_mount(spec->allow_ro[i].source, spec->allow_ro[i].path, true));
@@ -330,6 +335,44 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
                             "container configuration: the image name or a label is not valid "
                             "UTF-8");
   *out = config;
+  return 0;
+}
+
+int docker_command_identity(uid_t owner_uid, gid_t owner_gid, bool user_root,
+                            const struct docker_engine_features *features, uid_t *uid, gid_t *gid,
+                            struct cordon_error **err) {
+  if (user_root) {
+    if (!features->userns)
+      return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                              "--user root: this Docker engine runs containers in the host's user "
+                              "namespace, where uid 0 is the host's root; refused (it needs a "
+                              "daemon with userns-remap; the ns backend offers --user root)");
+    *uid = 0;
+    *gid = 0;
+    return 0;
+  }
+  *uid = owner_uid;
+  *gid = owner_gid;
+  return 0;
+}
+
+int docker_identity_files(const char *root, char **passwd, char **group,
+                          struct cordon_error **err) {
+  *passwd = *group = NULL;
+  if (asprintf(passwd,
+               "root:x:0:0:root:/root:/sbin/nologin\n"
+               "cordon:x:%u:%u:cordon sandbox:%s:/bin/sh\n"
+               "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n",
+               CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, root) < 0) {
+    *passwd = NULL;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
+  }
+  if (asprintf(group, "root:x:0:\ncordon:x:%u:\nnogroup:x:65534:\n", CONFINE_SANDBOX_GID) < 0) {
+    *group = NULL;
+    free(*passwd);
+    *passwd = NULL;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "group");
+  }
   return 0;
 }
 

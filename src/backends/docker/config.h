@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <cordon/backend.h>
 
@@ -48,6 +49,7 @@ void docker_paths_clear(struct docker_paths *paths);
 /* What the engine can enforce (from GET /info). */
 struct docker_engine_features {
   bool memory_limit, swap_limit, cpu_cfs_quota, pids_limit, seccomp;
+  bool userns; /* the daemon runs with userns-remap: uid 0 inside is not the host's root */
 };
 
 struct docker_container_spec {
@@ -76,11 +78,27 @@ struct docker_container_spec {
   /* Volumes (-v): canonical host directories (checked by the library) bound at their targets. */
   const struct cordon_volume *volumes;
   size_t n_volumes;
+  /* Host paths of the identity files (docker_identity_files), bound read-only over /etc/passwd
+   * and /etc/group; NULL: the image's own. */
+  const char *passwd, *group;
 };
 
 /* The body of POST /containers/create. Refuses (by name) limits the engine cannot enforce. */
 int docker_container_config(const struct docker_container_spec *spec, json_t **out,
                             struct cordon_error **err);
+
+/* Who commands run as (the container's User), decided from the workspace's owner: as on ns,
+ * uid/gid 1000 ("cordon") in a workspace cordon made (created as root, it was given to 1000
+ * first); in a workspace the caller gave, its owner, since the engine cannot map ids and files
+ * must stay the owner's. user_root: 0:0, which only an engine with userns-remap may give
+ * (refused by name otherwise). */
+int docker_command_identity(uid_t owner_uid, gid_t owner_gid, bool user_root,
+                            const struct docker_engine_features *features, uid_t *uid, gid_t *gid,
+                            struct cordon_error **err);
+/* The /etc/passwd and /etc/group bound read-only into every container: the ns backend's users
+ * (root, cordon 1000, nobody), so names resolve alike on both backends; home is root (the
+ * workspace's path inside). malloc'd. */
+int docker_identity_files(const char *root, char **passwd, char **group, struct cordon_error **err);
 
 /* The NetworkMode for an egress class: none and loopback give "none" (the container has only
  * its own loopback), open gives $CORDON_DOCKER_NETWORK or "bridge"; restricted is refused. */

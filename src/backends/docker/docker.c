@@ -6,9 +6,9 @@
  * write and ls work on the host side, anchored beneath it (protocol/workspace.c). The path
  * policy becomes mounts: read-only paths are re-bound read-only, hidden directories are
  * covered by an empty read-only tmpfs, hidden files by an empty read-only file, `.cordon/` is
- * always hidden. Network: NetworkMode none unless egress open is asked for. All capabilities
- * dropped, no new privileges, Docker's default seccomp profile with cordon's denials stacked
- * on top by the exec wrapper, memory/CPU/pids limits through the engine's cgroups.
+ * always hidden. Network: NetworkMode none (lo only) unless egress open is asked for. All
+ * capabilities dropped, no new privileges, Docker's default seccomp profile with cordon's denials
+ * stacked on top by the exec wrapper, memory/CPU/pids limits through the engine's cgroups.
  *
  * Execs go through the exec agent that init serves on a unix socket in the session's runtime
  * directory (exec-agent.c); with CORDON_DOCKER_EXEC=api (or a container without an agent)
@@ -115,13 +115,15 @@ const struct cordon_backend cordon_backend_docker = {
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK |
                     CORDON_CAP_SNAPSHOT | CORDON_CAP_PERSISTENT_VOLUMES,
     .tier = CORDON_TIER_CONTAINER,
-    /* Limits the engine reports it cannot set are refused by name at create. Egress none and
-     * loopback are both NetworkMode none (the container's own lo only); restricted is not
+    /* Limits the engine reports it cannot set are refused by name at create. Egress loopback is
+     * NetworkMode none: the container's own lo, up, and no other interface. Egress none (no
+     * interface up at all) is not declared: the engine brings lo up and commands hold no
+     * capability to take it down, so `--net none` is refused by name. restricted is not
      * implemented. /tmp is a capped tmpfs (HostConfig.Tmpfs), /dev/shm as large (ShmSize). */
     .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
                 CORDON_FEATURE_HOST_GRANTS | CORDON_FEATURE_MEMORY | CORDON_FEATURE_PIDS |
                 CORDON_FEATURE_CPU | CORDON_FEATURE_NOFILE | CORDON_FEATURE_FSIZE |
-                CORDON_FEATURE_TMP_SIZE | CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK,
+                CORDON_FEATURE_TMP_SIZE | CORDON_FEATURE_NET_LOOPBACK,
     .available = docker_available,
     .create = docker_create,
     .resume = docker_resume,

@@ -31,6 +31,8 @@
 
 /* The empty file, in the session's state directory, mounted read-only over hidden files. */
 #define EMPTY_FILE "docker-empty"
+#define PASSWD_FILE "docker-passwd" /* the container's /etc/passwd and /etc/group */
+#define GROUP_FILE "docker-group"
 
 static void docker_session_free(struct docker_session *d) {
   if (!d)
@@ -161,6 +163,8 @@ static int engine_features(struct docker_engine *e, struct docker_engine_feature
     const char *v = json_string_value(opt);
     if (v && !strncmp(v, "name=seccomp", 12))
       f->seccomp = true;
+    if (v && !strncmp(v, "name=userns", 11))
+      f->userns = true;
   }
   return 0;
 }
@@ -174,6 +178,32 @@ static int make_empty_file(struct cordon_session *s, char **out, struct cordon_e
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", *out);
   if (fd >= 0)
     close(fd);
+  return 0;
+}
+
+/* Who commands run as, and the identity files that name them (docker_command_identity,
+ * docker_identity_files). As root, a workspace cordon made (created or restored) is first given
+ * to the sandbox user, so that uid 1000 runs there as it does on ns; a workspace the caller gave
+ * keeps its owner. */
+static int command_identity(struct cordon_session *s, const struct cordon_manifest *m, bool owned,
+                            const struct docker_engine_features *features, uid_t *uid, gid_t *gid,
+                            char **passwd_path, char **group_path, struct cordon_error **err) {
+  if (owned && geteuid() == 0 && docker_give_workspace(s->workspace, err) < 0)
+    return -1;
+  struct stat ws;
+  if (stat(s->workspace, &ws) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
+  if (docker_command_identity(ws.st_uid, ws.st_gid, m->user_root, features, uid, gid, err) < 0)
+    return -1;
+  _cleanup_free_ char *passwd = NULL, *group = NULL;
+  if (docker_identity_files(s->root, &passwd, &group, err) < 0)
+    return -1;
+  if (asprintf(passwd_path, "%s/" PASSWD_FILE, s->state_dir) < 0 ||
+      asprintf(group_path, "%s/" GROUP_FILE, s->state_dir) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "identity files");
+  if (fs_write_atomic(*passwd_path, passwd, strlen(passwd), 0444, err) < 0 ||
+      fs_write_atomic(*group_path, group, strlen(group), 0444, err) < 0)
+    return -1;
   return 0;
 }
 
@@ -328,38 +358,33 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   size_t n_grants = 0;
   _cleanup_engine_ struct docker_engine *e = NULL;
   _cleanup_free_ char *empty = NULL, *creator = NULL, *user = NULL, *id = NULL, *start = NULL,
-                      *agent_dir = NULL;
+                      *agent_dir = NULL, *passwd = NULL, *group = NULL;
   long agent_pid = 0;
   _cleanup_json_ json_t *config = NULL;
   struct docker_engine_features features = {0};
   const struct cordon_limits *l = &p->limits;
   bool limited = l->memory_bytes || l->pids || l->cpus > 0;
-  struct stat ws;
+  uid_t uid = 0;
+  gid_t gid = 0;
   if (resolve_grants(p->allow_ro, s->root, (const char *const *)private_dirs, &grants, &n_grants,
                      &hidden_grant_dirs, err) < 0 ||
       docker_engine_open(NULL, &e, err) < 0 || make_empty_file(s, &empty, err) < 0)
     goto out;
-  /* /info costs ~25 ms: ask only when there are limits to check. */
-  if (limited && engine_features(e, &features, err) < 0)
+  /* /info costs ~25 ms: ask only when there are limits (or --user root) to check. */
+  if ((limited || m->user_root) && engine_features(e, &features, err) < 0)
     goto out;
   /* A session resumed from a snapshot (race candidates and judges) never runs as root: its
-   * fresh workspace goes to an unprivileged user, its root file system is read-only and /tmp
+   * fresh workspace goes to the sandbox user, its root file system is read-only and /tmp
    * is its own tmpfs, so a command cannot replace a tool a later command (a judge) uses. */
   bool resumed = snapshot_id != NULL && owned;
-  if (resumed && geteuid() == 0 && docker_give_workspace(s->workspace, err) < 0)
+  if (command_identity(s, m, owned, &features, &uid, &gid, &passwd, &group, err) < 0 ||
+      docker_make_agent_dir(s, uid, gid, &agent_dir, err) < 0)
     goto out;
-  if (stat(s->workspace, &ws) < 0) {
-    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
-    goto out;
-  }
-  if (docker_make_agent_dir(s, ws.st_uid, ws.st_gid, &agent_dir, err) < 0)
-    goto out;
-  /* Commands run as the workspace's owner: files they create belong to whoever owns it. */
-  if (asprintf(&user, "%u:%u", (unsigned)ws.st_uid, (unsigned)ws.st_gid) < 0) {
+  if (asprintf(&user, "%u:%u", (unsigned)uid, (unsigned)gid) < 0) {
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
     goto out;
   }
-  if (give_named_volumes(s, m, ws.st_uid, ws.st_gid, err) < 0)
+  if (give_named_volumes(s, m, uid, gid, err) < 0)
     goto out;
   creator = docker_creator_identity(getpid());
   struct docker_container_spec spec = {
@@ -384,6 +409,8 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       .read_only_root = resumed,
       .volumes = m->volumes,
       .n_volumes = m->n_volumes,
+      .passwd = passwd,
+      .group = group,
   };
   if (docker_container_config(&spec, &config, err) < 0)
     goto out;

@@ -18,10 +18,6 @@
 #include "confine/policy.h"
 #include "protocol/workspace.h"
 
-/* Who commands of a session resumed from a snapshot run as when cordon (root) owns its
- * workspace: never root. $CORDON_DOCKER_UID overrides (a number, not 0). */
-#define SANDBOX_UID 65534u
-
 /* The workspace: the given directory, or a fresh one in the session's state directory (empty,
  * or restored from a snapshot, every blob verified); then the manifest's files on top. */
 int docker_prepare_workspace(struct cordon_session *s, const struct cordon_manifest *m,
@@ -62,19 +58,12 @@ int docker_prepare_workspace(struct cordon_session *s, const struct cordon_manif
   return workspace_write_manifest_files(s->workspace, m, err);
 }
 
-static uid_t sandbox_uid(void) {
-  const char *v = getenv("CORDON_DOCKER_UID");
-  char *end = NULL;
-  unsigned long n = v && *v ? strtoul(v, &end, 10) : 0;
-  return n > 0 && n < 0xffffffffUL && end && !*end ? (uid_t)n : (uid_t)SANDBOX_UID;
-}
-
-/* Chown the directory dirfd and everything below it to uid:uid, anchored at dirfd: no link is
+/* Chown the directory dirfd and everything below it to uid:gid, anchored at dirfd: no link is
  * followed, no other file system entered. Returns 0 or an errno value. */
-static int chown_tree(int dirfd, dev_t dev, uid_t uid, unsigned depth) {
+static int chown_tree(int dirfd, dev_t dev, uid_t uid, gid_t gid, unsigned depth) {
   if (depth > 4096)
     return ELOOP;
-  if (fchown(dirfd, uid, uid) < 0)
+  if (fchown(dirfd, uid, gid) < 0)
     return errno;
   int fd = dup(dirfd);
   DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -97,10 +86,10 @@ static int chown_tree(int dirfd, dev_t dev, uid_t uid, unsigned depth) {
       if (st.st_dev != dev)
         continue;
       int sub = openat(dirfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      r = sub < 0 ? errno : chown_tree(sub, dev, uid, depth + 1);
+      r = sub < 0 ? errno : chown_tree(sub, dev, uid, gid, depth + 1);
       if (sub >= 0)
         close(sub);
-    } else if (fchownat(dirfd, n, uid, uid, AT_SYMLINK_NOFOLLOW) < 0) {
+    } else if (fchownat(dirfd, n, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
       r = errno;
     }
   }
@@ -111,10 +100,12 @@ static int chown_tree(int dirfd, dev_t dev, uid_t uid, unsigned depth) {
 }
 
 int docker_give_workspace(const char *dir, struct cordon_error **err) {
-  uid_t uid = sandbox_uid();
+  /* The sandbox user, the same uid and gid as on ns (confine/policy.h). */
+  uid_t uid = CONFINE_SANDBOX_UID;
   _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
-  int r = fd < 0 || fstat(fd, &st) < 0 ? errno : chown_tree(fd, st.st_dev, uid, 0);
+  int r =
+      fd < 0 || fstat(fd, &st) < 0 ? errno : chown_tree(fd, st.st_dev, uid, CONFINE_SANDBOX_GID, 0);
   if (r)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, r,
                             "cannot give the workspace %s to the sandbox's user %u", dir,
@@ -136,14 +127,13 @@ int docker_read(struct cordon_session *s, const char *path, unsigned char **data
   return workspace_read(s->workspace, path, data, length, err);
 }
 
-/* A workspace cordon restored for a resumed session and gave to the sandbox's user: what the
+/* A workspace cordon made (created or restored) and gave to the sandbox's user: what the
  * host writes there goes to that user too, or the sandbox could not change it. Every
  * component of path (anchored at the workspace, no link followed) that root owns was made by
  * the host, since the whole tree was given away. */
 static int give_written(struct cordon_session *s, const char *path, struct cordon_error **err) {
   _cleanup_json_ json_t *o = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
-  if (geteuid() != 0 || !json_is_true(json_object_get(o, "owned_workspace")) ||
-      !json_object_get(o, "from_snapshot"))
+  if (geteuid() != 0 || !json_is_true(json_object_get(o, "owned_workspace")))
     return 0;
   _cleanup_free_ char *norm = NULL;
   if (fs_normalize_relative(path, &norm, err) < 0)

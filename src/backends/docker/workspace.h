@@ -15,7 +15,8 @@
 int docker_prepare_workspace(struct cordon_session *s, const struct cordon_manifest *m,
                              const char *snapshot_id, const char *const *private_dirs, bool *owned,
                              struct cordon_error **err);
-/* Give a workspace cordon restored to the sandbox's unprivileged user, all of it. */
+/* Give a workspace cordon made (created or restored) to the sandbox user (uid/gid 1000, as on
+ * ns), all of it. */
 int docker_give_workspace(const char *dir, struct cordon_error **err);
 int docker_snapshot(struct cordon_session *s, char **snapshot_id, struct cordon_error **err);
 int docker_read(struct cordon_session *s, const char *path, unsigned char **data, size_t *length,

@@ -70,11 +70,13 @@ static int plan_workspace_lists(struct ns_plan *p, const struct cordon_policy *p
 }
 
 /* Who the sandbox is: as root, the sandbox uid maps to an unprivileged host uid; rootless, to
- * ours. */
-static void plan_identity(struct ns_plan *p, const struct ns_plan_host *host) {
+ * ours. --user root makes the command uid 0 of the sandbox's user namespace instead, mapped to
+ * the same unprivileged host uid and, like every command, without any capability. */
+static void plan_identity(struct ns_plan *p, const struct ns_plan_host *host, bool user_root) {
   p->rootless = host->euid != 0;
-  p->identity = (struct confine_identity){
-      .uid = CONFINE_SANDBOX_UID, .gid = CONFINE_SANDBOX_GID, .can_setgroups = !p->rootless};
+  p->identity = (struct confine_identity){.uid = user_root ? 0 : CONFINE_SANDBOX_UID,
+                                          .gid = user_root ? 0 : CONFINE_SANDBOX_GID,
+                                          .can_setgroups = !p->rootless};
   p->outer_uid = p->rootless ? host->euid : host->sandbox_host_uid;
   p->outer_gid = p->rootless ? host->egid : host->sandbox_host_gid;
 }
@@ -140,7 +142,7 @@ int ns_plan_build(const struct cordon_manifest *m, const struct ns_plan_host *ho
     ns_plan_clear(&p);
     return -1;
   }
-  plan_identity(&p, host);
+  plan_identity(&p, host, m->user_root);
   p.overlay = host->from_snapshot && host->euid == 0 && host->overlay_forks;
   p.one_shot = m->one_shot && !(p.overlay && m->n_files);
   p.rlimits =
