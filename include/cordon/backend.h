@@ -237,7 +237,14 @@ struct cordon_session {
   /* The snapshot limit (cordon_snapshot_options.max_bytes) for `snapshot`, set by the caller
    * before it: 0 is CORDON_SNAPSHOT_DEFAULT_MAX_BYTES. Not persisted. */
   uint64_t max_snapshot_bytes;
+  /* HOME inside the sandbox: a private writable directory outside the workspace, so caches do
+   * not land in the project or its snapshots. Set (malloc'd) by create, resume and attach;
+   * NULL (a plugin that knows nothing of it): the workspace root. */
+  char *home;
 };
+
+/* Where the ns and docker backends put the sandbox's private HOME. */
+#define CORDON_SANDBOX_HOME "/home/sandbox"
 
 struct cordon_backend {
   uint32_t abi_version; /* CORDON_BACKEND_ABI_VERSION */

@@ -97,6 +97,12 @@ int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_err
     if (spec->workspace.tree_fd < 0)
       return cordon_error_prefix(err, "workspace");
   }
+  if (spec->home.target && spec->home.tree_fd < 0) {
+    spec->home.tree_fd =
+        confine_tree_prepare(spec->home.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
+    if (spec->home.tree_fd < 0)
+      return cordon_error_prefix(err, "home");
+  }
   return 0;
 }
 
@@ -482,6 +488,9 @@ int confine_build_root(const struct confine_root_spec *spec, struct cordon_error
     if (mask_dir(pfd, spec->hidden_host_dirs[i], err) < 0)
       return -1;
   }
+  /* HOME before the workspace: a workspace root beneath it stays the workspace. */
+  if (spec->home.target && attach_tree(rootfd, &spec->home, spec->home.tree_fd, err) < 0)
+    return -1;
   if (attach_tree(rootfd, &spec->workspace, spec->workspace.tree_fd, err) < 0 ||
       apply_workspace_policy(rootfd, spec, err) < 0 || setup_identity_files(rootfd, spec, err) < 0)
     return -1;

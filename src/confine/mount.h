@@ -42,6 +42,9 @@ struct confine_root_spec {
   bool deny_user_namespaces; /* set user.max_user_namespaces to 0 in the new namespace */
   uint64_t tmp_bytes;        /* size of the /tmp and /dev/shm tmpfs, each (0 is refused: to
                                 tmpfs it would mean half the host's memory) */
+  /* The private HOME, read-write at home.target (nosuid, nodev), owned by the sandbox uid on
+   * the host already; target NULL: none. */
+  struct confine_tree home;
 };
 
 /* Clone host path `source` into a detached tree (recursively) with `attr_set` (MOUNT_ATTR_*)

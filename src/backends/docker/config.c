@@ -237,6 +237,20 @@ static int append_policy_mounts(const struct docker_container_spec *spec, json_t
   return 0;
 }
 
+/* The private HOME (CORDON_SANDBOX_HOME): a tmpfs owned by the command's uid, capped like /tmp,
+ * so caches live as long as the container and never land in the workspace or a snapshot. */
+static void add_home_tmpfs(json_t *host, const char *user, uint64_t bytes) {
+  unsigned uid = 0, gid = 0;
+  char options[160];
+  if (user && sscanf(user, "%u:%u", &uid, &gid) == 2)
+    snprintf(options, sizeof(options), "rw,exec,nosuid,nodev,size=%llu,mode=0700,uid=%u,gid=%u",
+             (unsigned long long)bytes, uid, gid);
+  else
+    snprintf(options, sizeof(options), "rw,exec,nosuid,nodev,size=%llu,mode=1777",
+             (unsigned long long)bytes);
+  json_object_set_new(json_object_get(host, "Tmpfs"), CORDON_SANDBOX_HOME, json_string(options));
+}
+
 int docker_container_config(const struct docker_container_spec *spec, json_t **out,
                             struct cordon_error **err) {
   const struct cordon_limits *l = spec->limits;
@@ -305,6 +319,7 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
   snprintf(tmp_options, sizeof(tmp_options), "rw,exec,nosuid,nodev,size=%llu,mode=1777",
            (unsigned long long)tmp_bytes);
   json_object_set_new(host, "Tmpfs", json_pack("{s:s}", "/tmp", tmp_options));
+  add_home_tmpfs(host, spec->user, tmp_bytes);
   if (l->pids)
     json_object_set_new(host, "PidsLimit", json_integer((json_int_t)l->pids));
   if (l->cpus > 0)

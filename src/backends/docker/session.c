@@ -272,9 +272,18 @@ static int create_container(struct docker_engine *e, const char *session_id, jso
 }
 
 /* create and resume: the workspace, then the container. */
+/* HOME is the container's private tmpfs (docker_container_config mounts it). */
+static int docker_set_home(struct cordon_session *s, struct cordon_error **err) {
+  free(s->home);
+  s->home = strdup(CORDON_SANDBOX_HOME);
+  return s->home ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "home");
+}
+
 static int start_session(struct cordon_session *s, const struct cordon_manifest *m,
                          const char *snapshot_id, struct cordon_error **err) {
   const struct cordon_policy *p = &m->policy;
+  if (docker_set_home(s, err) < 0)
+    return -1;
   if (m->repo)
     return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
                             "git repository workspaces are not supported by the docker backend "
@@ -409,7 +418,7 @@ int docker_attach(struct cordon_session *s, struct cordon_error **err) {
   bool agent = false;
   long agent_pid = 0;
   if (load_backend_state(s, &container, &socket, &agent, &agent_pid, err) < 0 ||
-      check_private_record(s, container, socket, agent_pid, err) < 0)
+      check_private_record(s, container, socket, agent_pid, err) < 0 || docker_set_home(s, err) < 0)
     return -1;
   struct docker_session *d = calloc(1, sizeof(*d));
   if (!d)

@@ -81,7 +81,7 @@ static int plan_identity_files(struct ns_plan *p, const char *root, struct cordo
                "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                "cordon:x:%u:%u:cordon sandbox:%s:/bin/sh\n"
                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-               CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, root) < 0) {
+               CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, CORDON_SANDBOX_HOME) < 0) {
     p->passwd = NULL;
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
   }

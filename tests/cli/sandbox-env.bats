@@ -1,0 +1,95 @@
+#!/usr/bin/env bats
+# The sandbox's environment as a user meets it: a private HOME outside the workspace, `--ro .`,
+# `--cpus N` as the CPUs the command sees, `--hide-if-exists`, and resource limits for a user
+# who is not root through a delegated cgroup. $CORDON is the binary under test; every test
+# runs in a fresh project directory. ns tests skip where the ns backend is unavailable, docker
+# tests where no engine answers (DOCKER_HOST).
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  local probe
+  probe=$(mktemp -d "${TMPDIR:-/tmp}/cordon-env-probe.XXXXXX")
+  if ! CORDON_PROJECT=$probe "$CORDON" backends --json 2>/dev/null | tr -d '\n ' |
+    grep -q '"name":"ns"[^}]*"available":true'; then
+    export NS_SKIP="the ns backend is unavailable on this host"
+  fi
+  local why
+  why=$(CORDON_PROJECT=$probe "$CORDON" backends --json 2>&1 | tr -d '\n' |
+    grep -o '"name": "docker"[^}]*' | grep -o '"unavailable_reason": "[^"]*"' || true)
+  [ -z "$why" ] || export DOCKER_SKIP="docker backend unavailable: ${why#*: }"
+  rm -rf "$probe"
+}
+
+setup() {
+  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-env.XXXXXX")
+  export CORDON_PROJECT=$PROJECT
+  export CORDON_QUIET=1
+  export CORDON_KEY_DIR=$PROJECT.keys # waivers are audited (worktree)
+  cd "$PROJECT"
+}
+
+teardown() {
+  cd /
+  rm -rf "$PROJECT" "$PROJECT.keys"
+}
+
+need_ns() { [ -z "${NS_SKIP:-}" ] || skip "$NS_SKIP"; }
+need_docker() { [ -z "${DOCKER_SKIP:-}" ] || skip "$DOCKER_SKIP"; }
+
+# The files of the workspace that a test's command could have left, .cordon/ apart.
+workspace_files() { find "$PROJECT" -mindepth 1 -path "$PROJECT/.cordon" -prune -o -print; }
+
+cache_cmd='mkdir -p ~/.cache && echo x > ~/.cache/f && echo hist >> ~/.sh_history; echo $HOME'
+
+# ---- HOME --------------------------------------------------------------------------------------
+
+@test "ns: HOME is a private writable directory outside the workspace" {
+  need_ns
+  run -0 "$CORDON" run --workspace . -- sh -c "$cache_cmd"
+  [ "${lines[-1]}" = /home/sandbox ]
+  [ -z "$(workspace_files)" ]
+  # Named as the sandbox user's home in its /etc/passwd.
+  run -0 "$CORDON" run -- sh -c 'grep "^cordon:" /etc/passwd | cut -d: -f6; test -w ~ && echo w'
+  [ "${lines[0]}" = /home/sandbox ]
+  [ "${lines[1]}" = w ]
+}
+
+@test "ns: a session keeps its HOME across execs, and its snapshot does not include it" {
+  need_ns
+  s=$("$CORDON" session create --workspace .)
+  run -0 "$CORDON" session exec "$s" -- sh -c "$cache_cmd; echo data > ws-file"
+  [ "${lines[-1]}" = /home/sandbox ]
+  run -0 "$CORDON" session exec "$s" -- cat /home/sandbox/.cache/f
+  [ "$output" = x ]
+  [ "$(workspace_files)" = "$PROJECT/ws-file" ]
+  run -0 "$CORDON" session snapshot "$s"
+  snap=$output
+  run -0 "$CORDON" snapshot show "$snap"
+  [[ "$output" == *ws-file* ]]
+  [[ "$output" != *.cache* && "$output" != *sh_history* ]]
+  "$CORDON" session destroy "$s"
+}
+
+@test "worktree: HOME is a directory in the session's state, not the workspace" {
+  run -0 "$CORDON" run --backend worktree --no-require-enforcement --workspace . -- sh -c "$cache_cmd"
+  home=${lines[-1]}
+  [[ "$home" == "$PROJECT/.cordon/sessions/"*/home ]]
+  [ -z "$(workspace_files)" ]
+  s=$("$CORDON" session create --backend worktree --no-require-enforcement --workspace .)
+  run -0 "$CORDON" session exec "$s" -- sh -c "$cache_cmd"
+  run -0 "$CORDON" session exec "$s" -- sh -c 'cat ~/.cache/f'
+  [ "$output" = x ]
+  "$CORDON" session destroy "$s"
+}
+
+@test "docker: HOME is a private writable tmpfs outside the workspace" {
+  need_docker
+  s=$("$CORDON" session create --backend docker --workspace .)
+  run -0 "$CORDON" session exec "$s" -- sh -c "$cache_cmd"
+  [ "${lines[-1]}" = /home/sandbox ]
+  run -0 "$CORDON" session exec "$s" -- cat /home/sandbox/.cache/f
+  [ "$output" = x ]
+  [ -z "$(workspace_files)" ]
+  "$CORDON" session destroy "$s"
+}
