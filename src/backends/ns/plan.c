@@ -74,9 +74,9 @@ static void plan_identity(struct ns_plan *p, const struct ns_plan_host *host) {
   p->outer_gid = p->rootless ? host->egid : host->sandbox_host_gid;
 }
 
-/* The identity files: /etc/passwd and /etc/group name only the sandbox uid and the overflow
- * id, the only ids that exist inside. */
-static int plan_identity_files(struct ns_plan *p, const char *root, struct cordon_error **err) {
+/* The identity files: /etc/passwd and /etc/group name only the sandbox uid (its home the
+ * private CORDON_SANDBOX_HOME) and the overflow id, the only ids that exist inside. */
+static int plan_identity_files(struct ns_plan *p, struct cordon_error **err) {
   if (asprintf(&p->passwd,
                "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                "cordon:x:%u:%u:cordon sandbox:%s:/bin/sh\n"
@@ -97,7 +97,7 @@ int ns_plan_build(const struct cordon_manifest *m, const struct ns_plan_host *ho
   const struct cordon_policy *policy = &m->policy;
   struct ns_plan p = {0};
   if (plan_host_trees(&p, policy, host->root, err) < 0 ||
-      plan_workspace_lists(&p, policy, err) < 0 || plan_identity_files(&p, host->root, err) < 0) {
+      plan_workspace_lists(&p, policy, err) < 0 || plan_identity_files(&p, err) < 0) {
     ns_plan_clear(&p);
     return -1;
   }
