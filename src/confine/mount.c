@@ -494,6 +494,14 @@ int confine_build_root(const struct confine_root_spec *spec, struct cordon_error
   if (attach_tree(rootfd, &spec->workspace, spec->workspace.tree_fd, err) < 0 ||
       apply_workspace_policy(rootfd, spec, err) < 0 || setup_identity_files(rootfd, spec, err) < 0)
     return -1;
+  /* Last, recursively: the pins and masks inside are covered too. */
+  if (spec->workspace_read_only) {
+    const char *ws = spec->workspace.target;
+    while (*ws == '/')
+      ws++;
+    if (set_attr_at(rootfd, ws, MOUNT_ATTR_RDONLY, true, err) < 0)
+      return cordon_error_prefix(err, "read-only workspace");
+  }
 
   /* pivot_root(".", ".") stacks the old root on the new one; detaching it leaves only ours. */
   if (fchdir(rootfd) < 0)

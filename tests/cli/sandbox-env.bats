@@ -93,3 +93,56 @@ cache_cmd='mkdir -p ~/.cache && echo x > ~/.cache/f && echo hist >> ~/.sh_histor
   [ -z "$(workspace_files)" ]
   "$CORDON" session destroy "$s"
 }
+
+# ---- --ro . -------------------------------------------------------------------------------------
+
+# Every way to write in the workspace, from inside; prints one line per write that got through.
+ro_attack='for p in new-file old-file sub/new sub/old; do (echo x > "$p") 2>/dev/null && echo "WROTE $p"; done
+mkdir made 2>/dev/null && echo "WROTE made"; rm -f old-file 2>/dev/null; [ -e old-file ] || echo "REMOVED old-file"
+mv sub moved 2>/dev/null && echo "MOVED sub"; ln -s /etc link 2>/dev/null && echo "WROTE link"
+touch ~/home-ok && echo home-writable; echo x > /tmp/t && echo tmp-writable; cat old-file'
+
+ro_workspace() {
+  echo old >old-file
+  mkdir sub
+  echo old >sub/old
+}
+
+ro_check() {
+  [[ "$output" != *WROTE* && "$output" != *REMOVED* && "$output" != *MOVED* ]]
+  [[ "$output" == *home-writable* && "$output" == *tmp-writable* ]]
+  [ "${lines[-1]}" = old ]
+  [ "$(cat "$PROJECT/old-file")" = old ]
+  [ ! -e "$PROJECT/new-file" ] && [ ! -e "$PROJECT/made" ] && [ -d "$PROJECT/sub" ]
+}
+
+@test "ns: --ro . makes the whole workspace read-only (run and session)" {
+  need_ns
+  ro_workspace
+  run -0 "$CORDON" run --workspace . --ro . -- sh -c "$ro_attack"
+  ro_check
+  s=$("$CORDON" session create --workspace . --ro ./ --hide sub/old)
+  run -0 "$CORDON" session exec "$s" -- sh -c "$ro_attack"
+  ro_check
+  "$CORDON" session destroy "$s"
+  # Without it the same commands write (the attack can tell).
+  run -0 "$CORDON" run --workspace . -- sh -c 'echo x > new-file && echo WROTE'
+  [ "$output" = WROTE ]
+}
+
+@test "docker: --ro . makes the whole workspace read-only" {
+  need_docker
+  ro_workspace
+  s=$("$CORDON" session create --backend docker --workspace . --ro . --hide sub/old)
+  run -0 "$CORDON" session exec "$s" -- sh -c "$ro_attack"
+  ro_check
+  "$CORDON" session destroy "$s"
+}
+
+@test "--ro with '..' or an absolute path is still refused" {
+  need_ns
+  run "$CORDON" run --workspace . --ro .. -- true
+  [ "$status" -ne 0 ]
+  run "$CORDON" run --workspace . --ro / -- true
+  [ "$status" -ne 0 ]
+}

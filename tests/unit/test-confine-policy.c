@@ -77,6 +77,31 @@ static void test_workspace_path_refusals(void **state) {
                "empty");
 }
 
+/* `--ro .`: only spellings of the workspace root itself, never a parent or an absolute path. */
+static void test_names_workspace_root(void **state) {
+  const char *root[] = {".", "./", "./.", ".//./"};
+  const char *other[] = {"", "/", "..", "./..", ".a", "a", "./a", "...", "/."};
+  for (size_t i = 0; i < sizeof(root) / sizeof(root[0]); i++)
+    if (!confine_names_workspace_root(root[i]))
+      fail_msg("%s is the workspace root", root[i]);
+  for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+    if (confine_names_workspace_root(other[i]))
+      fail_msg("%s is not the workspace root", other[i]);
+  bool had = false;
+  const char *list[] = {"a", ".", "b/c", "./", NULL};
+  char **rest = confine_without_workspace_root(list, &had);
+  assert_true(had);
+  assert_non_null(rest);
+  assert_string_equal(rest[0], "a");
+  assert_string_equal(rest[1], "b/c");
+  assert_null(rest[2]);
+  strv_free(rest);
+  rest = confine_without_workspace_root(NULL, &had);
+  assert_false(had);
+  assert_null(rest[0]);
+  strv_free(rest);
+}
+
 static void test_host_path_normalisation(void **state) {
   char *out = NULL;
   struct cordon_error *err = NULL;
@@ -612,6 +637,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_workspace_path_normalisation),
       cmocka_unit_test(test_workspace_path_refusals),
+      cmocka_unit_test(test_names_workspace_root),
       cmocka_unit_test(test_host_path_normalisation),
       cmocka_unit_test(test_covers),
       cmocka_unit_test(test_workspace_overlaps),

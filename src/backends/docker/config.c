@@ -203,7 +203,7 @@ static int append_policy_mounts(const struct docker_container_spec *spec, json_t
     if (!source || !target)
       r = -1;
     else
-      json_array_append_new(mounts, bind_mount(source, target, false));
+      json_array_append_new(mounts, bind_mount(source, target, spec->workspace_read_only));
   }
   strv_free(ancestors);
   for (size_t i = 0; i < p->n_read_only && r == 0; i++) {
@@ -267,7 +267,7 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
                             (unsigned long long)l->memory_bytes);
 
   json_t *mounts = json_array();
-  json_array_append_new(mounts, bind_mount(spec->workspace, spec->root, false));
+  json_array_append_new(mounts, bind_mount(spec->workspace, spec->root, spec->workspace_read_only));
   json_array_append_new(mounts, bind_mount(spec->init_path, DOCKER_INIT_TARGET, true));
   /* Writable: init binds the agent's socket there (docs/security.md says why that is safe). */
   if (spec->agent_dir)

@@ -73,6 +73,7 @@ struct docker_container_spec {
   const struct docker_paths *paths;
   const struct cordon_limits *limits;
   const struct docker_engine_features *features;
+  bool workspace_read_only; /* `--ro .`: the workspace and every bind inside it read-only */
 };
 
 /* The body of POST /containers/create. Refuses (by name) limits the engine cannot enforce. */

@@ -305,9 +305,15 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       docker_prepare_workspace(s, m, snapshot_id, (const char *const *)private_dirs, &owned, err) <
           0)
     return -1;
+  /* `--ro .`: the whole workspace read-only; the rest of the list still counts. */
+  bool workspace_read_only = false;
+  _cleanup_(strv_freep) char **read_only =
+      confine_without_workspace_root(p->read_only, &workspace_read_only);
+  if (!read_only)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
   struct docker_paths paths;
-  if (docker_paths_resolve(s->workspace, p->read_only, p->hidden, (const char *const *)private_dirs,
-                           &paths, err) < 0)
+  if (docker_paths_resolve(s->workspace, (const char *const *)read_only, p->hidden,
+                           (const char *const *)private_dirs, &paths, err) < 0)
     return -1;
   int r = -1;
   struct confine_path *grants = NULL;
@@ -366,6 +372,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       .limits = l,
       .features = &features,
       .read_only_root = resumed,
+      .workspace_read_only = workspace_read_only,
   };
   if (docker_container_config(&spec, &config, err) < 0)
     goto out;

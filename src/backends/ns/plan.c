@@ -57,7 +57,13 @@ static int plan_host_trees(struct ns_plan *p, const struct cordon_policy *policy
  * again once resolved: two names may resolve to overlapping trees). */
 static int plan_workspace_lists(struct ns_plan *p, const struct cordon_policy *policy,
                                 struct cordon_error **err) {
-  if (normalize_list(policy->read_only, false, "read-only path", &p->read_only, err) < 0 ||
+  /* `--ro .`: the whole workspace is mounted read-only; the rest of the list still counts. */
+  _cleanup_(strv_freep) char **read_only =
+      confine_without_workspace_root(policy->read_only, &p->workspace_read_only);
+  if (!read_only)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  if (normalize_list((const char *const *)read_only, false, "read-only path", &p->read_only, err) <
+          0 ||
       normalize_list(policy->hidden, false, "hidden path", &p->hidden, err) < 0)
     return -1;
   return confine_check_workspace_lists((const char *const *)p->read_only,

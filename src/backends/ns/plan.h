@@ -62,6 +62,7 @@ struct ns_plan {
   bool new_network, loopback;
   /* The identity files: only the sandbox uid and the overflow id exist inside. */
   char *passwd, *group;
+  bool workspace_read_only; /* `--ro .`: the whole workspace is read-only */
 };
 
 /* Pure: the plan of the manifest's sandbox for this caller, or the first reason the policy

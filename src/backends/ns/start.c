@@ -490,6 +490,7 @@ static void holder_config(struct start *st) {
                .source = st->home,
                .tree_fd = st->home_tree_fd,
                .is_dir = true},
+      .workspace_read_only = plan->workspace_read_only,
   };
 }
 
