@@ -146,3 +146,43 @@ ro_check() {
   run "$CORDON" run --workspace . --ro / -- true
   [ "$status" -ne 0 ]
 }
+
+# ---- --cpus N ------------------------------------------------------------------------------------
+
+count_cpus='nproc; if command -v python3 >/dev/null; then python3 -c "import os;print(len(os.sched_getaffinity(0)))"; else nproc; fi'
+
+@test "ns: --cpus 1 is the number of CPUs the command sees (run and session)" {
+  need_ns
+  [ "$(nproc)" -ge 2 ] || skip "this host has one CPU: --cpus 1 would change nothing"
+  run -0 "$CORDON" run --cpus 1 -- sh -c "$count_cpus"
+  [ "${lines[0]}" = 1 ] && [ "${lines[1]}" = 1 ]
+  s=$("$CORDON" session create --cpus 1)
+  run -0 "$CORDON" session exec "$s" -- sh -c "$count_cpus"
+  [ "${lines[0]}" = 1 ] && [ "${lines[1]}" = 1 ]
+  "$CORDON" session destroy "$s"
+  # A fraction keeps the quota only; no limit, every CPU.
+  run -0 "$CORDON" run --cpus 0.5 -- nproc
+  [ "$output" = "$(nproc)" ]
+  run -0 "$CORDON" run -- nproc
+  [ "$output" = "$(nproc)" ]
+}
+
+@test "--cpus above the host's CPU count is a clear error" {
+  need_ns
+  n=$(($(nproc) + 1))
+  run "$CORDON" run --cpus "$n" -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"--cpus $n is more than the $(nproc) CPU"* ]]
+}
+
+@test "docker: --cpus 1 is the number of CPUs the command sees" {
+  need_docker
+  [ "$(nproc)" -ge 2 ] || skip "this host has one CPU: --cpus 1 would change nothing"
+  s=$("$CORDON" session create --backend docker --cpus 1 --workspace .)
+  run -0 "$CORDON" session exec "$s" -- nproc
+  [ "$output" = 1 ]
+  "$CORDON" session destroy "$s"
+  run "$CORDON" run --backend docker --workspace . --cpus "$(($(nproc) + 1))" -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"is more than the $(nproc) CPU"* ]]
+}

@@ -20,6 +20,7 @@
 
 #include "base/fs.h"
 #include "base/strv.h"
+#include "confine/cpus.h"
 #include "confine/policy.h"
 #include "confine/resolve.h"
 #include "confine/private.h"
@@ -100,6 +101,24 @@ static void test_names_workspace_root(void **state) {
   assert_false(had);
   assert_null(rest[0]);
   strv_free(rest);
+}
+
+/* `--cpus N`: a whole N narrows the affinity to the first N allowed CPUs; a fraction does not. */
+static void test_cpus_visible(void **state) {
+  assert_int_equal(confine_cpus_visible(1), 1);
+  assert_int_equal(confine_cpus_visible(2.0), 2);
+  assert_int_equal(confine_cpus_visible(0.5), 0);
+  assert_int_equal(confine_cpus_visible(1.5), 0);
+  assert_int_equal(confine_cpus_visible(0), 0);
+  cpu_set_t allowed, out;
+  CPU_ZERO(&allowed);
+  CPU_SET(1, &allowed);
+  CPU_SET(3, &allowed);
+  CPU_SET(4, &allowed);
+  assert_int_equal(confine_affinity_pick(&allowed, 2, &out), 0);
+  assert_int_equal(CPU_COUNT(&out), 2);
+  assert_true(CPU_ISSET(1, &out) && CPU_ISSET(3, &out));
+  assert_int_equal(confine_affinity_pick(&allowed, 4, &out), -1);
 }
 
 static void test_host_path_normalisation(void **state) {
@@ -638,6 +657,7 @@ int main(void) {
       cmocka_unit_test(test_workspace_path_normalisation),
       cmocka_unit_test(test_workspace_path_refusals),
       cmocka_unit_test(test_names_workspace_root),
+      cmocka_unit_test(test_cpus_visible),
       cmocka_unit_test(test_host_path_normalisation),
       cmocka_unit_test(test_covers),
       cmocka_unit_test(test_workspace_overlaps),

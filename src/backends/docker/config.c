@@ -324,6 +324,9 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
     json_object_set_new(host, "PidsLimit", json_integer((json_int_t)l->pids));
   if (l->cpus > 0)
     json_object_set_new(host, "NanoCpus", json_integer((json_int_t)(l->cpus * 1e9)));
+  /* The CPUs the command sees (nproc), besides the time it gets. */
+  if (spec->cpuset)
+    json_object_set_new(host, "CpusetCpus", json_string(spec->cpuset));
 
   json_t *labels =
       json_pack("{s:s, s:s, s:s}", DOCKER_LABEL_SESSION, spec->session_id, DOCKER_LABEL_PROJECT,

@@ -74,6 +74,7 @@ struct docker_container_spec {
   const struct cordon_limits *limits;
   const struct docker_engine_features *features;
   bool workspace_read_only; /* `--ro .`: the workspace and every bind inside it read-only */
+  const char *cpuset; /* CpusetCpus ("0,1") for `--cpus N` with N whole; NULL: the quota only */
 };
 
 /* The body of POST /containers/create. Refuses (by name) limits the engine cannot enforce. */

@@ -23,6 +23,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "confine/cpus.h"
 #include "confine/policy.h"
 #include "confine/private.h"
 #include "confine/resolve.h"
@@ -296,8 +297,12 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   if (docker_check_image_name(image, err) < 0 || docker_init_binary(&init, err) < 0)
     return -1;
 
+  char cpuset[512] = "";
+  unsigned cpus_visible = confine_cpus_visible(p->limits.cpus);
   if (confine_check_sandbox_root(s->root, NULL, err) < 0 ||
-      confine_check_limits(&p->limits, err) < 0)
+      confine_check_limits(&p->limits, err) < 0 ||
+      confine_check_cpu_count(p->limits.cpus, err) < 0 ||
+      (cpus_visible && confine_cpuset_list(cpus_visible, cpuset, sizeof(cpuset), err) < 0))
     return -1;
   bool owned = false;
   _cleanup_(strv_freep) char **private_dirs = NULL, **hidden_grant_dirs = NULL;
@@ -373,6 +378,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       .features = &features,
       .read_only_root = resumed,
       .workspace_read_only = workspace_read_only,
+      .cpuset = cpuset[0] ? cpuset : NULL,
   };
   if (docker_container_config(&spec, &config, err) < 0)
     goto out;

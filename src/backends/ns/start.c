@@ -30,6 +30,7 @@
 #include "base/proc.h"
 #include "base/syscalls.h"
 #include "confine/cgroup.h"
+#include "confine/cpus.h"
 #include "confine/policy.h"
 #include "confine/private.h"
 #include "confine/resolve.h"
@@ -464,6 +465,7 @@ static void holder_config(struct start *st) {
       .oom_shield = plan->oom_shield,
       .auth = st->impl->auth,
       .socket_file_fd = st->socket_file_fd,
+      .cpus_visible = confine_cpus_visible(plan->limits.cpus),
   };
   memcpy(st->cfg.cgroup_join_fds, st->join_fds, sizeof(st->join_fds));
   /* The operator as the holder's user namespace sees it: rootless, the sandbox uid (ours); as
@@ -574,7 +576,8 @@ int ns_start(struct cordon_session *s, const struct cordon_manifest *m, const ch
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
   s->impl = impl;
   if (confine_check_egress(policy->egress, err) < 0 ||
-      confine_check_limits(&policy->limits, err) < 0)
+      confine_check_limits(&policy->limits, err) < 0 ||
+      confine_check_cpu_count(policy->limits.cpus, err) < 0)
     return -1;
   if (m->repo)
     return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
