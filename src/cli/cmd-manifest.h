@@ -42,6 +42,7 @@ struct manifest_opts {
   const char *cwd;
   const char *stdin_file;
   bool json;
+  char **hidden_if_exists; /* --hide-if-exists: joins hidden when it exists in the workspace */
 };
 
 void manifest_opts_free(struct manifest_opts *o);
@@ -78,6 +79,7 @@ enum {
   OPT_HELP,
   OPT_FROM,
   OPT_COUNT,
+  OPT_HIDE_IF_EXISTS,
 };
 
 #define MANIFEST_OPTIONS                                                                          \
@@ -97,8 +99,9 @@ enum {
       {"tmp-size", required_argument, NULL, OPT_TMP_SIZE},                                        \
       {"timeout", required_argument, NULL, OPT_TIMEOUT},                                          \
       {"no-require-enforcement", no_argument, NULL, OPT_NO_REQUIRE},                              \
-      {"quiet", no_argument, NULL, OPT_QUIET}, {"json", no_argument, NULL, OPT_JSON}, {           \
-    "help", no_argument, NULL, OPT_HELP                                                           \
+      {"quiet", no_argument, NULL, OPT_QUIET}, {"json", no_argument, NULL, OPT_JSON},             \
+      {"help", no_argument, NULL, OPT_HELP}, {                                                    \
+    "hide-if-exists", required_argument, NULL, OPT_HIDE_IF_EXISTS                                 \
   }
 
 #define MANIFEST_HELP                                                                         \
@@ -114,6 +117,9 @@ enum {
   "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
   "                        (a protected file with other names, hard links, is refused; the\n" \
   "                        directories above a protected path cannot be moved inside)\n"      \
+  "  --hide-if-exists PATH --hide PATH when it exists in the workspace, else nothing\n"       \
+  "                        (repeatable: one list of secrets for every project; a missing\n"   \
+  "                        --hide PATH stays an error)\n"                                     \
   "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
   "                        (each .cordon/, cordon's keys and state stay hidden in\n"          \
   "                        grants and workspace; a workspace or grant inside: refused)\n"     \

@@ -186,3 +186,47 @@ count_cpus='nproc; if command -v python3 >/dev/null; then python3 -c "import os;
   [ "$status" -eq 125 ]
   [[ "$output" == *"is more than the $(nproc) CPU"* ]]
 }
+
+# ---- --hide-if-exists ------------------------------------------------------------------------------
+
+@test "ns: --hide-if-exists hides what exists and skips what does not; --hide of a missing path fails" {
+  need_ns
+  echo secret >.env
+  mkdir -p .aws && echo key >.aws/credentials
+  run -0 "$CORDON" run --workspace . --hide-if-exists .env --hide-if-exists .aws \
+    --hide-if-exists .npmrc --hide-if-exists no/such/dir -- \
+    sh -c 'cat .env .aws/credentials 2>/dev/null; ls -A .aws; echo end'
+  [[ "$output" != *secret* && "$output" != *key* && "$output" != *credentials* ]]
+  [ "${lines[-1]}" = end ]
+  s=$("$CORDON" session create --workspace . --hide-if-exists .env --hide-if-exists .npmrc)
+  run -0 "$CORDON" session exec "$s" -- sh -c 'cat .env; echo end'
+  [ "$output" = end ]
+  "$CORDON" session destroy "$s"
+  # In a fresh workspace, what --file puts there counts.
+  run -0 "$CORDON" run --file .env=.env --hide-if-exists .env -- sh -c 'cat .env; echo end'
+  [ "$output" = end ]
+  run "$CORDON" run --workspace . --hide .npmrc -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *".npmrc"* ]]
+  # Not a way around the checks of --hide.
+  run "$CORDON" run --workspace . --hide-if-exists ../x -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"'..'"* ]]
+}
+
+@test "docker: --hide-if-exists hides what exists and skips what does not" {
+  need_docker
+  echo secret >.env
+  s=$("$CORDON" session create --backend docker --workspace . --hide-if-exists .env \
+    --hide-if-exists .npmrc)
+  run -0 "$CORDON" session exec "$s" -- sh -c 'cat .env; echo end'
+  [ "$output" = end ]
+  "$CORDON" session destroy "$s"
+}
+
+@test "--hide-if-exists is in the --help of run and session create" {
+  run -0 "$CORDON" run --help
+  [[ "$output" == *"--hide-if-exists PATH"* ]]
+  run -0 "$CORDON" session create --help
+  [[ "$output" == *"--hide-if-exists PATH"* ]]
+}
