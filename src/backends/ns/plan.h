@@ -83,6 +83,7 @@ struct ns_resolved {
   struct confine_tree *trees;    /* tree_fd -1 until prepared (ns.c) */
   size_t n_trees, n_grant_trees; /* grants come last */
   char *workspace_real;
+  char *home; /* the private HOME on the host, in the session's state directory (start.c) */
 };
 
 /* Resolve the plan's host trees (private_dirs set already) and the always-hidden set in them. */

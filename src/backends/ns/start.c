@@ -178,7 +178,6 @@ struct start {
   int join_fds[CONFINE_CG_MAX_DIRS];
   int memory_join_fd;
   int listen_fd, socket_file_fd;
-  char *home;       /* the private HOME on the host, in the session's state directory */
   int home_tree_fd; /* it as the sandbox mounts it (as root), or -1: the holder clones it */
 };
 
@@ -208,7 +207,6 @@ static void start_clear(struct start *st) {
   ns_resolved_clear(&st->resolved);
   free(st->overlay_upper);
   free(st->overlay_work);
-  free(st->home);
 }
 
 /* The plan: the caller's facts read here, so that ns_plan_build stays pure. */
@@ -425,23 +423,24 @@ static int map_identity(struct start *st, struct cordon_error **err) {
  * and mounted at CORDON_SANDBOX_HOME; it goes with the session's directory. As root its tree
  * is cloned here, with our privileges; rootless the holder clones it. */
 static int prepare_home(struct start *st, struct cordon_error **err) {
-  if (asprintf(&st->home, "%s/home", st->s->state_dir) < 0) {
-    st->home = NULL;
+  char **home = &st->resolved.home;
+  if (asprintf(home, "%s/home", st->s->state_dir) < 0) {
+    *home = NULL;
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "home");
   }
-  if (mkdir(st->home, 0700) < 0 && errno != EEXIST)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", st->home);
-  _cleanup_close_ int fd = open(st->home, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (mkdir(*home, 0700) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", *home);
+  _cleanup_close_ int fd = open(*home, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 || fchown(fd, st->plan.outer_uid, st->plan.outer_gid) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hand %s to the sandbox uid",
-                            st->home);
+                            *home);
   free(st->s->home);
   st->s->home = strdup(CORDON_SANDBOX_HOME);
   if (!st->s->home)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "home");
   if (st->plan.rootless)
     return 0;
-  st->home_tree_fd = confine_tree_prepare(st->home, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
+  st->home_tree_fd = confine_tree_prepare(*home, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
   return st->home_tree_fd < 0 ? -1 : 0;
 }
 
@@ -489,7 +488,7 @@ static void holder_config(struct start *st) {
       .deny_user_namespaces = true,
       .tmp_bytes = plan->tmp_bytes,
       .home = {.target = CORDON_SANDBOX_HOME,
-               .source = st->home,
+               .source = res->home,
                .tree_fd = st->home_tree_fd,
                .is_dir = true},
       .workspace_read_only = plan->workspace_read_only,
