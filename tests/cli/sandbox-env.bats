@@ -230,3 +230,125 @@ count_cpus='nproc; if command -v python3 >/dev/null; then python3 -c "import os;
   run -0 "$CORDON" session create --help
   [[ "$output" == *"--hide-if-exists PATH"* ]]
 }
+
+# ---- rootless ------------------------------------------------------------------------------------
+
+# Run cordon as uid 65534 (no capabilities, no groups) in a project that user owns, the way
+# tests/conformance/rootless.sh does; the binary is copied where that user can execute it.
+rootless_setup() {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to become uid 65534"
+  as_user="setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all"
+  $as_user unshare -U true 2>/dev/null || skip "unprivileged user namespaces are unavailable here"
+  RL=$(mktemp -d "${TMPDIR:-/tmp}/cordon-env-rootless.XXXXXX")
+  chmod 755 "$RL"
+  cp "$CORDON" "$RL/cordon"
+  mkdir "$RL/project" "$RL/home" # cordon's own state goes under the user's HOME, not the project
+  chown 65534:65534 "$RL/project" "$RL/home"
+}
+
+rootless_cordon() {
+  (cd "$RL/project" && $as_user env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$RL/home" \
+    LANG=C.UTF-8 CORDON_PROJECT="$RL/project" ${CGROOT:+CORDON_CGROUP_ROOT=$CGROOT} \
+    "$RL/cordon" "$@")
+}
+
+@test "rootless: HOME is private and writable, outside the workspace" {
+  need_ns
+  rootless_setup
+  run -0 rootless_cordon run --workspace . -- sh -c "$cache_cmd"
+  [ "${lines[-1]}" = /home/sandbox ]
+  [ -z "$(find "$RL/project" -mindepth 1 -path "$RL/project/.cordon" -prune -o -print)" ]
+  rm -rf "$RL"
+}
+
+@test "rootless: a limit with no delegated cgroup is refused, saying how to delegate one" {
+  need_ns
+  rootless_setup
+  run rootless_cordon run --memory 64M -- true
+  rm -rf "$RL"
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"memory limit cannot be enforced"* ]]
+  [[ "$output" == *"delegate a cgroup v2 subtree"*"CORDON_CGROUP_ROOT"* ]]
+  [ "${#lines[@]}" -eq 1 ]
+}
+
+# The v2 hierarchy's mount point, when it offers the memory and pids controllers.
+v2_with_controllers() {
+  local mp
+  mp=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
+  [ -n "$mp" ] || return 1
+  grep -qw memory "$mp/cgroup.controllers" && grep -qw pids "$mp/cgroup.controllers" || return 1
+  echo "$mp"
+}
+
+# As root, delegate a v2 subtree to uid 65534 (its controllers enabled), with a leaf for the
+# caller's own process; $1: "env" names it in CORDON_CGROUP_ROOT, "own" lets cordon find it.
+delegated_limit() {
+  need_ns
+  rootless_setup
+  local mp
+  mp=$(v2_with_controllers) ||
+    skip "the cgroup v2 hierarchy here does not offer memory and pids (a hybrid host: they are on v1)"
+  local parent
+  parent=$mp$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+  [ "$parent" != "$mp/" ] || parent=$mp
+  echo "+memory +pids" >"$parent/cgroup.subtree_control" 2>/dev/null ||
+    skip "cannot enable memory and pids for the children of $parent"
+  D=$parent/cordon-test-delegated-$$
+  mkdir "$D" "$D/leaf"
+  chown 65534:65534 "$D" "$D/cgroup.procs" "$D/cgroup.subtree_control" "$D/cgroup.threads" \
+    "$D/leaf" "$D/leaf/cgroup.procs"
+  [ "$1" = env ] && CGROOT=$D
+  # The caller's shell is born in the leaf, as a user's login would be in its session.
+  run sh -c "echo \$\$ > '$D/leaf/cgroup.procs' && exec \"\$@\"" sh \
+    bash -c "$(declare -f rootless_cordon); as_user='$as_user' RL='$RL' CGROOT='${CGROOT:-}';
+      rootless_cordon run --memory 64M --pids 32 -- sh -c 'cat /sys/fs/cgroup/memory.max 2>/dev/null; echo ran'"
+  rmdir "$D/leaf" "$D"/cordon-* "$D" 2>/dev/null || true
+  rm -rf "$RL"
+  [ "$status" -eq 0 ]
+  [ "${lines[-1]}" = ran ]
+}
+
+@test "rootless: limits in the operator's delegated cgroup (CORDON_CGROUP_ROOT)" {
+  delegated_limit env
+}
+
+@test "rootless: limits in the user's own delegated cgroup" {
+  delegated_limit own
+}
+
+# The placement alone, which any v2 hierarchy shows (even one without controllers): a rootless
+# session's cgroup goes into the delegated subtree, beside the caller's leaf, not inside it.
+delegated_placement() {
+  need_ns
+  rootless_setup
+  local mp own
+  mp=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
+  [ -n "$mp" ] || skip "no cgroup v2 hierarchy here"
+  own=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+  D=$mp${own%/}/cordon-test-placement-$$
+  mkdir "$D" "$D/leaf" || skip "cannot make a cgroup under $mp$own"
+  chown 65534:65534 "$D" "$D/cgroup.procs" "$D/cgroup.subtree_control" "$D/cgroup.threads" \
+    "$D/leaf" "$D/leaf/cgroup.procs"
+  [ "$1" = env ] && CGROOT=$D
+  local in_leaf="echo \$\$ > '$D/leaf/cgroup.procs' && exec \"\$@\""
+  local fns
+  fns="$(declare -f rootless_cordon); as_user='$as_user' RL='$RL' CGROOT='${CGROOT:-}'"
+  s=$(sh -c "$in_leaf" sh bash -c "$fns; rootless_cordon session create")
+  placed=$(find "$D" -maxdepth 1 -name "cordon-$s")
+  run sh -c "$in_leaf" sh bash -c "$fns; rootless_cordon session exec $s -- cat /proc/self/cgroup"
+  sh -c "$in_leaf" sh bash -c "$fns; rootless_cordon session destroy $s"
+  rmdir "$D/leaf" "$D" 2>/dev/null || true
+  rm -rf "$RL"
+  [ -n "$placed" ]
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"0::/exec-"* ]]
+}
+
+@test "rootless: a session's cgroup goes in CORDON_CGROUP_ROOT" {
+  delegated_placement env
+}
+
+@test "rootless: a session's cgroup goes in the user's own delegated cgroup" {
+  delegated_placement own
+}
