@@ -43,7 +43,7 @@ _cordon() {
   local verbs="run session backends conformance key audit gc cas snapshot race receipt"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
-    --image --no-require-enforcement --quiet --json --help"
+    --image --no-require-enforcement --quiet --json --help --hide-if-exists"
 
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$verbs --help --version" -- "$cur"))

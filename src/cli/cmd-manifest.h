@@ -113,7 +113,7 @@ enum {
   "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"      \
   "  --env KEY=VALUE       environment for every command (repeatable; kept 0600 in the\n"     \
   "                        runtime directory, not in .cordon/)\n"                             \
-  "  --ro PATH             workspace path mounted read-only (repeatable)\n"                   \
+  "  --ro PATH             workspace path mounted read-only (repeatable; .: all)\n"           \
   "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
   "                        (a protected file with other names, hard links, is refused; the\n" \
   "                        directories above a protected path cannot be moved inside)\n"      \
@@ -128,7 +128,9 @@ enum {
   "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
   "                        resource limits (SIZE takes K, M, G); refused if unenforceable;\n" \
   "                        --fsize (largest file a command may write) defaults to 4G on ns\n" \
-  "                        and docker (0 or unlimited: none)\n"                               \
+  "                        and docker (0 or unlimited: none); --cpus N, N whole, is also\n"   \
+  "                        the CPUs the command sees (nproc); rootless, limits need a\n"      \
+  "                        delegated cgroup v2 subtree (CORDON_CGROUP_ROOT, else own)\n"      \
   "  --tmp-size SIZE       size of /tmp and /dev/shm, each (default: the --memory limit,\n"   \
   "                        else 1G); their pages count against --memory\n"                    \
   "  --timeout SECONDS     exec timeout\n"                                                    \
