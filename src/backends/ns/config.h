@@ -41,12 +41,13 @@ struct ns_holder_config {
   struct crypto_hmac *auth;
   /* The operator's uid as the holder's user namespace sees it: the only peer uid accepted. */
   uid_t client_uid;
-  int socket_file_fd;    /* O_PATH of the lease file in the session's directory, or -1. Once it
-                            is unlinked (the session directory deleted, say with the project), the
-                            session is gone: the holder ends it. A file, not the directory, so
-                            that pid 1 holds nothing to walk the host's tree from. */
-  unsigned cpus_visible; /* `--cpus N`, N whole: pid 1 narrows its affinity to N CPUs, which
-                           every command inherits (nproc says N); 0: unchanged */
+  int socket_file_fd; /* O_PATH of the lease file in the session's directory, or -1. Once it
+                         is unlinked (the session directory deleted, say with the project), the
+                         session is gone: the holder ends it. A file, not the directory, so
+                         that pid 1 holds nothing to walk the host's tree from. */
+  /* `--cpus N`, N whole: pid 1 narrows its affinity to N CPUs, which every command inherits
+   * (nproc says N); 0: unchanged. */
+  unsigned cpus_visible;
 };
 
 #endif
