@@ -43,7 +43,7 @@ _cordon() {
   local verbs="run session backends conformance key audit gc cas snapshot race receipt volume version"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
-    --image --no-require-enforcement --quiet --json --help --volume
+    --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
     --user"
 
   if ((COMP_CWORD == 1)); then

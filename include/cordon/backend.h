@@ -271,7 +271,14 @@ struct cordon_session {
   /* The memory limit the session was created with (policy.limits.memory_bytes; 0: none),
    * persisted: what a report of an out-of-memory kill names. */
   uint64_t memory_limit;
+  /* HOME inside the sandbox: a private writable directory outside the workspace, so caches do
+   * not land in the project or its snapshots. Set (malloc'd) by create, resume and attach;
+   * NULL (a plugin that knows nothing of it): the workspace root. */
+  char *home;
 };
+
+/* Where the ns and docker backends put the sandbox's private HOME. */
+#define CORDON_SANDBOX_HOME "/home/sandbox"
 
 struct cordon_backend {
   uint32_t abi_version; /* CORDON_BACKEND_ABI_VERSION */

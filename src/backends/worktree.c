@@ -155,6 +155,19 @@ static int refuse_user_root(const struct cordon_manifest *m, struct cordon_error
                           "--user root is refused (use ns)");
 }
 
+/* HOME: a directory in the session's state directory (no sandbox, so a host path), made on
+ * first use, so caches and shell history stay out of the workspace and its snapshots. */
+static int worktree_home(struct cordon_session *s, struct cordon_error **err) {
+  free(s->home);
+  if (asprintf(&s->home, "%s/home", s->state_dir) < 0) {
+    s->home = NULL;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "home");
+  }
+  if (mkdir(s->home, 0700) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", s->home);
+  return 0;
+}
+
 static int worktree_create(struct cordon_session *s, const struct cordon_manifest *m,
                            struct cordon_error **err) {
   if (refuse_user_root(m, err) < 0)
@@ -188,7 +201,7 @@ static int worktree_create(struct cordon_session *s, const struct cordon_manifes
   s->root = strdup(s->workspace);
   if (!s->root)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-  if (save_backend_state(s, repo_path, owned, NULL, err) < 0)
+  if (save_backend_state(s, repo_path, owned, NULL, err) < 0 || worktree_home(s, err) < 0)
     return -1;
   return workspace_write_manifest_files(s->workspace, m, err);
 }
@@ -211,7 +224,7 @@ static int worktree_resume(struct cordon_session *s, const struct cordon_manifes
   s->root = strdup(s->workspace);
   if (!s->root)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
-  if (save_backend_state(s, NULL, true, snapshot_id, err) < 0)
+  if (save_backend_state(s, NULL, true, snapshot_id, err) < 0 || worktree_home(s, err) < 0)
     return -1;
   return workspace_write_manifest_files(s->workspace, m, err);
 }
@@ -232,7 +245,7 @@ static int worktree_attach(struct cordon_session *s, struct cordon_error **err) 
   if (stat(s->workspace, &st) < 0 || !S_ISDIR(st.st_mode))
     return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno ? errno : ENOTDIR, "workspace %s",
                             s->workspace);
-  return 0;
+  return worktree_home(s, err);
 }
 
 static int worktree_destroy(struct cordon_session *s, struct cordon_error **err) {

@@ -22,6 +22,7 @@ void manifest_opts_free(struct manifest_opts *o) {
   strv_free(o->read_only);
   strv_free(o->hidden);
   strv_free(o->allow_ro);
+  strv_free(o->hidden_if_exists);
   for (size_t i = 0; i < o->n_files; i++) {
     free((void *)o->files[i].path);
     free((void *)o->files[i].content);
@@ -108,6 +109,7 @@ int manifest_option(const char *verb, int c, const char *arg, struct manifest_op
   case OPT_SPARSE: return strv_push(&o->sparse, arg) < 0 ? EXIT_FAILURE_ : 0;
   case OPT_RO: return strv_push(&o->read_only, arg) < 0 ? EXIT_FAILURE_ : 0;
   case OPT_HIDE: return strv_push(&o->hidden, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_HIDE_IF_EXISTS: return strv_push(&o->hidden_if_exists, arg) < 0 ? EXIT_FAILURE_ : 0;
   case OPT_ALLOW_RO:
     if (arg[0] != '/')
       return cli_usage_error(verb, "--allow-ro needs an absolute host path, got '%s'", arg);
@@ -181,6 +183,47 @@ int manifest_option(const char *verb, int c, const char *arg, struct manifest_op
   return 1;
 }
 
+/* Whether workspace-relative `path` names something in the workspace the session will start
+ * with: the --workspace or --repo directory, else the --file entries of a fresh one. A path
+ * that cannot be looked at for another reason than its absence counts as present, so that
+ * the backend's own check of --hide (a '..', a symlink out) still refuses it. */
+static bool workspace_has(const struct cordon_manifest *m, const char *path) {
+  if (path[0] == '/' || !strcmp(path, "..") || !strncmp(path, "../", 3) || strstr(path, "/../") ||
+      (strlen(path) >= 3 && !strcmp(path + strlen(path) - 3, "/..")))
+    return true; /* not a workspace path at all: --hide says why */
+  const char *dir = m->workspace ? m->workspace : m->repo ? m->repo->source : NULL;
+  if (dir) {
+    _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    if (dfd < 0 || fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+      return true;
+    return errno != ENOENT && errno != ENOTDIR;
+  }
+  while (path[0] == '.' && path[1] == '/')
+    path += 2;
+  size_t n = strlen(path);
+  while (n > 0 && path[n - 1] == '/')
+    n--;
+  for (size_t i = 0; i < m->n_files; i++) {
+    const char *f = m->files[i].path;
+    while (f[0] == '.' && f[1] == '/')
+      f += 2;
+    if (!strncmp(f, path, n) && (f[n] == 0 || f[n] == '/'))
+      return true;
+  }
+  return false;
+}
+
+/* --hide-if-exists: the paths present join the hidden list; the others are skipped quietly. */
+static int hide_existing(struct manifest_opts *o, struct cordon_manifest *m) {
+  for (size_t i = 0; o->hidden_if_exists && o->hidden_if_exists[i]; i++)
+    if (workspace_has(m, o->hidden_if_exists[i]) &&
+        strv_push(&o->hidden, o->hidden_if_exists[i]) < 0)
+      return EXIT_FAILURE_;
+  m->policy.hidden = (const char *const *)o->hidden;
+  return 0;
+}
+
 /* Build the manifest; the vectors stay owned by o. */
 int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
                    struct cordon_repo_spec *repo) {
@@ -224,7 +267,7 @@ int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
   m->volumes = o->volumes;
   m->n_volumes = o->n_volumes;
   m->user_root = o->user_root;
-  return 0;
+  return hide_existing(o, m);
 }
 
 /* Backend selection, failing closed. An explicitly named backend is the operator's choice.

@@ -45,7 +45,8 @@ struct manifest_opts {
   /* -v/--volume NAME:PATH[:ro] or /HOST/DIR:PATH[:ro] (strings owned) */
   struct cordon_volume *volumes;
   size_t n_volumes;
-  bool user_root; /* --user root */
+  bool user_root;          /* --user root */
+  char **hidden_if_exists; /* --hide-if-exists: joins hidden when it exists in the workspace */
 };
 
 void manifest_opts_free(struct manifest_opts *o);
@@ -83,6 +84,7 @@ enum {
   OPT_FROM,
   OPT_COUNT,
   OPT_USER,
+  OPT_HIDE_IF_EXISTS,
 };
 
 #define MANIFEST_OPTIONS                                                                          \
@@ -103,7 +105,8 @@ enum {
       {"timeout", required_argument, NULL, OPT_TIMEOUT},                                          \
       {"no-require-enforcement", no_argument, NULL, OPT_NO_REQUIRE},                              \
       {"user", required_argument, NULL, OPT_USER}, {"quiet", no_argument, NULL, OPT_QUIET},       \
-      {"json", no_argument, NULL, OPT_JSON}, {"volume", required_argument, NULL, 'v'}, {          \
+      {"json", no_argument, NULL, OPT_JSON}, {"volume", required_argument, NULL, 'v'},            \
+      {"hide-if-exists", required_argument, NULL, OPT_HIDE_IF_EXISTS}, {                          \
     "help", no_argument, NULL, OPT_HELP                                                           \
   }
 
@@ -116,10 +119,13 @@ enum {
   "  --file PATH=SRC       copy host file SRC into the workspace at PATH (repeatable)\n"      \
   "  --env KEY=VALUE       environment for every command (repeatable; kept 0600 in the\n"     \
   "                        runtime directory, not in .cordon/)\n"                             \
-  "  --ro PATH             workspace path mounted read-only (repeatable)\n"                   \
+  "  --ro PATH             workspace path mounted read-only (repeatable; .: all)\n"           \
   "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
   "                        (a protected file with other names, hard links, is refused; the\n" \
   "                        directories above a protected path cannot be moved inside)\n"      \
+  "  --hide-if-exists PATH --hide PATH when it exists in the workspace, else nothing\n"       \
+  "                        (repeatable: one list of secrets for every project; a missing\n"   \
+  "                        --hide PATH stays an error)\n"                                     \
   "  --allow-ro HOSTPATH   grant a host path read-only (also CORDON_SANDBOX_ALLOW=a:b)\n"     \
   "                        (each .cordon/, cordon's keys and state stay hidden in\n"          \
   "                        grants and workspace; a workspace or grant inside: refused)\n"     \
@@ -129,7 +135,9 @@ enum {
   "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
   "                        resource limits (SIZE takes K, M, G); refused if unenforceable;\n" \
   "                        --fsize (largest file a command may write) defaults to 4G on ns\n" \
-  "                        and docker (0 or unlimited: none)\n"                               \
+  "                        and docker (0 or unlimited: none); --cpus N, N whole, is also\n"   \
+  "                        the CPUs the command sees (nproc); rootless, limits need a\n"      \
+  "                        delegated cgroup v2 subtree (CORDON_CGROUP_ROOT, else own)\n"      \
   "  --tmp-size SIZE       size of /tmp and /dev/shm, each (default: the --memory limit,\n"   \
   "                        else 1G); their pages count against --memory\n"                    \
   "  --timeout SECONDS     exec timeout\n"                                                    \

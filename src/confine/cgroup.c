@@ -76,12 +76,64 @@ static int read_own_tables(unsigned char **proc_cgroup, unsigned char **mountinf
              : 0;
 }
 
+/* Whether a v2 cgroup directory is ours to make children in and hand controllers to: owned by
+ * us, and holding no process itself (the kernel enables a controller for the children only of
+ * a cgroup with no processes of its own). */
+static bool v2_delegated_to_us(const char *dir) {
+  struct stat st;
+  _cleanup_free_ char *procs = read_small(dir, "cgroup.procs");
+  return stat(dir, &st) == 0 && st.st_uid == geteuid() && procs && !procs[0] &&
+         access(dir, W_OK) == 0;
+}
+
+/* The v2 parent of a sandbox's cgroup. The operator's CORDON_CGROUP_ROOT when set (a delegated
+ * subtree); else our own cgroup, except that a caller who is not root and sits in a leaf (a
+ * cgroup with processes, where no controller can be handed down) takes the nearest ancestor
+ * delegated to it (systemd's user@.service with Delegate=yes, or one an administrator made):
+ * the user's own delegated slice. NULL on ENOMEM. */
+static char *v2_parent_dir(const char *mp, const char *root, const char *own) {
+  const char *operator_root = getenv("CORDON_CGROUP_ROOT");
+  if (operator_root && *operator_root) {
+    /* Beneath the v2 mount, normalised: anything else names no v2 cgroup (no hierarchy). */
+    size_t n = strlen(mp);
+    if (strncmp(operator_root, mp, n) || operator_root[n] != '/' || strstr(operator_root, "/.") ||
+        strstr(operator_root, "//"))
+      return NULL;
+    return strdup(operator_root);
+  }
+  char *dir = confine_cgroup_dir(mp, root, own, NULL);
+  if (!dir || geteuid() == 0 || v2_delegated_to_us(dir))
+    return dir;
+  size_t floor = strlen(mp);
+  _cleanup_free_ char *up = strdup(dir);
+  for (char *slash = up ? strrchr(up, '/') : NULL; slash && (size_t)(slash - up) > floor;
+       slash = strrchr(up, '/')) {
+    *slash = 0;
+    if (v2_delegated_to_us(up)) {
+      free(dir);
+      return steal_ptr(&up);
+    }
+  }
+  return dir;
+}
+
 static int hierarchy_dirs(const char *proc_cgroup, const char *mountinfo, const char *controller,
                           const char *name, char **parent, char **dir) {
   _cleanup_free_ char *mp = NULL, *root = NULL, *own = NULL;
   if (confine_cgroup_find_mount(mountinfo, controller, &mp, &root) < 0 ||
       confine_cgroup_own_path(proc_cgroup, controller, &own) < 0)
     return -1;
+  if (!controller) {
+    *parent = v2_parent_dir(mp, root, own);
+    if (*parent && asprintf(dir, "%s/%s", *parent, name) < 0)
+      *dir = NULL;
+    if (!*parent || !*dir) {
+      free(*parent);
+      *parent = NULL;
+      return -1;
+    }
+    return 0;
+  }
   *parent = confine_cgroup_dir(mp, root, own, NULL);
   *dir = confine_cgroup_dir(mp, root, own, name);
   if (!*parent || !*dir) {
@@ -166,6 +218,16 @@ static bool v2_offers(const char *parent, const char *controller) {
   return write_file(parent, "cgroup.subtree_control", buf) == 0;
 }
 
+/* How a user who is not root gets limits: one line, appended to the refusal. */
+static const char *delegation_hint(void) {
+  if (geteuid() == 0)
+    return "";
+  return "; to allow limits without root, delegate a cgroup v2 subtree with the controllers "
+         "enabled to this user (systemd-run --user -p Delegate=yes, or as root: mkdir, chown, "
+         "+memory +pids +cpu in its parent's cgroup.subtree_control) and name it in "
+         "CORDON_CGROUP_ROOT";
+}
+
 int confine_cgroups_create(const char *name, const struct cordon_limits *l, uint64_t pids_extra,
                            uid_t delegate_uid, gid_t delegate_gid, struct confine_cgroups *out,
                            struct cordon_error **err) {
@@ -206,14 +268,14 @@ int confine_cgroups_create(const char *name, const struct cordon_limits *l, uint
     if (hierarchy_dirs((char *)proc_cgroup, (char *)mountinfo, v1_names[i], name, &parent, &dir) <
         0) {
       cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
-                       "%s cannot be enforced: %s and there is no v1 %s hierarchy", what[i],
-                       v2_reason, v1_names[i]);
+                       "%s cannot be enforced: %s and there is no v1 %s hierarchy%s", what[i],
+                       v2_reason, v1_names[i], delegation_hint());
       goto fail;
     }
     if (mkdir(dir, 0755) < 0) {
       cordon_error_set(err, CORDON_ERR_UNAVAILABLE, errno,
-                       "%s cannot be enforced: %s and the v1 cgroup %s cannot be created", what[i],
-                       v2_reason, dir);
+                       "%s cannot be enforced: %s and the v1 cgroup %s cannot be created%s",
+                       what[i], v2_reason, dir, delegation_hint());
       goto fail;
     }
     out->v1[i] = steal_ptr(&dir);

@@ -140,6 +140,12 @@ int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_err
         (v->tree_fd = confine_volume_prepare(v->source, v->writable, -1, err)) < 0)
       return -1;
   }
+  if (spec->home.target && spec->home.tree_fd < 0) {
+    spec->home.tree_fd =
+        confine_tree_prepare(spec->home.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
+    if (spec->home.tree_fd < 0)
+      return cordon_error_prefix(err, "home");
+  }
   return 0;
 }
 
@@ -525,9 +531,20 @@ int confine_build_root(const struct confine_root_spec *spec, struct cordon_error
     if (mask_dir(pfd, spec->hidden_host_dirs[i], err) < 0)
       return -1;
   }
+  /* HOME before the workspace: a workspace root beneath it stays the workspace. */
+  if (spec->home.target && attach_tree(rootfd, &spec->home, spec->home.tree_fd, err) < 0)
+    return -1;
   if (attach_tree(rootfd, &spec->workspace, spec->workspace.tree_fd, err) < 0 ||
       apply_workspace_policy(rootfd, spec, err) < 0 || setup_identity_files(rootfd, spec, err) < 0)
     return -1;
+  /* Last, recursively: the pins and masks inside are covered too. */
+  if (spec->workspace_read_only) {
+    const char *ws = spec->workspace.target;
+    while (*ws == '/')
+      ws++;
+    if (set_attr_at(rootfd, ws, MOUNT_ATTR_RDONLY, true, err) < 0)
+      return cordon_error_prefix(err, "read-only workspace");
+  }
   /* Volumes last: their targets lie outside every tree above, in the root's own tmpfs. */
   for (size_t i = 0; i < spec->n_volumes; i++)
     if (attach_tree(rootfd, &spec->volumes[i], spec->volumes[i].tree_fd, err) < 0)

@@ -47,6 +47,10 @@ struct confine_root_spec {
    * trees), nosuid, nodev, read-only unless writable; attached last. */
   struct confine_tree *volumes;
   size_t n_volumes;
+  /* The private HOME, read-write at home.target (nosuid, nodev), owned by the sandbox uid on
+   * the host already; target NULL: none. */
+  struct confine_tree home;
+  bool workspace_read_only; /* the whole workspace read-only (`--ro .`), recursively */
 };
 
 /* Clone host path `source` into a detached tree (recursively) with `attr_set` (MOUNT_ATTR_*)

@@ -64,6 +64,27 @@ static int normalize(const char *path, bool absolute, const char *what, char **o
   return 0;
 }
 
+bool confine_names_workspace_root(const char *path) {
+  for (const char *p = path; *p; p++)
+    if (*p != '/' && !(*p == '.' && (p[1] == '/' || !p[1]) && (p == path || p[-1] == '/')))
+      return false;
+  return path[0] == '.'; /* "/" and "" stay errors of the normaliser */
+}
+
+char **confine_without_workspace_root(const char *const *list, bool *had_root) {
+  *had_root = false;
+  char **out = calloc(1, sizeof(char *));
+  for (size_t i = 0; out && list && list[i]; i++) {
+    if (confine_names_workspace_root(list[i]))
+      *had_root = true;
+    else if (strv_push(&out, list[i]) < 0) {
+      strv_free(out);
+      return NULL;
+    }
+  }
+  return out;
+}
+
 int confine_normalize_workspace_path(const char *path, const char *what, char **out,
                                      struct cordon_error **err) {
   return normalize(path, false, what, out, err);

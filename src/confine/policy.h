@@ -40,6 +40,13 @@ bool confine_path_covers(const char *parent, const char *path);
 int confine_normalize_workspace_path(const char *path, const char *what, char **out,
                                      struct cordon_error **err);
 
+/* Pure: whether a read-only path names the workspace root itself (".", "./", "" and the like):
+ * `--ro .` makes the whole workspace read-only rather than one path in it. */
+bool confine_names_workspace_root(const char *path);
+/* Pure: list without the entries that name the workspace root (a new vector, NULL on ENOMEM);
+ * *had_root says whether there were any. */
+char **confine_without_workspace_root(const char *const *list, bool *had_root);
+
 /* An absolute host path, normalised; "/" itself and ".." are refused. */
 int confine_normalize_host_path(const char *path, const char *what, char **out,
                                 struct cordon_error **err);

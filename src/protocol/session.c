@@ -73,6 +73,7 @@ static void session_free(struct cordon_session *s) {
   free(s->state_dir);
   free(s->workspace);
   free(s->root);
+  free(s->home);
   strv_free(s->env);
   free(s->backend_state);
   free(session_private(s)->saved_state);
@@ -844,10 +845,11 @@ int cordon_session_ls(struct cordon_session *s, const char *path, struct cordon_
 }
 
 /* The base environment every exec starts from (unless clear_env): a fixed minimum, so runs do
- * not depend on the caller's environment, then the session's own additions. */
+ * not depend on the caller's environment, then the session's own additions. HOME is the
+ * backend's private home when it has one (caches stay out of the workspace). */
 static char **base_environment(const struct cordon_session *s) {
   _cleanup_free_ char *home = NULL;
-  if (asprintf(&home, "HOME=%s", s->root) < 0)
+  if (asprintf(&home, "HOME=%s", s->home ? s->home : s->root) < 0)
     return NULL;
   const char *const fixed[] = {"PATH=" DEFAULT_PATH, home, "LANG=C.UTF-8", NULL};
   return strv_env_merge(fixed, (const char *const *)s->env);

@@ -20,6 +20,7 @@
 
 #include "base/fs.h"
 #include "base/strv.h"
+#include "confine/cpus.h"
 #include "confine/policy.h"
 #include "confine/resolve.h"
 #include "confine/private.h"
@@ -75,6 +76,49 @@ static void test_workspace_path_refusals(void **state) {
   struct cordon_error *err = NULL;
   expect_error(confine_normalize_workspace_path(NULL, "x", &out, &err), &err, CORDON_ERR_USAGE,
                "empty");
+}
+
+/* `--ro .`: only spellings of the workspace root itself, never a parent or an absolute path. */
+static void test_names_workspace_root(void **state) {
+  const char *root[] = {".", "./", "./.", ".//./"};
+  const char *other[] = {"", "/", "..", "./..", ".a", "a", "./a", "...", "/."};
+  for (size_t i = 0; i < sizeof(root) / sizeof(root[0]); i++)
+    if (!confine_names_workspace_root(root[i]))
+      fail_msg("%s is the workspace root", root[i]);
+  for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+    if (confine_names_workspace_root(other[i]))
+      fail_msg("%s is not the workspace root", other[i]);
+  bool had = false;
+  const char *list[] = {"a", ".", "b/c", "./", NULL};
+  char **rest = confine_without_workspace_root(list, &had);
+  assert_true(had);
+  assert_non_null(rest);
+  assert_string_equal(rest[0], "a");
+  assert_string_equal(rest[1], "b/c");
+  assert_null(rest[2]);
+  strv_free(rest);
+  rest = confine_without_workspace_root(NULL, &had);
+  assert_false(had);
+  assert_null(rest[0]);
+  strv_free(rest);
+}
+
+/* `--cpus N`: a whole N narrows the affinity to the first N allowed CPUs; a fraction does not. */
+static void test_cpus_visible(void **state) {
+  assert_int_equal(confine_cpus_visible(1), 1);
+  assert_int_equal(confine_cpus_visible(2.0), 2);
+  assert_int_equal(confine_cpus_visible(0.5), 0);
+  assert_int_equal(confine_cpus_visible(1.5), 0);
+  assert_int_equal(confine_cpus_visible(0), 0);
+  cpu_set_t allowed, out;
+  CPU_ZERO(&allowed);
+  CPU_SET(1, &allowed);
+  CPU_SET(3, &allowed);
+  CPU_SET(4, &allowed);
+  assert_int_equal(confine_affinity_pick(&allowed, 2, &out), 0);
+  assert_int_equal(CPU_COUNT(&out), 2);
+  assert_true(CPU_ISSET(1, &out) && CPU_ISSET(3, &out));
+  assert_int_equal(confine_affinity_pick(&allowed, 4, &out), -1);
 }
 
 static void test_host_path_normalisation(void **state) {
@@ -612,6 +656,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_workspace_path_normalisation),
       cmocka_unit_test(test_workspace_path_refusals),
+      cmocka_unit_test(test_names_workspace_root),
+      cmocka_unit_test(test_cpus_visible),
       cmocka_unit_test(test_host_path_normalisation),
       cmocka_unit_test(test_covers),
       cmocka_unit_test(test_workspace_overlaps),

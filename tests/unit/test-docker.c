@@ -457,8 +457,8 @@ static void test_command_identity(void **state) {
   assert_int_equal(uid, 0);
   assert_int_equal(gid, 0);
   char *passwd = NULL, *group = NULL;
-  assert_int_equal(docker_identity_files("/workspace", &passwd, &group, &err), 0);
-  assert_non_null(strstr(passwd, "\ncordon:x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"));
+  assert_int_equal(docker_identity_files(&passwd, &group, &err), 0);
+  assert_non_null(strstr(passwd, "\ncordon:x:1000:1000:cordon sandbox:/home/sandbox:/bin/sh\n"));
   assert_non_null(strstr(group, "\ncordon:x:1000:\n"));
   free(passwd);
   free(group);

@@ -86,7 +86,7 @@ static void test_defaults_rootless(void **state) {
   assert_true(plan.needs_cgroups);
   assert_false(plan.oom_shield);
   assert_false(plan.overlay);
-  assert_non_null(strstr(plan.passwd, "cordon:x:1000:1000:cordon sandbox:/workspace:/bin/sh\n"));
+  assert_non_null(strstr(plan.passwd, "cordon:x:1000:1000:cordon sandbox:/home/sandbox:/bin/sh\n"));
   assert_non_null(strstr(plan.group, "cordon:x:1000:\n"));
   ns_plan_clear(&plan);
   assert_null(plan.passwd);
@@ -106,7 +106,8 @@ static void test_identity_as_root(void **state) {
   assert_int_equal(plan.outer_gid, 70001);
   /* open egress: the host's network namespace */
   assert_false(plan.new_network);
-  assert_non_null(strstr(plan.passwd, ":/src:/bin/sh\n"));
+  /* HOME is the private home, wherever the workspace appears */
+  assert_non_null(strstr(plan.passwd, ":/home/sandbox:/bin/sh\n"));
   ns_plan_clear(&plan);
 }
 

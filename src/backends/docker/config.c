@@ -203,7 +203,7 @@ static int append_policy_mounts(const struct docker_container_spec *spec, json_t
     if (!source || !target)
       r = -1;
     else
-      json_array_append_new(mounts, bind_mount(source, target, false));
+      json_array_append_new(mounts, bind_mount(source, target, spec->workspace_read_only));
   }
   strv_free(ancestors);
   for (size_t i = 0; i < p->n_read_only && r == 0; i++) {
@@ -237,6 +237,20 @@ static int append_policy_mounts(const struct docker_container_spec *spec, json_t
   return 0;
 }
 
+/* The private HOME (CORDON_SANDBOX_HOME): a tmpfs owned by the command's uid, capped like /tmp,
+ * so caches live as long as the container and never land in the workspace or a snapshot. */
+static void add_home_tmpfs(json_t *host, const char *user, uint64_t bytes) {
+  unsigned uid = 0, gid = 0;
+  char options[160];
+  if (user && sscanf(user, "%u:%u", &uid, &gid) == 2)
+    snprintf(options, sizeof(options), "rw,exec,nosuid,nodev,size=%llu,mode=0700,uid=%u,gid=%u",
+             (unsigned long long)bytes, uid, gid);
+  else
+    snprintf(options, sizeof(options), "rw,exec,nosuid,nodev,size=%llu,mode=1777",
+             (unsigned long long)bytes);
+  json_object_set_new(json_object_get(host, "Tmpfs"), CORDON_SANDBOX_HOME, json_string(options));
+}
+
 int docker_container_config(const struct docker_container_spec *spec, json_t **out,
                             struct cordon_error **err) {
   const struct cordon_limits *l = spec->limits;
@@ -253,7 +267,7 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
                             (unsigned long long)l->memory_bytes);
 
   json_t *mounts = json_array();
-  json_array_append_new(mounts, bind_mount(spec->workspace, spec->root, false));
+  json_array_append_new(mounts, bind_mount(spec->workspace, spec->root, spec->workspace_read_only));
   json_array_append_new(mounts, bind_mount(spec->init_path, DOCKER_INIT_TARGET, true));
   /* Writable: init binds the agent's socket there (docs/security.md says why that is safe). */
   if (spec->agent_dir)
@@ -313,10 +327,14 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
   snprintf(tmp_options, sizeof(tmp_options), "rw,exec,nosuid,nodev,size=%llu,mode=1777",
            (unsigned long long)tmp_bytes);
   json_object_set_new(host, "Tmpfs", json_pack("{s:s}", "/tmp", tmp_options));
+  add_home_tmpfs(host, spec->user, tmp_bytes);
   if (l->pids)
     json_object_set_new(host, "PidsLimit", json_integer((json_int_t)l->pids));
   if (l->cpus > 0)
     json_object_set_new(host, "NanoCpus", json_integer((json_int_t)(l->cpus * 1e9)));
+  /* The CPUs the command sees (nproc), besides the time it gets. */
+  if (spec->cpuset)
+    json_object_set_new(host, "CpusetCpus", json_string(spec->cpuset));
 
   json_t *labels =
       json_pack("{s:s, s:s, s:s}", DOCKER_LABEL_SESSION, spec->session_id, DOCKER_LABEL_PROJECT,
@@ -356,14 +374,13 @@ int docker_command_identity(uid_t owner_uid, gid_t owner_gid, bool user_root,
   return 0;
 }
 
-int docker_identity_files(const char *root, char **passwd, char **group,
-                          struct cordon_error **err) {
+int docker_identity_files(char **passwd, char **group, struct cordon_error **err) {
   *passwd = *group = NULL;
   if (asprintf(passwd,
                "root:x:0:0:root:/root:/sbin/nologin\n"
                "cordon:x:%u:%u:cordon sandbox:%s:/bin/sh\n"
                "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n",
-               CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, root) < 0) {
+               CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, CORDON_SANDBOX_HOME) < 0) {
     *passwd = NULL;
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
   }

@@ -81,6 +81,8 @@ struct docker_container_spec {
   /* Host paths of the identity files (docker_identity_files), bound read-only over /etc/passwd
    * and /etc/group; NULL: the image's own. */
   const char *passwd, *group;
+  bool workspace_read_only; /* `--ro .`: the workspace and every bind inside it read-only */
+  const char *cpuset; /* CpusetCpus ("0,1") for `--cpus N` with N whole; NULL: the quota only */
 };
 
 /* The body of POST /containers/create. Refuses (by name) limits the engine cannot enforce. */
@@ -96,9 +98,9 @@ int docker_command_identity(uid_t owner_uid, gid_t owner_gid, bool user_root,
                             const struct docker_engine_features *features, uid_t *uid, gid_t *gid,
                             struct cordon_error **err);
 /* The /etc/passwd and /etc/group bound read-only into every container: the ns backend's users
- * (root, cordon 1000, nobody), so names resolve alike on both backends; home is root (the
- * workspace's path inside). malloc'd. */
-int docker_identity_files(const char *root, char **passwd, char **group, struct cordon_error **err);
+ * (root, cordon 1000, nobody), so names resolve alike on both backends; cordon's home is the
+ * private HOME (CORDON_SANDBOX_HOME), as on ns. malloc'd. */
+int docker_identity_files(char **passwd, char **group, struct cordon_error **err);
 
 /* The NetworkMode for an egress class: none and loopback give "none" (the container has only
  * its own loopback), open gives $CORDON_DOCKER_NETWORK or "bridge"; restricted is refused. */

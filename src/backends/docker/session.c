@@ -23,6 +23,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "confine/cpus.h"
 #include "confine/policy.h"
 #include "confine/private.h"
 #include "confine/resolve.h"
@@ -196,7 +197,7 @@ static int command_identity(struct cordon_session *s, const struct cordon_manife
   if (docker_command_identity(ws.st_uid, ws.st_gid, m->user_root, features, uid, gid, err) < 0)
     return -1;
   _cleanup_free_ char *passwd = NULL, *group = NULL;
-  if (docker_identity_files(s->root, &passwd, &group, err) < 0)
+  if (docker_identity_files(&passwd, &group, err) < 0)
     return -1;
   if (asprintf(passwd_path, "%s/" PASSWD_FILE, s->state_dir) < 0 ||
       asprintf(group_path, "%s/" GROUP_FILE, s->state_dir) < 0)
@@ -325,9 +326,18 @@ static int give_named_volumes(struct cordon_session *s, const struct cordon_mani
 }
 
 /* create and resume: the workspace, then the container. */
+/* HOME is the container's private tmpfs (docker_container_config mounts it). */
+static int docker_set_home(struct cordon_session *s, struct cordon_error **err) {
+  free(s->home);
+  s->home = strdup(CORDON_SANDBOX_HOME);
+  return s->home ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "home");
+}
+
 static int start_session(struct cordon_session *s, const struct cordon_manifest *m,
                          const char *snapshot_id, struct cordon_error **err) {
   const struct cordon_policy *p = &m->policy;
+  if (docker_set_home(s, err) < 0)
+    return -1;
   if (m->repo)
     return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
                             "git repository workspaces are not supported by the docker backend "
@@ -340,8 +350,12 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   if (docker_check_image_name(image, err) < 0 || docker_init_binary(&init, err) < 0)
     return -1;
 
+  char cpuset[512] = "";
+  unsigned cpus_visible = confine_cpus_visible(p->limits.cpus);
   if (confine_check_sandbox_root(s->root, NULL, err) < 0 ||
-      confine_check_limits(&p->limits, err) < 0)
+      confine_check_limits(&p->limits, err) < 0 ||
+      confine_check_cpu_count(p->limits.cpus, err) < 0 ||
+      (cpus_visible && confine_cpuset_list(cpus_visible, cpuset, sizeof(cpuset), err) < 0))
     return -1;
   bool owned = false;
   _cleanup_(strv_freep) char **private_dirs = NULL, **hidden_grant_dirs = NULL;
@@ -349,9 +363,15 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       docker_prepare_workspace(s, m, snapshot_id, (const char *const *)private_dirs, &owned, err) <
           0)
     return -1;
+  /* `--ro .`: the whole workspace read-only; the rest of the list still counts. */
+  bool workspace_read_only = false;
+  _cleanup_(strv_freep) char **read_only =
+      confine_without_workspace_root(p->read_only, &workspace_read_only);
+  if (!read_only)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
   struct docker_paths paths;
-  if (docker_paths_resolve(s->workspace, p->read_only, p->hidden, (const char *const *)private_dirs,
-                           &paths, err) < 0)
+  if (docker_paths_resolve(s->workspace, (const char *const *)read_only, p->hidden,
+                           (const char *const *)private_dirs, &paths, err) < 0)
     return -1;
   int r = -1;
   struct confine_path *grants = NULL;
@@ -411,6 +431,8 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       .n_volumes = m->n_volumes,
       .passwd = passwd,
       .group = group,
+      .workspace_read_only = workspace_read_only,
+      .cpuset = cpuset[0] ? cpuset : NULL,
   };
   if (docker_container_config(&spec, &config, err) < 0)
     goto out;
@@ -463,7 +485,7 @@ int docker_attach(struct cordon_session *s, struct cordon_error **err) {
   bool agent = false;
   long agent_pid = 0;
   if (load_backend_state(s, &container, &socket, &agent, &agent_pid, err) < 0 ||
-      check_private_record(s, container, socket, agent_pid, err) < 0)
+      check_private_record(s, container, socket, agent_pid, err) < 0 || docker_set_home(s, err) < 0)
     return -1;
   struct docker_session *d = calloc(1, sizeof(*d));
   if (!d)

@@ -45,6 +45,9 @@ struct ns_holder_config {
                          is unlinked (the session directory deleted, say with the project), the
                          session is gone: the holder ends it. A file, not the directory, so
                          that pid 1 holds nothing to walk the host's tree from. */
+  /* `--cpus N`, N whole: pid 1 narrows its affinity to N CPUs, which every command inherits
+   * (nproc says N); 0: unchanged. */
+  unsigned cpus_visible;
 };
 
 #endif

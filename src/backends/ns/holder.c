@@ -32,6 +32,7 @@
 #include "base/fs.h"
 #include "base/proc.h"
 #include "base/syscalls.h"
+#include "confine/cpus.h"
 #include "confine/net.h"
 #include "confine/seccomp.h"
 #include "confine/userns.h"
@@ -139,6 +140,8 @@ static int sandbox_setup(const struct ns_holder_config *cfg, struct cordon_error
   if (sethostname(HOSTNAME, strlen(HOSTNAME)) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "sethostname");
   if (cfg->new_network && cfg->loopback && confine_loopback_up(err) < 0)
+    return -1;
+  if (cfg->cpus_visible && confine_limit_affinity(cfg->cpus_visible, err) < 0)
     return -1;
   return 0;
 }

@@ -56,6 +56,8 @@ void ns_pending_free(struct ns_pending *p) {
       close(p->join_fds[i]);
   if (p->memory_join_fd >= 0)
     close(p->memory_join_fd);
+  if (p->home_fd >= 0)
+    close(p->home_fd);
   free(p);
 }
 

@@ -91,6 +91,7 @@ struct ns_pending {
   int cgroup_fd;
   int join_fds[CONFINE_CG_MAX_DIRS];
   int memory_join_fd;
+  int home_fd; /* cfg.root.home.tree_fd */
 };
 
 /* impl.c: the in-process data, and what the state file records of it. */

@@ -248,6 +248,8 @@ static int ns_attach(struct cordon_session *s, struct cordon_error **err) {
     ns_impl_free(impl);
     return -1;
   }
+  free(s->home);
+  s->home = strdup(CORDON_SANDBOX_HOME);
   /* A dead holder does not stop read/write/ls (the workspace is on the host); exec says why. */
   if (impl->one_shot) {
     if (asprintf(&impl->dead, "session %s was created for one command (one-shot)", s->id) < 0)

@@ -62,7 +62,13 @@ static int plan_host_trees(struct ns_plan *p, const struct cordon_policy *policy
  * again once resolved: two names may resolve to overlapping trees). */
 static int plan_workspace_lists(struct ns_plan *p, const struct cordon_policy *policy,
                                 struct cordon_error **err) {
-  if (normalize_list(policy->read_only, false, "read-only path", &p->read_only, err) < 0 ||
+  /* `--ro .`: the whole workspace is mounted read-only; the rest of the list still counts. */
+  _cleanup_(strv_freep) char **read_only =
+      confine_without_workspace_root(policy->read_only, &p->workspace_read_only);
+  if (!read_only)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  if (normalize_list((const char *const *)read_only, false, "read-only path", &p->read_only, err) <
+          0 ||
       normalize_list(policy->hidden, false, "hidden path", &p->hidden, err) < 0)
     return -1;
   return confine_check_workspace_lists((const char *const *)p->read_only,
@@ -81,14 +87,14 @@ static void plan_identity(struct ns_plan *p, const struct ns_plan_host *host, bo
   p->outer_gid = p->rootless ? host->egid : host->sandbox_host_gid;
 }
 
-/* The identity files: /etc/passwd and /etc/group name only the sandbox uid and the overflow
- * id, the only ids that exist inside. */
-static int plan_identity_files(struct ns_plan *p, const char *root, struct cordon_error **err) {
+/* The identity files: /etc/passwd and /etc/group name only the sandbox uid (its home the
+ * private CORDON_SANDBOX_HOME) and the overflow id, the only ids that exist inside. */
+static int plan_identity_files(struct ns_plan *p, struct cordon_error **err) {
   if (asprintf(&p->passwd,
                "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                "cordon:x:%u:%u:cordon sandbox:%s:/bin/sh\n"
                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-               CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, root) < 0) {
+               CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, CORDON_SANDBOX_HOME) < 0) {
     p->passwd = NULL;
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
   }
@@ -137,7 +143,7 @@ int ns_plan_build(const struct cordon_manifest *m, const struct ns_plan_host *ho
   const struct cordon_policy *policy = &m->policy;
   struct ns_plan p = {0};
   if (plan_host_trees(&p, policy, host->root, err) < 0 ||
-      plan_workspace_lists(&p, policy, err) < 0 || plan_identity_files(&p, host->root, err) < 0 ||
+      plan_workspace_lists(&p, policy, err) < 0 || plan_identity_files(&p, err) < 0 ||
       plan_volumes(&p, m, err) < 0) {
     ns_plan_clear(&p);
     return -1;

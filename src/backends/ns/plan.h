@@ -70,6 +70,7 @@ struct ns_plan {
   /* Volumes (-v): host directories (canonical, from the library) bound at their targets. */
   struct ns_volume *volumes;
   size_t n_volumes;
+  bool workspace_read_only; /* `--ro .`: the whole workspace is read-only */
 };
 
 /* Pure: the plan of the manifest's sandbox for this caller, or the first reason the policy
@@ -93,6 +94,7 @@ struct ns_resolved {
   /* The plan's volumes, in its order: tree_fd -1 until prepared (start.c). */
   struct confine_tree *volume_trees;
   size_t n_volume_trees;
+  char *home; /* the private HOME on the host, in the session's state directory (start.c) */
 };
 
 /* Resolve the plan's host trees (private_dirs set already) and the always-hidden set in them. */

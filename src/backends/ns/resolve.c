@@ -22,6 +22,7 @@ void ns_resolved_clear(struct ns_resolved *p) {
   strv_free(p->hidden_files);
   strv_free(p->private_dirs);
   strv_free(p->hidden_host_dirs);
+  free(p->home);
   for (size_t i = 0; i < p->n_trees; i++)
     if (p->trees[i].tree_fd >= 0)
       close(p->trees[i].tree_fd);

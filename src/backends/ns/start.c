@@ -30,6 +30,7 @@
 #include "base/proc.h"
 #include "base/syscalls.h"
 #include "confine/cgroup.h"
+#include "confine/cpus.h"
 #include "confine/policy.h"
 #include "confine/private.h"
 #include "confine/resolve.h"
@@ -177,6 +178,7 @@ struct start {
   int join_fds[CONFINE_CG_MAX_DIRS];
   int memory_join_fd;
   int listen_fd, socket_file_fd;
+  int home_tree_fd; /* it as the sandbox mounts it (as root), or -1: the holder clones it */
 };
 
 static void close_fd(int *fd) {
@@ -196,6 +198,7 @@ static void start_close_fds(struct start *st) {
   close_fd(&st->memory_join_fd);
   close_fd(&st->listen_fd);
   close_fd(&st->socket_file_fd);
+  close_fd(&st->home_tree_fd);
 }
 
 static void start_clear(struct start *st) {
@@ -438,6 +441,32 @@ static int map_identity(struct start *st, struct cordon_error **err) {
   return prepare_workspace_tree(st, hand_over, err);
 }
 
+/* Step: the private HOME, a directory in the session's state (outside the workspace, so neither
+ * the project nor a snapshot gets the command's caches), owned by the sandbox uid's host ids
+ * and mounted at CORDON_SANDBOX_HOME; it goes with the session's directory. As root its tree
+ * is cloned here, with our privileges; rootless the holder clones it. */
+static int prepare_home(struct start *st, struct cordon_error **err) {
+  char **home = &st->resolved.home;
+  if (asprintf(home, "%s/home", st->s->state_dir) < 0) {
+    *home = NULL;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "home");
+  }
+  if (mkdir(*home, 0700) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", *home);
+  _cleanup_close_ int fd = open(*home, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 || fchown(fd, st->plan.outer_uid, st->plan.outer_gid) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hand %s to the sandbox uid",
+                            *home);
+  free(st->s->home);
+  st->s->home = strdup(CORDON_SANDBOX_HOME);
+  if (!st->s->home)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "home");
+  if (st->plan.rootless)
+    return 0;
+  st->home_tree_fd = confine_tree_prepare(*home, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err);
+  return st->home_tree_fd < 0 ? -1 : 0;
+}
+
 /* Step: the configuration the holder (or the one exec) builds the sandbox from: the plan's
  * identity, limits and network, its identity files and the resolved root, and the fds that
  * carry them out. Apart: the one place where plan, resolved form and fds meet. */
@@ -458,6 +487,7 @@ static void holder_config(struct start *st) {
       .oom_shield = plan->oom_shield,
       .auth = st->impl->auth,
       .socket_file_fd = st->socket_file_fd,
+      .cpus_visible = confine_cpus_visible(plan->limits.cpus),
   };
   memcpy(st->cfg.cgroup_join_fds, st->join_fds, sizeof(st->join_fds));
   /* The operator as the holder's user namespace sees it: rootless, the sandbox uid (ours); as
@@ -482,6 +512,11 @@ static void holder_config(struct start *st) {
       .tmp_bytes = plan->tmp_bytes,
       .volumes = res->volume_trees,
       .n_volumes = res->n_volume_trees,
+      .home = {.target = CORDON_SANDBOX_HOME,
+               .source = res->home,
+               .tree_fd = st->home_tree_fd,
+               .is_dir = true},
+      .workspace_read_only = plan->workspace_read_only,
   };
 }
 
@@ -502,7 +537,8 @@ static int keep_for_exec(struct start *st, struct cordon_error **err) {
   p->cgroup_fd = st->cgroup_fd;
   memcpy(p->join_fds, st->join_fds, sizeof(p->join_fds));
   p->memory_join_fd = st->memory_join_fd;
-  st->workspace_tree_fd = st->cgroup_fd = st->memory_join_fd = -1;
+  p->home_fd = st->home_tree_fd;
+  st->workspace_tree_fd = st->cgroup_fd = st->memory_join_fd = st->home_tree_fd = -1;
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
     st->join_fds[i] = -1;
   impl->pending = p;
@@ -564,7 +600,8 @@ int ns_start(struct cordon_session *s, const struct cordon_manifest *m, const ch
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
   s->impl = impl;
   if (confine_check_egress(policy->egress, err) < 0 ||
-      confine_check_limits(&policy->limits, err) < 0)
+      confine_check_limits(&policy->limits, err) < 0 ||
+      confine_check_cpu_count(policy->limits.cpus, err) < 0)
     return -1;
   if (m->repo)
     return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
@@ -582,6 +619,7 @@ int ns_start(struct cordon_session *s, const struct cordon_manifest *m, const ch
       .memory_join_fd = -1,
       .listen_fd = -1,
       .socket_file_fd = -1,
+      .home_tree_fd = -1,
   };
   /* What the sandbox will be, then what it is on this host. */
   if (build_plan(&st, snapshot_id, err) < 0 ||
@@ -595,7 +633,7 @@ int ns_start(struct cordon_session *s, const struct cordon_manifest *m, const ch
   /* Carried out: each step's fds stay in st, closed by start_clear if a later step fails. */
   if (make_cgroups(&st, err) < 0 ||
       (!impl->one_shot && make_control(s, impl, &st.listen_fd, &st.socket_file_fd, err) < 0) ||
-      map_identity(&st, err) < 0)
+      map_identity(&st, err) < 0 || prepare_home(&st, err) < 0)
     return -1;
   holder_config(&st);
   return impl->one_shot ? keep_for_exec(&st, err) : spawn_holder(&st, err);
