@@ -7,6 +7,7 @@
 #include "base/proc.h"
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
+#include "cli/stream.h"
 
 static const char run_usage[] =
     "usage: cordon run [options] -- ARGV...\n"
@@ -18,18 +19,20 @@ static const char run_usage[] =
     "\n"
     "options:\n" MANIFEST_HELP
     "  --cwd DIR             working directory (relative to the workspace)\n"
-    "  --stdin FILE          feed FILE (or - for cordon's stdin) to the command\n";
+    "  --stdin FILE          feed FILE (or - for cordon's stdin) to the command\n" STREAM_HELP;
 
 int cmd_run(int argc, char **argv) {
   static const struct option opts[] = {MANIFEST_OPTIONS,
                                        {"cwd", required_argument, NULL, OPT_CWD},
                                        {"stdin", required_argument, NULL, OPT_STDIN},
+                                       STREAM_OPTIONS,
                                        {0}};
+  struct cli_stream st = {0};
   struct manifest_opts o = {0};
   int c, code = EXIT_CORDON;
   optind = 1;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "+h" STREAM_SHORT_OPTIONS, opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(run_usage, stdout);
       manifest_opts_free(&o);
@@ -43,6 +46,10 @@ int cmd_run(int argc, char **argv) {
       o.stdin_file = optarg;
       continue;
     }
+    if (c == 'i' || c == 't') {
+      *(c == 'i' ? &st.interactive : &st.tty) = true;
+      continue;
+    }
     int r = c == '?'
                 ? cli_usage_error("run", "unknown option or missing value '%s'", argv[optind - 1])
                 : manifest_option("run", c, optarg, &o);
@@ -51,8 +58,10 @@ int cmd_run(int argc, char **argv) {
       return r == EXIT_USAGE ? EXIT_CORDON : EXIT_CORDON;
     }
   }
-  if (optind >= argc) {
-    cli_usage_error("run", "no command given");
+  st.json = o.json;
+  if (optind >= argc || cli_stream_check(&st, "run", &o.stdin_file) < 0) {
+    if (optind >= argc)
+      cli_usage_error("run", "no command given");
     manifest_opts_free(&o);
     return EXIT_CORDON;
   }
@@ -85,9 +94,12 @@ int cmd_run(int argc, char **argv) {
       .stdin_length = stdin_len,
   };
   struct cordon_exec_result res;
-  if (cordon_session_exec(s, &req, &res, &err) < 0) {
+  if (cli_stream_prepare(&st, NULL, &req, &err) < 0 || cli_stream_start(&st, &err) < 0 ||
+      cordon_session_exec(s, &req, &res, &err) < 0) {
+    cli_stream_end(&st);
     cli_fail(err);
   } else {
+    cli_stream_end(&st);
     code = emit_result(&res, o.json, o.timeout);
     cordon_exec_result_clear(&res);
   }

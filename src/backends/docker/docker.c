@@ -35,6 +35,7 @@
 #include "backends/docker/settings.h"
 #include "backends/docker/workspace.h"
 #include "base/cleanup.h"
+#include "exec/stdio.h"
 
 /* ---- availability --------------------------------------------------------------------------- */
 
@@ -75,6 +76,17 @@ static int docker_available(const struct cordon_backend *self, char **reason) {
 
 /* ---- exec: which path ------------------------------------------------------------------- */
 
+struct api_exec {
+  struct cordon_session *s;
+  struct docker_session *d;
+};
+
+static int docker_exec_api_captured(void *data, const struct cordon_exec_request *req,
+                                    struct cordon_exec_result *res, struct cordon_error **err) {
+  struct api_exec *a = data;
+  return docker_exec_api(a->s, a->d, req, res, err);
+}
+
 /* CORDON_DOCKER_EXEC: unset or "agent" (the default: the in-container agent, when the
  * container has one) or "api" (the Engine API's exec, one `runc exec` per command). */
 static int docker_exec(struct cordon_session *s, const struct cordon_exec_request *req,
@@ -95,6 +107,12 @@ static int docker_exec(struct cordon_session *s, const struct cordon_exec_reques
                               s->id, d->container);
     api = true;
   }
+  if (api && req->caller_stdio) {
+    /* The engine's exec API multiplexes the output over its own stream: no fd of ours can reach
+     * the command, so the output is captured and copied when it ends (and -t is refused). */
+    struct api_exec api_exec = {.s = s, .d = d};
+    return exec_emulate_caller_stdio(req, docker_exec_api_captured, &api_exec, res, err);
+  }
   return api ? docker_exec_api(s, d, req, res, err) : docker_exec_agent(s, d, req, res, err);
 }
 
@@ -102,7 +120,8 @@ const struct cordon_backend cordon_backend_docker = {
     .abi_version = CORDON_BACKEND_ABI_VERSION,
     .name = "docker",
     .summary = "a container of the Docker engine per session (Engine API on its unix socket)",
-    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
+    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK |
+                    CORDON_CAP_SNAPSHOT | CORDON_CAP_CALLER_STDIO,
     .tier = CORDON_TIER_CONTAINER,
     /* Limits the engine reports it cannot set are refused by name at create. Egress none and
      * loopback are both NetworkMode none (the container's own lo only); restricted is not
