@@ -845,7 +845,12 @@ int cordon_session_exec(struct cordon_session *s, const struct cordon_exec_reque
     resolved.max_output = CORDON_EXEC_DEFAULT_MAX_OUTPUT;
   s->execs++;
   int r;
-  if (resolved.caller_stdio && !(s->backend->capabilities & CORDON_CAP_CALLER_STDIO))
+  if (resolved.tty && !(s->backend->capabilities & CORDON_CAP_CALLER_STDIO))
+    r = cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                         "backend %s cannot give the command a terminal (-t): it does not "
+                         "declare caller_stdio",
+                         s->backend->name);
+  else if (resolved.caller_stdio && !(s->backend->capabilities & CORDON_CAP_CALLER_STDIO))
     r = exec_emulate_caller_stdio(&resolved, backend_exec_captured, s, res, err);
   else
     r = s->backend->exec(s, &resolved, res, err);

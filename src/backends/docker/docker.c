@@ -107,6 +107,11 @@ static int docker_exec(struct cordon_session *s, const struct cordon_exec_reques
                               s->id, d->container);
     api = true;
   }
+  if (api && req->tty)
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                            "session %s: the Engine API exec path (CORDON_DOCKER_EXEC=api, or a "
+                            "container without an agent) cannot give the command a terminal (-t)",
+                            s->id);
   if (api && req->caller_stdio) {
     /* The engine's exec API multiplexes the output over its own stream: no fd of ours can reach
      * the command, so the output is captured and copied when it ends (and -t is refused). */
