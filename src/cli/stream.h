@@ -15,12 +15,13 @@
   {"interactive", no_argument, NULL, 'i'}, { \
     "tty", no_argument, NULL, 't'            \
   }
-#define STREAM_HELP                                                                          \
-  "  -i, --interactive     the command reads cordon's stdin (default: /dev/null)\n"          \
-  "  -t, --tty             give the command a pseudo-terminal (TERM passed on; cordon's\n"   \
-  "                        terminal goes raw meanwhile; given even when cordon's stdin is\n" \
-  "                        no terminal, as docker does); -it for an interactive shell\n"     \
-  "  Without --json the command's output streams to cordon's stdout and stderr as it is\n"   \
+#define STREAM_HELP                                                                         \
+  "  -i, --interactive     the command reads cordon's stdin (default: /dev/null)\n"         \
+  "  -t, --tty             give the command a pseudo-terminal (TERM and the window size\n"  \
+  "                        passed on; given even when cordon's stdin is no terminal, as\n"  \
+  "                        docker does); -it for a shell: cordon's terminal goes raw and\n" \
+  "                        Ctrl-C reaches the command\n"                                    \
+  "  Without --json the command's output streams to cordon's stdout and stderr as it is\n"  \
   "  written, with no size cap; --json captures it (16 MiB per stream) into the result.\n"
 
 struct cli_stream {
