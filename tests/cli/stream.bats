@@ -171,6 +171,17 @@ ctrl_c_after_ready() {
   output=$(tr -d '\r' <term.out)
 }
 
+@test "-t on the worktree backend (host launcher): a terminal that controls the command's session" {
+  need_script
+  run -0 script -qec "stty rows 12 cols 34; $CORDON run --backend worktree --quiet -t -- sh -c \
+    'test -t 0 && test -t 1 && echo both-tty; stty size; \
+     echo ctty=\$(cut -d\" \" -f7 /proc/self/stat)'" /dev/null </dev/null
+  [[ "$output" == *"both-tty"* && "$output" == *"12 34"* ]]
+  [[ "$output" != *"ctty=0"* ]]
+  run -0 bash -c "printf 'wt\n' | $CORDON run --backend worktree --quiet -i -- cat"
+  [ "$output" = wt ]
+}
+
 @test "-it: Ctrl-C interrupts the command through its terminal (exit 130)" {
   need_script
   ctrl_c_after_ready "sh -c 'echo ready; exec sleep 100'"
@@ -226,7 +237,11 @@ except OSError as e:
 @test "docker: run and session exec stream; 20 MiB intact; -i; -t gets a terminal" {
   need_docker
   first_line_streams $CORDON run --backend docker
+  kill "$BG" 2>/dev/null || true
   BG=
+  id=$($CORDON session create --backend docker)
+  run -0 bash -c "printf 'to session\n' | $CORDON session exec $id -i -- sh -c 'cat; echo e >&2' 2>&1"
+  [[ "$output" == *"to session"* && "$output" == *"e"* ]]
   run -0 bash -c "$CORDON run --backend docker -- sh -c 'head -c 20971520 /dev/zero' | wc -c"
   [ "$output" -eq 20971520 ]
   run -0 bash -c "printf 'hello\n' | $CORDON run --backend docker -i -- cat"
