@@ -84,17 +84,39 @@ int exec_pty_slave(const struct exec_pty *p) {
   return p->slave;
 }
 
-/* Relay the master's output until it would block (or the terminal is gone). */
-static void relay_output(struct exec_pty *p) {
+/* Relay the master's output until it would block: returns 1, or 0 once no more can come (every
+ * slave closed and the buffer empty: EIO) or our reader is gone. */
+static int relay_output(struct exec_pty *p) {
   unsigned char buf[RELAY_CHUNK];
   for (;;) {
     ssize_t n = read(p->master, buf, sizeof(buf));
     if (n < 0 && errno == EINTR)
       continue;
+    if (n < 0 && errno == EAGAIN)
+      return 1;
     if (n <= 0)
-      return;
+      return 0;
     if (fs_write_all(p->out_fd, buf, (size_t)n) < 0)
-      return; /* our reader is gone: the command still runs, its output is dropped */
+      return 0; /* our reader is gone: the command still runs, its output is dropped */
+  }
+}
+
+/* After the command ended. The line discipline moves what the slave wrote to the master's side
+ * asynchronously (a kernel work item), so an empty read right away proves nothing: with our
+ * own slave closed, the master reads EIO once everything arrived and nobody holds the slave.
+ * Something that escaped the command's end may still hold it: then we stop after a quiet
+ * while, or at the latest after DRAIN_LIMIT_MS. */
+#define DRAIN_QUIET_MS 200
+#define DRAIN_LIMIT_MS 2000
+static void drain_output(struct exec_pty *p) {
+  close_quietly(&p->slave);
+  for (int waited = 0; waited < DRAIN_LIMIT_MS; waited += DRAIN_QUIET_MS / 4) {
+    struct pollfd pfd = {.fd = p->master, .events = POLLIN};
+    int ready = poll(&pfd, 1, DRAIN_QUIET_MS);
+    if (ready < 0 && errno == EINTR)
+      continue;
+    if (ready <= 0 || relay_output(p) == 0)
+      return;
   }
 }
 
@@ -148,7 +170,7 @@ static void *relay_main(void *arg) {
         return NULL;
     }
     if (pfds[1].revents & (POLLIN | POLLHUP | POLLERR))
-      relay_output(p);
+      (void)relay_output(p);
     if ((pfds[1].revents & POLLOUT) || (pfds[2].revents && !p->pending_length))
       relay_input(p);
     /* Everything that held the slave is gone (we keep one, so this is not expected). */
@@ -195,8 +217,7 @@ void exec_pty_finish(struct exec_pty *p) {
     while (write(p->wake[1], &c, 1) < 0 && errno == EINTR)
       ;
     pthread_join(p->thread, NULL);
-    /* The command has ended: what it wrote is in the master's buffer. */
-    relay_output(p);
+    drain_output(p);
   }
   if (p->raw)
     tcsetattr(p->in_fd, TCSADRAIN, &p->saved);

@@ -20,7 +20,7 @@ struct exec_pty;
  * whose window size the pty follows (-1: none). */
 int exec_pty_open(int in_fd, int out_fd, int size_fd, struct exec_pty **out,
                   struct cordon_error **err);
-/* The slave, for the command's fds 0-2 (owned by the pty; valid until exec_pty_free). */
+/* The slave, for the command's fds 0-2 (owned by the pty; closed by exec_pty_finish). */
 int exec_pty_slave(const struct exec_pty *p);
 /* Start relaying; in_fd goes raw when it is a terminal. */
 int exec_pty_start(struct exec_pty *p, struct cordon_error **err);
