@@ -98,12 +98,12 @@ _cordon() {
 
   local subs="" opts=""
   case $verb in
-  run) opts="$manifest --cwd --stdin" ;;
+  run) opts="$manifest --cwd --stdin --interactive --tty" ;;
   session)
     subs="create exec read write files list shutdown snapshot destroy"
     case $sub in
     create) opts="$manifest --from --count" ;;
-    exec) opts="--cwd --env --timeout --stdin --clear-env --json --help" ;;
+    exec) opts="--cwd --env --timeout --stdin --clear-env --json --help --interactive --tty" ;;
     write) opts="--mode --help" ;;
     files | ls | list) opts="--json --help" ;;
     snapshot) opts="--max-snapshot-bytes --json --help" ;;

@@ -37,8 +37,12 @@ enum cordon_capability {
   CORDON_CAP_GPU = 1u << 3,
   CORDON_CAP_SNAPSHOT = 1u << 4,
   CORDON_CAP_PERSISTENT_VOLUMES = 1u << 5,
+  /* exec honours cordon_exec_request.caller_stdio (the command writes to the caller's fds).
+   * A backend without it (a plugin built before the field) gets a capturing request and the
+   * library copies the output to the caller's fds when the command has ended. */
+  CORDON_CAP_CALLER_STDIO = 1u << 6,
 };
-#define CORDON_CAP_COUNT 6
+#define CORDON_CAP_COUNT 7
 
 /* Ordered: a higher tier isolates more. */
 enum cordon_isolation_tier {
@@ -196,6 +200,16 @@ struct cordon_exec_request {
   const void *stdin_data;  /* NULL: stdin is /dev/null */
   size_t stdin_length;
   size_t max_output; /* per stream; 0: CORDON_EXEC_DEFAULT_MAX_OUTPUT */
+  /* Streaming (added within ABI 3; a zeroed tail means capture, as before). caller_stdio: the
+   * command's stdout and stderr are stdio_fds[1] and [2] (the caller keeps them), nothing is
+   * captured and the result's data is empty; its stdin is stdio_fds[0] when >= 0, else
+   * stdin_data or /dev/null as above. Backends that declare CORDON_CAP_CALLER_STDIO hand the
+   * fds to the command; for the others the library captures and copies (stdin read first). */
+  bool caller_stdio;
+  int stdio_fds[3];
+  /* stdio_fds[0] is a terminal (the slave of a pty the caller relays): the command, a session
+   * leader, makes it its controlling terminal. Needs CORDON_CAP_CALLER_STDIO. */
+  bool tty;
 };
 
 struct cordon_exec_result {

@@ -304,7 +304,8 @@ const struct cordon_backend cordon_backend_worktree = {
     .abi_version = CORDON_BACKEND_ABI_VERSION,
     .name = "worktree",
     .summary = "host directory or git worktree; NO isolation: commands run as you, on the host",
-    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
+    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK |
+                    CORDON_CAP_SNAPSHOT | CORDON_CAP_CALLER_STDIO,
     .tier = CORDON_TIER_NONE,
     /* Nothing: no path policy, no limit, no network class. The library refuses a manifest that
      * asks for any (unless enforcement is waived, which the audit chain records); its default

@@ -7,6 +7,7 @@
 #include "base/proc.h"
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
+#include "cli/stream.h"
 
 static const char run_usage[] =
     "usage: cordon run [options] -- ARGV...\n"
@@ -18,17 +19,19 @@ static const char run_usage[] =
     "\n"
     "options:\n" MANIFEST_HELP
     "  --cwd DIR             working directory (relative to the workspace)\n"
-    "  --stdin FILE          feed FILE (or - for cordon's stdin) to the command\n";
+    "  --stdin FILE          feed FILE (or - for cordon's stdin) to the command\n" STREAM_HELP;
 
 int cmd_run(int argc, char **argv) {
   static const struct option opts[] = {MANIFEST_OPTIONS,
                                        {"cwd", required_argument, NULL, OPT_CWD},
                                        {"stdin", required_argument, NULL, OPT_STDIN},
+                                       STREAM_OPTIONS,
                                        {0}};
+  struct cli_stream st = {0};
   struct manifest_opts o = {0};
   int c, code = EXIT_CORDON;
   optind = 0;
-  while ((c = cli_getopt(argc, argv, "+hv:", opts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "+hv:" STREAM_SHORT_OPTIONS, opts, NULL)) != -1) {
     if (c == 'h' || c == OPT_HELP) {
       fputs(run_usage, stdout);
       manifest_opts_free(&o);
@@ -42,14 +45,20 @@ int cmd_run(int argc, char **argv) {
       o.stdin_file = optarg;
       continue;
     }
+    if (c == 'i' || c == 't') {
+      *(c == 'i' ? &st.interactive : &st.tty) = true;
+      continue;
+    }
     int r = c == '?' ? cli_option_error("run") : manifest_option("run", c, optarg, &o);
     if (r != 0) {
       manifest_opts_free(&o);
       return r == EXIT_USAGE ? EXIT_CORDON : EXIT_CORDON;
     }
   }
-  if (optind >= argc) {
-    cli_usage_error("run", "no command given");
+  st.json = o.json;
+  if (optind >= argc || cli_stream_check(&st, "run", &o.stdin_file) < 0) {
+    if (optind >= argc)
+      cli_usage_error("run", "no command given");
     manifest_opts_free(&o);
     return EXIT_CORDON;
   }
@@ -83,9 +92,12 @@ int cmd_run(int argc, char **argv) {
       .stdin_length = stdin_len,
   };
   struct cordon_exec_result res;
-  if (cordon_session_exec(s, &req, &res, &err) < 0) {
+  if (cli_stream_prepare(&st, NULL, &req, &err) < 0 || cli_stream_start(&st, &err) < 0 ||
+      cordon_session_exec(s, &req, &res, &err) < 0) {
+    cli_stream_end(&st);
     emit_failure(err, o.json, EXIT_CORDON);
   } else {
+    cli_stream_end(&st);
     emit_result_memory_limit(m.policy.limits.memory_bytes);
     code = emit_result(&res, o.json, o.timeout);
     cordon_exec_result_clear(&res);

@@ -15,6 +15,7 @@
 #include "base/strv.h"
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
+#include "cli/stream.h"
 
 static const char session_usage[] =
     "usage: cordon session SUBVERB [options]\n"
@@ -23,8 +24,8 @@ static const char session_usage[] =
     "  create --from SNAPSHOT [options] resume: a new session whose workspace is the snapshot\n"
     "  create --from SNAPSHOT --count K fork K sessions at once, print their ids\n"
     "  exec ID [--cwd D] [--env K=V]... [--timeout S] [--stdin FILE] [--clear-env] [--json]\n"
-    "       -- ARGV...                  run ARGV in the session (exit code as `cordon run`)\n"
-    "  read ID PATH                     write the file's bytes to stdout\n"
+    "       [-i] [-t] -- ARGV...        run ARGV in the session (exit code as `cordon "
+    "run`)\n" STREAM_HELP "  read ID PATH                     write the file's bytes to stdout\n"
     "  write ID PATH [--mode MODE]      replace PATH with stdin (atomically)\n"
     "  files ID [PATH] [--json]         list a directory of the session's files, sorted\n"
     "                                   (alias: ls)\n"
@@ -234,7 +235,9 @@ static int session_exec(int argc, char **argv) {
                                        {"clear-env", no_argument, NULL, OPT_CLEAR_ENV},
                                        {"json", no_argument, NULL, OPT_JSON},
                                        {"help", no_argument, NULL, OPT_HELP},
+                                       STREAM_OPTIONS,
                                        {0}};
+  struct cli_stream st = {0};
   const char *cwd = NULL, *stdin_file = NULL;
   char **env = NULL;
   double timeout = 0;
@@ -254,12 +257,15 @@ static int session_exec(int argc, char **argv) {
     end--;
   }
   optind = 0;
-  while ((c = cli_getopt(end, argv, dashdash ? "h" : "+h", opts, NULL)) != -1) {
+  while ((c = cli_getopt(end, argv, dashdash ? "h" STREAM_SHORT_OPTIONS : "+h" STREAM_SHORT_OPTIONS,
+                         opts, NULL)) != -1) {
     switch (c) {
     case OPT_CWD: cwd = optarg; break;
     case OPT_STDIN: stdin_file = optarg; break;
     case OPT_JSON: json = true; break;
     case OPT_CLEAR_ENV: clear_env = true; break;
+    case 'i': st.interactive = true; break;
+    case 't': st.tty = true; break;
     case OPT_ENV:
       if (!strchr(optarg, '=') || optarg[0] == '=') {
         strv_free(env);
@@ -301,9 +307,11 @@ static int session_exec(int argc, char **argv) {
   }
   if (dashdash)
     optind = end + 1;
-  if (optind >= argc) {
+  st.json = json;
+  if (optind >= argc || cli_stream_check(&st, "session exec", &stdin_file) < 0) {
     strv_free(env);
-    cli_usage_error("session exec", "no command given");
+    if (optind >= argc)
+      cli_usage_error("session exec", "no command given");
     return EXIT_CORDON;
   }
   struct cordon_error *err = NULL;
@@ -328,9 +336,12 @@ static int session_exec(int argc, char **argv) {
       .stdin_length = stdin_len,
   };
   struct cordon_exec_result res;
-  if (cordon_session_exec(h.s, &req, &res, &err) < 0) {
+  if (cli_stream_prepare(&st, req.env, &req, &err) < 0 || cli_stream_start(&st, &err) < 0 ||
+      cordon_session_exec(h.s, &req, &res, &err) < 0) {
+    cli_stream_end(&st);
     emit_failure(err, json, EXIT_CORDON);
   } else {
+    cli_stream_end(&st);
     emit_result_memory_limit(h.s->memory_limit);
     code = emit_result(&res, json, timeout ? timeout : h.s->default_timeout);
     cordon_exec_result_clear(&res);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -411,6 +412,24 @@ static int open_capture(struct capture *c, int *child_fd, const char *name,
   return 0;
 }
 
+/* Streaming: the command writes to the caller's own fds (our duplicates, so that the launcher
+ * may close what it is given), and nothing is captured: the loop then only waits for the end. */
+static int open_caller_fds(const struct exec_spec *spec, int child_fds[3], int *stdin_parent,
+                           struct cordon_error **err) {
+  static const char *const names[] = {"stdin", "stdout", "stderr"};
+  for (int i = 0; i < 3; i++) {
+    if (i == 0 && spec->caller_fds[0] < 0) {
+      if (open_stdin(spec, &child_fds[0], stdin_parent, err) < 0)
+        return -1;
+      continue;
+    }
+    child_fds[i] = fcntl(spec->caller_fds[i], F_DUPFD_CLOEXEC, 3);
+    if (child_fds[i] < 0)
+      return cordon_error_set(err, CORDON_ERR_USAGE, errno, "cannot use the caller's %s", names[i]);
+  }
+  return 0;
+}
+
 static void close_child_fds(int (*fds)[3]) {
   for (int i = 0; i < 3; i++)
     close_fd(&(*fds)[i]);
@@ -436,10 +455,14 @@ static int run_launched(const struct exec_spec *spec, const struct exec_launcher
       .exit_fd = -1,
   };
   _cleanup_(close_child_fds) int child_fds[3] = {-1, -1, -1};
-  if (open_stdin(spec, &child_fds[0], &run.stdin_fd, err) < 0 ||
-      open_capture(&run.out, &child_fds[1], "stdout", err) < 0 ||
-      open_capture(&run.err, &child_fds[2], "stderr", err) < 0)
+  if (spec->caller_fds) {
+    if (open_caller_fds(spec, child_fds, &run.stdin_fd, err) < 0)
+      return -1;
+  } else if (open_stdin(spec, &child_fds[0], &run.stdin_fd, err) < 0 ||
+             open_capture(&run.out, &child_fds[1], "stdout", err) < 0 ||
+             open_capture(&run.err, &child_fds[2], "stderr", err) < 0) {
     return -1;
+  }
 
   double started = fs_now();
   if (launcher->start(launcher->data, spec, child_fds, &run.exit_fd, err) < 0)
@@ -645,6 +668,7 @@ struct child_plan {
   int report_fd;
   int procs_fd; /* the leaf's cgroup.procs, or -1 */
   int max_fd;   /* for the close loop when close_range is missing */
+  bool tty;     /* setsid and take fd 0 as the controlling terminal */
 };
 
 static _Noreturn void child_fail(int report_fd, int stage, int errnum, int exit_code) {
@@ -669,7 +693,12 @@ static _Noreturn void child_run(const struct child_plan *plan) {
       n = write(plan->procs_fd, "0", 1);
     while (n < 0 && errno == EINTR);
   }
-  setpgid(0, 0);
+  /* A command on a terminal leads a session of its own, so that the terminal can become its
+   * controlling one (below); its process group is then its pid, as with setpgid. */
+  if (plan->tty)
+    setsid();
+  else
+    setpgid(0, 0);
   /* Commands start with umask 022 whatever the caller's, as in every sandbox: the same command
    * makes the same tree (and snapshot ids) under any caller. vfork shares no fs_struct, so the
    * caller's own umask is untouched. */
@@ -697,6 +726,8 @@ static _Noreturn void child_run(const struct child_plan *plan) {
   for (int i = 0; i < 3; i++)
     if (dup2(moved[i], i) < 0) /* dup2 clears FD_CLOEXEC on the target */
       child_fail(report_fd, CHILD_STAGE_STDIO, errno, 126);
+  if (plan->tty && ioctl(0, TIOCSCTTY, 0) < 0)
+    child_fail(report_fd, CHILD_STAGE_STDIO, errno, 126);
   /* Everything else closes at execve; the report pipe must stay open until then. */
   if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
     for (int fd = 3; fd < plan->max_fd; fd++)
@@ -798,6 +829,7 @@ static int host_start(void *data, const struct exec_spec *spec, const int stdio_
       .report_fd = report_write,
       .procs_fd = procs_fd,
       .max_fd = open_max > 0 && open_max < INT_MAX ? (int)open_max : 65536,
+      .tty = spec->tty,
   };
 
   pid_t pid = spawn_child(&plan);

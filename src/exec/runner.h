@@ -24,6 +24,10 @@ struct exec_spec {
   size_t stdin_length;
   size_t max_output; /* per stream; 0: CORDON_EXEC_DEFAULT_MAX_OUTPUT */
   double timeout;    /* seconds; <= 0: none */
+  /* NULL: capture stdout/stderr. Otherwise the command gets caller_fds[1], [2] (and [0] when
+   * >= 0) directly, and the result holds no output. */
+  const int *caller_fds;
+  bool tty; /* fd 0 is a terminal to become the command's controlling terminal */
 };
 
 /* The spec of a backend's exec request (already normalised by the library: env final, timeout
@@ -38,6 +42,8 @@ static inline struct exec_spec exec_spec_from_request(const struct cordon_exec_r
       .stdin_length = req->stdin_length,
       .max_output = req->max_output,
       .timeout = req->timeout,
+      .caller_fds = req->caller_stdio ? req->stdio_fds : NULL,
+      .tty = req->caller_stdio && req->tty,
   };
 }
 

@@ -12,6 +12,7 @@ const char *cordon_capability_name(enum cordon_capability cap) {
   case CORDON_CAP_GPU: return "gpu";
   case CORDON_CAP_SNAPSHOT: return "snapshot";
   case CORDON_CAP_PERSISTENT_VOLUMES: return "persistent_volumes";
+  case CORDON_CAP_CALLER_STDIO: return "caller_stdio";
   }
   return "unknown";
 }

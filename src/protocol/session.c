@@ -21,6 +21,7 @@
 #include <cordon/audit.h>
 #include <cordon/session.h>
 
+#include "exec/stdio.h"
 #include "protocol/context.h"
 #include "protocol/persist.h"
 #include "protocol/registry.h"
@@ -855,11 +856,23 @@ static char **base_environment(const struct cordon_session *s) {
   return strv_env_merge(fixed, (const char *const *)s->env);
 }
 
+/* The backend's exec for a request it can only capture (exec_emulate_caller_stdio). */
+static int backend_exec_captured(void *data, const struct cordon_exec_request *req,
+                                 struct cordon_exec_result *res, struct cordon_error **err) {
+  struct cordon_session *s = data;
+  return s->backend->exec(s, req, res, err);
+}
+
 int cordon_session_exec(struct cordon_session *s, const struct cordon_exec_request *req,
                         struct cordon_exec_result *res, struct cordon_error **err) {
   memset(res, 0, sizeof(*res));
   if (require(s, CORDON_CAP_EXEC, err) < 0)
     return -1;
+  if (req->caller_stdio && (req->stdio_fds[1] < 0 || req->stdio_fds[2] < 0))
+    return cordon_error_set(err, CORDON_ERR_USAGE, EBADF, "exec: caller stdio without fds");
+  if (req->tty && (!req->caller_stdio || req->stdio_fds[0] < 0))
+    return cordon_error_set(err, CORDON_ERR_USAGE, EINVAL,
+                            "exec: a terminal needs caller stdio with a stdin fd");
   if (!req->argv || !req->argv[0] || !req->argv[0][0])
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "exec needs a command");
   if (s->one_shot && s->execs > 0)
@@ -899,7 +912,16 @@ int cordon_session_exec(struct cordon_session *s, const struct cordon_exec_reque
   if (resolved.max_output == 0)
     resolved.max_output = CORDON_EXEC_DEFAULT_MAX_OUTPUT;
   s->execs++;
-  int r = s->backend->exec(s, &resolved, res, err);
+  int r;
+  if (resolved.tty && !(s->backend->capabilities & CORDON_CAP_CALLER_STDIO))
+    r = cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                         "backend %s cannot give the command a terminal (-t): it does not "
+                         "declare caller_stdio",
+                         s->backend->name);
+  else if (resolved.caller_stdio && !(s->backend->capabilities & CORDON_CAP_CALLER_STDIO))
+    r = exec_emulate_caller_stdio(&resolved, backend_exec_captured, s, res, err);
+  else
+    r = s->backend->exec(s, &resolved, res, err);
   strv_free(env);
   if (r < 0)
     cordon_exec_result_clear(res);

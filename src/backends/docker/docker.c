@@ -37,6 +37,7 @@
 #include "backends/docker/settings.h"
 #include "backends/docker/workspace.h"
 #include "base/cleanup.h"
+#include "exec/stdio.h"
 
 /* ---- availability --------------------------------------------------------------------------- */
 
@@ -77,6 +78,17 @@ static int docker_available(const struct cordon_backend *self, char **reason) {
 
 /* ---- exec: which path ------------------------------------------------------------------- */
 
+struct api_exec {
+  struct cordon_session *s;
+  struct docker_session *d;
+};
+
+static int docker_exec_api_captured(void *data, const struct cordon_exec_request *req,
+                                    struct cordon_exec_result *res, struct cordon_error **err) {
+  struct api_exec *a = data;
+  return docker_exec_api(a->s, a->d, req, res, err);
+}
+
 /* CORDON_DOCKER_EXEC: unset or "agent" (the default: the in-container agent, when the
  * container has one) or "api" (the Engine API's exec, one `runc exec` per command). */
 static int docker_exec(struct cordon_session *s, const struct cordon_exec_request *req,
@@ -97,11 +109,24 @@ static int docker_exec(struct cordon_session *s, const struct cordon_exec_reques
                               s->id, d->container);
     api = true;
   }
+  if (api && req->tty)
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                            "session %s: the Engine API exec path (CORDON_DOCKER_EXEC=api, or a "
+                            "container without an agent) cannot give the command a terminal (-t)",
+                            s->id);
   /* An OOM kill is a SIGKILL like any other: the container's oom_kill counter, read before
    * and after, tells them apart (State.OOMKilled would not: it stays set once any process of
    * the container was killed). Unreadable from here (a remote engine): never reported. */
   int64_t oom_before = docker_container_oom_kills(d);
-  int r = api ? docker_exec_api(s, d, req, res, err) : docker_exec_agent(s, d, req, res, err);
+  int r;
+  if (api && req->caller_stdio) {
+    /* The engine's exec API multiplexes the output over its own stream: no fd of ours can reach
+     * the command, so the output is captured and copied when it ends (and -t is refused). */
+    struct api_exec api_exec = {.s = s, .d = d};
+    r = exec_emulate_caller_stdio(req, docker_exec_api_captured, &api_exec, res, err);
+  } else {
+    r = api ? docker_exec_api(s, d, req, res, err) : docker_exec_agent(s, d, req, res, err);
+  }
   if (r == 0 && oom_before >= 0 && res->term_signal == SIGKILL && !res->timed_out &&
       docker_container_oom_kills(d) > oom_before)
     res->oom_killed = true;
@@ -113,7 +138,7 @@ const struct cordon_backend cordon_backend_docker = {
     .name = "docker",
     .summary = "a container of the Docker engine per session (Engine API on its unix socket)",
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK |
-                    CORDON_CAP_SNAPSHOT | CORDON_CAP_PERSISTENT_VOLUMES,
+                    CORDON_CAP_SNAPSHOT | CORDON_CAP_PERSISTENT_VOLUMES | CORDON_CAP_CALLER_STDIO,
     .tier = CORDON_TIER_CONTAINER,
     /* Limits the engine reports it cannot set are refused by name at create. Egress loopback is
      * NetworkMode none: the container's own lo, up, and no other interface. Egress none (no

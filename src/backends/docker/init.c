@@ -375,6 +375,12 @@ static _Noreturn void child_run(const char *cwd, char *const *argv, char **envp,
   for (int i = 0; stdio && i < 3; i++)
     if (dup2(stdio[i], i) < 0)
       child_fail(report_fd, STAGE_SETUP, errno, 126);
+  /* A terminal on fd 0 (cordon -t hands over a pty slave) becomes the controlling terminal of
+   * this new session, so the command gets job control and Ctrl-C. Without force: a terminal
+   * that already controls a session (the caller's own, under -i) stays with it; failure here
+   * only means no controlling terminal, as before. */
+  if (stdio)
+    (void)ioctl(0, TIOCSCTTY, 0);
   if (cwd && chdir(cwd) < 0)
     child_fail(report_fd, STAGE_CHDIR, errno, 126);
   /* Only 0-2 reach the command; the report pipe closes at execve. */

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -620,6 +621,9 @@ ON_OWN_STACK static int oneshot_command_main(void *arg) {
   for (int i = 0; r == 0 && i < 3; i++)
     if (dup2(moved[i], i) < 0)
       r = -errno;
+  /* As in the session worker (command_main in worker.c): a terminal on fd 0 becomes ours. */
+  if (r == 0)
+    (void)ioctl(0, TIOCSCTTY, 0);
   if (r < 0) {
     o->exec_errno = -r;
     o->exec_stage = NS_STAGE_SETUP;

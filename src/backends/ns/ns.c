@@ -690,7 +690,7 @@ const struct cordon_backend cordon_backend_ns = {
     .summary = "Linux namespaces + seccomp + cgroups: a fresh root, no capabilities, "
                "non-root uid (the default)",
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK |
-                    CORDON_CAP_SNAPSHOT | CORDON_CAP_PERSISTENT_VOLUMES,
+                    CORDON_CAP_SNAPSHOT | CORDON_CAP_PERSISTENT_VOLUMES | CORDON_CAP_CALLER_STDIO,
     .tier = CORDON_TIER_CONTAINER,
     /* Limits it cannot set on this host (rootless without a delegated cgroup) it refuses by
      * name at create; restricted egress is not implemented. */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -192,6 +193,11 @@ ON_OWN_STACK static _Noreturn void command_main(const struct ns_holder_config *c
   for (int i = 0; i < 3; i++)
     if (dup2(moved[i], i) < 0)
       command_fail(conn, NS_STAGE_SETUP, errno);
+  /* A terminal on fd 0 (cordon -t hands over a pty slave) becomes the controlling terminal of
+   * this new session, so the command gets job control and Ctrl-C. Without force: a terminal
+   * that already controls a session (the caller's own, under -i) stays with it; failure here
+   * only means no controlling terminal, as before. */
+  (void)ioctl(0, TIOCSCTTY, 0);
   /* Everything else, the connection and the pair included, goes at execve. */
   sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   if (chdir(req.cwd) < 0)
