@@ -28,6 +28,8 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print the error, free it, and return the exit code its kind maps to. */
 int cli_fail(struct cordon_error *err);
 int cli_exit_code_for(const struct cordon_error *err);
+/* The kind of err as the JSON dialect names it ("not_found", "usage", ...). */
+const char *cli_error_kind_name(const struct cordon_error *err);
 /* A verb group's subverbs (`cordon VERB SUBVERB ...`). */
 struct cli_subverb {
   const char *name;

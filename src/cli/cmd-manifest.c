@@ -422,28 +422,13 @@ static void report_oom(void) {
 }
 
 /* The kinds of cordon_error as --json names them. */
-static const char *error_kind_name(enum cordon_error_kind kind) {
-  switch (kind) {
-  case CORDON_ERR_SYSTEM: return "system";
-  case CORDON_ERR_USAGE: return "usage";
-  case CORDON_ERR_NOT_FOUND: return "not_found";
-  case CORDON_ERR_INVALID: return "invalid";
-  case CORDON_ERR_UNAVAILABLE: return "unavailable";
-  case CORDON_ERR_DENIED: return "denied";
-  case CORDON_ERR_INTEGRITY: return "integrity";
-  case CORDON_ERR_UNSUPPORTED: return "unsupported";
-  case CORDON_ERR_INTERRUPTED: return "interrupted";
-  }
-  return "system";
-}
-
 int emit_failure(struct cordon_error *err, bool json, int code) {
   if (json) {
     /* On stdout like a result, so that a reader of the JSON tells cordon's own failure (an
      * "error" object) from a command that exited 125 by itself (none). */
     const char *message = err && err->message ? err->message : "failed";
     json_t *o = json_pack("{s:i, s:{s:s, s:s}}", "exit_code", code, "error", "message", message,
-                          "kind", error_kind_name(err ? err->kind : CORDON_ERR_SYSTEM));
+                          "kind", cli_error_kind_name(err));
     if (o) {
       json_dumpf(o, stdout, JSON_INDENT(2));
       putchar('\n');

@@ -18,7 +18,7 @@ static int deliver(int fd, unsigned char *data, size_t *length) {
   return r;
 }
 
-int exec_emulate_caller_stdio(const struct cordon_exec_request *req, exec_capture_fn run,
+int exec_emulate_caller_stdio(const struct cordon_exec_request *req, exec_capture_fn run_captured,
                               void *data, struct cordon_exec_result *res,
                               struct cordon_error **err) {
   memset(res, 0, sizeof(*res));
@@ -37,7 +37,7 @@ int exec_emulate_caller_stdio(const struct cordon_exec_request *req, exec_captur
     captured.stdin_data = input ? (const void *)input : "";
     captured.stdin_length = length;
   }
-  if (run(data, &captured, res, err) < 0)
+  if (run_captured(data, &captured, res, err) < 0)
     return -1;
   if (deliver(req->stdio_fds[1], res->stdout_data, &res->stdout_length) < 0 ||
       deliver(req->stdio_fds[2], res->stderr_data, &res->stderr_length) < 0) {

@@ -15,9 +15,10 @@
 typedef int (*exec_capture_fn)(void *data, const struct cordon_exec_request *req,
                                struct cordon_exec_result *res, struct cordon_error **err);
 
-/* req->caller_stdio is set. Runs `run` with a capturing copy of req, then writes the captured
- * bytes to req->stdio_fds[1] and [2]; res then holds no output (totals and truncation stay). */
-int exec_emulate_caller_stdio(const struct cordon_exec_request *req, exec_capture_fn run,
+/* req->caller_stdio is set. Runs `run_captured` with a capturing copy of req, then writes the
+ * captured bytes to req->stdio_fds[1] and [2]; res then holds no output (totals and truncation
+ * stay). */
+int exec_emulate_caller_stdio(const struct cordon_exec_request *req, exec_capture_fn run_captured,
                               void *data, struct cordon_exec_result *res,
                               struct cordon_error **err);
 

@@ -32,6 +32,9 @@ int volumes_resolve(struct cordon_context *ctx, const struct cordon_manifest *m,
                     struct volumes_resolved *out, struct cordon_error **err);
 void volumes_resolved_clear(struct volumes_resolved *v);
 
+/* .cordon/volumes (made when create is true); malloc'd in *out. */
+int volumes_dir(struct cordon_context *ctx, bool create, char **out, struct cordon_error **err);
+
 /* A state file's "volumes" value is well formed (an array of such objects). */
 bool volumes_record_valid(const json_t *record);
 
