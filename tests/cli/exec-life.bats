@@ -164,8 +164,8 @@ in_container() {
 
 @test "docker: a background process and a setsid daemon survive their exec, and die at destroy" {
   docker_or_skip
-  # The exec agent (the default path); CORDON_DOCKER_EXEC=api still kills them (not done).
-  for mode in agent; do
+  # The exec agent (the default path) and the Engine API's exec (the wrapper's keeper).
+  for mode in agent api; do
     ID=$(CORDON_DOCKER_EXEC=$mode $CORDON session create --backend docker)
     start=$(date +%s)
     run env CORDON_DOCKER_EXEC=$mode $CORDON session exec --json "$ID" -- sh -c "echo started; sleep $MARK >/dev/null 2>&1 & (setsid sleep $((MARK + 1)) >/dev/null 2>&1 &); sleep $((MARK + 2)) & exit 0"
@@ -183,12 +183,20 @@ in_container() {
 
 @test "docker: a timeout kills the command's daemonised grandchild too" {
   docker_or_skip
-  ID=$($CORDON session create --backend docker)
-  run $CORDON session exec "$ID" --timeout 1 -- sh -c "(setsid sleep $MARK >/dev/null 2>&1 &); sleep $((MARK + 1))"
-  [ "$status" -eq 124 ]
-  sleep 1
-  ! in_container "$ID" "$MARK"
-  ! in_container "$ID" "$((MARK + 1))"
+  for mode in agent api; do
+    ID=$(CORDON_DOCKER_EXEC=$mode $CORDON session create --backend docker)
+    # A background sleep from an earlier exec stays: the timeout kills only its own tree.
+    run env CORDON_DOCKER_EXEC=$mode $CORDON session exec "$ID" -- sh -c "sleep $((MARK + 2)) >/dev/null 2>&1 &"
+    [ "$status" -eq 0 ]
+    run env CORDON_DOCKER_EXEC=$mode $CORDON session exec "$ID" --timeout 1 -- sh -c "(setsid sleep $MARK >/dev/null 2>&1 &); sleep $((MARK + 1))"
+    [ "$status" -eq 124 ]
+    sleep 1
+    ! CORDON_DOCKER_EXEC=$mode in_container "$ID" "$MARK"
+    ! CORDON_DOCKER_EXEC=$mode in_container "$ID" "$((MARK + 1))"
+    CORDON_DOCKER_EXEC=$mode in_container "$ID" "$((MARK + 2))"
+    run $CORDON session destroy "$ID"
+    [ "$status" -eq 0 ]
+  done
 }
 
 @test "docker: a command killed by the memory limit says so; kill -9 does not" {
@@ -237,13 +245,30 @@ in_container() {
   [[ "$output" != *exec_failure* ]]
 }
 
-@test "docker: --json exec_failure only when the agent could not execute the command" {
+@test "docker: --json exec_failure only when the backend could not execute the command (agent and api)" {
   docker_or_skip
-  ID=$($CORDON session create --backend docker)
-  run -127 --separate-stderr $CORDON session exec "$ID" --json -- nosuchcmd
+  for mode in agent api; do
+    ID=$(CORDON_DOCKER_EXEC=$mode $CORDON session create --backend docker)
+    run -127 --separate-stderr env CORDON_DOCKER_EXEC=$mode $CORDON session exec "$ID" --json -- nosuchcmd
+    [ "$status" -eq 127 ]
+    [[ "$output" == *'"exec_failure": "not_found"'* ]]
+    run -127 --separate-stderr env CORDON_DOCKER_EXEC=$mode $CORDON session exec "$ID" --json -- sh -c 'exit 127'
+    [ "$status" -eq 127 ]
+    [[ "$output" != *exec_failure* ]]
+    run -126 --separate-stderr env CORDON_DOCKER_EXEC=$mode $CORDON session exec "$ID" --json -- /etc/passwd
+    [ "$status" -eq 126 ]
+    [[ "$output" == *'"exec_failure": "cannot_execute"'* ]]
+    run -126 --separate-stderr env CORDON_DOCKER_EXEC=$mode $CORDON session exec "$ID" --json -- sh -c 'exit 126'
+    [ "$status" -eq 126 ]
+    [[ "$output" != *exec_failure* ]]
+    run $CORDON session destroy "$ID"
+    [ "$status" -eq 0 ]
+  done
+  # cordon run too, on the api path.
+  run -127 --separate-stderr env CORDON_DOCKER_EXEC=api $CORDON run --backend docker --json -- nosuchcmd
   [ "$status" -eq 127 ]
   [[ "$output" == *'"exec_failure": "not_found"'* ]]
-  run -127 --separate-stderr $CORDON session exec "$ID" --json -- sh -c 'exit 127'
+  run -127 --separate-stderr env CORDON_DOCKER_EXEC=api $CORDON run --backend docker --json -- sh -c 'exit 127'
   [ "$status" -eq 127 ]
   [[ "$output" != *exec_failure* ]]
 }

@@ -196,6 +196,8 @@ static void test_trailer(void **state) {
   static const char fake[] = "x" MAGIC "exit:3\ny"; /* not at the end: kept as text */
   static const char junk[] = "x" MAGIC "exit:\n";   /* malformed: kept as text */
   static const char two[] = MAGIC "exit:1\n" MAGIC "exit:2\n";
+  static const char execfail[] =
+      "cordon: nosuchcmd: No such file or directory\n" MAGIC "execfail:127\n";
   for (size_t step = 1; step <= 70; step += 3) {
     expect_tail(exit7, sizeof(exit7) - 1, step, "some error text\n", 16, DOCKER_STATUS_EXIT, 7);
     expect_tail(signal15, sizeof(signal15) - 1, step, "", 0, DOCKER_STATUS_SIGNAL, 15);
@@ -203,6 +205,9 @@ static void test_trailer(void **state) {
     expect_tail(none, sizeof(none) - 1, step, none, sizeof(none) - 1, DOCKER_STATUS_NONE, 0);
     expect_tail(two, sizeof(two) - 1, step, MAGIC "exit:1\n", sizeof(MAGIC "exit:1\n") - 1,
                 DOCKER_STATUS_EXIT, 2);
+    expect_tail(execfail, sizeof(execfail) - 1, step,
+                "cordon: nosuchcmd: No such file or directory\n", 45, DOCKER_STATUS_EXEC_FAILED,
+                127);
   }
   struct docker_capture c;
   docker_capture_init(&c, 1 << 20);
@@ -245,6 +250,8 @@ static void test_trailer_with_truncation(void **state) {
   assert_int_equal(docker_status_exit_code(&st), 143);
   st = (struct docker_status){DOCKER_STATUS_TIMEOUT, 9};
   assert_int_equal(docker_status_exit_code(&st), 137);
+  st = (struct docker_status){DOCKER_STATUS_EXEC_FAILED, 127};
+  assert_int_equal(docker_status_exit_code(&st), 127);
 }
 
 /* ---- DOCKER_HOST -------------------------------------------------------------------------- */

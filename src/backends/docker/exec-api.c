@@ -1,8 +1,9 @@
 /* Execs through the engine's exec API (CORDON_DOCKER_EXEC=api, and containers made before the
  * agent existed): one engine exec per command, run under cordon-docker-init's exec wrapper,
- * which gives it the agent's semantics (exact environment, 126/127, a timeout that kills the
- * exec's whole tree and only it, a status trailer on stderr telling signals and timeouts
- * apart); the exit code comes from exec inspect. Whether the container died under an exec
+ * which gives it the agent's semantics (exact environment, 126/127 and exec_failure, a timeout
+ * that kills the exec's whole tree and only it, background processes that outlive a command
+ * ending by itself, a status trailer on stderr telling signals and timeouts apart); the exit
+ * code comes from exec inspect. Whether the container died under an exec
  * is container.c's to tell (both exec paths ask). */
 #include <errno.h>
 #include <stdio.h>
@@ -240,6 +241,10 @@ int docker_exec_api(struct cordon_session *s, struct docker_session *d,
   res->exit_code = code & 0xff;
   if (agree && status.kind == DOCKER_STATUS_SIGNAL)
     res->term_signal = status.value;
+  /* The trailer is the workload's stderr's last bytes: only the two values execve's failure
+   * can have count. */
+  if (agree && status.kind == DOCKER_STATUS_EXEC_FAILED && (code == 126 || code == 127))
+    res->exec_failure = code;
   if ((agree && status.kind == DOCKER_STATUS_TIMEOUT) || host_killed) {
     res->timed_out = true;
     res->exit_code = 128 + 9;

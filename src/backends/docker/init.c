@@ -11,9 +11,12 @@
  *                            every orphan (a process reparented to pid 1 lost its wrapper).
  *
  * The exec wrapper is what gives docker execs the semantics of cordon's process runner:
- *   - it is a child subreaper, so everything the command starts, including daemonised
- *     (setsid, double-forked) grandchildren, stays its descendant; when the command ends or
- *     the timeout fires, it kills that whole tree and nothing else in the container;
+ *   - its keeper (a child of the wrapper) is a child subreaper, so everything the command
+ *     starts, including daemonised (setsid, double-forked) grandchildren, stays its
+ *     descendant; when the timeout fires, it kills that whole tree and nothing else in the
+ *     container. A command that ends by itself keeps what it left running: the wrapper
+ *     reports and exits (so `docker exec` returns), the keeper goes on under init as the
+ *     reaper of that tree until it ends or the session does;
  *   - the command runs in a new session, with exactly the requested environment (--keep names
  *     the variables to keep from what the engine passed), in --cwd, with fds 0-2 only;
  *   - "not found" is 127 and "cannot execute" 126, with a message on stderr;
@@ -21,7 +24,8 @@
  *     of the engine's default profile (filters stack: a syscall must pass both), so the
  *     command gets Docker's default plus ours; with no engine profile in force it refuses;
  *   - at the end it writes a status trailer as the last bytes of stderr, which the host strips:
- *     "\0cordon-exec-status:KIND:N\n" with KIND exit, signal, timeout, chdir or setup. The
+ *     "\0cordon-exec-status:KIND:N\n" with KIND exit, signal, timeout, chdir, setup,
+ *     noseccomp or execfail (execve failed: N is 126 or 127, as the exit code). The
  *     engine's exit code (exec inspect) cannot tell "exit 143" from "killed by SIGTERM" or a
  *     timeout from a SIGKILL; the trailer can.
  *
@@ -422,40 +426,51 @@ static void trailer(const char *kind, int value) {
     write_all(STDERR_FILENO, buf, m + (size_t)n);
 }
 
-static int exec_main(struct exec_options *o) {
-  /* Children orphaned anywhere in the tree come back to us instead of pid 1. */
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
-  /* Not ptrace-able by the command (same uid): it cannot rewrite our memory or our --token. */
-  prctl(PR_SET_DUMPABLE, 0);
+/* The exec is over and its command left processes running: stay their subreaper (so that
+ * init's sweep for orphans, which spares live monitors' trees, leaves them alone) and reap
+ * them until none is left. Session shutdown ends them: the engine's stop makes init kill
+ * everything. Any living descendant makes a child of ours (orphans come back to us), so
+ * waitpid ends with ECHILD exactly when the tree is gone. */
+static void monitor_keep(void) {
+  for (;;) {
+    pid_t p = waitpid(-1, NULL, 0);
+    if (p < 0 && errno == ECHILD)
+      return;
+    if (p < 0 && errno != EINTR)
+      nap_ms(100);
+  }
+}
 
-  /* The engine passed the requested environment merged over the container's own; keep only
-   * the requested names. */
-  size_t n_env = 0;
-  for (char **e = environ; *e; e++)
-    n_env++;
-  char **envp = calloc(n_env + 1, sizeof(char *));
-  if (!envp)
-    return 126;
-  size_t k = 0;
-  for (char **e = environ; *e; e++)
-    if (kept(o, *e))
-      envp[k++] = *e;
+/* What the exec wrapper's keeper tells the wrapper: the trailer to write and the exit code. */
+struct exec_outcome {
+  char kind[16];
+  int value, code;
+};
 
-  sigset_t mask, old;
+static void outcome_set(struct exec_outcome *out, const char *kind, int value, int code) {
+  snprintf(out->kind, sizeof(out->kind), "%s", kind);
+  out->value = value;
+  out->code = code;
+}
+
+/* The keeper's part of an exec (see exec_main): run the command as the subreaper of its tree,
+ * wait for it or its timeout, and say what happened. True when the command ended by itself:
+ * what it left running is kept, as the agent's monitor keeps it. */
+static bool exec_keeper_run(struct exec_options *o, char **envp, struct exec_outcome *out) {
+  sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &mask, &old);
-  signal(SIGPIPE, SIG_IGN); /* the host may go away; the trailer write must not kill us */
-
   int report[2];
-  if (pipe2(report, O_CLOEXEC) < 0)
-    return 126;
+  if (pipe2(report, O_CLOEXEC) < 0) {
+    outcome_set(out, "setup", errno, 126);
+    return false;
+  }
   double deadline = o->timeout_ms > 0 ? now() + (double)o->timeout_ms / 1000.0 : 0;
   struct command child = {.pid = fork()};
   if (child.pid < 0) {
     say("cordon: cannot start %s: %s\n", o->argv[0], strerror(errno));
-    trailer("setup", errno);
-    return 126;
+    outcome_set(out, "setup", errno, 126);
+    return false;
   }
   if (child.pid == 0)
     child_run(o->cwd, o->argv, envp, NULL, report[1]);
@@ -464,11 +479,12 @@ static int exec_main(struct exec_options *o) {
   bool timed_out = false;
   if (command_failed_early(report[0], &rep)) {
     command_finish(&child);
-    trailer(rep.stage == STAGE_CHDIR        ? "chdir"
-            : rep.stage == STAGE_NO_SECCOMP ? "noseccomp"
-                                            : "setup",
-            rep.errnum);
-    return 126;
+    outcome_set(out,
+                rep.stage == STAGE_CHDIR        ? "chdir"
+                : rep.stage == STAGE_NO_SECCOMP ? "noseccomp"
+                                                : "setup",
+                rep.errnum, 126);
+    return false;
   }
   while (!child.done) {
     struct timespec wait = {.tv_sec = 3600}, *wp = &wait;
@@ -486,19 +502,105 @@ static int exec_main(struct exec_options *o) {
       nap_ms(10);
     command_reap(&child);
   }
-  /* The command ended (or its time is up): nothing it started may outlive it. */
-  command_finish(&child);
   if (timed_out) {
-    trailer("timeout", SIGKILL);
-    return 128 + SIGKILL;
+    /* Its time is up: nothing it started may outlive it. */
+    command_finish(&child);
+    outcome_set(out, "timeout", SIGKILL, 128 + SIGKILL);
+    return false;
+  }
+  if (rep.stage == STAGE_EXEC && WIFEXITED(child.status) &&
+      (WEXITSTATUS(child.status) == 126 || WEXITSTATUS(child.status) == 127)) {
+    /* execve failed (told through the report pipe before it closed): a kind of its own, so
+     * that the host tells it apart from a command that exits 126/127 itself. */
+    outcome_set(out, "execfail", WEXITSTATUS(child.status), WEXITSTATUS(child.status));
+    return true;
   }
   if (WIFSIGNALED(child.status)) {
-    trailer("signal", WTERMSIG(child.status));
-    return 128 + WTERMSIG(child.status);
+    outcome_set(out, "signal", WTERMSIG(child.status), 128 + WTERMSIG(child.status));
+    return true;
   }
   int code = WIFEXITED(child.status) ? WEXITSTATUS(child.status) : 126;
-  trailer("exit", code);
-  return code;
+  outcome_set(out, "exit", code, code);
+  return true;
+}
+
+/* The keeper process: the child subreaper of the command's tree. It hands the outcome to the
+ * wrapper through report_fd, and when the command ended by itself stays the reaper of what it
+ * left running (a server, `cmd &`, a setsid daemon) until that ends or the session does. */
+static _Noreturn void exec_keeper(struct exec_options *o, char **envp, int report_fd) {
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  struct exec_outcome out = {0};
+  bool keep = exec_keeper_run(o, envp, &out);
+  write_all(report_fd, (const char *)&out, sizeof(out));
+  close(report_fd);
+  if (keep) {
+    /* Our copies of the exec's streams must not hold them open: the wrapper has them. */
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; null >= 0 && fd < 3; fd++)
+      dup2(null, fd);
+    monitor_keep();
+  }
+  _exit(0);
+}
+
+/* The exec wrapper. `docker exec` lasts as long as the process it started, so that process
+ * (this one) cannot also be the keeper of the command's background processes: it forks the
+ * keeper, which runs the command, waits for the outcome, writes the trailer and exits. The
+ * keeper, a child of ours with our command line (--token included, for kill-exec), goes on
+ * under init when we exit. */
+static int exec_main(struct exec_options *o) {
+  /* Not ptrace-able by the command (same uid): it cannot rewrite our memory or our --token.
+   * Inherited by the keeper. */
+  prctl(PR_SET_DUMPABLE, 0);
+
+  /* The engine passed the requested environment merged over the container's own; keep only
+   * the requested names. */
+  size_t n_env = 0;
+  for (char **e = environ; *e; e++)
+    n_env++;
+  char **envp = calloc(n_env + 1, sizeof(char *));
+  if (!envp)
+    return 126;
+  size_t k = 0;
+  for (char **e = environ; *e; e++)
+    if (kept(o, *e))
+      envp[k++] = *e;
+
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &mask, NULL);
+  signal(SIGPIPE, SIG_IGN); /* the host may go away; the trailer write must not kill us */
+
+  int outcome_pipe[2];
+  if (pipe2(outcome_pipe, O_CLOEXEC) < 0) {
+    trailer("setup", errno);
+    return 126;
+  }
+  pid_t keeper = fork();
+  if (keeper < 0) {
+    say("cordon: cannot start %s: %s\n", o->argv[0], strerror(errno));
+    trailer("setup", errno);
+    return 126;
+  }
+  if (keeper == 0) {
+    close(outcome_pipe[0]);
+    exec_keeper(o, envp, outcome_pipe[1]);
+  }
+  close(outcome_pipe[1]);
+  free(envp);
+  struct exec_outcome out;
+  ssize_t n;
+  do
+    n = read(outcome_pipe[0], &out, sizeof(out));
+  while (n < 0 && errno == EINTR);
+  close(outcome_pipe[0]);
+  /* A keeper killed before it reported: no trailer, so the host kills what is left. */
+  if (n != (ssize_t)sizeof(out))
+    return 126;
+  out.kind[sizeof(out.kind) - 1] = 0;
+  trailer(out.kind, out.value);
+  return out.code;
 }
 
 static int parse_exec(int argc, char **argv, struct exec_options *o) {
@@ -533,7 +635,8 @@ static int parse_exec(int argc, char **argv, struct exec_options *o) {
 
 /* ---- kill-exec ---------------------------------------------------------------------------- */
 
-/* Is pid a wrapper started with --token token? (argv: INIT exec --token TOKEN ...) */
+/* Is pid a wrapper started with --token token (any token when NULL)? (argv: INIT exec --token
+ * TOKEN ...) */
 static bool is_wrapper(pid_t pid, const char *token) {
   char path[64], buf[4096];
   snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
@@ -550,7 +653,7 @@ static bool is_wrapper(pid_t pid, const char *token) {
   for (const char *p = buf; p < buf + n && count < 4; p += strlen(p) + 1)
     args[count++] = p;
   return count == 4 && !strcmp(args[1], "exec") && !strcmp(args[2], "--token") &&
-         !strcmp(args[3], token);
+         (!token || !strcmp(args[3], token));
 }
 
 static int kill_exec_main(const char *token) {
@@ -560,8 +663,11 @@ static int kill_exec_main(const char *token) {
     proc_table_scan(&t);
     for (size_t i = 0; i < t.count; i++) {
       struct proc *p = &t.items[i];
-      /* The wrapper, and every orphan: a process reparented to pid 1 lost its wrapper. */
-      p->marked = p->pid != 1 && p->pid != self && (p->ppid == 1 || is_wrapper(p->pid, token));
+      /* The wrapper (and its keeper), and every orphan: a process reparented to pid 1 lost
+       * its wrapper. The keepers of earlier execs are orphans too, and what they keep must
+       * outlive this exec: spared, with their trees. */
+      p->marked = p->pid != 1 && p->pid != self &&
+                  (is_wrapper(p->pid, token) || (p->ppid == 1 && !is_wrapper(p->pid, NULL)));
     }
     proc_table_mark_descendants(&t);
     size_t found = 0;
@@ -588,21 +694,6 @@ static void send_reply(int conn, enum exec_wire_reply_type type, int32_t a, int3
 static int ms_left(double deadline) {
   double left = (deadline - now()) * 1000.0;
   return left <= 0 ? 0 : left > 3600000.0 ? 3600000 : (int)left + 1;
-}
-
-/* The exec is over and its command left processes running: stay their subreaper (so that
- * init's sweep for orphans, which spares live monitors' trees, leaves them alone) and reap
- * them until none is left. Session shutdown ends them: the engine's stop makes init kill
- * everything. Any living descendant makes a child of ours (orphans come back to us), so
- * waitpid ends with ECHILD exactly when the tree is gone. */
-static void monitor_keep(void) {
-  for (;;) {
-    pid_t p = waitpid(-1, NULL, 0);
-    if (p < 0 && errno == ECHILD)
-      return;
-    if (p < 0 && errno != EINTR)
-      nap_ms(100);
-  }
 }
 
 /* One exec, in a process of its own forked by init: read the request, run the command,

@@ -202,9 +202,10 @@ static bool parse_status(const unsigned char *p, size_t n, struct docker_status 
   static const struct {
     const char *name;
     enum docker_status_kind kind;
-  } kinds[] = {{"exit", DOCKER_STATUS_EXIT},       {"signal", DOCKER_STATUS_SIGNAL},
-               {"timeout", DOCKER_STATUS_TIMEOUT}, {"chdir", DOCKER_STATUS_CHDIR},
-               {"setup", DOCKER_STATUS_SETUP},     {"noseccomp", DOCKER_STATUS_NO_SECCOMP}};
+  } kinds[] = {{"exit", DOCKER_STATUS_EXIT},           {"signal", DOCKER_STATUS_SIGNAL},
+               {"timeout", DOCKER_STATUS_TIMEOUT},     {"chdir", DOCKER_STATUS_CHDIR},
+               {"setup", DOCKER_STATUS_SETUP},         {"noseccomp", DOCKER_STATUS_NO_SECCOMP},
+               {"execfail", DOCKER_STATUS_EXEC_FAILED}};
   if (n < 3 || p[n - 1] != '\n')
     return false;
   for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
@@ -248,7 +249,8 @@ void docker_tail_finish(struct docker_tail *t, struct docker_status *status) {
 
 int docker_status_exit_code(const struct docker_status *status) {
   switch (status->kind) {
-  case DOCKER_STATUS_EXIT: return status->value;
+  case DOCKER_STATUS_EXIT:
+  case DOCKER_STATUS_EXEC_FAILED: return status->value;
   case DOCKER_STATUS_SIGNAL: return 128 + status->value;
   case DOCKER_STATUS_TIMEOUT: return 128 + 9;
   case DOCKER_STATUS_CHDIR:

@@ -90,7 +90,8 @@ enum docker_status_kind {
   DOCKER_STATUS_TIMEOUT,
   DOCKER_STATUS_CHDIR,
   DOCKER_STATUS_SETUP,
-  DOCKER_STATUS_NO_SECCOMP, /* the engine applied no seccomp profile: refused, fail closed */
+  DOCKER_STATUS_NO_SECCOMP,  /* the engine applied no seccomp profile: refused, fail closed */
+  DOCKER_STATUS_EXEC_FAILED, /* execve failed: value 127 not found, 126 cannot execute */
 };
 
 struct docker_status {
