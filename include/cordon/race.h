@@ -40,6 +40,9 @@ struct cordon_rank_profile {
   const char *name;
   const struct cordon_rank_axis *axes;
   size_t n_axes;
+  /* NULL, or the cost rule the scores were measured by (CORDON_COST_RULE, below): a race names
+   * it in its receipt's profile, so a receipt says how its costs were counted. */
+  const char *cost_rule;
 };
 
 struct cordon_rank_score {
@@ -77,9 +80,9 @@ CORDON_API int cordon_rank_topsis(const struct cordon_rank_profile *profile,
 CORDON_API void cordon_rank_results_free(struct cordon_rank_result *results, size_t count);
 
 /* A profile as JSON: {"axes":[{"direction":"benefit","name":...,"weight":...},...],
- * "method":"topsis","name":...}. Parsing is strict (unknown members refused) and bounded;
- * the result is checked and freed with cordon_rank_profile_free. to_json gives canonical JSON
- * (RFC 8785), the form bound into selection receipts. */
+ * "cost_rule":... (optional), "method":"topsis","name":...}. Parsing is strict (unknown members
+ * refused) and bounded; the result is checked and freed with cordon_rank_profile_free. to_json
+ * gives canonical JSON (RFC 8785), the form bound into selection receipts. */
 CORDON_API int cordon_rank_profile_parse(const char *text, size_t length,
                                          struct cordon_rank_profile **out,
                                          struct cordon_error **err);
@@ -121,10 +124,29 @@ struct cordon_race_change {
   uint64_t added, removed, modified;
   uint64_t bytes_added;   /* content of added entries and the new content of modified ones */
   uint64_t bytes_removed; /* content of removed entries and the old content of modified ones */
+  /* What the cost rule (CORDON_COST_RULE, docs/formats.md) measures, read from the blobs by
+   * cordon_race_change_measure; all 0 and content_measured false from the manifests alone
+   * (cordon_race_change_compute) and in receipts written before the rule. */
+  uint64_t lines_changed; /* text: lines removed + added by a minimal line diff against the base */
+  uint64_t bytes_changed; /* binary (a NUL in the first 8 KiB): bytes that differ */
+  uint64_t meta_changed;  /* entries kept whose kind, mode, link target or device changed */
+  bool content_measured;
 };
+
+/* The name of the cost rule; a profile written into a receipt names it (cost_rule). */
+#define CORDON_COST_RULE "changed-lines.v1"
+/* A file larger than this (either side) is not read: it costs its old and new size in bytes. */
+#define CORDON_RACE_DIFF_MAX_BYTES (32u << 20)
 
 /* Both arrays in any order; paths are compared as bytes. */
 CORDON_API int cordon_race_change_compute(const struct cordon_snapshot_entry *base, size_t n_base,
+                                          const struct cordon_snapshot_entry *terminal,
+                                          size_t n_terminal, struct cordon_race_change *out,
+                                          struct cordon_error **err);
+/* The same, and what the cost rule measures: each file added, removed or modified is read from
+ * cas by its digest (verified, as every read of the store) and compared with its base. */
+CORDON_API int cordon_race_change_measure(struct cordon_cas *cas,
+                                          const struct cordon_snapshot_entry *base, size_t n_base,
                                           const struct cordon_snapshot_entry *terminal,
                                           size_t n_terminal, struct cordon_race_change *out,
                                           struct cordon_error **err);
@@ -132,7 +154,9 @@ CORDON_API int cordon_race_change_compute(const struct cordon_snapshot_entry *ba
 /* One candidate's outcome and its score vector (pure, see cordon_race_score):
  *   correctness   (benefit) without a judge: 1 when the command exited 0 (not timed out), else
  *                 0; with a judge: the mean of the command's and the judge's pass (0, 0.5, 1);
- *   cost          (cost) changed entries + bytes_added + bytes_removed;
+ *   cost          (cost) measured (CORDON_COST_RULE): entries added + removed + meta_changed +
+ *                 lines_changed + bytes_changed, so a one-line fix in a large file costs 2;
+ *                 not measured (older receipts): changed entries + bytes_added + bytes_removed;
  *   reversibility (benefit) the share of the base's entries the candidate left untouched,
  *                 (base_entries - removed - modified) / base_entries, in [0, 1]: a candidate
  *                 that only adds is fully reversible by deleting what it added. */

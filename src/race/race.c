@@ -31,6 +31,7 @@
 #include "base/fs.h"
 #include "crypto/digest.h"
 #include "crypto/jcs.h"
+#include "race/cost.h"
 
 /* Output of the command and the judge is not kept (results belong in the workspace); a small
  * bound keeps K concurrent captures cheap. */
@@ -77,9 +78,11 @@ static const struct cordon_snapshot_entry **sorted_view(const struct cordon_snap
   return v;
 }
 
-int cordon_race_change_compute(const struct cordon_snapshot_entry *base, size_t n_base,
-                               const struct cordon_snapshot_entry *terminal, size_t n_terminal,
-                               struct cordon_race_change *out, struct cordon_error **err) {
+/* Walk the two manifests in path order; with cas, also measure what the cost rule counts. */
+static int change_walk(struct cordon_cas *cas, const struct cordon_snapshot_entry *base,
+                       size_t n_base, const struct cordon_snapshot_entry *terminal,
+                       size_t n_terminal, struct cordon_race_change *out,
+                       struct cordon_error **err) {
   memset(out, 0, sizeof(*out));
   /* Manifests come sorted, but their order is the snapshot module's business: sort views here
    * so the merge below depends only on the bytes of the paths. */
@@ -88,26 +91,45 @@ int cordon_race_change_compute(const struct cordon_snapshot_entry *base, size_t 
   if (!a || !b)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "snapshot change");
   out->base_entries = n_base;
+  out->content_measured = cas != NULL;
   size_t i = 0, j = 0;
   while (i < n_base || j < n_terminal) {
     int c = i == n_base ? 1 : j == n_terminal ? -1 : compare_entry_paths(&a[i], &b[j]);
+    const struct cordon_snapshot_entry *was = NULL, *now = NULL;
     if (c < 0) {
       out->removed++;
-      out->bytes_removed += content_bytes(a[i++]);
+      out->bytes_removed += content_bytes(was = a[i++]);
     } else if (c > 0) {
       out->added++;
-      out->bytes_added += content_bytes(b[j++]);
+      out->bytes_added += content_bytes(now = b[j++]);
     } else {
       if (!entries_equal(a[i], b[j])) {
         out->modified++;
-        out->bytes_removed += content_bytes(a[i]);
-        out->bytes_added += content_bytes(b[j]);
+        out->bytes_removed += content_bytes(was = a[i]);
+        out->bytes_added += content_bytes(now = b[j]);
       }
       i++;
       j++;
     }
+    if (cas && (was || now) && race_cost_measure(cas, was, now, out, err) < 0)
+      return -1;
   }
   return 0;
+}
+
+int cordon_race_change_compute(const struct cordon_snapshot_entry *base, size_t n_base,
+                               const struct cordon_snapshot_entry *terminal, size_t n_terminal,
+                               struct cordon_race_change *out, struct cordon_error **err) {
+  return change_walk(NULL, base, n_base, terminal, n_terminal, out, err);
+}
+
+int cordon_race_change_measure(struct cordon_cas *cas, const struct cordon_snapshot_entry *base,
+                               size_t n_base, const struct cordon_snapshot_entry *terminal,
+                               size_t n_terminal, struct cordon_race_change *out,
+                               struct cordon_error **err) {
+  if (!cas)
+    return cordon_error_set(err, CORDON_ERR_INVALID, EINVAL, "snapshot change: no store");
+  return change_walk(cas, base, n_base, terminal, n_terminal, out, err);
 }
 
 void cordon_race_score(struct cordon_race_outcome *o) {
@@ -119,8 +141,12 @@ void cordon_race_score(struct cordon_race_outcome *o) {
     o->correctness = passed ? 1.0 : 0.0;
   }
   const struct cordon_race_change *c = &o->change;
-  o->cost = (double)(c->added + c->removed + c->modified) + (double)c->bytes_added +
-            (double)c->bytes_removed;
+  if (c->content_measured)
+    o->cost = (double)(c->added + c->removed + c->meta_changed) + (double)c->lines_changed +
+              (double)c->bytes_changed;
+  else
+    o->cost = (double)(c->added + c->removed + c->modified) + (double)c->bytes_added +
+              (double)c->bytes_removed;
   uint64_t touched = c->removed + c->modified;
   if (c->base_entries == 0)
     o->reversibility = 1.0;
@@ -170,10 +196,19 @@ static json_t *outcome_json(const struct cordon_race_outcome *o) {
 }
 
 static json_t *change_json(const struct cordon_race_change *c) {
-  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "added", (json_int_t)c->added, "base_entries",
-                   (json_int_t)c->base_entries, "bytes_added", (json_int_t)c->bytes_added,
-                   "bytes_removed", (json_int_t)c->bytes_removed, "modified",
-                   (json_int_t)c->modified, "removed", (json_int_t)c->removed);
+  json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "added", (json_int_t)c->added,
+                        "base_entries", (json_int_t)c->base_entries, "bytes_added",
+                        (json_int_t)c->bytes_added, "bytes_removed", (json_int_t)c->bytes_removed,
+                        "modified", (json_int_t)c->modified, "removed", (json_int_t)c->removed);
+  /* What the cost rule measured (a receipt's cost is derived from these). */
+  if (j && c->content_measured &&
+      (json_object_set_new(j, "bytes_changed", json_integer((json_int_t)c->bytes_changed)) < 0 ||
+       json_object_set_new(j, "lines_changed", json_integer((json_int_t)c->lines_changed)) < 0 ||
+       json_object_set_new(j, "meta_changed", json_integer((json_int_t)c->meta_changed)) < 0)) {
+    json_decref(j);
+    return NULL;
+  }
+  return j;
 }
 
 /* The body without its signer: everything in it is a function of the inputs and the results,
@@ -479,7 +514,7 @@ static int terminal_change(struct slot *s, struct cordon_error **err) {
   int r = -1;
   if (cordon_cas_open_project(s->race->ctx, &cas, err) == 0 &&
       cordon_snapshot_entries(cas, s->snapshot, &entries, &n, err) == 0)
-    r = cordon_race_change_compute(s->race->base_entries, s->race->n_base, entries, n,
+    r = cordon_race_change_measure(cas, s->race->base_entries, s->race->n_base, entries, n,
                                    &s->outcome.change, err);
   cordon_snapshot_entries_free(entries, n);
   cordon_cas_close(cas);
@@ -744,8 +779,11 @@ void cordon_race_result_clear(struct cordon_race_result *result) {
 int cordon_race_run(struct cordon_context *ctx, const struct cordon_race_options *o,
                     struct cordon_race_result *result, struct cordon_error **err) {
   memset(result, 0, sizeof(*result));
-  const struct cordon_rank_profile *profile =
-      o->profile ? o->profile : cordon_rank_default_profile();
+  /* The profile sealed in the receipt names the cost rule its costs were measured by. */
+  struct cordon_rank_profile measured_profile =
+      *(o->profile ? o->profile : cordon_rank_default_profile());
+  measured_profile.cost_rule = CORDON_COST_RULE;
+  const struct cordon_rank_profile *profile = &measured_profile;
   if (check_options(o, profile, err) < 0)
     return -1;
   struct cordon_signing_key *key = NULL;
@@ -766,7 +804,8 @@ int cordon_race_run(struct cordon_context *ctx, const struct cordon_race_options
   }
   r.base_entries = base_entries;
   r.n_base = n_base;
-  if (cordon_race_change_compute(base_entries, n_base, base_entries, n_base, &r.unchanged, err) < 0)
+  if (cordon_race_change_measure(cas, base_entries, n_base, base_entries, n_base, &r.unchanged,
+                                 err) < 0)
     goto out;
   pthread_mutex_init(&r.mu, NULL);
   r.slots = calloc(r.k, sizeof(*r.slots));

@@ -164,8 +164,11 @@ static bool tier_known(const char *name) {
 static const char *read_candidate(const json_t *j, bool judged, struct body_candidate *c) {
   static const char *const members[] = {"backend", "change", "closeness", "isolation_tier",
                                         "outcome", "scores", "snapshot",  "task_id"};
-  static const char *const change_members[] = {"added",         "base_entries", "bytes_added",
-                                               "bytes_removed", "modified",     "removed"};
+  /* The last three: what the cost rule measured (CORDON_COST_RULE); absent from receipts
+   * written before it, whose cost is the older byte count. */
+  static const char *const change_members[] = {"added",         "base_entries",  "bytes_added",
+                                               "bytes_removed", "modified",      "removed",
+                                               "bytes_changed", "lines_changed", "meta_changed"};
   static const char *const score_members[] = {CORDON_SCORE_CORRECTNESS, CORDON_SCORE_COST,
                                               CORDON_SCORE_REVERSIBILITY};
   static const char *const outcome_members[] = {"exit_code", "timed_out", "judge_exit_code",
@@ -211,12 +214,20 @@ static const char *read_candidate(const json_t *j, bool judged, struct body_cand
   }
 
   json_t *change = json_object_get(j, "change");
-  if (!has_exactly(change, change_members, ARRAY_SIZE(change_members), 0))
+  size_t measured = json_object_get(change, "bytes_changed") != NULL;
+  measured += json_object_get(change, "lines_changed") != NULL;
+  measured += json_object_get(change, "meta_changed") != NULL;
+  if (!has_exactly(change, change_members, ARRAY_SIZE(change_members), 3) ||
+      (measured != 0 && measured != 3))
     return "a candidate's change must have exactly added, base_entries, bytes_added, "
-           "bytes_removed, modified and removed";
-  uint64_t *fields[] = {&o->change.added,         &o->change.base_entries, &o->change.bytes_added,
-                        &o->change.bytes_removed, &o->change.modified,     &o->change.removed};
-  for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+           "bytes_removed, modified and removed, and either all or none of bytes_changed, "
+           "lines_changed and meta_changed";
+  o->change.content_measured = measured == 3;
+  uint64_t *fields[] = {
+      &o->change.added,         &o->change.base_entries,  &o->change.bytes_added,
+      &o->change.bytes_removed, &o->change.modified,      &o->change.removed,
+      &o->change.bytes_changed, &o->change.lines_changed, &o->change.meta_changed};
+  for (size_t i = 0; i < (measured ? 9u : 6u); i++)
     if (!integer_in(json_object_get(change, change_members[i]), 0, 9007199254740992.0, fields[i]))
       return "a candidate's change counts must be non-negative integers";
 
@@ -558,7 +569,12 @@ static void report_blob(struct cordon_receipt_report *r, const struct blob_check
                    b->message ? b->message : "cannot be checked");
 }
 
+/* a: measured from the snapshots; b: as recorded (measured by the cost rule, or older). */
 static bool change_equal(const struct cordon_race_change *a, const struct cordon_race_change *b) {
+  if (b->content_measured &&
+      (!a->content_measured || a->lines_changed != b->lines_changed ||
+       a->bytes_changed != b->bytes_changed || a->meta_changed != b->meta_changed))
+    return false;
   return a->base_entries == b->base_entries && a->added == b->added && a->removed == b->removed &&
          a->modified == b->modified && a->bytes_added == b->bytes_added &&
          a->bytes_removed == b->bytes_removed;
@@ -666,8 +682,24 @@ static int check_store(struct cordon_cas *cas, struct body *b, struct cordon_rec
     if (base_ok) {
       struct cordon_race_change change;
       rc = cordon_race_change_compute(base_entries, n_base, entries, n, &change, err);
+      bool measured = false;
+      for (size_t i = 0; i < b->n; i++)
+        measured |= !strcmp(b->c[i].snapshot, id) && b->c[i].outcome.change.content_measured;
+      /* The cost rule reads the changed files: one that cannot be read (absent, corrupt, not a
+       * regular file) is reported by the blob checks below, every file blob of every snapshot
+       * being checked there; the measured part of the change is then not compared. */
+      struct cordon_error *measure_err = NULL;
+      if (rc == 0 && measured &&
+          cordon_race_change_measure(cas, base_entries, n_base, entries, n, &change, &measure_err) <
+              0) {
+        rc = cordon_race_change_compute(base_entries, n_base, entries, n, &change, err);
+        measured = false;
+      }
+      cordon_error_free(measure_err);
       for (size_t i = 0; rc == 0 && i < b->n; i++)
-        if (!strcmp(b->c[i].snapshot, id) && !change_equal(&change, &b->c[i].outcome.change))
+        if (!strcmp(b->c[i].snapshot, id) &&
+            (measured || !b->c[i].outcome.change.content_measured) &&
+            !change_equal(&change, &b->c[i].outcome.change))
           report_verdict(r, CORDON_VERDICT_FAILED, id,
                          "%s: the recorded change does not match its snapshot %s against the "
                          "base",

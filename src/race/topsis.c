@@ -52,6 +52,8 @@ int cordon_rank_profile_check(const struct cordon_rank_profile *profile,
                               struct cordon_error **err) {
   if (!profile || !profile->axes || profile->n_axes == 0)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "ranking profile: no axes");
+  if (profile->cost_rule && strcmp(profile->cost_rule, CORDON_COST_RULE))
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "ranking profile: unknown cost rule");
   double sum = 0;
   for (size_t j = 0; j < profile->n_axes; j++) {
     const struct cordon_rank_axis *a = &profile->axes[j];
@@ -282,7 +284,7 @@ int cordon_rank_profile_parse(const char *text, size_t length, struct cordon_ran
   int r = -1;
   const char *unknown = NULL;
   struct owned_profile *p = NULL;
-  static const char *const top[] = {"axes", "method", "name"};
+  static const char *const top[] = {"axes", "method", "name", "cost_rule"};
   static const char *const axis_members[] = {"direction", "name", "weight"};
   if (!json_is_object(root)) {
     cordon_error_set(err, CORDON_ERR_INVALID, 0, "ranking profile: not a JSON object");
@@ -302,6 +304,13 @@ int cordon_rank_profile_parse(const char *text, size_t length, struct cordon_ran
     cordon_error_set(err, CORDON_ERR_INVALID, 0, "ranking profile: bad name");
     goto out;
   }
+  json_t *cost_rule = json_object_get(root, "cost_rule");
+  if (cost_rule &&
+      (!json_is_string(cost_rule) || strcmp(json_string_value(cost_rule), CORDON_COST_RULE))) {
+    cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                     "ranking profile: cost_rule must be \"" CORDON_COST_RULE "\"");
+    goto out;
+  }
   if (!json_is_array(axes) || json_array_size(axes) == 0 ||
       json_array_size(axes) > PROFILE_MAX_AXES) {
     cordon_error_set(err, CORDON_ERR_INVALID, 0,
@@ -316,6 +325,7 @@ int cordon_rank_profile_parse(const char *text, size_t length, struct cordon_ran
   }
   p->profile.name = p->name;
   p->profile.axes = p->axes;
+  p->profile.cost_rule = cost_rule ? CORDON_COST_RULE : NULL;
   for (size_t j = 0; j < n; j++) {
     json_t *a = json_array_get(axes, j);
     if (!json_is_object(a) || !only_members(a, axis_members, ARRAY_SIZE(axis_members), &unknown)) {
@@ -364,6 +374,11 @@ int cordon_rank_profile_to_json(const struct cordon_rank_profile *profile, char 
   json_t *axes = json_array();
   json_t *root = json_pack("{s:o, s:s, s:s}", "axes", axes, "method", "topsis", "name",
                            profile->name && *profile->name ? profile->name : "custom");
+  if (root && profile->cost_rule &&
+      json_object_set_new(root, "cost_rule", json_string(profile->cost_rule)) < 0) {
+    json_decref(root);
+    root = NULL;
+  }
   if (!root)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "ranking profile");
   for (size_t j = 0; j < profile->n_axes; j++) {
