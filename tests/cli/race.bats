@@ -464,3 +464,45 @@ docker_or_skip() {
   [ "${lines[0]}" = 1000 ]
   [[ "$output" == *written*ro-root*tmp* ]]
 }
+
+@test "honest cost: one line changed in a 46 KB file costs 2 lines, a new 4-line file 5 (issue 17)" {
+  mkdir big
+  for i in $(seq 1 1000); do printf 'line %04d of a large source file, unchanged.....\n' "$i"; done > big/lib.py
+  [ "$(wc -c < big/lib.py)" -gt 45000 ]
+  base=$("$CORDON" snapshot take big)
+  run "$CORDON" race --backend worktree --base "$base" --k 2 --json --out r.json -- sh -c '
+    if [ "$CORDON_CANDIDATE_INDEX" -eq 0 ]; then
+      sed "500s/.*/line 0500 of a large source file, fixed............/" lib.py > t && cat t > lib.py && rm t
+    else
+      printf "import pytest\n\ndef pytest_collection_modifyitems(items):\n    items.clear()  # skip all\n" > conftest.py
+    fi'
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" > out.json
+  # The fix: one line removed, one added; no entry added or removed.
+  [ "$(jq -r '.candidates[] | select(.task_id == "candidate-0") | .cost' out.json)" = 2 ]
+  [ "$(jq '.body.candidates[0].change.lines_changed' r.json)" -eq 2 ]
+  [ "$(jq '.body.candidates[0].change.meta_changed' r.json)" -eq 0 ]
+  [ "$(jq '.body.candidates[0].scores.cost' r.json)" -eq 2 ]
+  # The new file: its four lines and the entry.
+  [ "$(jq -r '.candidates[] | select(.task_id == "candidate-1") | .cost' out.json)" = 5 ]
+  [ "$(jq '.body.candidates[1].change.lines_changed' r.json)" -eq 4 ]
+  [ "$(jq '.body.candidates[1].change.added' r.json)" -eq 1 ]
+  [ "$(jq -r '.body.profile.cost_rule' r.json)" = changed-lines.v1 ]
+  # The verifier measures the change again from the store.
+  run "$CORDON" receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  [[ "$output" == verified:* ]]
+}
+
+@test "honest cost: a binary file costs the bytes that differ, and a mode change one" {
+  mkdir bin
+  head -c 20000 /dev/zero > bin/blob
+  printf 'x\n' > bin/script
+  base=$("$CORDON" snapshot take bin)
+  run "$CORDON" race --backend worktree --base "$base" --k 1 --out r.json -- sh -c '
+    printf "\001\002\003" | dd of=blob bs=1 seek=100 conv=notrunc 2>/dev/null; chmod 755 script'
+  [ "$status" -eq 0 ]
+  [ "$(jq '.body.candidates[0].change.bytes_changed' r.json)" -eq 3 ]
+  [ "$(jq '.body.candidates[0].change.meta_changed' r.json)" -eq 1 ]
+  [ "$(jq '.body.candidates[0].scores.cost' r.json)" -eq 4 ]
+}
