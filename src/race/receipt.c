@@ -438,6 +438,12 @@ static int read_body(const char *text, struct body *b, const char **why,
       return 1;
     }
   }
+  /* A profile that names the cost rule goes with changes measured by it, and only with them. */
+  for (size_t i = 0; i < b->n; i++)
+    if (b->c[i].outcome.change.content_measured != (b->profile->cost_rule != NULL)) {
+      *why = "a candidate's change is not measured by the cost rule its profile names";
+      return 1;
+    }
   int failed = 0;
   *why = check_ranking(b, err, &failed);
   if (failed < 0)

@@ -649,7 +649,26 @@ static void alter_change(json_t *body) {
   json_t *c = candidate(body, 3);
   json_t *change = json_object_get(c, "change"), *scores = json_object_get(c, "scores");
   json_object_set_new(change, "bytes_added", json_integer(1));
-  json_object_set_new(scores, "cost", json_real(2)); /* 1 added entry + 1 byte */
+  /* The cost rule's measure, one line more, the cost with it: consistent, and not true. */
+  json_t *lines = json_object_get(change, "lines_changed");
+  json_object_set_new(change, "lines_changed", json_integer(json_integer_value(lines) + 1));
+  json_object_set_new(scores, "cost",
+                      json_real(json_number_value(json_object_get(scores, "cost")) + 1));
+}
+/* The change downgraded to the byte rule of older receipts, its cost with it, the profile
+ * still naming the cost rule. */
+static void alter_unmeasured(json_t *body) {
+  json_t *c = candidate(body, 3);
+  json_t *change = json_object_get(c, "change"), *scores = json_object_get(c, "scores");
+  json_object_del(change, "bytes_changed");
+  json_object_del(change, "lines_changed");
+  json_object_del(change, "meta_changed");
+  json_int_t cost = json_integer_value(json_object_get(change, "added")) +
+                    json_integer_value(json_object_get(change, "removed")) +
+                    json_integer_value(json_object_get(change, "modified")) +
+                    json_integer_value(json_object_get(change, "bytes_added")) +
+                    json_integer_value(json_object_get(change, "bytes_removed"));
+  json_object_set_new(scores, "cost", json_real((double)cost));
 }
 
 static void test_consistency_checks(void **state) {
@@ -667,6 +686,7 @@ static void test_consistency_checks(void **state) {
                                      alter_unknown_member,
                                      alter_order,
                                      alter_change,
+                                     alter_unmeasured,
                                      alter_failed_and_ranked,
                                      alter_failed_malformed,
                                      alter_failed_empty};

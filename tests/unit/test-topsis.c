@@ -271,6 +271,17 @@ static void test_profile_json(void **state) {
   assert_true(p->axes[0].weight == 0.25);
   cordon_rank_profile_free(p);
 
+  /* The cost rule a race names: kept through parse and print; an unknown one is refused. */
+  const char *ruled =
+      "{\"axes\":[{\"direction\":\"cost\",\"name\":\"cost\",\"weight\":1}],"
+      "\"cost_rule\":\"" CORDON_COST_RULE "\",\"method\":\"topsis\",\"name\":\"c\"}";
+  assert_int_equal(cordon_rank_profile_parse(ruled, strlen(ruled), &p, NULL), 0);
+  assert_string_equal(p->cost_rule, CORDON_COST_RULE);
+  assert_int_equal(cordon_rank_profile_to_json(p, &again, NULL), 0);
+  assert_string_equal(again, ruled);
+  free(again);
+  cordon_rank_profile_free(p);
+
   static const char *const bad[] = {
       "[]",
       "{}",
@@ -285,6 +296,8 @@ static void test_profile_json(void **state) {
       "{\"axes\":[{\"name\":\"x\",\"direction\":\"cost\",\"weight\":1},"
       "{\"name\":\"x\",\"direction\":\"cost\",\"weight\":1}]}",
       "not json",
+      "{\"axes\":[{\"name\":\"x\",\"direction\":\"cost\",\"weight\":1}],\"cost_rule\":\"bytes\"}",
+      "{\"axes\":[{\"name\":\"x\",\"direction\":\"cost\",\"weight\":1}],\"cost_rule\":1}",
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     struct cordon_error *err = NULL;
