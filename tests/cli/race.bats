@@ -488,6 +488,8 @@ docker_or_skip() {
   [ "$(jq '.body.candidates[1].change.lines_changed' r.json)" -eq 4 ]
   [ "$(jq '.body.candidates[1].change.added' r.json)" -eq 1 ]
   [ "$(jq -r '.body.profile.cost_rule' r.json)" = changed-lines.v1 ]
+  run "$CORDON" race --help
+  [[ "$output" == *"rule changed-lines.v1"* ]]
   # The verifier measures the change again from the store.
   run "$CORDON" receipt verify r.json --expected-keyid "$KID"
   [ "$status" -eq 0 ]
