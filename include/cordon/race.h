@@ -97,8 +97,9 @@ CORDON_API int cordon_rank_profile_to_json(const struct cordon_rank_profile *pro
  * that holds no clock, run id or host value, so the same race gives the same bytes. Everything
  * is checked before the first session starts; the candidates run concurrently, at most one per
  * core; if any fails to start, none runs and every started one is destroyed. A candidate whose
- * terminal snapshot cannot be taken (or judged) is scored as failed, alone; the race fails only
- * when no candidate is left to rank. */
+ * terminal snapshot cannot be taken (or judged) is scored as failed, alone. Only candidates that
+ * pass (cordon_race_outcome_passed) can win; when none does, the receipt is sealed all the same
+ * with no winner (result->no_pass), unless allow_no_pass ranks every scored candidate. */
 
 struct cordon_context;
 struct cordon_backend;
