@@ -443,7 +443,8 @@ docker_or_skip() {
   docker_or_skip
   # The candidate writes its answer, then tries to make grep always succeed; its exit code is
   # that attempt's. The judge's grep must still tell "x" from nothing.
-  run $CORDON race --backend docker --base "$BASE" --k 1 --out r.json \
+  # Its command fails (exit 7) by design: --allow-no-pass keeps the receipt's winner.
+  run $CORDON race --backend docker --base "$BASE" --k 1 --allow-no-pass --out r.json \
     --judge sh --judge -c --judge 'grep -q "^x$" out && ! grep -q . /dev/null && [ "$(id -u)" -ne 0 ]' \
     -- sh -c 'echo x > out; printf "#!/bin/sh\nexit 0\n" > /bin/grep || exit 7; chmod 755 /bin/grep'
   [ "$status" -eq 0 ]
