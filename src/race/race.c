@@ -130,12 +130,6 @@ void cordon_race_score(struct cordon_race_outcome *o) {
     o->reversibility = (double)(c->base_entries - touched) / (double)c->base_entries;
 }
 
-bool cordon_race_outcome_passed(const struct cordon_race_outcome *o) {
-  if (o->exit_code != 0 || o->timed_out)
-    return false;
-  return !o->judged || (o->judge_exit_code == 0 && !o->judge_timed_out);
-}
-
 const char *cordon_race_phase_name(enum cordon_race_phase phase) {
   switch (phase) {
   case CORDON_RACE_WAITING: return "waiting";
@@ -634,6 +628,13 @@ static void destroy_all(struct race *r) {
 }
 
 /* ---- sealing: rank, sign, audit, write ---------------------------------------------------- */
+
+/* Pure: what makes a candidate eligible to win. */
+bool cordon_race_outcome_passed(const struct cordon_race_outcome *o) {
+  if (o->exit_code != 0 || o->timed_out)
+    return false;
+  return !o->judged || (o->judge_exit_code == 0 && !o->judge_timed_out);
+}
 
 static int compare_task_ids(const void *a, const void *b) {
   return strcmp(((const struct cordon_race_candidate *)a)->task_id,
