@@ -347,7 +347,9 @@ static void print_text(const struct race_args *a, const struct cordon_race_resul
       snprintf(judge, sizeof(judge), "-");
     printf("%-14s %5d %5s %11.3g %14.0f %13.4f %9.4f  %.12s%s\n", c->task_id, o->exit_code, judge,
            o->correctness, o->cost, o->reversibility, c->closeness, c->snapshot,
-           i == res->winner ? "  winner" : "");
+           i == res->winner                 ? "  winner"
+           : !cordon_race_outcome_passed(o) ? "  did not pass"
+                                            : "");
   }
   if (res->no_pass) {
     printf("winner: none (no candidate passed)\n");

@@ -475,6 +475,7 @@ FAILING=(sh -c 'i=$CORDON_CANDIDATE_INDEX; printf "%s" "$i" > out; [ $i -eq 2 ] 
   run --separate-stderr race --k 3 --timeout 2 --out r.json -- "${FAILING[@]}"
   [ "$status" -eq 1 ]
   [[ "$output" == *"winner: none (no candidate passed)"* ]]
+  [ "$(grep -c 'did not pass$' <<< "$output")" -eq 3 ]
   [[ "$stderr" == *"cordon: candidate-0: command exited 3"* ]]
   [[ "$stderr" == *"cordon: candidate-1: command exited 1"* ]]
   [[ "$stderr" == *"cordon: candidate-2: timed out"* ]]
