@@ -305,6 +305,44 @@ static const char *check_ranking(struct body *b, struct cordon_error **err, int 
   return why;
 }
 
+/* The winner (null with no pass, else a candidate and its snapshot) and the losers (every other
+ * candidate, in task_id order, with its snapshot); sets b->winner (b->n: none). NULL, or why
+ * not. */
+static const char *read_winner_and_losers(const json_t *root, struct body *b) {
+  static const char *const pair[] = {"snapshot", "task_id"};
+  json_t *winner = json_object_get(root, "winner");
+  b->winner = b->n;
+  if (b->no_pass && !json_is_null(winner))
+    return "the outcome is no_pass, but the winner is not null";
+  const char *winner_task = json_string_value(json_object_get(winner, "task_id"));
+  const char *winner_snapshot = digest_of(json_object_get(winner, "snapshot"));
+  if (!b->no_pass && (!has_exactly(winner, pair, 2, 0) || !winner_task || !winner_snapshot))
+    return "the winner must be {snapshot: a digest, task_id}";
+  for (size_t i = 0; !b->no_pass && i < b->n; i++)
+    if (!strcmp(b->c[i].task_id, winner_task))
+      b->winner = i;
+  if (!b->no_pass && b->winner == b->n)
+    return "the winner is not among the candidates";
+  if (!b->no_pass && strcmp(b->c[b->winner].snapshot, winner_snapshot))
+    return "the winner's snapshot is not the one recorded for that candidate";
+  json_t *losers = json_object_get(root, "losers");
+  if (!json_is_array(losers) || json_array_size(losers) != b->n - (b->no_pass ? 0 : 1))
+    return "the losers are not the candidates other than the winner";
+  for (size_t i = 0, l = 0; i < b->n; i++) {
+    if (i == b->winner)
+      continue;
+    json_t *x = json_array_get(losers, l++);
+    const char *task = json_string_value(json_object_get(x, "task_id"));
+    const char *snapshot = digest_of(json_object_get(x, "snapshot"));
+    if (!has_exactly(x, pair, 2, 0) || !task || !snapshot || strcmp(task, b->c[i].task_id) ||
+        strcmp(snapshot, b->c[i].snapshot)) {
+      return "the losers are not the candidates other than the winner (in task_id order, with "
+             "their snapshots)";
+    }
+  }
+  return NULL;
+}
+
 /* "outcome" and "allow_no_pass": a receipt written before they existed has neither and ranked
  * every scored candidate, which is what allow_no_pass does now. NULL, or why not. */
 static const char *read_outcome(const json_t *root, struct body *b) {
@@ -422,48 +460,8 @@ static int read_body(const char *text, struct body *b, const char **why,
     }
   }
 
-  static const char *const pair[] = {"snapshot", "task_id"};
-  json_t *winner = json_object_get(root, "winner");
-  b->winner = b->n;
-  if (b->no_pass && !json_is_null(winner)) {
-    *why = "the outcome is no_pass, but the winner is not null";
+  if ((*why = read_winner_and_losers(root, b)))
     return 1;
-  }
-  const char *winner_task = json_string_value(json_object_get(winner, "task_id"));
-  const char *winner_snapshot = digest_of(json_object_get(winner, "snapshot"));
-  if (!b->no_pass && (!has_exactly(winner, pair, 2, 0) || !winner_task || !winner_snapshot)) {
-    *why = "the winner must be {snapshot: a digest, task_id}";
-    return 1;
-  }
-  for (size_t i = 0; !b->no_pass && i < b->n; i++)
-    if (!strcmp(b->c[i].task_id, winner_task))
-      b->winner = i;
-  if (!b->no_pass && b->winner == b->n) {
-    *why = "the winner is not among the candidates";
-    return 1;
-  }
-  if (!b->no_pass && strcmp(b->c[b->winner].snapshot, winner_snapshot)) {
-    *why = "the winner's snapshot is not the one recorded for that candidate";
-    return 1;
-  }
-  json_t *losers = json_object_get(root, "losers");
-  if (!json_is_array(losers) || json_array_size(losers) != b->n - (b->no_pass ? 0 : 1)) {
-    *why = "the losers are not the candidates other than the winner";
-    return 1;
-  }
-  for (size_t i = 0, l = 0; i < b->n; i++) {
-    if (i == b->winner)
-      continue;
-    json_t *x = json_array_get(losers, l++);
-    const char *task = json_string_value(json_object_get(x, "task_id"));
-    const char *snapshot = digest_of(json_object_get(x, "snapshot"));
-    if (!has_exactly(x, pair, 2, 0) || !task || !snapshot || strcmp(task, b->c[i].task_id) ||
-        strcmp(snapshot, b->c[i].snapshot)) {
-      *why = "the losers are not the candidates other than the winner (in task_id order, with "
-             "their snapshots)";
-      return 1;
-    }
-  }
 
   /* The profile: one the ranker accepts, written exactly as the ranker writes it, weighing
    * only axes a race scores. */
