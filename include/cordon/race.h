@@ -100,8 +100,9 @@ CORDON_API int cordon_rank_profile_to_json(const struct cordon_rank_profile *pro
  * that holds no clock, run id or host value, so the same race gives the same bytes. Everything
  * is checked before the first session starts; the candidates run concurrently, at most one per
  * core; if any fails to start, none runs and every started one is destroyed. A candidate whose
- * terminal snapshot cannot be taken (or judged) is scored as failed, alone; the race fails only
- * when no candidate is left to rank. */
+ * terminal snapshot cannot be taken (or judged) is scored as failed, alone. Only candidates that
+ * pass (cordon_race_outcome_passed) can win; when none does, the receipt is sealed all the same
+ * with no winner (result->no_pass), unless allow_no_pass ranks every scored candidate. */
 
 struct cordon_context;
 struct cordon_backend;
@@ -172,6 +173,14 @@ struct cordon_race_outcome {
 
 CORDON_API void cordon_race_score(struct cordon_race_outcome *outcome);
 
+/* A candidate passes when its command exited 0 without timing out and, when it was judged, the
+ * judge did too (pure). Only a passing candidate can win a race (unless allow_no_pass). */
+CORDON_API bool cordon_race_outcome_passed(const struct cordon_race_outcome *outcome);
+
+/* A receipt's "outcome": a winner was chosen, or no candidate passed ("winner": null). */
+#define CORDON_RACE_OUTCOME_WINNER "winner"
+#define CORDON_RACE_OUTCOME_NO_PASS "no_pass"
+
 enum cordon_race_phase {
   CORDON_RACE_WAITING = 0,
   CORDON_RACE_STARTING, /* resuming from the base */
@@ -217,6 +226,11 @@ struct cordon_race_options {
    * none). A candidate whose tree is over the snapshot limit has no terminal snapshot. */
   uint64_t fsize_bytes;
   uint64_t max_snapshot_bytes;
+  /* false: only passing candidates (cordon_race_outcome_passed) are ranked and can win; when
+   * none passes the receipt says "winner": null, "outcome": "no_pass" and result->no_pass is
+   * set. true: every scored candidate is ranked and the best wins, pass or not (recorded in
+   * the receipt as "allow_no_pass": true). */
+  bool allow_no_pass;
 };
 
 /* Why a candidate was scored as failed rather than ranked: its terminal snapshot could not be
@@ -241,11 +255,14 @@ struct cordon_race_candidate {
 struct cordon_race_result {
   struct cordon_race_candidate *candidates; /* k, sorted by task id */
   size_t n_candidates;
-  size_t winner; /* index into candidates */
+  size_t winner; /* index into candidates; n_candidates when no_pass */
   char *receipt; /* the signed document, newline-terminated */
   size_t receipt_length;
   char receipt_sha256[CORDON_DIGEST_HEX_SIZE];
   char audit_hmac[CORDON_DIGEST_HEX_SIZE]; /* of the race.select entry */
+  /* No candidate passed: there is no winner (winner == n_candidates), the receipt is written,
+   * signed and audited all the same, with "winner": null. */
+  bool no_pass;
 };
 
 CORDON_API int cordon_race_run(struct cordon_context *ctx,

@@ -3,6 +3,7 @@
 #ifndef CORDON_RECEIPT_H
 #define CORDON_RECEIPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +52,11 @@ struct cordon_receipt_report {
   struct cordon_receipt_problem *problems; /* at most CORDON_RECEIPT_MAX_PROBLEMS kept */
   size_t n_problems;
   uint64_t problems_total;
+  /* CORDON_RACE_OUTCOME_WINNER or _NO_PASS (winner_task then stays NULL); NULL until the body
+   * was read. A receipt written before outcomes existed reads as a winner, every candidate
+   * ranked, as allow_no_pass. */
+  const char *outcome;
+  bool allow_no_pass;
 };
 
 #define CORDON_RECEIPT_MAX_PROBLEMS 64u

@@ -51,6 +51,8 @@ static const char race_usage[] =
     "  --max-snapshot-bytes SIZE\n"
     "                     the most a candidate's terminal tree may hold in files (default\n"
     "                     8G; 0 or unlimited: none); a candidate over it has no snapshot\n"
+    "  --allow-no-pass    let a candidate that did not pass win (today's ranking of every\n"
+    "                     scored candidate, exit 0); recorded in the receipt\n"
     "  --json             print the outcome as JSON\n"
     "\n"
     "Scores: correctness 1 when the command exits 0 (with a judge: the mean of the command's\n"
@@ -60,11 +62,17 @@ static const char race_usage[] =
     "reversibility = the share of the base's entries left untouched.\n"
     "Everything is checked before anything runs; if a candidate cannot start, none\n"
     "runs. A candidate whose terminal snapshot cannot be taken (or judged) is scored as failed\n"
-    "and named in the receipt; the race fails only when every candidate did. Sessions are\n"
-    "destroyed at the end; their snapshots stay in the store.\n"
+    "and named in the receipt. Sessions are destroyed at the end; their snapshots stay in the\n"
+    "store.\n"
     "\n"
-    "Exit codes: 0 a winner was chosen and the receipt written, 1 failed, 2 usage, 3 not\n"
-    "found (base snapshot, backend, signing key), 4 unavailable or refused.\n";
+    "Only a candidate that passes (its command exits 0 in time and, with a judge, the judge\n"
+    "too) can win: the passing ones are ranked, the others are listed with closeness 0. When\n"
+    "none passes, race prints why for each candidate, still writes, signs and audits the\n"
+    "receipt, with \"winner\": null and \"outcome\": \"no_pass\", and exits 1.\n"
+    "\n"
+    "Exit codes: 0 a winner was chosen and the receipt written, 1 failed (or no candidate\n"
+    "passed), 2 usage, 3 not found (base snapshot, backend, signing key), 4 unavailable or\n"
+    "refused.\n";
 
 enum {
   OPT_BASE = 256,
@@ -78,6 +86,7 @@ enum {
   OPT_JSON,
   OPT_FSIZE,
   OPT_MAX_SNAPSHOT_BYTES,
+  OPT_ALLOW_NO_PASS,
 };
 
 struct race_args {
@@ -89,6 +98,7 @@ struct race_args {
   bool json;
   uint64_t fsize, max_snapshot_bytes;
   char **argv;
+  bool allow_no_pass;
 };
 
 /* Returns -1 after printing help, > 0 an exit code, 0 to go on. */
@@ -105,6 +115,7 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
       {"json", no_argument, NULL, OPT_JSON},
       {"fsize", required_argument, NULL, OPT_FSIZE},
       {"max-snapshot-bytes", required_argument, NULL, OPT_MAX_SNAPSHOT_BYTES},
+      {"allow-no-pass", no_argument, NULL, OPT_ALLOW_NO_PASS},
       {"help", no_argument, NULL, 'h'},
       {0}};
   optind = 0;
@@ -119,6 +130,7 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
     case OPT_BACKEND: a->backend = optarg; break;
     case OPT_PROFILE: a->profile = optarg; break;
     case OPT_JSON: a->json = true; break;
+    case OPT_ALLOW_NO_PASS: a->allow_no_pass = true; break;
     case OPT_JUDGE:
       if (strv_push(&a->judge, optarg) < 0)
         return EXIT_FAILURE_;
@@ -294,11 +306,11 @@ static void print_json(const struct race_args *a, const struct cordon_race_resul
   for (size_t i = 0; i < res->n_candidates; i++) {
     const struct cordon_race_candidate *c = &res->candidates[i];
     const struct cordon_race_outcome *o = &c->outcome;
-    json_t *j =
-        json_pack("{s:s, s:s, s:i, s:b, s:f, s:f, s:f, s:f, s:b}", "task_id", c->task_id,
-                  "snapshot", c->snapshot, "exit_code", o->exit_code, "timed_out", o->timed_out,
-                  "correctness", o->correctness, "cost", o->cost, "reversibility", o->reversibility,
-                  "closeness", c->closeness, "winner", i == res->winner);
+    json_t *j = json_pack("{s:s, s:s, s:i, s:b, s:f, s:f, s:f, s:f, s:b, s:b}", "task_id",
+                          c->task_id, "snapshot", c->snapshot, "exit_code", o->exit_code,
+                          "timed_out", o->timed_out, "correctness", o->correctness, "cost", o->cost,
+                          "reversibility", o->reversibility, "closeness", c->closeness, "winner",
+                          i == res->winner, "passed", !c->failure && cordon_race_outcome_passed(o));
     if (o->judged)
       json_object_set_new(j, "judge_exit_code", json_integer(o->judge_exit_code));
     if (c->failure) {
@@ -307,11 +319,13 @@ static void print_json(const struct race_args *a, const struct cordon_race_resul
     }
     json_array_append_new(cands, j);
   }
-  const struct cordon_race_candidate *w = &res->candidates[res->winner];
-  json_t *out =
-      json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:o}", "receipt", a->out, "receipt_sha256",
-                res->receipt_sha256, "audit_hmac", res->audit_hmac, "base", a->base, "winner",
-                "task_id", w->task_id, "snapshot", w->snapshot, "candidates", cands);
+  const struct cordon_race_candidate *w = res->no_pass ? NULL : &res->candidates[res->winner];
+  json_t *out = json_pack(
+      "{s:s, s:s, s:s, s:s, s:o, s:s, s:b, s:o}", "receipt", a->out, "receipt_sha256",
+      res->receipt_sha256, "audit_hmac", res->audit_hmac, "base", a->base, "winner",
+      w ? json_pack("{s:s, s:s}", "task_id", w->task_id, "snapshot", w->snapshot) : json_null(),
+      "outcome", res->no_pass ? CORDON_RACE_OUTCOME_NO_PASS : CORDON_RACE_OUTCOME_WINNER,
+      "allow_no_pass", a->allow_no_pass, "candidates", cands);
   json_dumpf(out, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
   putchar('\n');
   json_decref(out);
@@ -335,11 +349,47 @@ static void print_text(const struct race_args *a, const struct cordon_race_resul
       snprintf(judge, sizeof(judge), "-");
     printf("%-14s %5d %5s %11.3g %14.0f %13.4f %9.4f  %.12s%s\n", c->task_id, o->exit_code, judge,
            o->correctness, o->cost, o->reversibility, c->closeness, c->snapshot,
-           i == res->winner ? "  winner" : "");
+           i == res->winner                 ? "  winner"
+           : !cordon_race_outcome_passed(o) ? "  did not pass"
+                                            : "");
   }
-  const struct cordon_race_candidate *w = &res->candidates[res->winner];
-  printf("winner: %s, snapshot %s\n", w->task_id, w->snapshot);
+  if (res->no_pass) {
+    printf("winner: none (no candidate passed)\n");
+  } else {
+    const struct cordon_race_candidate *w = &res->candidates[res->winner];
+    printf("winner: %s, snapshot %s\n", w->task_id, w->snapshot);
+  }
   printf("receipt: %s (sha256 %s)\n", a->out, res->receipt_sha256);
+}
+
+/* Why a candidate did not pass, in a few words: "command exited 3", "timed out", "judge
+ * exited 1", or its failure (no snapshot, no judge's sandbox). */
+static void not_passed_reason(const struct cordon_race_candidate *c, char *buf, size_t size) {
+  const struct cordon_race_outcome *o = &c->outcome;
+  char command[48] = "", after[CORDON_RACE_FAILURE_MAX + 1] = "";
+  if (o->timed_out)
+    snprintf(command, sizeof(command), "timed out");
+  else if (o->exit_code != 0)
+    snprintf(command, sizeof(command), "command exited %d", o->exit_code);
+  if (c->failure)
+    snprintf(after, sizeof(after), "%s", c->failure);
+  else if (o->judged && o->judge_timed_out)
+    snprintf(after, sizeof(after), "judge timed out");
+  else if (o->judged && o->judge_exit_code != 0)
+    snprintf(after, sizeof(after), "judge exited %d", o->judge_exit_code);
+  snprintf(buf, size, "%s%s%s", command, command[0] && after[0] ? ", " : "", after);
+}
+
+/* No candidate passed: one line per candidate saying why, then one summary line (stderr). */
+static void print_no_pass(const struct race_args *a, const struct cordon_race_result *res) {
+  for (size_t i = 0; i < res->n_candidates; i++) {
+    char why[256];
+    not_passed_reason(&res->candidates[i], why, sizeof(why));
+    cli_error("%s: %s", res->candidates[i].task_id, why[0] ? why : "did not pass");
+  }
+  cli_error("race: no candidate passed, no winner; the receipt %s records \"winner\": null "
+            "(--allow-no-pass ranks them anyway)",
+            a->out);
 }
 
 static char *default_actor(void) {
@@ -403,6 +453,7 @@ int cmd_race(int argc, char **argv) {
       .observer = &observer,
       .fsize_bytes = a.fsize,
       .max_snapshot_bytes = a.max_snapshot_bytes,
+      .allow_no_pass = a.allow_no_pass,
   };
   r = cordon_race_run(ctx, &o, &res, &err);
   view_done(&view);
@@ -414,6 +465,10 @@ int cmd_race(int argc, char **argv) {
     print_json(&a, &res);
   else
     print_text(&a, &res);
+  if (res.no_pass) {
+    print_no_pass(&a, &res);
+    code = EXIT_FAILURE_;
+  }
 out:
   view_done(&view);
   cordon_race_result_clear(&res);

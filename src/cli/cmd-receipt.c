@@ -46,6 +46,8 @@ static const char receipt_usage[] =
     "well-formed digests, the scores and the ranking re-derived), and, in the project's\n"
     "store, the base's, the winner's and every loser's snapshot manifest and every blob they\n"
     "name, re-hashed. The install key is created on first use, as by 'cordon race'.\n"
+    "A race in which no candidate passed has \"winner\": null and \"outcome\": \"no_pass\":\n"
+    "it verifies when, besides the above, no candidate passed and none is ranked.\n"
     "\n"
     "  --expected-keyid KID  the key id the receipt must be signed by ('cordon key show');\n"
     "                        without it a receipt that checks is only 'unanchored' (exit 3)\n"
@@ -96,6 +98,12 @@ static void print_json(const char *path, const struct cordon_receipt_report *r) 
     json_object_set_new(
         o, "winner",
         json_pack("{s:s, s:s}", "task_id", r->winner_task, "snapshot", r->winner_snapshot));
+  else if (r->outcome) /* read, and no candidate passed */
+    json_object_set_new(o, "winner", json_null());
+  if (r->outcome) {
+    json_object_set_new(o, "outcome", json_string(r->outcome));
+    json_object_set_new(o, "allow_no_pass", json_boolean(r->allow_no_pass));
+  }
   if (r->base[0])
     json_object_set_new(o, "base", json_string(r->base));
   json_dumpf(o, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -104,6 +112,17 @@ static void print_json(const char *path, const struct cordon_receipt_report *r) 
 }
 
 static void print_text(const char *path, const struct cordon_receipt_report *r) {
+  if ((r->verdict == CORDON_VERDICT_VERIFIED || r->verdict == CORDON_VERDICT_UNANCHORED) &&
+      !r->winner_task) {
+    printf("%s: %s signed by %s; outcome no_pass: no winner, none of %zu candidates passed, from "
+           "base %s; %llu snapshots and %llu blobs re-hashed%s\n",
+           cordon_verdict_name(r->verdict), path, r->kid, r->n_candidates, r->base,
+           (unsigned long long)r->snapshots_checked, (unsigned long long)r->blobs_checked,
+           r->verdict == CORDON_VERDICT_UNANCHORED
+               ? " (not anchored: give --expected-keyid to pin the signer)"
+               : "");
+    return;
+  }
   if (r->verdict == CORDON_VERDICT_VERIFIED || r->verdict == CORDON_VERDICT_UNANCHORED) {
     printf("%s: %s signed by %s; winner %s (snapshot %s) of %zu from base %s; %llu snapshots "
            "and %llu blobs re-hashed%s\n",

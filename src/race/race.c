@@ -224,12 +224,22 @@ static int receipt_body(const char *base, const struct cordon_race_options *o,
   if (jcs_parse(profile_text, strlen(profile_text), 0, "ranking profile", &profile_json, err) < 0)
     return -1;
   json_t *candidates = json_array(), *losers = json_array();
-  json_t *body = json_pack("{s:s, s:o, s:o, s:o, s:o, s:s, s:{s:s, s:s}}", "base", base,
-                           "candidates", candidates, "command", string_array(o->argv), "losers",
-                           losers, "profile", profile_json, "type", CORDON_RECEIPT_TYPE, "winner",
-                           "snapshot", c[winner].snapshot, "task_id", c[winner].task_id);
+  /* No candidate passed (winner == n): "winner": null, and every candidate is a loser. */
+  bool no_pass = winner >= n;
+  json_t *winner_json = no_pass ? json_null()
+                                : json_pack("{s:s, s:s}", "snapshot", c[winner].snapshot, "task_id",
+                                            c[winner].task_id);
+  json_t *body =
+      json_pack("{s:s, s:o, s:o, s:o, s:s, s:o, s:s, s:o}", "base", base, "candidates", candidates,
+                "command", string_array(o->argv), "losers", losers, "outcome",
+                no_pass ? CORDON_RACE_OUTCOME_NO_PASS : CORDON_RACE_OUTCOME_WINNER, "profile",
+                profile_json, "type", CORDON_RECEIPT_TYPE, "winner", winner_json);
   if (!body)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
+  /* Only when asked for, so a race run the default way keeps the receipt it always had, and a
+   * verifier sees that a non-passing candidate was allowed to win. */
+  if (o->allow_no_pass && json_object_set_new(body, "allow_no_pass", json_true()) < 0)
+    goto oom;
   if (o->judge_argv && o->judge_argv[0] &&
       json_object_set_new(body, "judge", string_array(o->judge_argv)) < 0)
     goto oom;
@@ -654,14 +664,25 @@ static void destroy_all(struct race *r) {
 
 /* ---- sealing: rank, sign, audit, write ---------------------------------------------------- */
 
+/* Pure: what makes a candidate eligible to win. */
+bool cordon_race_outcome_passed(const struct cordon_race_outcome *o) {
+  if (o->exit_code != 0 || o->timed_out)
+    return false;
+  return !o->judged || (o->judge_exit_code == 0 && !o->judge_timed_out);
+}
+
 static int compare_task_ids(const void *a, const void *b) {
   return strcmp(((const struct cordon_race_candidate *)a)->task_id,
                 ((const struct cordon_race_candidate *)b)->task_id);
 }
 
-/* Rank the candidates that were scored (failed ones are not: closeness 0, never the winner). */
+/* Rank the candidates that can win: those that were scored and, unless allow_no_pass, passed
+ * (cordon_race_outcome_passed). The others keep closeness 0 and never win: a candidate that
+ * ran but failed is listed with its scores in the receipt, not ranked, so it cannot move the
+ * ideal point the passing ones are measured against. No candidate that can win: *winner is
+ * n_all (no pass), an error only with allow_no_pass (nothing scored at all, as before). */
 static int rank(const struct cordon_rank_profile *profile, struct cordon_race_candidate *c,
-                size_t n_all, size_t *winner, struct cordon_error **err) {
+                size_t n_all, bool allow_no_pass, size_t *winner, struct cordon_error **err) {
   _cleanup_free_ struct cordon_rank_candidate *in = calloc(n_all, sizeof(*in));
   _cleanup_free_ struct cordon_rank_score *scores =
       calloc(n_all * profile->n_axes, sizeof(*scores));
@@ -671,8 +692,12 @@ static int rank(const struct cordon_rank_profile *profile, struct cordon_race_ca
   size_t n = 0;
   for (size_t all = 0; all < n_all; all++) {
     c[all].closeness = 0;
-    if (!c[all].failure)
+    if (!c[all].failure && (allow_no_pass || cordon_race_outcome_passed(&c[all].outcome)))
       of[n++] = all;
+  }
+  if (n == 0 && !allow_no_pass) {
+    *winner = n_all;
+    return 0;
   }
   if (n == 0)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "no candidate could be scored (%s)",
@@ -705,10 +730,14 @@ static int audit_receipt(struct cordon_context *ctx, const struct cordon_race_op
   if (jcs_parse(res->receipt, res->receipt_length - 1, CORDON_DOCUMENT_MAX, "receipt", &receipt,
                 err) < 0)
     return -1;
-  const struct cordon_race_candidate *w = &res->candidates[res->winner];
-  json_t *details =
-      json_pack("{s:s, s:I, s:o, s:s, s:s}", "base", o->base, "k", (json_int_t)res->n_candidates,
-                "receipt", receipt, "receipt_sha256", res->receipt_sha256, "winner", w->task_id);
+  /* No pass: the entry names the base as its subject (no winner snapshot exists) and
+   * "winner": null, so the chain records the failed race as it does a won one. */
+  const struct cordon_race_candidate *w = res->no_pass ? NULL : &res->candidates[res->winner];
+  json_t *details = json_pack(
+      "{s:s, s:I, s:s, s:o, s:s, s:o}", "base", o->base, "k", (json_int_t)res->n_candidates,
+      "outcome", res->no_pass ? CORDON_RACE_OUTCOME_NO_PASS : CORDON_RACE_OUTCOME_WINNER, "receipt",
+      receipt, "receipt_sha256", res->receipt_sha256, "winner",
+      w ? json_string(w->task_id) : json_null());
   _cleanup_free_ char *details_text = NULL;
   if (!details || jcs_dump(details, &details_text, NULL, err) < 0) {
     json_decref(details);
@@ -718,7 +747,7 @@ static int audit_receipt(struct cordon_context *ctx, const struct cordon_race_op
   char uid_actor[32];
   snprintf(uid_actor, sizeof(uid_actor), "uid:%u", (unsigned)geteuid());
   struct cordon_audit_event ev = {"race.select", o->actor && *o->actor ? o->actor : uid_actor,
-                                  "snapshot", w->snapshot, details_text};
+                                  "snapshot", w ? w->snapshot : o->base, details_text};
   struct cordon_audit_options ao = {.key_dir = o->key_dir};
   struct cordon_audit_log *log = NULL;
   if (cordon_audit_open_project(ctx, &ao, &log, err) < 0)
@@ -747,8 +776,9 @@ static int seal(struct cordon_context *ctx, const struct cordon_race_options *o,
                 const struct cordon_rank_profile *profile, const struct cordon_signing_key *key,
                 struct cordon_race_result *res, struct cordon_error **err) {
   qsort(res->candidates, res->n_candidates, sizeof(*res->candidates), compare_task_ids);
-  if (rank(profile, res->candidates, res->n_candidates, &res->winner, err) < 0)
+  if (rank(profile, res->candidates, res->n_candidates, o->allow_no_pass, &res->winner, err) < 0)
     return -1;
+  res->no_pass = res->winner >= res->n_candidates;
   _cleanup_free_ char *body = NULL;
   if (receipt_body(o->base, o, profile, res->candidates, res->n_candidates, res->winner, &body,
                    err) < 0)

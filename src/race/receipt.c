@@ -99,8 +99,10 @@ struct body {
   const char *base;
   struct body_candidate *c;
   size_t n;
-  size_t winner;
+  size_t winner; /* n when no candidate passed */
   struct cordon_rank_profile *profile;
+  bool no_pass;       /* "outcome": "no_pass" */
+  bool allow_no_pass; /* every scored candidate was ranked (also a receipt without outcome) */
 };
 
 static void body_free(struct body *b) {
@@ -250,56 +252,140 @@ static int compare_strings(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Re-run the ranking on the recorded scores: every recorded closeness must be what the profile
- * gives, and no candidate may rank above the winner. */
+/* Re-run the ranking on the recorded scores of the candidates that could win (every one with
+ * allow_no_pass, else the passing ones): every recorded closeness must be what the profile
+ * gives, the others' 0, and no candidate may rank above the winner. With no pass, no candidate
+ * may have passed and none is ranked. */
 static const char *check_ranking(struct body *b, struct cordon_error **err, int *failed) {
   const struct cordon_rank_profile *p = b->profile;
-  _cleanup_free_ struct cordon_rank_candidate *in = calloc(b->n, sizeof(*in));
-  _cleanup_free_ struct cordon_rank_score *scores = calloc(b->n * p->n_axes, sizeof(*scores));
-  if (!in || !scores) {
+  size_t n_all = b->n ? b->n : 1;
+  _cleanup_free_ struct cordon_rank_candidate *in = calloc(n_all, sizeof(*in));
+  _cleanup_free_ struct cordon_rank_score *scores = calloc(n_all * p->n_axes, sizeof(*scores));
+  _cleanup_free_ size_t *of = calloc(n_all, sizeof(*of));
+  if (!in || !scores || !of) {
     *failed = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
     return NULL;
   }
+  size_t n = 0;
   for (size_t i = 0; i < b->n; i++) {
+    if (b->allow_no_pass || cordon_race_outcome_passed(&b->c[i].outcome))
+      of[n++] = i;
+    else if (b->c[i].closeness != 0)
+      return "a candidate that did not pass has a closeness (only passing ones are ranked)";
+  }
+  if (b->no_pass)
+    return n ? "the outcome is no_pass, but a candidate passed" : NULL;
+  if (n == 0)
+    return "the race has a winner, but no candidate that could win";
+  bool winner_ranked = false;
+  for (size_t i = 0; i < n; i++)
+    winner_ranked |= of[i] == b->winner;
+  if (!winner_ranked)
+    return "the winner did not pass (and the race was not run with allow_no_pass)";
+  for (size_t i = 0; i < n; i++) {
     struct cordon_rank_score *row = scores + i * p->n_axes;
-    const struct cordon_race_outcome *o = &b->c[i].outcome;
+    const struct cordon_race_outcome *o = &b->c[of[i]].outcome;
     for (size_t j = 0; j < p->n_axes; j++) {
       row[j].axis = p->axes[j].name;
       row[j].value = !strcmp(row[j].axis, CORDON_SCORE_CORRECTNESS) ? o->correctness
                      : !strcmp(row[j].axis, CORDON_SCORE_COST)      ? o->cost
                                                                     : o->reversibility;
     }
-    in[i] = (struct cordon_rank_candidate){b->c[i].task_id, row, p->n_axes};
+    in[i] = (struct cordon_rank_candidate){b->c[of[i]].task_id, row, p->n_axes};
   }
   struct cordon_rank_result *res = NULL;
   struct cordon_error *rank_err = NULL;
-  if (cordon_rank_topsis(p, in, b->n, &res, &rank_err) < 0) {
+  if (cordon_rank_topsis(p, in, n, &res, &rank_err) < 0) {
     static char why[] = "the ranking cannot be re-run on the recorded scores";
     cordon_error_free(rank_err);
     return why;
   }
   const char *why = NULL;
   double winner_closeness = 0;
-  for (size_t i = 0; i < b->n; i++)
-    if (res[i].input_index == b->winner)
+  for (size_t i = 0; i < n; i++)
+    if (of[res[i].input_index] == b->winner)
       winner_closeness = res[i].closeness;
-  for (size_t i = 0; i < b->n && !why; i++) {
-    const struct body_candidate *c = &b->c[res[i].input_index];
+  for (size_t i = 0; i < n && !why; i++) {
+    const struct body_candidate *c = &b->c[of[res[i].input_index]];
     if (fabs(c->closeness - res[i].closeness) > CLOSENESS_TOLERANCE)
       why = "a candidate's closeness is not what the profile gives for the recorded scores";
     else if (res[i].closeness > winner_closeness + CLOSENESS_TOLERANCE)
       why = "the winner is not the candidate the profile ranks first";
   }
-  cordon_rank_results_free(res, b->n);
+  cordon_rank_results_free(res, n);
   return why;
+}
+
+/* The winner (null with no pass, else a candidate and its snapshot) and the losers (every other
+ * candidate, in task_id order, with its snapshot); sets b->winner (b->n: none). NULL, or why
+ * not. */
+static const char *read_winner_and_losers(const json_t *root, struct body *b) {
+  static const char *const pair[] = {"snapshot", "task_id"};
+  json_t *winner = json_object_get(root, "winner");
+  b->winner = b->n;
+  if (b->no_pass && !json_is_null(winner))
+    return "the outcome is no_pass, but the winner is not null";
+  const char *winner_task = json_string_value(json_object_get(winner, "task_id"));
+  const char *winner_snapshot = digest_of(json_object_get(winner, "snapshot"));
+  if (!b->no_pass && (!has_exactly(winner, pair, 2, 0) || !winner_task || !winner_snapshot))
+    return "the winner must be {snapshot: a digest, task_id}";
+  for (size_t i = 0; !b->no_pass && i < b->n; i++)
+    if (!strcmp(b->c[i].task_id, winner_task))
+      b->winner = i;
+  if (!b->no_pass && b->winner == b->n)
+    return "the winner is not among the candidates";
+  if (!b->no_pass && strcmp(b->c[b->winner].snapshot, winner_snapshot))
+    return "the winner's snapshot is not the one recorded for that candidate";
+  json_t *losers = json_object_get(root, "losers");
+  if (!json_is_array(losers) || json_array_size(losers) != b->n - (b->no_pass ? 0 : 1))
+    return "the losers are not the candidates other than the winner";
+  for (size_t i = 0, l = 0; i < b->n; i++) {
+    if (i == b->winner)
+      continue;
+    json_t *x = json_array_get(losers, l++);
+    const char *task = json_string_value(json_object_get(x, "task_id"));
+    const char *snapshot = digest_of(json_object_get(x, "snapshot"));
+    if (!has_exactly(x, pair, 2, 0) || !task || !snapshot || strcmp(task, b->c[i].task_id) ||
+        strcmp(snapshot, b->c[i].snapshot)) {
+      return "the losers are not the candidates other than the winner (in task_id order, with "
+             "their snapshots)";
+    }
+  }
+  return NULL;
+}
+
+/* "outcome" and "allow_no_pass": a receipt written before they existed has neither and ranked
+ * every scored candidate, which is what allow_no_pass does now. NULL, or why not. */
+static const char *read_outcome(const json_t *root, struct body *b) {
+  json_t *outcome = json_object_get(root, "outcome");
+  json_t *allow = json_object_get(root, "allow_no_pass");
+  if (allow && !json_is_true(allow))
+    return "allow_no_pass, when present, must be true";
+  if (!outcome) {
+    if (allow)
+      return "allow_no_pass without an outcome";
+    b->allow_no_pass = true;
+    return NULL;
+  }
+  const char *text = json_string_value(outcome);
+  if (!text ||
+      (strcmp(text, CORDON_RACE_OUTCOME_WINNER) && strcmp(text, CORDON_RACE_OUTCOME_NO_PASS)))
+    return "the outcome must be \"" CORDON_RACE_OUTCOME_WINNER
+           "\" or \"" CORDON_RACE_OUTCOME_NO_PASS "\"";
+  b->no_pass = !strcmp(text, CORDON_RACE_OUTCOME_NO_PASS);
+  b->allow_no_pass = allow != NULL;
+  if (b->no_pass && b->allow_no_pass)
+    return "a race run with allow_no_pass always has a winner";
+  return NULL;
 }
 
 /* Read and check the body. Returns 0 with b filled, 1 when the body is inconsistent (*why set,
  * static text), < 0 on an internal error. */
 static int read_body(const char *text, struct body *b, const char **why,
                      struct cordon_error **err) {
-  static const char *const members[] = {"base",   "candidates", "command", "losers", "profile",
-                                        "signer", "type",       "winner",  "judge",  "failed"};
+  static const char *const members[] = {"base",    "candidates",   "command", "losers", "profile",
+                                        "signer",  "type",         "winner",  "judge",  "failed",
+                                        "outcome", "allow_no_pass"}; /* the last four optional */
   memset(b, 0, sizeof(*b));
   struct cordon_error *perr = NULL;
   if (jcs_parse(text, strlen(text), CORDON_DOCUMENT_MAX, "receipt body", &b->root, &perr) < 0) {
@@ -308,11 +394,14 @@ static int read_body(const char *text, struct body *b, const char **why,
     return 1;
   }
   json_t *root = b->root;
-  if (!has_exactly(root, members, ARRAY_SIZE(members), 2)) {
+  if (!has_exactly(root, members, ARRAY_SIZE(members), 4)) {
     *why = "the body must have exactly base, candidates, command, losers, profile, signer, type "
-           "and winner (and judge when the race had one, failed when a candidate failed)";
+           "and winner (and judge when the race had one, failed when a candidate failed, "
+           "outcome, allow_no_pass when set)";
     return 1;
   }
+  if ((*why = read_outcome(root, b)))
+    return 1;
   const char *type = json_string_value(json_object_get(root, "type"));
   if (!type || strcmp(type, CORDON_RECEIPT_TYPE)) {
     *why = "not a selection receipt (type is not " CORDON_RECEIPT_TYPE ")";
@@ -329,13 +418,15 @@ static int read_body(const char *text, struct body *b, const char **why,
   }
   json_t *candidates = json_object_get(root, "candidates");
   b->n = json_array_size(candidates);
-  if (!json_is_array(candidates) || b->n == 0 || b->n > CORDON_RACE_MAX_K) {
+  /* Only a race without a pass may have no ranked candidate (every one failed to snapshot). */
+  bool may_be_empty = b->no_pass && json_object_get(root, "failed");
+  if (!json_is_array(candidates) || (b->n == 0 && !may_be_empty) || b->n > CORDON_RACE_MAX_K) {
     *why = "candidates must be a list of 1 to "
            "256"
            " candidates";
     return 1;
   }
-  if (!(b->c = calloc(b->n, sizeof(*b->c))))
+  if (!(b->c = calloc(b->n ? b->n : 1, sizeof(*b->c))))
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
   for (size_t i = 0; i < b->n; i++) {
     if ((*why = read_candidate(json_array_get(candidates, i), judge != NULL, &b->c[i])))
@@ -380,44 +471,8 @@ static int read_body(const char *text, struct body *b, const char **why,
     }
   }
 
-  static const char *const pair[] = {"snapshot", "task_id"};
-  json_t *winner = json_object_get(root, "winner");
-  const char *winner_task = json_string_value(json_object_get(winner, "task_id"));
-  const char *winner_snapshot = digest_of(json_object_get(winner, "snapshot"));
-  if (!has_exactly(winner, pair, 2, 0) || !winner_task || !winner_snapshot) {
-    *why = "the winner must be {snapshot: a digest, task_id}";
+  if ((*why = read_winner_and_losers(root, b)))
     return 1;
-  }
-  b->winner = b->n;
-  for (size_t i = 0; i < b->n; i++)
-    if (!strcmp(b->c[i].task_id, winner_task))
-      b->winner = i;
-  if (b->winner == b->n) {
-    *why = "the winner is not among the candidates";
-    return 1;
-  }
-  if (strcmp(b->c[b->winner].snapshot, winner_snapshot)) {
-    *why = "the winner's snapshot is not the one recorded for that candidate";
-    return 1;
-  }
-  json_t *losers = json_object_get(root, "losers");
-  if (!json_is_array(losers) || json_array_size(losers) != b->n - 1) {
-    *why = "the losers are not the candidates other than the winner";
-    return 1;
-  }
-  for (size_t i = 0, l = 0; i < b->n; i++) {
-    if (i == b->winner)
-      continue;
-    json_t *x = json_array_get(losers, l++);
-    const char *task = json_string_value(json_object_get(x, "task_id"));
-    const char *snapshot = digest_of(json_object_get(x, "snapshot"));
-    if (!has_exactly(x, pair, 2, 0) || !task || !snapshot || strcmp(task, b->c[i].task_id) ||
-        strcmp(snapshot, b->c[i].snapshot)) {
-      *why = "the losers are not the candidates other than the winner (in task_id order, with "
-             "their snapshots)";
-      return 1;
-    }
-  }
 
   /* The profile: one the ranker accepts, written exactly as the ranker writes it, weighing
    * only axes a race scores. */
@@ -648,7 +703,7 @@ static int load_snapshot(struct cordon_cas *cas, const char *id, const char *wha
  * blob of all of them re-hashed, once. */
 static int check_store(struct cordon_cas *cas, struct body *b, struct cordon_receipt_report *r,
                        struct cordon_error **err) {
-  _cleanup_free_ const char **ids = calloc(b->n, sizeof(*ids));
+  _cleanup_free_ const char **ids = calloc(b->n ? b->n : 1, sizeof(*ids));
   _cleanup_free_ unsigned char *buf = malloc(READ_BUFFER);
   if (!ids || !buf)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
@@ -781,8 +836,12 @@ int cordon_receipt_verify(struct cordon_cas *cas, const char *document, size_t l
     return 0;
   }
   snprintf(r->base, sizeof(r->base), "%s", b.base);
-  snprintf(r->winner_snapshot, sizeof(r->winner_snapshot), "%s", b.c[b.winner].snapshot);
-  r->winner_task = strdup(b.c[b.winner].task_id);
+  r->outcome = b.no_pass ? CORDON_RACE_OUTCOME_NO_PASS : CORDON_RACE_OUTCOME_WINNER;
+  r->allow_no_pass = b.allow_no_pass;
+  if (!b.no_pass) {
+    snprintf(r->winner_snapshot, sizeof(r->winner_snapshot), "%s", b.c[b.winner].snapshot);
+    r->winner_task = strdup(b.c[b.winner].task_id);
+  }
   r->n_candidates = b.n;
   int ret = 0;
   if (!cas)

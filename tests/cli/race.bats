@@ -443,7 +443,8 @@ docker_or_skip() {
   docker_or_skip
   # The candidate writes its answer, then tries to make grep always succeed; its exit code is
   # that attempt's. The judge's grep must still tell "x" from nothing.
-  run $CORDON race --backend docker --base "$BASE" --k 1 --out r.json \
+  # Its command fails (exit 7) by design: --allow-no-pass keeps the receipt's winner.
+  run $CORDON race --backend docker --base "$BASE" --k 1 --allow-no-pass --out r.json \
     --judge sh --judge -c --judge 'grep -q "^x$" out && ! grep -q . /dev/null && [ "$(id -u)" -ne 0 ]' \
     -- sh -c 'echo x > out; printf "#!/bin/sh\nexit 0\n" > /bin/grep || exit 7; chmod 755 /bin/grep'
   [ "$status" -eq 0 ]
@@ -507,4 +508,102 @@ docker_or_skip() {
   [ "$(jq '.body.candidates[0].change.bytes_changed' r.json)" -eq 3 ]
   [ "$(jq '.body.candidates[0].change.meta_changed' r.json)" -eq 1 ]
   [ "$(jq '.body.candidates[0].scores.cost' r.json)" -eq 4 ]
+
+# ---- no passing candidate, no winner (issue 17, item 3) ----------------------------------------
+
+# Candidate 0 exits 3, candidate 1 exits 1, candidate 2 outlives --timeout: none passes.
+FAILING=(sh -c 'i=$CORDON_CANDIDATE_INDEX; printf "%s" "$i" > out; [ $i -eq 2 ] && exec sleep 60; exit $((3 - 2 * i))')
+
+@test "no pass: an all-failing race exits 1, winner null, one reason per candidate; receipt and audit chain verify" {
+  run --separate-stderr race --k 3 --timeout 2 --out r.json -- "${FAILING[@]}"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"winner: none (no candidate passed)"* ]]
+  [ "$(grep -c 'did not pass$' <<< "$output")" -eq 3 ]
+  [[ "$stderr" == *"cordon: candidate-0: command exited 3"* ]]
+  [[ "$stderr" == *"cordon: candidate-1: command exited 1"* ]]
+  [[ "$stderr" == *"cordon: candidate-2: timed out"* ]]
+  [ "$(grep -c '^cordon: candidate-' <<< "$stderr")" -eq 3 ]
+  [ "$(grep -c 'no candidate passed' <<< "$stderr")" -eq 1 ]
+  # Written, signed, kept and audited all the same.
+  grep -q '"winner":null' r.json
+  grep -q '"outcome":"no_pass"' r.json
+  run grep -c allow_no_pass r.json
+  [ "$output" = 0 ]
+  sha=$(sha256sum r.json | cut -c1-64)
+  cmp r.json "$PROJECT/.cordon/receipts/$sha.json"
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  [[ "$output" == verified:*"outcome no_pass"*"none of 3 candidates passed"* ]]
+  run $CORDON receipt verify r.json --json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"verdict": "verified"'* ]]
+  [[ "$output" == *'"winner": null'* ]]
+  [[ "$output" == *'"outcome": "no_pass"'* ]]
+  [ "$(audit_entries)" -eq 1 ]
+  run $CORDON audit show --json
+  [[ "$output" == *race.select* ]]
+  [[ "$output" == *"$sha"* ]]
+  run $CORDON audit verify
+  [ "$status" -eq 0 ]
+  [ "$(sessions_left)" -eq 0 ]
+}
+
+@test "no pass: a judge that fails every candidate gives exit 1, a judge reason each, --json winner null" {
+  run --separate-stderr race --k 2 --judge false --json --out r.json -- true
+  [ "$status" -eq 1 ]
+  [[ "$stderr" == *"cordon: candidate-0: judge exited 1"* ]]
+  [[ "$stderr" == *"cordon: candidate-1: judge exited 1"* ]]
+  [ "$(grep -c '^cordon: candidate-' <<< "$stderr")" -eq 2 ]
+  [[ "$output" == *'"winner": null'* ]]
+  [[ "$output" == *'"outcome": "no_pass"'* ]]
+  [[ "$output" != *'"passed": true'* ]]
+  grep -q '"winner":null' r.json
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  run $CORDON audit verify
+  [ "$status" -eq 0 ]
+}
+
+@test "mixed race: a failing candidate with a tiny change never beats a passing one with a big change" {
+  # A cost-only profile ranks the cheapest first: that is candidate-0, whose command fails.
+  printf '{"axes":[{"name":"cost","direction":"cost","weight":1}],"name":"cheap"}' > cheap.json
+  mixed=(sh -c 'if [ $CORDON_CANDIDATE_INDEX -eq 0 ]; then printf x > out; exit 1; fi; head -c 100000 /dev/zero > big')
+  run race --k 2 --profile cheap.json --json --out r.json -- "${mixed[@]}"
+  [ "$status" -eq 0 ]
+  [ "$(winner_of r.json)" = candidate-1 ]
+  grep -q '"outcome":"winner"' r.json
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"winner candidate-1"* ]]
+  # --allow-no-pass ranks every scored candidate, as before: the failing cheap one wins, and
+  # the receipt says the race was run that way.
+  run race --k 2 --profile cheap.json --allow-no-pass --out a.json -- "${mixed[@]}"
+  [ "$status" -eq 0 ]
+  [ "$(winner_of a.json)" = candidate-0 ]
+  grep -q '"allow_no_pass":true' a.json
+  run $CORDON receipt verify a.json --json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"allow_no_pass": true'* ]]
+}
+
+@test "--allow-no-pass: an all-failing race exits 0 with a winner, recorded in the receipt" {
+  run race --k 2 --allow-no-pass --out r.json -- sh -c 'exit 5'
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"winner: candidate-"* ]]
+  [ -n "$(winner_of r.json)" ]
+  grep -q '"allow_no_pass":true' r.json
+  grep -q '"outcome":"winner"' r.json
+  run $CORDON receipt verify r.json --expected-keyid "$KID"
+  [ "$status" -eq 0 ]
+  [[ "$output" == verified:*"winner candidate-"* ]]
+}
+
+@test "no pass: two identical all-failing races give byte-identical receipts" {
+  run race --k 3 --out f1.json -- sh -c 'printf "%s" "$CORDON_CANDIDATE_INDEX" > out; exit 2'
+  [ "$status" -eq 1 ]
+  run race --k 3 --jobs 1 --out f2.json -- sh -c 'printf "%s" "$CORDON_CANDIDATE_INDEX" > out; exit 2'
+  [ "$status" -eq 1 ]
+  grep -q '"winner":null' f1.json
+  cmp f1.json f2.json
+  [ "$(audit_entries)" -eq 2 ]
 }

@@ -173,6 +173,26 @@ static struct cordon_snapshot_entry entry(const char *path, char kind, unsigned 
   return e;
 }
 
+/* Passing: the command exited 0 in time and, when judged, the judge too. */
+static void test_outcome_passed(void **state) {
+  (void)state;
+  struct cordon_race_outcome o = {0};
+  assert_true(cordon_race_outcome_passed(&o));
+  o.exit_code = 3;
+  assert_false(cordon_race_outcome_passed(&o));
+  o = (struct cordon_race_outcome){.timed_out = true};
+  assert_false(cordon_race_outcome_passed(&o));
+  o = (struct cordon_race_outcome){.judged = true};
+  assert_true(cordon_race_outcome_passed(&o));
+  o.judge_exit_code = 1;
+  assert_false(cordon_race_outcome_passed(&o));
+  o = (struct cordon_race_outcome){.judged = true, .judge_timed_out = true};
+  assert_false(cordon_race_outcome_passed(&o));
+  /* A judge's result recorded without judged set does not count. */
+  o = (struct cordon_race_outcome){.judge_exit_code = 1};
+  assert_true(cordon_race_outcome_passed(&o));
+}
+
 static void test_change_and_scores(void **state) {
   (void)state;
   /* Base: root, a (10 bytes), b (20 bytes), l -> a. Terminal: a unchanged, b rewritten with 5
@@ -308,8 +328,12 @@ static void test_judge_and_profile(void **state) {
   struct cordon_race_options o = options(f, 4, out);
   o.judge_argv = judge;
   o.profile = &cost_only;
+  o.allow_no_pass = true; /* no candidate passes the judge: rank them all anyway */
   struct cordon_race_result res = {0};
   race_ok(f, &o, &res);
+  assert_false(res.no_pass);
+  assert_non_null(strstr(res.receipt, "\"allow_no_pass\":true"));
+  assert_non_null(strstr(res.receipt, "\"outcome\":\"winner\""));
   for (size_t i = 0; i < res.n_candidates; i++) {
     assert_true(res.candidates[i].outcome.judged);
     assert_int_equal(res.candidates[i].outcome.judge_exit_code, 1);
@@ -478,9 +502,23 @@ static void test_candidate_fails_alone(void **state) {
   assert_int_equal(verify(f, res.receipt, res.receipt_length, f->kid), CORDON_VERDICT_VERIFIED);
   assert_int_equal(count_sessions(f), 0);
   cordon_race_result_clear(&res);
-  /* Every snapshot failing: no candidate to rank, the race fails and nothing is sealed. */
+  /* Every snapshot failing: no candidate passes; the receipt records it with no candidate
+   * ranked, "winner": null, every one under "failed", and verifies. */
   snapshots = -100;
   flaky.snapshot = failing_every_snapshot;
+  _cleanup_free_ char *out_none = path_in(f, "r-none.json");
+  o.out_path = out_none;
+  race_ok(f, &o, &res);
+  assert_true(res.no_pass);
+  assert_int_equal(res.winner, res.n_candidates);
+  assert_non_null(strstr(res.receipt, "\"candidates\":[]"));
+  assert_non_null(strstr(res.receipt, "\"winner\":null"));
+  assert_int_equal(verify(f, res.receipt, res.receipt_length, f->kid), CORDON_VERDICT_VERIFIED);
+  cordon_race_result_clear(&res);
+  assert_int_equal(count_sessions(f), 0);
+  /* With allow_no_pass there is no scored candidate to name: the race fails, nothing sealed. */
+  snapshots = -100;
+  o.allow_no_pass = true;
   struct cordon_error *err = NULL;
   _cleanup_free_ char *out2 = path_in(f, "r2.json");
   o.out_path = out2;
@@ -644,6 +682,38 @@ static void alter_failed_malformed(json_t *body) {
 static void alter_failed_empty(json_t *body) {
   json_object_set_new(body, "failed", json_array());
 }
+/* The outcome and the winner disagree, or say what no race writes. */
+static void alter_winner_null(json_t *body) {
+  json_object_set_new(body, "winner", json_null());
+}
+static void alter_outcome_no_pass(json_t *body) {
+  json_object_set_new(body, "outcome", json_string("no_pass"));
+}
+static void alter_outcome_unknown(json_t *body) {
+  json_object_set_new(body, "outcome", json_string("draw"));
+}
+static void alter_allow_false(json_t *body) {
+  json_object_set_new(body, "allow_no_pass", json_false());
+}
+/* Without an outcome (an older receipt) every candidate is ranked: the closeness recorded for
+ * the passing ones alone no longer follows. */
+static void alter_drop_outcome(json_t *body) {
+  json_object_del(body, "outcome");
+}
+/* candidate-1 (its command exited 1) named the winner, the losers made to match. */
+static void alter_failing_winner(json_t *body) {
+  json_t *c1 = candidate(body, 1), *losers = json_array();
+  json_object_set_new(body, "winner",
+                      json_pack("{s:O, s:O}", "snapshot", json_object_get(c1, "snapshot"),
+                                "task_id", json_object_get(c1, "task_id")));
+  for (size_t i = 0; i < 4; i++)
+    if (i != 1)
+      json_array_append_new(losers,
+                            json_pack("{s:O, s:O}", "snapshot",
+                                      json_object_get(candidate(body, i), "snapshot"), "task_id",
+                                      json_object_get(candidate(body, i), "task_id")));
+  json_object_set_new(body, "losers", losers);
+}
 /* Scores consistent with a change that is not what the snapshots show. */
 static void alter_change(json_t *body) {
   json_t *c = candidate(body, 3);
@@ -677,6 +747,10 @@ static void test_consistency_checks(void **state) {
   struct cordon_race_options o = options(f, 4, out);
   struct cordon_race_result res = {0};
   race_ok(f, &o, &res);
+  /* candidate-1's command failed: listed, not ranked, not the winner. */
+  assert_false(res.no_pass);
+  assert_true(res.candidates[1].closeness == 0);
+  assert_true(res.winner != 1);
   assert_int_equal(resign_and_verify(f, res.receipt, alter_nothing), CORDON_VERDICT_VERIFIED);
   void (*alterations[])(json_t *) = {alter_winner_to_loser,
                                      alter_drop_loser,
@@ -689,11 +763,89 @@ static void test_consistency_checks(void **state) {
                                      alter_unmeasured,
                                      alter_failed_and_ranked,
                                      alter_failed_malformed,
-                                     alter_failed_empty};
+                                     alter_failed_empty,
+                                     alter_winner_null,
+                                     alter_outcome_no_pass,
+                                     alter_outcome_unknown,
+                                     alter_allow_false,
+                                     alter_drop_outcome,
+                                     alter_failing_winner};
   for (size_t i = 0; i < sizeof(alterations) / sizeof(alterations[0]); i++) {
     enum cordon_verdict v = resign_and_verify(f, res.receipt, alterations[i]);
     if (v != CORDON_VERDICT_FAILED)
       fail_msg("alteration %zu: verdict %s", i, cordon_verdict_name(v));
+  }
+  cordon_race_result_clear(&res);
+}
+
+/* No candidate passes (the judge fails every one): no winner, closeness 0 everywhere, every
+ * candidate a loser, the receipt signed, kept, audited and verified; the same race twice
+ * gives the same bytes; the body's consistency is still checked. */
+static void no_pass_null_winner(json_t *body) {
+  (void)body;
+}
+static void no_pass_with_winner(json_t *body) {
+  json_t *c0 = candidate(body, 0);
+  json_object_set_new(body, "winner",
+                      json_pack("{s:O, s:O}", "snapshot", json_object_get(c0, "snapshot"),
+                                "task_id", json_object_get(c0, "task_id")));
+}
+static void no_pass_closeness(json_t *body) {
+  json_object_set_new(candidate(body, 2), "closeness", json_real(0.5));
+}
+static void no_pass_allowed(json_t *body) {
+  json_object_set_new(body, "allow_no_pass", json_true());
+}
+static void no_pass_passing_candidate(json_t *body) {
+  json_t *c = candidate(body, 0);
+  json_object_set_new(json_object_get(c, "outcome"), "judge_exit_code", json_integer(0));
+  json_object_set_new(json_object_get(c, "scores"), "correctness", json_real(1));
+}
+static void no_pass_outcome_winner(json_t *body) {
+  json_object_set_new(body, "outcome", json_string("winner"));
+}
+
+static void test_no_pass(void **state) {
+  struct fixture *f = *state;
+  static const char *const judge[] = {"false", NULL};
+  _cleanup_free_ char *out = path_in(f, "r.json"), *again = path_in(f, "r-again.json");
+  struct cordon_race_options o = options(f, 4, out);
+  o.judge_argv = judge;
+  struct cordon_race_result res = {0}, twice = {0};
+  race_ok(f, &o, &res);
+  assert_true(res.no_pass);
+  assert_int_equal(res.winner, res.n_candidates);
+  for (size_t i = 0; i < res.n_candidates; i++) {
+    assert_false(cordon_race_outcome_passed(&res.candidates[i].outcome));
+    assert_true(res.candidates[i].closeness == 0);
+  }
+  assert_non_null(strstr(res.receipt, "\"winner\":null"));
+  assert_non_null(strstr(res.receipt, "\"outcome\":\"no_pass\""));
+  assert_null(strstr(res.receipt, "allow_no_pass"));
+  enum cordon_audit_problem problem;
+  assert_int_equal(audit_entries(f, &problem), 1);
+  struct cordon_receipt_report r;
+  struct cordon_error *err = NULL;
+  must(cordon_receipt_verify(f->cas, res.receipt, res.receipt_length, f->kid, &r, &err), err,
+       "verify");
+  assert_int_equal(r.verdict, CORDON_VERDICT_VERIFIED);
+  assert_string_equal(r.outcome, CORDON_RACE_OUTCOME_NO_PASS);
+  assert_null(r.winner_task);
+  assert_int_equal(r.n_candidates, 4);
+  cordon_receipt_report_clear(&r);
+  o.out_path = again;
+  race_ok(f, &o, &twice);
+  assert_int_equal(twice.receipt_length, res.receipt_length);
+  assert_memory_equal(twice.receipt, res.receipt, res.receipt_length);
+  cordon_race_result_clear(&twice);
+  assert_int_equal(resign_and_verify(f, res.receipt, no_pass_null_winner), CORDON_VERDICT_VERIFIED);
+  void (*alterations[])(json_t *) = {no_pass_with_winner,    no_pass_closeness,
+                                     no_pass_allowed,        no_pass_passing_candidate,
+                                     no_pass_outcome_winner, alter_drop_loser};
+  for (size_t i = 0; i < sizeof(alterations) / sizeof(alterations[0]); i++) {
+    enum cordon_verdict v = resign_and_verify(f, res.receipt, alterations[i]);
+    if (v != CORDON_VERDICT_FAILED)
+      fail_msg("no-pass alteration %zu: verdict %s", i, cordon_verdict_name(v));
   }
   cordon_race_result_clear(&res);
 }
@@ -868,6 +1020,7 @@ static void test_concurrent_races_one_chain(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_change_and_scores),
+      cmocka_unit_test(test_outcome_passed),
       cmocka_unit_test_setup_teardown(test_same_race_same_bytes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_three_races_one_winner, setup, teardown),
       cmocka_unit_test_setup_teardown(test_judge_and_profile, setup, teardown),
@@ -878,6 +1031,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_flipped_byte_fails, setup, teardown),
       cmocka_unit_test_setup_teardown(test_consistency_checks, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_no_pass, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tampered_store, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expected_key_and_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_concurrent_races_one_chain, setup, teardown),
