@@ -508,6 +508,7 @@ docker_or_skip() {
   [ "$(jq '.body.candidates[0].change.bytes_changed' r.json)" -eq 3 ]
   [ "$(jq '.body.candidates[0].change.meta_changed' r.json)" -eq 1 ]
   [ "$(jq '.body.candidates[0].scores.cost' r.json)" -eq 4 ]
+}
 
 # ---- no passing candidate, no winner (issue 17, item 3) ----------------------------------------
 
