@@ -150,7 +150,7 @@ _cordon() {
     ;;
   race)
     opts="--base --k --out --backend --profile --judge --timeout --jobs --fsize
-      --max-snapshot-bytes --json --help"
+      --max-snapshot-bytes --allow-no-pass --json --help"
     ;;
   receipt)
     subs="verify"
