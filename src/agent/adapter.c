@@ -1,6 +1,7 @@
 /* Agent CLI adapters (adapter.h): parsing the embedded data files, the rule for dropping a
- * CLI's own sandbox, and the argv, variables and state directories an adapter adds. All pure:
- * the data is compiled in (adapter-data.c), HOME is handed in. */
+ * CLI's own sandbox, and the argv, variables and state directories an adapter adds. Pure:
+ * the data is compiled in (adapter-data.c), HOME is handed in; only the last function touches the
+ * host (it creates missing state directories). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "agent/adapter.h"
 #include "agent/yaml-read.h"
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/strv.h"
 
 void agent_adapter_free(struct agent_adapter *adapter) {
@@ -217,5 +219,29 @@ int agent_adapter_state_dirs(const struct agent_adapter *adapter, const char *ho
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state dirs");
   }
   *out = steal_ptr(&dirs);
+  return 0;
+}
+
+/* ---- effects: the state directories on the host ------------------------------------------ */
+
+int agent_adapter_prepare_state_dirs(const struct agent_adapter *adapter, const char *home,
+                                     char ***out, struct cordon_error **err) {
+  _cleanup_(strv_freep) char **dirs = NULL;
+  if (agent_adapter_state_dirs(adapter, home, &dirs, err) < 0)
+    return -1;
+  _cleanup_(strv_freep) char **canonical = strv_copy(NULL);
+  if (!canonical)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state dirs");
+  for (char **d = dirs; *d; d++) {
+    if (fs_mkdir_p(*d, 0700, err) < 0)
+      return cordon_error_prefix(err, "adapter %s: state directory", adapter->name);
+    char *real = realpath(*d, NULL);
+    if (!real)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "adapter %s: state directory %s",
+                              adapter->name, *d);
+    if (strv_push_take(&canonical, real) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "state dirs");
+  }
+  *out = steal_ptr(&canonical);
   return 0;
 }

@@ -66,4 +66,10 @@ int agent_adapter_argv(const struct agent_adapter *adapter, const char *const *a
 int agent_adapter_state_dirs(const struct agent_adapter *adapter, const char *home, char ***out,
                              struct cordon_error **err);
 
+/* The effect the grant needs: the state directories resolved under home, each created (0700,
+ * with its parents) when missing so the CLI can write it inside a read-only host view, and
+ * returned canonical (realpath), as the policy's allow_rw wants them. */
+int agent_adapter_prepare_state_dirs(const struct agent_adapter *adapter, const char *home,
+                                     char ***out, struct cordon_error **err);
+
 #endif

@@ -190,6 +190,18 @@ int agent_tier_resolve(const struct agent_tier_sources *sources, struct agent_ho
   return 0;
 }
 
+int agent_tier_resolve_env(const char *project, const char *flag, const char *flag_evidence,
+                           struct agent_host_tier *out, struct cordon_error **err) {
+  char *paths[3];
+  struct agent_tier_sources sources;
+  if (agent_tier_sources_from_env(project, flag, flag_evidence, &sources, paths, err) < 0)
+    return -1;
+  int r = agent_tier_resolve(&sources, out, err);
+  for (int i = 0; i < 3; i++)
+    free(paths[i]);
+  return r;
+}
+
 int agent_tier_record(struct cordon_context *ctx, const struct agent_host_tier *tier,
                       bool agent_sandbox_dropped, const char *adapter, struct cordon_error **err) {
   json_t *details = agent_tier_audit_details(tier, agent_sandbox_dropped, adapter);

@@ -75,6 +75,10 @@ int agent_tier_sources_from_env(const char *project, const char *flag, const cha
  * (the declaration fails closed rather than falling through to a weaker layer). */
 int agent_tier_resolve(const struct agent_tier_sources *sources, struct agent_host_tier *out,
                        struct cordon_error **err);
+/* Both in one call, as `cordon agent` needs them: the sources from the environment, then the
+ * chain. flag and flag_evidence are the options' values (NULL when not given). */
+int agent_tier_resolve_env(const char *project, const char *flag, const char *flag_evidence,
+                           struct agent_host_tier *out, struct cordon_error **err);
 void agent_host_tier_clear(struct agent_host_tier *tier);
 
 /* The details of the audit event (pure): {"agent_sandbox_dropped", "evidence" (null when none),

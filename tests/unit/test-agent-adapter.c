@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -200,12 +202,37 @@ static void test_state_dirs(void **state) {
   agent_adapter_free(a);
 }
 
+static void test_prepare_state_dirs(void **state) {
+  (void)state;
+  char home[] = "/tmp/cordon-adapter-XXXXXX";
+  assert_non_null(mkdtemp(home));
+  struct agent_adapter *codex = load("codex");
+  char **dirs = NULL;
+  struct cordon_error *err = NULL;
+  if (agent_adapter_prepare_state_dirs(codex, home, &dirs, &err) < 0)
+    fail_msg("%s", err->message);
+  char want[64];
+  snprintf(want, sizeof(want), "%s/.codex", home);
+  assert_argv(dirs, (const char *const[]){want, NULL});
+  struct stat st;
+  assert_int_equal(stat(want, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  assert_int_equal(st.st_mode & 0777, 0700);
+  strv_free(dirs);
+  /* An existing one is kept as it is. */
+  assert_int_equal(agent_adapter_prepare_state_dirs(codex, home, &dirs, NULL), 0);
+  strv_free(dirs);
+  rmdir(want);
+  rmdir(home);
+  agent_adapter_free(codex);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedded_adapters), cmocka_unit_test(test_unknown_adapter),
       cmocka_unit_test(test_parse_refusals),    cmocka_unit_test(test_mechanism_tier),
       cmocka_unit_test(test_drop_rule),         cmocka_unit_test(test_argv),
-      cmocka_unit_test(test_state_dirs),
+      cmocka_unit_test(test_state_dirs),        cmocka_unit_test(test_prepare_state_dirs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -228,6 +228,26 @@ static void test_sources_from_env(void **state) {
   unsetenv("CORDON_HOST_ISOLATION");
 }
 
+static void test_resolve_env(void **state) {
+  struct files *f = *state;
+  write_file(f->system, "host_isolation: container\nevidence: from the system file\n");
+  setenv("CORDON_SYSTEM_CONFIG", f->system, 1);
+  setenv("XDG_CONFIG_HOME", f->dir, 1); /* holds no cordon/config.yaml */
+  unsetenv("CORDON_HOST_ISOLATION");
+  struct agent_host_tier t;
+  assert_int_equal(agent_tier_resolve_env(f->dir, NULL, NULL, &t, NULL), 0);
+  assert_int_equal(t.tier, CORDON_TIER_CONTAINER);
+  assert_int_equal(t.layer, AGENT_TIER_LAYER_SYSTEM);
+  assert_string_equal(t.evidence, "from the system file");
+  agent_host_tier_clear(&t);
+  assert_int_equal(agent_tier_resolve_env(f->dir, "vm", "said so", &t, NULL), 0);
+  assert_int_equal(t.layer, AGENT_TIER_LAYER_FLAG);
+  assert_string_equal(t.evidence, "said so");
+  agent_host_tier_clear(&t);
+  unsetenv("CORDON_SYSTEM_CONFIG");
+  unsetenv("XDG_CONFIG_HOME");
+}
+
 static void test_audit_details(void **state) {
   (void)state;
   struct agent_host_tier t = {CORDON_TIER_VM, (char *)"firecracker", AGENT_TIER_LAYER_FLAG};
@@ -255,6 +275,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_chain_order, files_setup, files_teardown),
       cmocka_unit_test_setup_teardown(test_chain_refuses, files_setup, files_teardown),
       cmocka_unit_test(test_sources_from_env),
+      cmocka_unit_test_setup_teardown(test_resolve_env, files_setup, files_teardown),
       cmocka_unit_test(test_audit_details),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
