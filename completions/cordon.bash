@@ -91,7 +91,7 @@ _cordon() {
     --nofile | --fsize | --tmp-size | --timeout | --image | --cwd | --mode | --from | \
     --count | --max-snapshot-bytes | --exclude | --type | --meta | --base | --k | --judge | \
     --jobs | --expected-keyid | --event | --resource-type | --resource-id | --actor | \
-    --details | --rotate-size | --tail)
+    --details | --rotate-size | --tail | --judge-cmd | --protect)
     return
     ;;
   esac
@@ -150,7 +150,7 @@ _cordon() {
     ;;
   race)
     opts="--base --k --out --backend --profile --judge --timeout --jobs --fsize
-      --max-snapshot-bytes --allow-no-pass --json --help"
+      --max-snapshot-bytes --allow-no-pass --json --help --judge-cmd --ro --hide --protect"
     ;;
   receipt)
     subs="verify"

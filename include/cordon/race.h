@@ -231,6 +231,16 @@ struct cordon_race_options {
    * set. true: every scored candidate is ranked and the best wins, pass or not (recorded in
    * the receipt as "allow_no_pass": true). */
   bool allow_no_pass;
+  /* Workspace-relative paths (NULL or NULL-terminated; normalised and checked as `run` does):
+   * read_only and hidden are enforced in every candidate's sandbox (policy.read_only and
+   * policy.hidden, so the backend must enforce them); a candidate whose terminal snapshot
+   * differs from the base at or under a path of any of the three lists fails
+   * (CORDON_RACE_FAILURE_PROTECTED). The judge runs on the candidate's tree with every path of
+   * the three lists as the base has it (a hidden file included), and the receipt records the
+   * lists ("protected_paths"). */
+  const char *const *read_only;
+  const char *const *hidden;
+  const char *const *protect;
 };
 
 /* Why a candidate was scored as failed rather than ranked: its terminal snapshot could not be
@@ -238,6 +248,9 @@ struct cordon_race_options {
  * from it. Fixed text: the receipt records it, and receipts hold nothing of the host. */
 #define CORDON_RACE_FAILURE_SNAPSHOT "the terminal snapshot cannot be taken"
 #define CORDON_RACE_FAILURE_JUDGE_SANDBOX "the judge's sandbox cannot be created from the snapshot"
+/* The candidate added, removed or changed something under a protected path (failure_detail
+ * names the first such path). */
+#define CORDON_RACE_FAILURE_PROTECTED "a protected path was changed"
 #define CORDON_RACE_FAILURE_MAX 128 /* a reason's bytes in a receipt, its NUL excluded */
 
 struct cordon_race_candidate {

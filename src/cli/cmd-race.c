@@ -53,6 +53,17 @@ static const char race_usage[] =
     "                     8G; 0 or unlimited: none); a candidate over it has no snapshot\n"
     "  --allow-no-pass    let a candidate that did not pass win (today's ranking of every\n"
     "                     scored candidate, exit 0); recorded in the receipt\n"
+    "  --judge-cmd JSON   the judge's whole argv as a JSON array of strings,\n"
+    "                     '[\"sh\", \"-c\", \"make test\"]'; or put it after the command:\n"
+    "                     -- CMD ARGS... --judge -- JUDGE ARGS... (one form per race)\n"
+    "  --ro PATH          a workspace path the candidates cannot write (as run --ro)\n"
+    "  --hide PATH        a workspace path the candidates cannot see (as run --hide); the\n"
+    "                     judge sees it\n"
+    "  --protect PATH     a workspace path the candidates may touch but not change\n"
+    "                     (repeat each; a candidate whose terminal snapshot differs from the\n"
+    "                     base under a --ro, --hide or --protect path fails: \"a protected\n"
+    "                     path was changed\"; its judge runs on its tree with those paths\n"
+    "                     as the base has them; the receipt lists them)\n"
     "  --json             print the outcome as JSON\n"
     "\n"
     "Scores: correctness 1 when the command exits 0 (with a judge: the mean of the command's\n"
@@ -87,6 +98,10 @@ enum {
   OPT_FSIZE,
   OPT_MAX_SNAPSHOT_BYTES,
   OPT_ALLOW_NO_PASS,
+  OPT_JUDGE_CMD,
+  OPT_RO,
+  OPT_HIDE,
+  OPT_PROTECT,
 };
 
 struct race_args {
@@ -99,7 +114,83 @@ struct race_args {
   uint64_t fsize, max_snapshot_bytes;
   char **argv;
   bool allow_no_pass;
+  char **judge_cmd;                      /* --judge-cmd or `--judge --`: the judge's whole argv */
+  char **read_only, **hidden, **protect; /* --ro, --hide, --protect */
 };
+
+/* --judge-cmd '["prog", "arg", ...]': strictly a non-empty JSON array of strings, the first
+ * non-empty, none with a NUL (it becomes an argv). Returns 0 or an exit code. */
+static int parse_judge_cmd(const char *text, char ***out) {
+  json_error_t jerr;
+  json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+  int r = 0;
+  if (!json_is_array(v) || json_array_size(v) == 0) {
+    r = cli_usage_error("race",
+                        "--judge-cmd needs a JSON array of strings such as "
+                        "'[\"sh\", \"-c\", \"make test\"]', not '%s'",
+                        text);
+    goto out;
+  }
+  for (size_t i = 0; i < json_array_size(v); i++) {
+    json_t *word = json_array_get(v, i);
+    const char *s = json_string_value(word);
+    if (!s || strlen(s) != json_string_length(word) || (i == 0 && !*s)) {
+      r = cli_usage_error("race",
+                          "--judge-cmd: word %zu is not a string (non-empty first, no NUL) in '%s'",
+                          i, text);
+      goto out;
+    }
+    if (strv_push(out, s) < 0) {
+      r = EXIT_FAILURE_;
+      goto out;
+    }
+  }
+out:
+  json_decref(v);
+  return r;
+}
+
+/* The protected judge's options: --judge-cmd, --ro, --hide, --protect. 0 or an exit code. */
+static int parse_protect_option(int c, const char *arg, struct race_args *a) {
+  switch (c) {
+  case OPT_JUDGE_CMD:
+    if (a->judge_cmd)
+      return cli_usage_error("race", "--judge-cmd given twice");
+    return parse_judge_cmd(arg, &a->judge_cmd);
+  case OPT_RO: return strv_push(&a->read_only, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_HIDE: return strv_push(&a->hidden, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_PROTECT: return strv_push(&a->protect, arg) < 0 ? EXIT_FAILURE_ : 0;
+  }
+  return cli_option_error("race");
+}
+
+/* `-- CMD ARGS... --judge -- JUDGE ARGS...`: the two adjacent words end the command and start
+ * the judge's argv. Only one way of naming the judge per race. 0 or an exit code. */
+static int split_judge(struct race_args *a) {
+  char **judge = NULL;
+  for (size_t i = 0; a->argv[i] && a->argv[i + 1]; i++)
+    if (!strcmp(a->argv[i], "--judge") && !strcmp(a->argv[i + 1], "--")) {
+      judge = a->argv + i + 2;
+      a->argv[i] = NULL;
+      break;
+    }
+  if (!a->argv[0])
+    return cli_usage_error("race", "no command before '--judge --'");
+  if (judge && !judge[0])
+    return cli_usage_error("race", "no judge command after '--judge --'");
+  if (judge && (a->judge_cmd || a->judge))
+    return cli_usage_error("race", "the judge is given twice: use one of --judge-cmd, "
+                                   "'--judge --' after the command, or --judge WORD");
+  if (a->judge_cmd && a->judge)
+    return cli_usage_error("race", "the judge is given twice: use one of --judge-cmd, "
+                                   "'--judge --' after the command, or --judge WORD");
+  if (judge) {
+    for (size_t i = 0; judge[i]; i++)
+      if (strv_push(&a->judge_cmd, judge[i]) < 0)
+        return EXIT_FAILURE_;
+  }
+  return 0;
+}
 
 /* Returns -1 after printing help, > 0 an exit code, 0 to go on. */
 static int parse_args(int argc, char **argv, struct race_args *a) {
@@ -116,10 +207,14 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
       {"fsize", required_argument, NULL, OPT_FSIZE},
       {"max-snapshot-bytes", required_argument, NULL, OPT_MAX_SNAPSHOT_BYTES},
       {"allow-no-pass", no_argument, NULL, OPT_ALLOW_NO_PASS},
+      {"judge-cmd", required_argument, NULL, OPT_JUDGE_CMD},
+      {"ro", required_argument, NULL, OPT_RO},
+      {"hide", required_argument, NULL, OPT_HIDE},
+      {"protect", required_argument, NULL, OPT_PROTECT},
       {"help", no_argument, NULL, 'h'},
       {0}};
   optind = 0;
-  int c;
+  int c, r;
   /* Only the words before `--` are the race's: the command after it is the candidates'. */
   int end = cli_args_end(argc, argv);
   while ((c = cli_getopt(end, argv, "h", opts, NULL)) != -1) {
@@ -159,6 +254,13 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
         return cli_usage_error("race", "--max-snapshot-bytes needs a size such as 8G, not '%s'",
                                optarg);
       break;
+    case OPT_JUDGE_CMD:
+    case OPT_RO:
+    case OPT_HIDE:
+    case OPT_PROTECT:
+      if ((r = parse_protect_option(c, optarg, a)))
+        return r;
+      break;
     default: return cli_option_error("race");
     }
   }
@@ -173,7 +275,7 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
   if (end + 1 >= argc)
     return cli_usage_error("race", "no command: give it after --");
   a->argv = argv + end + 1;
-  return 0;
+  return split_judge(a);
 }
 
 /* ---- the live view ------------------------------------------------------------------------- */
@@ -412,11 +514,19 @@ static int load_profile(const char *path, struct cordon_rank_profile **out,
   return 0;
 }
 
+static void race_args_free(struct race_args *a) {
+  strv_free(a->judge);
+  strv_free(a->judge_cmd);
+  strv_free(a->read_only);
+  strv_free(a->hidden);
+  strv_free(a->protect);
+}
+
 int cmd_race(int argc, char **argv) {
   struct race_args a = {0};
   int r = parse_args(argc, argv, &a);
   if (r) {
-    strv_free(a.judge);
+    race_args_free(&a);
     return r < 0 ? EXIT_OK : r;
   }
   struct cordon_error *err = NULL;
@@ -454,7 +564,12 @@ int cmd_race(int argc, char **argv) {
       .fsize_bytes = a.fsize,
       .max_snapshot_bytes = a.max_snapshot_bytes,
       .allow_no_pass = a.allow_no_pass,
+      .read_only = (const char *const *)a.read_only,
+      .hidden = (const char *const *)a.hidden,
+      .protect = (const char *const *)a.protect,
   };
+  if (a.judge_cmd)
+    o.judge_argv = (const char *const *)a.judge_cmd;
   r = cordon_race_run(ctx, &o, &res, &err);
   view_done(&view);
   if (r < 0) {
@@ -475,6 +590,6 @@ out:
   cordon_rank_profile_free(profile);
   cordon_registry_free(reg);
   cordon_context_free(ctx);
-  strv_free(a.judge);
+  race_args_free(&a);
   return code;
 }

@@ -32,6 +32,7 @@
 #include "crypto/digest.h"
 #include "crypto/jcs.h"
 #include "race/cost.h"
+#include "race/protect.h"
 
 /* Output of the command and the judge is not kept (results belong in the workspace); a small
  * bound keeps K concurrent captures cheap. */
@@ -211,6 +212,21 @@ static json_t *change_json(const struct cordon_race_change *c) {
   return j;
 }
 
+/* "protected_paths", when the race has any: the lists as normalised (the same function as
+ * the race's own, so the receipt names exactly what was enforced and compared). */
+static int protected_paths_json(const struct cordon_race_options *o, json_t *body,
+                                struct cordon_error **err) {
+  struct race_protect p;
+  if (race_protect_init(&p, o->read_only, o->hidden, o->protect, err) < 0)
+    return -1;
+  int r = 0;
+  if (race_protect_any(&p) &&
+      json_object_set_new(body, "protected_paths", race_protect_json(&p)) < 0)
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "receipt");
+  race_protect_clear(&p);
+  return r;
+}
+
 /* The body without its signer: everything in it is a function of the inputs and the results,
  * nothing of the clock, the host or this run. */
 static int receipt_body(const char *base, const struct cordon_race_options *o,
@@ -243,6 +259,10 @@ static int receipt_body(const char *base, const struct cordon_race_options *o,
   if (o->judge_argv && o->judge_argv[0] &&
       json_object_set_new(body, "judge", string_array(o->judge_argv)) < 0)
     goto oom;
+  if (protected_paths_json(o, body, err) < 0) {
+    json_decref(body);
+    return -1;
+  }
   const char *tier = cordon_tier_name(o->backend->tier);
   json_t *failed = NULL;
   for (size_t i = 0; i < n; i++) {
@@ -367,6 +387,7 @@ struct slot {
   enum cordon_race_phase phase;
   const char *failure; /* CORDON_RACE_FAILURE_*: scored as failed */
   char failure_detail[256];
+  char *judge_snapshot; /* the judge's tree (protected paths from the base); NULL: snapshot */
 };
 
 struct race {
@@ -382,6 +403,7 @@ struct race {
   bool stop;
   struct cordon_error *first_error; /* the original failure, reported as it is */
   int (*step)(struct slot *s, struct cordon_error **err);
+  struct race_protect protect; /* the options' protected lists, normalised */
 };
 
 static void announce_locked(struct slot *s, enum cordon_race_phase phase) {
@@ -430,6 +452,9 @@ static struct cordon_manifest race_manifest(const struct race *r) {
  * with the first failure reported. */
 static int start_all(struct race *r, struct cordon_error **err) {
   struct cordon_manifest m = race_manifest(r);
+  /* Only the candidates' sandboxes: the judge sees the hidden paths (its tree holds them). */
+  m.policy.read_only = (const char *const *)r->protect.read_only;
+  m.policy.hidden = (const char *const *)r->protect.hidden;
   struct cordon_session_batch batch = {
       .count = r->k, .jobs = r->o->jobs, .progress = start_progress, .data = r};
   _cleanup_free_ struct cordon_session **sessions = calloc(r->k, sizeof(*sessions));
@@ -488,7 +513,8 @@ static int judge(struct slot *s, const char *const *env, struct cordon_error **e
   struct cordon_manifest m = race_manifest(r);
   struct cordon_session *session = NULL;
   struct cordon_error *e = NULL;
-  if (cordon_session_resume(r->ctx, r->o->backend, &m, s->snapshot, &session, &e) < 0) {
+  const char *tree = s->judge_snapshot ? s->judge_snapshot : s->snapshot;
+  if (cordon_session_resume(r->ctx, r->o->backend, &m, tree, &session, &e) < 0) {
     if (!e || stopping(r) || e->kind == CORDON_ERR_INTERRUPTED) {
       if (!e)
         return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "%s: judge's session", s->task_id);
@@ -531,6 +557,65 @@ static int terminal_change(struct slot *s, struct cordon_error **err) {
   return r;
 }
 
+/* Protected paths: a candidate whose tree differs from the base under one fails, alone (the
+ * judge never runs on it); otherwise the judge's tree is stored: the candidate's entries
+ * outside the protected paths and the base's under them, so what the judge reads there
+ * (tests, a hidden evaluator) is the base's whatever the candidate saw or did. */
+static int check_protected(struct slot *s, struct cordon_error **err) {
+  struct race *r = s->race;
+  struct cordon_cas *cas = NULL;
+  struct cordon_snapshot_entry *entries = NULL;
+  const struct cordon_snapshot_entry **tree = NULL;
+  size_t n = 0, n_tree = 0;
+  int ret = -1;
+  if (cordon_cas_open_project(r->ctx, &cas, err) < 0 ||
+      cordon_snapshot_entries(cas, s->snapshot, &entries, &n, err) < 0)
+    goto out;
+  const char *changed =
+      race_protect_first_change(&r->protect, r->base_entries, r->n_base, entries, n);
+  if (changed) {
+    struct cordon_error *why = NULL;
+    cordon_error_set(&why, CORDON_ERR_DENIED, 0, "changed the protected path %s",
+                     *changed ? changed : ".");
+    ret = fail_candidate(s, CORDON_RACE_FAILURE_PROTECTED, why);
+    goto out;
+  }
+  if (r->o->judge_argv && r->o->judge_argv[0]) {
+    char id[CORDON_DIGEST_HEX_SIZE];
+    if (race_protect_compose(&r->protect, r->base_entries, r->n_base, entries, n, &tree, &n_tree,
+                             err) < 0 ||
+        race_protect_store(cas, tree, n_tree, id, err) < 0)
+      goto out;
+    /* The same tree as the candidate's (nothing to restore): one snapshot, one ref. */
+    if (strcmp(id, s->snapshot) && !(s->judge_snapshot = strdup(id))) {
+      cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", s->task_id);
+      goto out;
+    }
+  }
+  ret = 0;
+out:
+  free(tree);
+  cordon_snapshot_entries_free(entries, n);
+  cordon_cas_close(cas);
+  return ret;
+}
+
+/* The judge's tree is the race's own work, not a result: its ref goes once the judge is done
+ * (its blobs are the base's and the candidate's, which stay). err NULL: after another error. */
+static int forget_judge_tree(struct slot *s, struct cordon_error **err) {
+  _cleanup_free_ char *id = steal_ptr(&s->judge_snapshot);
+  if (!id || !strcmp(id, s->race->o->base))
+    return 0;
+  struct cordon_cas *cas = NULL;
+  struct cordon_error *ignored = NULL, **e = err ? err : &ignored;
+  int r = cordon_cas_open_project(s->race->ctx, &cas, e);
+  if (r == 0)
+    r = cordon_snapshot_forget(cas, id, e);
+  cordon_cas_close(cas);
+  cordon_error_free(ignored);
+  return err ? r : 0;
+}
+
 /* Command, terminal snapshot, judge. The snapshot is taken before the judge runs, and the judge
  * runs in a session of its own resumed from it (see judge()), so what the judge leaves behind
  * (test logs, caches) is not part of the candidate's result and nothing the candidate left
@@ -563,6 +648,10 @@ static int run_step(struct slot *s, struct cordon_error **err) {
   }
   if (terminal_change(s, err) < 0)
     return cordon_error_prefix(err, "%s: terminal snapshot %s", s->task_id, s->snapshot);
+  if (race_protect_any(&r->protect) && check_protected(s, err) < 0)
+    return cordon_error_prefix(err, "%s: protected paths", s->task_id);
+  if (s->failure)
+    return 0;
   /* Done with the candidate's session: its snapshot is in the store; free the workspace now
    * rather than hold K of them until the end (and before the judge: it never sees it). */
   struct cordon_session *session = steal_ptr(&s->session);
@@ -574,7 +663,8 @@ static int run_step(struct slot *s, struct cordon_error **err) {
     announce(s, CORDON_RACE_JUDGING);
     snprintf(exit_var, sizeof(exit_var), "CORDON_CANDIDATE_EXIT_CODE=%d", s->outcome.exit_code);
     const char *const judge_env[] = {index_var, exit_var, NULL};
-    if (judge(s, judge_env, err) < 0)
+    int judged = judge(s, judge_env, err);
+    if (forget_judge_tree(s, judged < 0 ? NULL : err) < 0 || judged < 0)
       return -1;
     if (s->failure)
       return 0;
@@ -816,13 +906,18 @@ int cordon_race_run(struct cordon_context *ctx, const struct cordon_race_options
   const struct cordon_rank_profile *profile = &measured_profile;
   if (check_options(o, profile, err) < 0)
     return -1;
+  struct race_protect protect;
+  if (race_protect_init(&protect, o->read_only, o->hidden, o->protect, err) < 0)
+    return -1;
   struct cordon_signing_key *key = NULL;
-  if (cordon_signing_key_load(o->key_dir, &key, err) < 0)
+  if (cordon_signing_key_load(o->key_dir, &key, err) < 0) {
+    race_protect_clear(&protect);
     return cordon_error_prefix(err, "the receipt's signing key");
+  }
   struct cordon_cas *cas = NULL;
   struct cordon_snapshot_entry *base_entries = NULL;
   size_t n_base = 0;
-  struct race r = {.ctx = ctx, .o = o, .k = o->k};
+  struct race r = {.ctx = ctx, .o = o, .k = o->k, .protect = protect};
   int ret = -1;
   if (cordon_cas_open_project(ctx, &cas, err) < 0)
     goto out;
@@ -876,8 +971,11 @@ int cordon_race_run(struct cordon_context *ctx, const struct cordon_race_options
 out_mutex:
   pthread_mutex_destroy(&r.mu);
 out:
-  for (size_t i = 0; r.slots && i < r.k; i++)
+  for (size_t i = 0; r.slots && i < r.k; i++) {
     free(r.slots[i].snapshot);
+    free(r.slots[i].judge_snapshot);
+  }
+  race_protect_clear(&r.protect);
   free(r.slots);
   cordon_error_free(r.first_error);
   cordon_snapshot_entries_free(base_entries, n_base);

@@ -29,6 +29,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "crypto/jcs.h"
+#include "race/protect.h"
 #include "store/cas.h"
 
 /* Closeness is re-derived with the same arithmetic; the tolerance only absorbs a platform
@@ -103,12 +104,14 @@ struct body {
   struct cordon_rank_profile *profile;
   bool no_pass;       /* "outcome": "no_pass" */
   bool allow_no_pass; /* every scored candidate was ranked (also a receipt without outcome) */
+  struct race_protect protect; /* "protected_paths"; all lists NULL when absent */
 };
 
 static void body_free(struct body *b) {
   json_decref(b->root);
   free(b->c);
   cordon_rank_profile_free(b->profile);
+  race_protect_clear(&b->protect);
   memset(b, 0, sizeof(*b));
 }
 
@@ -383,9 +386,10 @@ static const char *read_outcome(const json_t *root, struct body *b) {
  * static text), < 0 on an internal error. */
 static int read_body(const char *text, struct body *b, const char **why,
                      struct cordon_error **err) {
-  static const char *const members[] = {"base",    "candidates",   "command", "losers", "profile",
-                                        "signer",  "type",         "winner",  "judge",  "failed",
-                                        "outcome", "allow_no_pass"}; /* the last four optional */
+  static const char *const members[] = {"base",           "candidates", "command", "losers",
+                                        "profile",        "signer",     "type",    "winner",
+                                        "judge",          "failed",     "outcome", "allow_no_pass",
+                                        "protected_paths"}; /* the last five optional */
   memset(b, 0, sizeof(*b));
   struct cordon_error *perr = NULL;
   if (jcs_parse(text, strlen(text), CORDON_DOCUMENT_MAX, "receipt body", &b->root, &perr) < 0) {
@@ -394,14 +398,19 @@ static int read_body(const char *text, struct body *b, const char **why,
     return 1;
   }
   json_t *root = b->root;
-  if (!has_exactly(root, members, ARRAY_SIZE(members), 4)) {
+  if (!has_exactly(root, members, ARRAY_SIZE(members), 5)) {
     *why = "the body must have exactly base, candidates, command, losers, profile, signer, type "
            "and winner (and judge when the race had one, failed when a candidate failed, "
-           "outcome, allow_no_pass when set)";
+           "outcome, allow_no_pass, protected_paths when set)";
     return 1;
   }
   if ((*why = read_outcome(root, b)))
     return 1;
+  json_t *protected_paths = json_object_get(root, "protected_paths");
+  if (protected_paths && (*why = race_protect_json_check(protected_paths)))
+    return 1;
+  if (protected_paths && race_protect_from_json(protected_paths, &b->protect, err) < 0)
+    return -1;
   const char *type = json_string_value(json_object_get(root, "type"));
   if (!type || strcmp(type, CORDON_RECEIPT_TYPE)) {
     *why = "not a selection receipt (type is not " CORDON_RECEIPT_TYPE ")";
@@ -765,6 +774,14 @@ static int check_store(struct cordon_cas *cas, struct body *b, struct cordon_rec
                          "%s: the recorded change does not match its snapshot %s against the "
                          "base",
                          b->c[i].task_id, id);
+      const char *changed =
+          race_protect_any(&b->protect)
+              ? race_protect_first_change(&b->protect, base_entries, n_base, entries, n)
+              : NULL;
+      if (changed)
+        report_verdict(r, CORDON_VERDICT_FAILED, id,
+                       "snapshot %s changes the protected path %s: no ranked candidate may", id,
+                       changed);
     }
     if (!is_base)
       cordon_snapshot_entries_free(entries, n);
