@@ -237,7 +237,8 @@ struct cordon_race_log {
 
 /* Live output (--stream): called from the race's threads as a candidate's (or its judge's)
  * bytes arrive, in chunks that may end mid-line; one thread per candidate at a time, so the
- * calls for one candidate never overlap, but those of different candidates may. */
+ * calls for one candidate never overlap, but those of different candidates may. A call with
+ * length 0 (bytes NULL) says the stream has ended. */
 struct cordon_race_output {
   void (*write)(void *data, size_t index, enum cordon_race_log_stream stream, const void *bytes,
                 size_t length);

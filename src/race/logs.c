@@ -172,9 +172,12 @@ static int exec_streamed(struct cordon_session *session, const struct cordon_exe
   close(errp[1]);
   atomic_store(&rd.ended, true);
   pthread_join(thread, NULL);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 2; i++) {
     if (rd.fds[i] >= 0)
       close(rd.fds[i]);
+    /* The end of the stream: a partial last line can be shown now. */
+    output->write(output->data, index, first + (enum cordon_race_log_stream)i, NULL, 0);
+  }
   if (r == 0 && rd.error)
     r = cordon_error_set(err, CORDON_ERR_SYSTEM, rd.error, "the command's output");
   for (int i = 0; i < 2; i++) {
