@@ -150,7 +150,8 @@ _cordon() {
     ;;
   race)
     opts="--base --k --out --backend --profile --judge --timeout --jobs --fsize
-      --max-snapshot-bytes --allow-no-pass --json --help"
+      --max-snapshot-bytes --allow-no-pass --json --help
+      --logs --log-limit --stream"
     ;;
   receipt)
     subs="verify"
