@@ -182,11 +182,13 @@ static int exec_streamed(struct cordon_session *session, const struct cordon_exe
     r = cordon_error_set(err, CORDON_ERR_SYSTEM, rd.error, "the command's output");
   for (int i = 0; i < 2; i++) {
     struct kept *k = &rd.kept[i];
-    if (r == 0 && log_set(&logs[i], k->data, k->length, k->total, false, err) < 0)
+    if (r < 0) {
+      free(k->data);
+      continue;
+    }
+    /* The log owns the bytes from here, even when their digest fails. */
+    if (log_set(&logs[i], steal_ptr(&k->data), k->length, k->total, false, err) < 0)
       r = -1;
-    else if (r == 0)
-      k->data = NULL; /* the log owns it */
-    free(k->data);
   }
   return r;
 }
@@ -203,16 +205,14 @@ int race_exec_logged(struct cordon_session *session, const struct cordon_exec_re
   captured.max_output = limit;
   if (cordon_session_exec(session, &captured, res, err) < 0)
     return -1;
-  if (log_set(&logs[0], res->stdout_data, res->stdout_length, res->stdout_total,
-              res->stdout_truncated, err) < 0)
-    return -1;
-  res->stdout_data = NULL;
-  res->stdout_length = 0;
-  if (log_set(&logs[1], res->stderr_data, res->stderr_length, res->stderr_total,
+  /* The logs own the bytes; the result keeps its status only. */
+  size_t out_length = res->stdout_length, err_length = res->stderr_length;
+  res->stdout_length = res->stderr_length = 0;
+  if (log_set(&logs[0], steal_ptr(&res->stdout_data), out_length, res->stdout_total,
+              res->stdout_truncated, err) < 0 ||
+      log_set(&logs[1], steal_ptr(&res->stderr_data), err_length, res->stderr_total,
               res->stderr_truncated, err) < 0)
     return -1;
-  res->stderr_data = NULL;
-  res->stderr_length = 0;
   return 0;
 }
 
