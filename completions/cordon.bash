@@ -150,7 +150,8 @@ _cordon() {
     ;;
   race)
     opts="--base --k --out --backend --profile --judge --timeout --jobs --fsize
-      --max-snapshot-bytes --allow-no-pass --json --help --judge-cmd --ro --hide --protect"
+      --max-snapshot-bytes --allow-no-pass --json --help --judge-cmd --ro --hide --protect
+      --logs --log-limit --stream"
     ;;
   receipt)
     subs="verify"

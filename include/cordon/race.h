@@ -208,6 +208,43 @@ struct cordon_race_observer {
   void *data;
 };
 
+/* ---- logs (docs/formats.md, "logs") ------------------------------------------------------
+ * Each candidate's stdout and stderr, and its judge's, are kept up to a bound per stream (the
+ * first log_limit bytes; past it the stream is read to its end and counted, not kept, and the
+ * log is marked truncated). Their digests go into the receipt; the bytes stay with the result. */
+enum cordon_race_log_stream {
+  CORDON_RACE_LOG_STDOUT = 0,
+  CORDON_RACE_LOG_STDERR,
+  CORDON_RACE_LOG_JUDGE_STDOUT,
+  CORDON_RACE_LOG_JUDGE_STDERR,
+  CORDON_RACE_LOG_STREAMS,
+};
+
+#define CORDON_RACE_LOG_DEFAULT_LIMIT (1u << 20) /* bytes kept per stream unless log_limit */
+#define CORDON_RACE_LOG_MAX_LIMIT (1u << 30)
+
+/* "stdout", "stderr", "judge_stdout", "judge_stderr": the names in receipts and --json. */
+CORDON_API const char *cordon_race_log_name(enum cordon_race_log_stream stream);
+
+struct cordon_race_log {
+  bool present;        /* the stream ran (a judge's only when the judge ran) */
+  unsigned char *data; /* the kept bytes (malloc'd, NUL-terminated; length excludes it) */
+  size_t length;
+  uint64_t total;                      /* bytes written, including those past the bound */
+  bool truncated;                      /* total > length */
+  char sha256[CORDON_DIGEST_HEX_SIZE]; /* of the kept bytes */
+};
+
+/* Live output (--stream): called from the race's threads as a candidate's (or its judge's)
+ * bytes arrive, in chunks that may end mid-line; one thread per candidate at a time, so the
+ * calls for one candidate never overlap, but those of different candidates may. A call with
+ * length 0 (bytes NULL) says the stream has ended. */
+struct cordon_race_output {
+  void (*write)(void *data, size_t index, enum cordon_race_log_stream stream, const void *bytes,
+                size_t length);
+  void *data;
+};
+
 struct cordon_race_options {
   const char *base;                            /* the base snapshot id (64 hex digits) */
   unsigned k;                                  /* 1..CORDON_RACE_MAX_K candidates */
@@ -241,6 +278,10 @@ struct cordon_race_options {
   const char *const *read_only;
   const char *const *hidden;
   const char *const *protect;
+  /* Logs: bytes kept per stream (0: CORDON_RACE_LOG_DEFAULT_LIMIT, at most
+   * CORDON_RACE_LOG_MAX_LIMIT); output: NULL, or where every byte goes as it arrives. */
+  uint64_t log_limit;
+  const struct cordon_race_output *output;
 };
 
 /* Why a candidate was scored as failed rather than ranked: its terminal snapshot could not be
@@ -263,6 +304,8 @@ struct cordon_race_candidate {
    * under "failed" in the receipt; failure_detail holds the error (not in the receipt). */
   const char *failure;
   char failure_detail[256];
+  /* The command's and the judge's output, kept (CORDON_RACE_LOG_*); freed with the result. */
+  struct cordon_race_log logs[CORDON_RACE_LOG_STREAMS];
 };
 
 struct cordon_race_result {

@@ -1,6 +1,7 @@
 /* `cordon race`: fork K candidates from a snapshot, run one command in each, rank their
  * results and write a signed selection receipt (the work is cordon_race_run's; this file
  * parses flags, draws the live view of the candidates on a terminal and prints the outcome). */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include "base/fs.h"
 #include "base/strv.h"
 #include "cli/cli.h"
+#include "cli/race-logs.h"
 
 #define PROFILE_FILE_MAX (64u * 1024u)
 /* Above this many candidates the live view is one summary line instead of one per candidate. */
@@ -65,6 +67,14 @@ static const char race_usage[] =
     "                     path was changed\"; its judge runs on its tree with those paths\n"
     "                     as the base has them; the receipt lists them)\n"
     "  --json             print the outcome as JSON\n"
+    "  --logs DIR         write each candidate's and judge's stdout and stderr into DIR\n"
+    "                     (made 0700 if missing): candidate-N.stdout, .stderr,\n"
+    "                     .judge.stdout, .judge.stderr, and logs.json (sizes, digests, flags)\n"
+    "  --log-limit SIZE   bytes kept of each stream (default 1M, at most 1G): the first SIZE\n"
+    "                     bytes; the rest is counted, not kept, and the log marked truncated\n"
+    "  --stream           print the output live, each line prefixed 'candidate-N| ' (judge:\n"
+    "                     'candidate-N judge| '), stdout to stdout and stderr to stderr (all\n"
+    "                     to stderr with --json); turns the live view off"
     "\n"
     "Scores: correctness 1 when the command exits 0 (with a judge: the mean of the command's\n"
     "and the judge's pass); cost = what changed between the base and the terminal snapshot\n"
@@ -80,6 +90,11 @@ static const char race_usage[] =
     "too) can win: the passing ones are ranked, the others are listed with closeness 0. When\n"
     "none passes, race prints why for each candidate, still writes, signs and audits the\n"
     "receipt, with \"winner\": null and \"outcome\": \"no_pass\", and exits 1.\n"
+    "\n"
+    "Logs: every candidate's and judge's stdout and stderr are kept (up to --log-limit each);\n"
+    "the receipt binds the sha256 of the kept bytes and whether each was truncated, --json\n"
+    "carries the last 4K of each, and a candidate that did not pass is reported with the last\n"
+    "line of its stderr (its judge's when the command passed).\n"
     "\n"
     "Exit codes: 0 a winner was chosen and the receipt written, 1 failed (or no candidate\n"
     "passed), 2 usage, 3 not found (base snapshot, backend, signing key), 4 unavailable or\n"
@@ -102,6 +117,9 @@ enum {
   OPT_RO,
   OPT_HIDE,
   OPT_PROTECT,
+  OPT_LOGS,
+  OPT_LOG_LIMIT,
+  OPT_STREAM,
 };
 
 struct race_args {
@@ -116,6 +134,9 @@ struct race_args {
   bool allow_no_pass;
   char **judge_cmd;                      /* --judge-cmd or `--judge --`: the judge's whole argv */
   char **read_only, **hidden, **protect; /* --ro, --hide, --protect */
+  const char *logs;
+  unsigned long long log_limit;
+  bool stream;
 };
 
 /* --judge-cmd '["prog", "arg", ...]': strictly a non-empty JSON array of strings, the first
@@ -211,6 +232,9 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
       {"ro", required_argument, NULL, OPT_RO},
       {"hide", required_argument, NULL, OPT_HIDE},
       {"protect", required_argument, NULL, OPT_PROTECT},
+      {"logs", required_argument, NULL, OPT_LOGS},
+      {"log-limit", required_argument, NULL, OPT_LOG_LIMIT},
+      {"stream", no_argument, NULL, OPT_STREAM},
       {"help", no_argument, NULL, 'h'},
       {0}};
   optind = 0;
@@ -226,6 +250,13 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
     case OPT_PROFILE: a->profile = optarg; break;
     case OPT_JSON: a->json = true; break;
     case OPT_ALLOW_NO_PASS: a->allow_no_pass = true; break;
+    case OPT_LOGS: a->logs = optarg; break;
+    case OPT_STREAM: a->stream = true; break;
+    case OPT_LOG_LIMIT:
+      if (cli_parse_size(optarg, &a->log_limit) < 0 || a->log_limit < 1 ||
+          a->log_limit > CORDON_RACE_LOG_MAX_LIMIT)
+        return cli_usage_error("race", "--log-limit needs a size from 1 to 1G, not '%s'", optarg);
+      break;
     case OPT_JUDGE:
       if (strv_push(&a->judge, optarg) < 0)
         return EXIT_FAILURE_;
@@ -415,6 +446,7 @@ static void print_json(const struct race_args *a, const struct cordon_race_resul
                           i == res->winner, "passed", !c->failure && cordon_race_outcome_passed(o));
     if (o->judged)
       json_object_set_new(j, "judge_exit_code", json_integer(o->judge_exit_code));
+    json_object_set_new(j, "logs", race_logs_tails_json(c));
     if (c->failure) {
       json_object_set_new(j, "failure", json_string(c->failure));
       json_object_set_new(j, "failure_detail", json_string(c->failure_detail));
@@ -485,9 +517,11 @@ static void not_passed_reason(const struct cordon_race_candidate *c, char *buf, 
 /* No candidate passed: one line per candidate saying why, then one summary line (stderr). */
 static void print_no_pass(const struct race_args *a, const struct cordon_race_result *res) {
   for (size_t i = 0; i < res->n_candidates; i++) {
-    char why[256];
+    char why[256], last[121];
     not_passed_reason(&res->candidates[i], why, sizeof(why));
-    cli_error("%s: %s", res->candidates[i].task_id, why[0] ? why : "did not pass");
+    race_logs_last_line(&res->candidates[i], last, sizeof(last));
+    cli_error("%s: %s%s%s%s", res->candidates[i].task_id, why[0] ? why : "did not pass",
+              last[0] ? ": \"" : "", last, last[0] ? "\"" : "");
   }
   cli_error("race: no candidate passed, no winner; the receipt %s records \"winner\": null "
             "(--allow-no-pass ranks them anyway)",
@@ -536,14 +570,25 @@ int cmd_race(int argc, char **argv) {
   const struct cordon_backend *backend = NULL;
   struct cordon_race_result res = {0};
   struct view view;
+  struct race_streamer streamer = {0};
   _cleanup_free_ char *actor = default_actor(), *base = NULL;
-  view_init(&view, a.k);
+  /* --stream: the live lines are the view; the redrawn one would garble them. */
+  if (a.stream)
+    memset(&view, 0, sizeof(view));
+  else
+    view_init(&view, a.k);
   int code = EXIT_OK;
   if ((a.profile && load_profile(a.profile, &profile, &err) < 0) ||
       cli_ensure_install_key(&err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
       cli_resolve_snapshot(ctx, a.base, &base, &err) < 0 || cordon_registry_load(&reg, &err) < 0 ||
       cordon_registry_find(reg, a.backend ? a.backend : cordon_registry_default_name(), &backend,
-                           &err) < 0) {
+                           &err) < 0 ||
+      (a.logs && race_logs_prepare(a.logs, &err) < 0)) {
+    code = cli_fail(err);
+    goto out;
+  }
+  if (a.stream && race_streamer_init(&streamer, a.k, a.json) < 0) {
+    cordon_error_set(&err, CORDON_ERR_SYSTEM, ENOMEM, "--stream");
     code = cli_fail(err);
     goto out;
   }
@@ -567,12 +612,15 @@ int cmd_race(int argc, char **argv) {
       .read_only = (const char *const *)a.read_only,
       .hidden = (const char *const *)a.hidden,
       .protect = (const char *const *)a.protect,
+      .log_limit = a.log_limit,
+      .output = a.stream ? &streamer.output : NULL,
   };
   if (a.judge_cmd)
     o.judge_argv = (const char *const *)a.judge_cmd;
   r = cordon_race_run(ctx, &o, &res, &err);
   view_done(&view);
-  if (r < 0) {
+  race_streamer_finish(&streamer);
+  if (r < 0 || (a.logs && race_logs_write(a.logs, &res, &err) < 0)) {
     code = cli_fail(err);
     goto out;
   }
@@ -586,6 +634,7 @@ int cmd_race(int argc, char **argv) {
   }
 out:
   view_done(&view);
+  race_streamer_finish(&streamer);
   cordon_race_result_clear(&res);
   cordon_rank_profile_free(profile);
   cordon_registry_free(reg);

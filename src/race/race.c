@@ -32,11 +32,8 @@
 #include "crypto/digest.h"
 #include "crypto/jcs.h"
 #include "race/cost.h"
+#include "race/logs.h"
 #include "race/protect.h"
-
-/* Output of the command and the judge is not kept (results belong in the workspace); a small
- * bound keeps K concurrent captures cheap. */
-#define RACE_MAX_OUTPUT (64u * 1024u)
 
 /* ---- the change between two manifests (pure) ---------------------------------------------- */
 
@@ -284,6 +281,9 @@ static int receipt_body(const char *base, const struct cordon_race_options *o,
                               c[i].snapshot, "task_id", c[i].task_id);
     if (!entry || json_array_append_new(candidates, entry) < 0)
       goto oom;
+    /* The digests of what the command and the judge printed (race/logs.c). */
+    if (json_object_set_new(entry, "logs", race_logs_json(c[i].logs)) < 0)
+      goto oom;
     if (i != winner &&
         json_array_append_new(losers, json_pack("{s:s, s:s}", "snapshot", c[i].snapshot, "task_id",
                                                 c[i].task_id)) < 0)
@@ -360,6 +360,9 @@ static int check_options(const struct cordon_race_options *o,
       return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "backend %s is not available: %s",
                               o->backend->name, reason ? reason : "unknown reason");
   }
+  if (o->log_limit > CORDON_RACE_LOG_MAX_LIMIT)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "the log limit is at most %u bytes",
+                            CORDON_RACE_LOG_MAX_LIMIT);
   if (!isfinite(o->timeout) || o->timeout < 0)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "the timeout must be >= 0 seconds");
   if (cordon_rank_profile_check(profile, err) < 0)
@@ -388,6 +391,7 @@ struct slot {
   const char *failure; /* CORDON_RACE_FAILURE_*: scored as failed */
   char failure_detail[256];
   char *judge_snapshot; /* the judge's tree (protected paths from the base); NULL: snapshot */
+  struct cordon_race_log logs[CORDON_RACE_LOG_STREAMS]; /* moved to the result at the end */
 };
 
 struct race {
@@ -476,16 +480,19 @@ static int start_all(struct race *r, struct cordon_error **err) {
   return 0;
 }
 
-static int exec_in(struct race *r, struct cordon_session *session, const char *const *argv,
-                   const char *const *env, struct cordon_exec_result *res,
-                   struct cordon_error **err) {
+/* The command's or the judge's (first: which of the slot's logs), its output kept as logs. */
+static int exec_in(struct slot *s, struct cordon_session *session, const char *const *argv,
+                   const char *const *env, enum cordon_race_log_stream first,
+                   struct cordon_exec_result *res, struct cordon_error **err) {
+  struct race *r = s->race;
   struct cordon_exec_request req = {
       .argv = argv,
       .env = env,
       .timeout = r->o->timeout > 0 ? r->o->timeout : -1,
-      .max_output = RACE_MAX_OUTPUT,
   };
-  return cordon_session_exec(session, &req, res, err);
+  size_t limit = r->o->log_limit ? (size_t)r->o->log_limit : CORDON_RACE_LOG_DEFAULT_LIMIT;
+  return race_exec_logged(session, &req, limit, r->o->output, s->index, first, &s->logs[first], res,
+                          err);
 }
 
 /* A candidate that cannot be scored (what it left cannot be snapshotted, or judged): recorded
@@ -524,7 +531,7 @@ static int judge(struct slot *s, const char *const *env, struct cordon_error **e
     return fail_candidate(s, CORDON_RACE_FAILURE_JUDGE_SANDBOX, e);
   }
   struct cordon_exec_result res = {0};
-  int rc = exec_in(r, session, r->o->judge_argv, env, &res, err);
+  int rc = exec_in(s, session, r->o->judge_argv, env, CORDON_RACE_LOG_JUDGE_STDOUT, &res, err);
   if (rc == 0) {
     s->outcome.judged = true;
     s->outcome.judge_exit_code = res.exit_code;
@@ -627,7 +634,7 @@ static int run_step(struct slot *s, struct cordon_error **err) {
   const char *const env[] = {index_var, NULL};
   struct cordon_exec_result res = {0};
   announce(s, CORDON_RACE_RUNNING);
-  if (exec_in(r, s->session, r->o->argv, env, &res, err) < 0)
+  if (exec_in(s, s->session, r->o->argv, env, CORDON_RACE_LOG_STDOUT, &res, err) < 0)
     return cordon_error_prefix(err, "%s", s->task_id);
   s->outcome.exit_code = res.exit_code;
   s->outcome.timed_out = res.timed_out;
@@ -891,6 +898,9 @@ static int seal(struct cordon_context *ctx, const struct cordon_race_options *o,
 void cordon_race_result_clear(struct cordon_race_result *result) {
   if (!result)
     return;
+  for (size_t i = 0; result->candidates && i < result->n_candidates; i++)
+    for (int l = 0; l < CORDON_RACE_LOG_STREAMS; l++)
+      race_log_clear(&result->candidates[i].logs[l]);
   free(result->candidates);
   free(result->receipt);
   memset(result, 0, sizeof(*result));
@@ -964,6 +974,8 @@ int cordon_race_run(struct cordon_context *ctx, const struct cordon_race_options
     c->outcome = r.slots[i].outcome;
     c->failure = r.slots[i].failure;
     memcpy(c->failure_detail, r.slots[i].failure_detail, sizeof(c->failure_detail));
+    memcpy(c->logs, r.slots[i].logs, sizeof(c->logs)); /* the result owns them now */
+    memset(r.slots[i].logs, 0, sizeof(r.slots[i].logs));
   }
   if (seal(ctx, o, profile, key, result, err) < 0)
     goto out_mutex;
@@ -974,6 +986,8 @@ out:
   for (size_t i = 0; r.slots && i < r.k; i++) {
     free(r.slots[i].snapshot);
     free(r.slots[i].judge_snapshot);
+    for (int l = 0; l < CORDON_RACE_LOG_STREAMS; l++)
+      race_log_clear(&r.slots[i].logs[l]);
   }
   race_protect_clear(&r.protect);
   free(r.slots);

@@ -31,6 +31,7 @@
 #include "crypto/jcs.h"
 #include "race/protect.h"
 #include "store/cas.h"
+#include "race/logs.h"
 
 /* Closeness is re-derived with the same arithmetic; the tolerance only absorbs a platform
  * that contracts a multiply-add where this one does not. */
@@ -168,7 +169,8 @@ static bool tier_known(const char *name) {
 /* Fill one candidate from its JSON; NULL on success, else why not. */
 static const char *read_candidate(const json_t *j, bool judged, struct body_candidate *c) {
   static const char *const members[] = {"backend", "change", "closeness", "isolation_tier",
-                                        "outcome", "scores", "snapshot",  "task_id"};
+                                        "outcome", "scores", "snapshot",  "task_id",
+                                        "logs"}; /* logs: absent from older receipts */
   /* The last three: what the cost rule measured (CORDON_COST_RULE); absent from receipts
    * written before it, whose cost is the older byte count. */
   static const char *const change_members[] = {"added",         "base_entries",  "bytes_added",
@@ -178,9 +180,13 @@ static const char *read_candidate(const json_t *j, bool judged, struct body_cand
                                               CORDON_SCORE_REVERSIBILITY};
   static const char *const outcome_members[] = {"exit_code", "timed_out", "judge_exit_code",
                                                 "judge_timed_out"};
-  if (!has_exactly(j, members, ARRAY_SIZE(members), 0))
+  if (!has_exactly(j, members, ARRAY_SIZE(members), 1))
     return "a candidate must have exactly backend, change, closeness, isolation_tier, outcome, "
-           "scores, snapshot and task_id";
+           "scores, snapshot and task_id (and logs)";
+  const char *logs_why = NULL;
+  if (json_object_get(j, "logs") &&
+      (logs_why = race_logs_check(json_object_get(j, "logs"), judged)))
+    return logs_why;
   json_t *task = json_object_get(j, "task_id");
   if (!plain_string(task, CORDON_RACE_TASK_ID_MAX - 1))
     return "a candidate's task_id must be a non-empty string of at most 31 bytes";
