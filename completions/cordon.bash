@@ -40,7 +40,7 @@ _cordon() {
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   COMPREPLY=()
 
-  local verbs="run session backends conformance key audit gc cas snapshot race receipt volume version"
+  local verbs="run session backends conformance key audit gc cas snapshot race receipt volume agent version"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
@@ -76,22 +76,30 @@ _cordon() {
     COMPREPLY=($(compgen -W "cordon root" -- "$cur"))
     return
     ;;
-  --workspace | --repo | --allow-ro)
+  --workspace | --repo | --allow-ro | --project)
     COMPREPLY=($(compgen -d -- "$cur"))
     return
     ;;
-  --stdin | --out | --profile | -o | --output | --file)
+  --stdin | --out | --profile | -o | --output | --file | --policy)
     COMPREPLY=($(compgen -f -- "$cur"))
     return
     ;;
   -v | --volume)
     return
     ;;
+  --mechanism)
+    COMPREPLY=($(compgen -W "auto ns bwrap landlock gvisor off" -- "$cur"))
+    return
+    ;;
+  --print)
+    COMPREPLY=($(compgen -W "bwrap seatbelt" -- "$cur"))
+    return
+    ;;
   --branch | --sparse | --root | --env | --ro | --hide | --memory | --pids | --cpus | \
     --nofile | --fsize | --tmp-size | --timeout | --image | --cwd | --mode | --from | \
     --count | --max-snapshot-bytes | --exclude | --type | --meta | --base | --k | --judge | \
     --jobs | --expected-keyid | --event | --resource-type | --resource-id | --actor | \
-    --details | --rotate-size | --tail | --judge-cmd | --protect)
+    --details | --rotate-size | --tail | --judge-cmd | --protect | --env-allow)
     return
     ;;
   esac
@@ -160,6 +168,10 @@ _cordon() {
   volume)
     subs="list remove"
     opts="--json --help"
+    ;;
+  agent)
+    opts="--project --ro --hide --policy --allow-ro --env-allow --mechanism
+      --no-require-enforcement --net --tmp-size --print --help"
     ;;
   esac
 

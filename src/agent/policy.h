@@ -7,6 +7,7 @@
 #define CORDON_AGENT_POLICY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cordon/error.h>
@@ -33,5 +34,53 @@ struct agent_policy {
 };
 
 void agent_policy_free(struct agent_policy *policy);
+
+/* ---- building a policy (policy.c) ---- */
+
+/* The largest policy file read (bytes). */
+#define AGENT_POLICY_FILE_MAX (64u * 1024u)
+
+/* What a policy is built from: the flags, the policy file, the caller's environment. Every list
+ * is NULL-terminated (NULL: empty). */
+struct agent_policy_input {
+  const char *project;          /* the project directory (any spelling) */
+  const char *cwd;              /* where the caller stands; NULL: the project */
+  const char *const *read_only; /* --ro: project-relative */
+  const char *const *hidden;    /* --hide: project-relative, each must exist */
+  const char *const *allow_ro;  /* --allow-ro: absolute host paths */
+  const char *sandbox_allow;    /* CORDON_SANDBOX_ALLOW: colon-separated host paths */
+  const char *const *env_allow; /* --env-allow NAME */
+  const char *const *extra_env; /* names a caller adds (an adapter's auth variables) */
+  const char *policy_file;      /* --policy FILE, or NULL */
+  const char *net;              /* --net, or NULL: the file's, else "loopback" */
+  uint64_t tmp_bytes;           /* --tmp-size; 0: CORDON_DEFAULT_TMP_BYTES */
+  const char *const *environ;   /* the caller's environment, NAME=VALUE */
+};
+
+/* The lists of a policy file (pure parse; every list NULL-terminated or NULL). */
+struct agent_policy_file {
+  char **read_only, **hidden, **allow_ro, **allow_rw, **env_allow;
+  char *net;
+};
+void agent_policy_file_clear(struct agent_policy_file *file);
+/* Parse a policy file's YAML text (pure): a mapping whose keys are read_only, hidden, allow_ro,
+ * allow_rw, env_allow (lists of strings) and net (a string). An unknown key or a value of the
+ * wrong type is CORDON_ERR_USAGE naming the key. */
+int agent_policy_file_parse(const char *text, size_t length, const char *name,
+                            struct agent_policy_file *out, struct cordon_error **err);
+
+/* Whether the environment variable NAME (length bytes) may reach the agent (pure): PATH, HOME,
+ * USER, LANG, LC_*, TERM, TZ, CORDON_SANDBOX*, and the names in `extra`. */
+bool agent_env_name_allowed(const char *name, size_t length, const char *const *extra);
+/* The agent's environment (pure): the entries of environ whose names are allowed, then TMPDIR,
+ * TMP and TEMP pointing at the private /tmp. *out is NULL-terminated, freed with strv_free. */
+int agent_env_filter(const char *const *environ, const char *const *extra, char ***out,
+                     struct cordon_error **err);
+
+/* Build and validate the policy once (reads the file system: the project, the hidden and
+ * read-only paths, the grants; creates the project's .cordon/ when missing, so it can be
+ * hidden). *out freed with agent_policy_free. */
+int agent_policy_build(const struct agent_policy_input *in, struct agent_policy **out,
+                       struct cordon_error **err);
 
 #endif

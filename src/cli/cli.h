@@ -106,5 +106,6 @@ int cmd_snapshot(int argc, char **argv); /* cmd-snapshot.c */
 int cmd_race(int argc, char **argv);
 int cmd_receipt(int argc, char **argv);
 int cmd_volume(int argc, char **argv); /* cmd-volume.c */
+int cmd_agent(int argc, char **argv);  /* cmd-agent.c */
 
 #endif

@@ -43,6 +43,7 @@ static const char main_usage[] =
     "expected, a unique prefix of 8 or more hex digits will do; an ambiguous one is a usage\n"
     "error (2) naming the candidates, an unknown one \"no such ...\" (3).\n"
     "  volume list|remove              the project's persistent volumes (-v NAME:PATH)\n"
+    "  agent [options] -- ARGV...      run an agent CLI confined at the project's own path\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -162,13 +163,15 @@ int main(int argc, char **argv) {
       {"receipt", cmd_receipt},
       {"version", print_version},
       {"volume", cmd_volume},
+      {"agent", cmd_agent},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
     if (!strcmp(verb, verbs[i].name)) {
       /* The verbs that start sandboxes clean up when interrupted; the others keep the default
        * (their writes are atomic, and what a kill leaves in the store is removed by gc). */
-      if (verbs[i].fn == cmd_run || verbs[i].fn == cmd_session || verbs[i].fn == cmd_race)
+      if (verbs[i].fn == cmd_run || verbs[i].fn == cmd_session || verbs[i].fn == cmd_race ||
+          verbs[i].fn == cmd_agent)
         catch_interrupts();
       /* A snapshot being taken or restored stops and removes its temporary files. */
       if (verbs[i].fn == cmd_snapshot && argc > 2 &&

@@ -98,6 +98,7 @@ check_page() {
   check_page cordon-backends conformance
   check_page cordon-gc gc
   check_page cordon-volume volume
+  check_page cordon-agent agent
 }
 
 # Complete the words given (the last one being typed); the candidates, one per line.

@@ -1,0 +1,351 @@
+/* `cordon agent [options] -- ARGV...`: run an agent CLI confined at the project's own path. This
+ * file owns the verb's flags, choosing the mechanism (failing closed), the audit entries of a
+ * start, and printing a mechanism's generated form (--print); the policy is built by
+ * src/agent/policy.c and enforced by the mechanisms in src/agent/. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "agent/mechanism.h"
+#include "agent/policy.h"
+#include "base/cleanup.h"
+#include "base/strv.h"
+#include "cli/cli.h"
+
+extern char **environ;
+
+static const char agent_usage[] =
+    "usage: cordon agent [options] -- ARGV...\n"
+    "\n"
+    "Run ARGV (an agent CLI: claude, codex, aider, ...) confined, with the project at its own\n"
+    "host path: the working directory and every path mean the same inside and out. The agent\n"
+    "may edit the project; it never sees .cordon/ (but .cordon/agent-visible/, read-only),\n"
+    "cannot write --ro paths or read --hide paths, sees only the system directories and the\n"
+    "grants of the host, a private size-capped /tmp (TMPDIR, TMP, TEMP point at it), and only\n"
+    "PATH, HOME, USER, LANG, LC_*, TERM, TZ, CORDON_SANDBOX* and --env-allow names of the\n"
+    "environment. Enforcement is required: when the mechanism is off or unavailable, cordon\n"
+    "exits 4 and never runs the agent. Exit: the agent's own code (128+N killed by signal N),\n"
+    "2 usage, 3 not found, 4 no confinement, 125 cordon failed.\n"
+    "\n"
+    "options:\n"
+    "  --project DIR         the project (default: the current directory's, as other verbs)\n"
+    "  --ro PATH             project path the agent may read but not write (repeatable)\n"
+    "  --hide PATH           project path the agent cannot read (repeatable; must exist)\n"
+    "  --policy FILE         a policy file (YAML): read_only, hidden, allow_ro, allow_rw\n"
+    "                        (lists), env_allow (names), net; joins the flags\n"
+    "  --allow-ro HOSTPATH   host path outside the project granted read-only (repeatable;\n"
+    "                        also CORDON_SANDBOX_ALLOW=a:b)\n"
+    "  --env-allow NAME      pass the caller's variable NAME through (repeatable)\n"
+    "  --mechanism M         auto (default; also CORDON_SANDBOX): ns, else bwrap when\n"
+    "                        installed; ns, bwrap, landlock, gvisor, or off (0, false, no)\n"
+    "  --no-require-enforcement\n"
+    "                        allow --mechanism off: the agent runs UNCONFINED, said loudly on\n"
+    "                        stderr and recorded in the project's audit log\n"
+    "  --net CLASS           none, loopback (default: a private lo only) or open\n"
+    "  --tmp-size SIZE       size of the private /tmp (K, M, G; default 1G)\n"
+    "  --print bwrap|seatbelt\n"
+    "                        print the generated bubblewrap argv (one shell-quoted line) or\n"
+    "                        macOS profile and run nothing\n";
+
+enum {
+  AGENT_OPT_PROJECT = 256,
+  AGENT_OPT_RO,
+  AGENT_OPT_HIDE,
+  AGENT_OPT_POLICY,
+  AGENT_OPT_ALLOW_RO,
+  AGENT_OPT_ENV_ALLOW,
+  AGENT_OPT_MECHANISM,
+  AGENT_OPT_NO_REQUIRE,
+  AGENT_OPT_PRINT,
+  AGENT_OPT_NET,
+  AGENT_OPT_TMP_SIZE,
+};
+
+struct agent_opts {
+  const char *project, *policy_file, *mechanism, *print, *net;
+  char **read_only, **hidden, **allow_ro, **env_allow;
+  bool no_require;
+  uint64_t tmp_bytes;
+};
+
+static void agent_opts_free(struct agent_opts *o) {
+  strv_free(o->read_only);
+  strv_free(o->hidden);
+  strv_free(o->allow_ro);
+  strv_free(o->env_allow);
+}
+
+/* 0 parsed, -1 --help printed, else an exit code. */
+static int parse_options(int argc, char **argv, struct agent_opts *o) {
+  static const struct option opts[] = {
+      {"project", required_argument, NULL, AGENT_OPT_PROJECT},
+      {"ro", required_argument, NULL, AGENT_OPT_RO},
+      {"hide", required_argument, NULL, AGENT_OPT_HIDE},
+      {"policy", required_argument, NULL, AGENT_OPT_POLICY},
+      {"allow-ro", required_argument, NULL, AGENT_OPT_ALLOW_RO},
+      {"env-allow", required_argument, NULL, AGENT_OPT_ENV_ALLOW},
+      {"mechanism", required_argument, NULL, AGENT_OPT_MECHANISM},
+      {"no-require-enforcement", no_argument, NULL, AGENT_OPT_NO_REQUIRE},
+      {"print", required_argument, NULL, AGENT_OPT_PRINT},
+      {"net", required_argument, NULL, AGENT_OPT_NET},
+      {"tmp-size", required_argument, NULL, AGENT_OPT_TMP_SIZE},
+      {"help", no_argument, NULL, 'h'},
+      {0}};
+  int c;
+  optind = 0;
+  while ((c = cli_getopt(argc, argv, "+h", opts, NULL)) != -1) {
+    char ***list = NULL;
+    switch (c) {
+    case 'h': fputs(agent_usage, stdout); return -1;
+    case AGENT_OPT_PROJECT: o->project = optarg; break;
+    case AGENT_OPT_POLICY: o->policy_file = optarg; break;
+    case AGENT_OPT_MECHANISM: o->mechanism = optarg; break;
+    case AGENT_OPT_NO_REQUIRE: o->no_require = true; break;
+    case AGENT_OPT_NET: o->net = optarg; break;
+    case AGENT_OPT_PRINT:
+      if (strcmp(optarg, "bwrap") && strcmp(optarg, "seatbelt"))
+        return cli_usage_error("agent", "--print takes bwrap or seatbelt, not '%s'", optarg);
+      o->print = optarg;
+      break;
+    case AGENT_OPT_TMP_SIZE: {
+      unsigned long long size = 0;
+      if (cli_parse_size(optarg, &size) < 0 || size == 0)
+        return cli_usage_error("agent", "--tmp-size: not a size: '%s'", optarg);
+      o->tmp_bytes = size;
+      break;
+    }
+    case AGENT_OPT_RO: list = &o->read_only; break;
+    case AGENT_OPT_HIDE: list = &o->hidden; break;
+    case AGENT_OPT_ALLOW_RO: list = &o->allow_ro; break;
+    case AGENT_OPT_ENV_ALLOW: list = &o->env_allow; break;
+    default: return cli_option_error("agent");
+    }
+    if (list && strv_push(list, optarg) < 0)
+      return EXIT_CORDON;
+  }
+  if (optind >= argc)
+    return cli_usage_error("agent", "no command given (cordon agent [options] -- ARGV...)");
+  return 0;
+}
+
+/* One word as a POSIX shell reads it back: bare when it holds only safe characters, else in
+ * single quotes. */
+static void print_shell_word(const char *w, FILE *out) {
+  bool bare = *w != 0;
+  for (const char *p = w; *p && bare; p++)
+    bare = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,+-@%", *p);
+  if (bare) {
+    fputs(w, out);
+    return;
+  }
+  fputc('\'', out);
+  for (const char *p = w; *p; p++)
+    fputs(*p == '\'' ? "'\\''" : (char[]){*p, 0}, out);
+  fputc('\'', out);
+}
+
+static int print_form(const char *what, const struct agent_launch *launch) {
+  struct cordon_error *err = NULL;
+  if (!strcmp(what, "seatbelt")) {
+    _cleanup_free_ char *profile = NULL;
+    if (agent_seatbelt_profile(launch->policy, &profile, &err) < 0)
+      return cli_fail(err);
+    fputs(profile, stdout);
+    return EXIT_OK;
+  }
+  _cleanup_(strv_freep) char **argv = NULL;
+  if (agent_bwrap_argv(launch, &argv, &err) < 0)
+    return cli_fail(err);
+  for (size_t i = 0; argv[i]; i++) {
+    if (i)
+      putchar(' ');
+    print_shell_word(argv[i], stdout);
+  }
+  putchar('\n');
+  return EXIT_OK;
+}
+
+/* auto: ns, else bwrap; a named mechanism must pass its preflight. Fails closed with
+ * CORDON_ERR_UNAVAILABLE naming what is missing. */
+static int choose_mechanism(enum agent_mechanism_kind kind, const struct agent_policy *p,
+                            const struct agent_mechanism **out, struct cordon_error **err) {
+  if (kind == AGENT_MECHANISM_SEATBELT)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "agent mechanism seatbelt runs only on macOS (--print seatbelt shows "
+                            "its profile)");
+  if (kind != AGENT_MECHANISM_AUTO) {
+    *out = agent_mechanism_of(kind);
+    return (*out)->preflight(p, err);
+  }
+  struct cordon_error *ns_err = NULL, *bwrap_err = NULL;
+  int r = 0;
+  if (agent_mechanism_ns.preflight(p, &ns_err) == 0)
+    *out = &agent_mechanism_ns;
+  else if (agent_mechanism_bwrap.preflight(p, &bwrap_err) == 0)
+    *out = &agent_mechanism_bwrap;
+  else
+    r = cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "no agent confinement available: %s; %s",
+                         ns_err && ns_err->message ? ns_err->message : "ns unavailable",
+                         bwrap_err && bwrap_err->message ? bwrap_err->message
+                                                         : "bwrap unavailable");
+  cordon_error_free(ns_err);
+  cordon_error_free(bwrap_err);
+  return r;
+}
+
+static json_t *json_list(char *const *v) {
+  json_t *a = json_array();
+  for (size_t i = 0; v && v[i]; i++)
+    json_array_append_new(a, json_string(v[i]));
+  return a;
+}
+
+/* The audit entry of a start: what the agent could touch, under which mechanism, and what that
+ * mechanism does not enforce. No entry, no agent. */
+static int audit_start(const char *event, const char *mechanism, const struct agent_policy *p,
+                       char *const *argv, char *const *unenforced, struct cordon_error **err) {
+  json_t *d =
+      json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s?, s:o, s:s}", "mechanism",
+                mechanism, "project", p->project, "net", p->net, "read_only",
+                json_list(p->read_only), "hidden_dirs", json_list(p->hidden_dirs), "hidden_files",
+                json_list(p->hidden_files), "allow_ro", json_list(p->allow_ro), "allow_rw",
+                json_list(p->allow_rw), "unenforced", json_list(unenforced), "agent_visible",
+                p->agent_visible, "env_names", json_array(), "argv0", argv[0]);
+  if (!d)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "audit entry");
+  json_t *names = json_object_get(d, "env_names");
+  for (size_t i = 0; p->env && p->env[i]; i++)
+    json_array_append_new(names, json_stringn(p->env[i], strcspn(p->env[i], "=")));
+  _cleanup_free_ char *details = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(d);
+  char actor[32];
+  snprintf(actor, sizeof(actor), "uid:%u", (unsigned)geteuid());
+  struct cordon_audit_event ev = {event, actor, "agent", p->project, details};
+  struct cordon_context *ctx = NULL;
+  struct cordon_audit_log *log = NULL;
+  int r = cordon_context_open(p->project, &ctx, err);
+  if (r == 0)
+    r = cordon_audit_open_project(ctx, NULL, &log, err);
+  if (r == 0)
+    r = cordon_audit_append(log, &ev, NULL, err);
+  cordon_audit_close(log);
+  cordon_context_free(ctx);
+  return r;
+}
+
+/* --mechanism off with --no-require-enforcement: the agent runs on the host as it is, with the
+ * filtered environment only. */
+static int run_unconfined(const struct agent_launch *launch, int *exit_code,
+                          struct cordon_error **err) {
+  pid_t pid = fork();
+  if (pid < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "fork");
+  if (pid == 0) {
+    if (chdir(launch->policy->cwd) < 0)
+      _exit(125);
+    environ = launch->policy->env;
+    execvp(launch->argv[0], (char *const *)launch->argv);
+    _exit(errno == ENOENT ? 127 : 126);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "waitpid");
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return 0;
+}
+
+static int launch_agent(const struct agent_opts *o, enum agent_mechanism_kind kind,
+                        const struct agent_launch *launch) {
+  struct cordon_error *err = NULL;
+  const struct agent_policy *p = launch->policy;
+  int code = EXIT_CORDON;
+  if (kind == AGENT_MECHANISM_OFF) {
+    if (!o->no_require) {
+      cli_error("agent mechanism off would run the agent unconfined, but enforcement is "
+                "required (pass --no-require-enforcement to allow it); the agent was not run");
+      return EXIT_UNAVAILABLE;
+    }
+    cli_error("WARNING: agent mechanism off: running the agent UNCONFINED on the host "
+              "(--no-require-enforcement); recorded in the audit log");
+    if (audit_start("agent.unconfined", "off", p, (char *const *)launch->argv, NULL, &err) < 0 ||
+        run_unconfined(launch, &code, &err) < 0)
+      return cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
+    return code;
+  }
+  const struct agent_mechanism *mech = NULL;
+  _cleanup_(strv_freep) char **unenforced = NULL;
+  if (choose_mechanism(kind, p, &mech, &err) < 0) {
+    cli_fail(err);
+    cli_error("the agent was not run: no confinement");
+    return EXIT_UNAVAILABLE;
+  }
+  if (mech->unenforced && mech->unenforced(p, &unenforced, &err) < 0)
+    return cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
+  for (size_t i = 0; unenforced && unenforced[i]; i++)
+    cli_error("WARNING: %s", unenforced[i]);
+  if (audit_start("agent.start", mech->name, p, (char *const *)launch->argv, unenforced, &err) <
+          0 ||
+      mech->run(launch, &code, &err) < 0) {
+    cli_fail(err);
+    return EXIT_CORDON;
+  }
+  return code;
+}
+
+int cmd_agent(int argc, char **argv) {
+  struct agent_opts o = {0};
+  int code = parse_options(argc, argv, &o);
+  if (code != 0) {
+    agent_opts_free(&o);
+    return code < 0 ? EXIT_OK : code;
+  }
+  const char *mechanism = o.mechanism ? o.mechanism : getenv("CORDON_SANDBOX");
+  enum agent_mechanism_kind kind = AGENT_MECHANISM_AUTO;
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct agent_policy *policy = NULL;
+  _cleanup_free_ char *cwd = getcwd(NULL, 0);
+  if (mechanism && *mechanism && agent_mechanism_parse(mechanism, &kind, &err) < 0) {
+    code = cli_fail(err);
+    goto out;
+  }
+  if (!o.project && cordon_context_open(NULL, &ctx, &err) < 0) {
+    code = cli_fail(err);
+    goto out;
+  }
+  struct agent_policy_input in = {
+      .project = o.project ? o.project : cordon_context_project_dir(ctx),
+      .cwd = cwd,
+      .read_only = (const char *const *)o.read_only,
+      .hidden = (const char *const *)o.hidden,
+      .allow_ro = (const char *const *)o.allow_ro,
+      .sandbox_allow = getenv("CORDON_SANDBOX_ALLOW"),
+      .env_allow = (const char *const *)o.env_allow,
+      .policy_file = o.policy_file,
+      .net = o.net,
+      .tmp_bytes = o.tmp_bytes,
+      .environ = (const char *const *)environ,
+  };
+  if (agent_policy_build(&in, &policy, &err) < 0) {
+    code = cli_fail(err);
+    goto out;
+  }
+  struct agent_launch launch = {
+      .policy = policy,
+      .argv = (const char *const *)(argv + optind),
+      .tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO),
+  };
+  code = o.print ? print_form(o.print, &launch) : launch_agent(&o, kind, &launch);
+out:
+  agent_policy_free(policy);
+  cordon_context_free(ctx);
+  agent_opts_free(&o);
+  return code;
+}
