@@ -367,33 +367,35 @@ static bool populated(int events_fd) {
   return p && p[strlen("populated ")] == '1';
 }
 
-/* The value of the line "key N" in a flat-keyed cgroup file; 0 when absent or unreadable. */
-static uint64_t read_keyed(const char *dir, const char *file, const char *key) {
+/* Flat-keyed cgroup files (memory.events, memory.oom_control) hold a few dozen short lines;
+ * the bound only guards against reading something that is not one. */
+#define CGROUP_KEYED_MAX (1 << 16)
+
+int confine_cgroup_read_key(const char *dir, const char *file, const char *key, uint64_t *value) {
   _cleanup_free_ char *path = NULL;
   if (asprintf(&path, "%s/%s", dir, file) < 0)
-    return 0;
-  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return 0;
-  char buf[1024];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  if (n <= 0)
-    return 0;
-  buf[n] = 0;
+    return -1;
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t length = 0;
+  if (fs_read_file(path, CGROUP_KEYED_MAX, &text, &length, NULL) < 0)
+    return -1;
   size_t klen = strlen(key);
-  for (const char *line = buf; line && *line;
+  for (const char *line = (const char *)text; line && *line;
        line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-    if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
-      return strtoull(line + klen + 1, NULL, 10);
-  return 0;
+    if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+      *value = strtoull(line + klen + 1, NULL, 10);
+      return 0;
+    }
+  return -1;
 }
 
 uint64_t confine_cgroups_oom_kills(const struct confine_cgroups *cg) {
+  uint64_t kills = 0;
   if (cg->v1[CONFINE_CG_MEMORY])
-    return read_keyed(cg->v1[CONFINE_CG_MEMORY], "memory.oom_control", "oom_kill");
-  if (cg->v2)
-    return read_keyed(cg->v2, "memory.events", "oom_kill");
-  return 0;
+    confine_cgroup_read_key(cg->v1[CONFINE_CG_MEMORY], "memory.oom_control", "oom_kill", &kills);
+  else if (cg->v2)
+    confine_cgroup_read_key(cg->v2, "memory.events", "oom_kill", &kills);
+  return kills;
 }
 
 bool confine_cgroup_populated(int dirfd) {

@@ -76,6 +76,11 @@ int confine_cgroups_sweep(const char *prefix, bool dry_run, struct confine_cgrou
                           size_t *count, struct cordon_error **err);
 void confine_cgroup_orphans_free(struct confine_cgroup_orphan *found, size_t count);
 
+/* The value N of the line "key N" in the flat-keyed cgroup file dir/file (memory.events,
+ * memory.oom_control) into *value: 0, or -1 when the file is unreadable or has no such line
+ * (*value untouched). */
+int confine_cgroup_read_key(const char *dir, const char *file, const char *key, uint64_t *value);
+
 /* How many processes the out-of-memory killer has killed in the sandbox's memory cgroup so far
  * (oom_kill of the v1 memory.oom_control, or of the v2 cgroup's memory.events, which counts its
  * leaves too); 0 when there is no memory cgroup or no counter. Compared before and after an

@@ -22,9 +22,11 @@
 
 #define LABEL "the sandbox root"
 
-int confine_tree_prepare(const char *source, uint64_t attr_set, int userns_fd,
-                         struct cordon_error **err) {
-  int fd = sys_open_tree(AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+/* confine_tree_prepare of path at dirfd; flags (open_tree's) AT_EMPTY_PATH clones dirfd
+ * itself, a directory a volume opened and checked beforehand. source names it in errors. */
+static int tree_clone_at(int dirfd, const char *path, unsigned flags, const char *source,
+                         uint64_t attr_set, int userns_fd, struct cordon_error **err) {
+  int fd = sys_open_tree(dirfd, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | flags);
   if (fd < 0)
     return cordon_error_set(err, errno == ENOENT ? CORDON_ERR_NOT_FOUND : CORDON_ERR_SYSTEM, errno,
                             "cannot clone the mount of %s", source);
@@ -44,6 +46,11 @@ int confine_tree_prepare(const char *source, uint64_t attr_set, int userns_fd,
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot set the mount flags of %s", source);
   }
   return fd;
+}
+
+int confine_tree_prepare(const char *source, uint64_t attr_set, int userns_fd,
+                         struct cordon_error **err) {
+  return tree_clone_at(AT_FDCWD, source, 0, source, attr_set, userns_fd, err);
 }
 
 int confine_overlay_prepare(const char *lower_dir, int lower_userns_fd, const char *upper_dir,
@@ -96,26 +103,10 @@ int confine_volume_prepare(const char *source, bool writable, int userns_fd,
   ssize_t n = readlink(link, real, sizeof(real) - 1);
   if (n < 0 || (real[n] = 0, strcmp(real, source) != 0))
     return cordon_error_set(err, CORDON_ERR_DENIED, 0, "volume source %s moved", source);
-  int fd =
-      sys_open_tree(dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
-  if (fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone the mount of %s", source);
-  struct confine_mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
-  if (!writable)
-    attr.attr_set |= MOUNT_ATTR_RDONLY;
-  if (userns_fd >= 0) {
-    attr.attr_set |= MOUNT_ATTR_IDMAP;
-    attr.userns_fd = (uint64_t)userns_fd;
-  }
-  if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) < 0) {
-    int e = errno;
-    close(fd);
-    return cordon_error_set(err, userns_fd >= 0 ? CORDON_ERR_UNAVAILABLE : CORDON_ERR_SYSTEM, e,
-                            "cannot set the mount flags of volume %s%s", source,
-                            userns_fd >= 0 ? " (its file system may not support idmapped mounts)"
-                                           : "");
-  }
-  return fd;
+  /* Cloned from that fd, not by its path again, which could be swapped for a symlink now. */
+  uint64_t attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (writable ? 0 : MOUNT_ATTR_RDONLY);
+  int fd = tree_clone_at(dir, "", AT_EMPTY_PATH, source, attr_set, userns_fd, err);
+  return fd < 0 ? cordon_error_prefix(err, "volume") : fd;
 }
 
 int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_error **err) {

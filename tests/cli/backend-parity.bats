@@ -10,17 +10,20 @@
 
 bats_require_minimum_version 1.5.0
 
+load common
+
+setup_file() {
+  backends_check_once ns docker
+}
+
 setup() {
-  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-parity.XXXXXX")
-  export CORDON_PROJECT=$PROJECT
+  project_enter parity
   export CORDON_KEY_DIR=$PROJECT/.keys
   unset CORDON_QUIET CORDON_SANDBOX CORDON_BACKEND CORDON_SANDBOX_ALLOW
-  cd "$PROJECT"
 }
 
 teardown() {
-  cd /
-  rm -rf "$PROJECT"
+  project_leave
 }
 
 # A server on 127.0.0.1 and a client of it, inside: "reached" or "unreachable: WHY".
@@ -47,20 +50,13 @@ fi'
 # Interfaces inside other than lo, from /proc/net/dev (no /sys in the ns sandbox).
 OTHER_IFACES='tail -n +3 /proc/net/dev | grep -v "^ *lo:" | cut -d: -f1 | tr -d " "'
 
-ns_or_skip() {
-  local why
-  why=$("$CORDON" backends 2>&1 | awk '$1 == "ns" && $0 !~ / yes / {print; exit}')
-  [ -z "$why" ] || skip "ns backend unavailable: $why"
-}
-
-docker_or_skip() {
-  local why
-  why=$("$CORDON" backends 2>&1 | awk '$1 == "docker" && $0 !~ / yes / {print; exit}')
-  [ -z "$why" ] || skip "docker backend unavailable: $why"
+# The docker user tests: the workspace goes to uid 1000 only when cordon runs as root.
+need_root_for_docker_user() {
+  [ "$(id -u)" -eq 0 ] || skip "cordon gives its docker workspace to uid 1000 only as root"
 }
 
 @test "parity: without --net, ns gives loopback: a server on 127.0.0.1 inside is reachable, lo is the only interface" {
-  ns_or_skip
+  need_ns
   run "$CORDON" run --backend ns -- sh -c "$SERVER_CLIENT"
   [ "$status" -eq 0 ]
   [ "$output" = reached ]
@@ -75,7 +71,7 @@ docker_or_skip() {
 }
 
 @test "parity: --net none on ns has no interface up: connecting to 127.0.0.1 fails, lo is down" {
-  ns_or_skip
+  need_ns
   run "$CORDON" run --backend ns --net none -- sh -c "$SERVER_CLIENT"
   [ "$status" -eq 0 ]
   [[ "$output" == unreachable:* ]]
@@ -92,7 +88,7 @@ docker_or_skip() {
 }
 
 @test "parity: without --net, docker gives loopback too; --net none is refused by name" {
-  docker_or_skip
+  need_docker
   run "$CORDON" run --backend docker -- sh -c "$SERVER_CLIENT"
   [ "$status" -eq 0 ]
   [ "$output" = reached ]
@@ -112,7 +108,7 @@ docker_or_skip() {
 }
 
 @test "parity: ns runs commands as uid/gid 1000 named cordon, in run, created and resumed sessions" {
-  ns_or_skip
+  need_ns
   run "$CORDON" run --backend ns -- sh -c 'echo "$(id -u):$(id -g):$(id -un)"'
   [ "$output" = "1000:1000:cordon" ]
   sid=$("$CORDON" session create --backend ns)
@@ -127,8 +123,8 @@ docker_or_skip() {
 }
 
 @test "parity: docker runs commands as the same user as ns, in run, created and resumed sessions" {
-  docker_or_skip
-  [ "$(id -u)" -eq 0 ] || skip "cordon gives its docker workspace to uid 1000 only as root"
+  need_docker
+  need_root_for_docker_user
   run "$CORDON" run --backend docker -- sh -c 'echo "$(id -u):$(id -g):$(id -un)"'
   [ "$status" -eq 0 ]
   [ "$output" = "1000:1000:cordon" ]
@@ -155,9 +151,9 @@ docker_or_skip() {
 }
 
 @test "parity: ns and docker print the same id -u and id -un" {
-  ns_or_skip
-  docker_or_skip
-  [ "$(id -u)" -eq 0 ] || skip "cordon gives its docker workspace to uid 1000 only as root"
+  need_ns
+  need_docker
+  need_root_for_docker_user
   ns=$("$CORDON" run --backend ns -- sh -c 'id -u; id -un')
   docker=$("$CORDON" run --backend docker -- sh -c 'id -u; id -un')
   [ "$ns" = "$docker" ]
@@ -165,7 +161,7 @@ docker_or_skip() {
 }
 
 @test "parity: files the ns command writes in the workspace belong to the host user afterwards" {
-  ns_or_skip
+  need_ns
   mkdir ws
   run "$CORDON" run --backend ns --workspace ws -- sh -c 'mkdir -p out/deep && echo made > out/deep/file'
   [ "$status" -eq 0 ]
@@ -175,7 +171,7 @@ docker_or_skip() {
 }
 
 @test "parity: --user root on ns is uid 0 inside and still nobody on the host" {
-  ns_or_skip
+  need_ns
   [ "$(id -u)" -eq 0 ] || skip "the host-root-only file and /proc/sys need cordon to run as root"
   mkdir ws grant
   echo secret > grant/root-only
@@ -213,7 +209,7 @@ docker_or_skip() {
 }
 
 @test "parity: docker refuses --user root on an engine without userns-remap, naming what is missing" {
-  docker_or_skip
+  need_docker
   if docker_info=$(DOCKER_HOST=${DOCKER_HOST:-} docker info --format '{{.SecurityOptions}}' 2>/dev/null) &&
      [[ "$docker_info" == *userns* ]]; then
     skip "this engine runs with userns-remap: --user root is offered there"

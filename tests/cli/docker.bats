@@ -14,15 +14,12 @@
 
 bats_require_minimum_version 1.5.0
 
+load common
+
 setup_file() {
   export BATS_NO_PARALLELIZE_WITHIN_FILE=true
-  local why
-  why=$(CORDON_PROJECT=$(mktemp -d) "$CORDON" backends --json 2>&1 |
-    tr -d '\n' | grep -o '"name": "docker"[^}]*' | grep -o '"unavailable_reason": "[^"]*"' || true)
-  if [ -n "$why" ]; then
-    export DOCKER_SKIP="docker backend unavailable: ${why#*: }"
-    return 0
-  fi
+  backends_check_once docker
+  [ -z "${DOCKER_SKIP:-}" ] || return 0
   export SOCK=${DOCKER_HOST#unix://}
   [ -n "${DOCKER_HOST:-}" ] || SOCK=/var/run/docker.sock
   PROBE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cordon-docker-probe.XXXXXX")
@@ -82,21 +79,16 @@ teardown_file() {
 }
 
 setup() {
-  [ -z "${DOCKER_SKIP:-}" ] || skip "$DOCKER_SKIP"
-  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-docker.XXXXXX")
-  export CORDON_PROJECT=$PROJECT
-  cd "$PROJECT"
+  need_docker
+  project_enter docker
 }
 
 teardown() {
   [ -n "${PROJECT:-}" ] || return 0
-  cd /
   # Remove whatever a failed test left: sessions first, then their containers.
-  for id in $(ls "$PROJECT/.cordon/sessions" 2>/dev/null); do
-    "$CORDON" session destroy "$id" >/dev/null 2>&1 || true
-  done
-  "$CORDON" gc >/dev/null 2>&1 || true
-  rm -rf "$PROJECT"
+  project_destroy_sessions
+  (cd / && "$CORDON" gc >/dev/null 2>&1) || true
+  project_leave
 }
 
 needs_probe() {

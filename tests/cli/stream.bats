@@ -8,36 +8,25 @@
 
 bats_require_minimum_version 1.5.0
 
+load common
+
 setup_file() {
   export BATS_NO_PARALLELIZE_WITHIN_FILE=true
-  local why
-  why=$(CORDON_PROJECT=$(mktemp -d) "$CORDON" backends --json 2>&1 |
-    tr -d '\n' | grep -o '"name": "docker"[^}]*' | grep -o '"unavailable_reason": "[^"]*"' || true)
-  [ -z "$why" ] || export DOCKER_SKIP="docker backend unavailable: ${why#*: }"
+  backends_check_once docker
 }
 
 setup() {
-  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-stream.XXXXXX")
-  export CORDON_PROJECT=$PROJECT
-  cd "$PROJECT"
+  project_enter stream
   [ "$(id -u)" -eq 0 ] || skip "the ns backend here needs root"
 }
 
 teardown() {
-  cd /
   if [ -n "${BG:-}" ]; then kill "$BG" 2>/dev/null || true; wait "$BG" 2>/dev/null || true; fi
-  if [ -d "$PROJECT/.cordon/sessions" ]; then
-    for s in $(ls "$PROJECT/.cordon/sessions"); do $CORDON session destroy "$s" || true; done
-  fi
-  rm -rf "$PROJECT"
+  project_leave
 }
 
 need_script() {
   command -v script >/dev/null || skip "script (util-linux) is not installed"
-}
-
-need_docker() {
-  [ -z "${DOCKER_SKIP:-}" ] || skip "$DOCKER_SKIP"
 }
 
 # The first line reaches us while the command still sleeps: read it well before the sleep ends

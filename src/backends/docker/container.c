@@ -14,10 +14,14 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/proc.h"
+#include "confine/cgroup.h"
 
 /* How long the engine's record may keep saying "running" after it refused an exec because the
  * container is not (it records the container's end asynchronously). */
 #define CONTAINER_END_SETTLE 5.0
+
+/* /proc/PID/cgroup: a line per hierarchy, a few hundred bytes; the bound is only a guard. */
+#define PROC_CGROUP_MAX (1 << 16)
 
 /* The engine's record of the session's container: *status 200 with *info, or 404. */
 int docker_inspect_container(struct docker_session *d, long *status, json_t **info,
@@ -103,35 +107,16 @@ char *docker_creator_identity(pid_t pid) {
   return out;
 }
 
-/* The value of the line "oom_kill N" in a cgroup memory file; -1 when absent or unreadable. */
-static int64_t read_oom_kill(const char *path) {
-  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  char buf[2048];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  if (n <= 0)
-    return -1;
-  buf[n] = 0;
-  for (const char *line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-    if (!strncmp(line, "oom_kill ", 9))
-      return strtoll(line + 9, NULL, 10);
-  return -1;
-}
-
 int64_t docker_container_oom_kills(const struct docker_session *d) {
   if (d->agent_pid <= 0 || !d->container)
     return -1;
   char path[64];
   snprintf(path, sizeof(path), "/proc/%ld/cgroup", d->agent_pid);
-  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t length = 0;
+  if (fs_read_file(path, PROC_CGROUP_MAX, &text, &length, NULL) < 0)
     return -1;
-  char buf[4096];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  if (n <= 0)
-    return -1;
-  buf[n] = 0;
+  char *buf = (char *)text;
   /* Lines "ID:CONTROLLERS:PATH": v1's memory hierarchy wins over v2's unified line. */
   const char *v1 = NULL, *v2 = NULL;
   for (char *line = buf; line && *line;) {
@@ -155,10 +140,12 @@ int64_t docker_container_oom_kills(const struct docker_session *d) {
   /* The pid may have been reused since the session was made: it must be this container's. */
   if (!cgroup || !strstr(cgroup, d->container) || strstr(cgroup, ".."))
     return -1;
-  _cleanup_free_ char *file = NULL;
-  if (asprintf(&file,
-               v1 ? "/sys/fs/cgroup/memory%s/memory.oom_control" : "/sys/fs/cgroup%s/memory.events",
-               cgroup) < 0)
+  _cleanup_free_ char *dir = NULL;
+  if (asprintf(&dir, v1 ? "/sys/fs/cgroup/memory%s" : "/sys/fs/cgroup%s", cgroup) < 0)
     return -1;
-  return read_oom_kill(file);
+  uint64_t kills = 0;
+  if (confine_cgroup_read_key(dir, v1 ? "memory.oom_control" : "memory.events", "oom_kill",
+                              &kills) < 0)
+    return -1;
+  return (int64_t)kills;
 }

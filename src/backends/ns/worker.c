@@ -242,20 +242,20 @@ static void worker_note_exit(struct worker *w, pid_t pid, int status) {
   }
 }
 
+/* The bound on /proc/.../children: a pid takes at most 8 bytes there (pid_max is at most
+ * 4194304), so 1 MiB lists 131072 children, far more than a host runs at once in practice. */
+#define CHILDREN_LIST_MAX (1 << 20)
+
 /* Read our children from /proc (we are a subreaper: orphans of the command land here). */
 size_t ns_list_children(pid_t *out, size_t max) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
-  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  _cleanup_free_ unsigned char *text = NULL;
+  size_t length = 0;
+  if (fs_read_file(path, CHILDREN_LIST_MAX, &text, &length, NULL) < 0)
     return 0;
-  char buf[4096];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  if (n <= 0)
-    return 0;
-  buf[n] = 0;
   size_t count = 0;
-  for (char *p = buf; *p && count < max;) {
+  for (char *p = (char *)text; *p && count < max;) {
     char *end = NULL;
     long v = strtol(p, &end, 10);
     if (end == p)

@@ -1,0 +1,58 @@
+# Shared by the CLI bats files that `load common`: a scratch project per test, its removal with
+# whatever sessions a failed test left, and whether a backend can run here, so that every file
+# skips a backend it cannot use with the same reason. $CORDON is the binary under test.
+
+# Why `cordon backends` calls backend $1 unavailable ("REASON", quoted as its --json gives
+# it); empty when it is available. Asked in a scratch project of its own, removed afterwards.
+backend_unavailable_reason() {
+  local scratch why
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/cordon-backends.XXXXXX")
+  why=$(CORDON_PROJECT=$scratch "$CORDON" backends --json 2>&1 | tr -d '\n' |
+    grep -o "\"name\": \"$1\"[^}]*" | grep -o '"unavailable_reason": "[^"]*"' || true)
+  rm -rf "$scratch"
+  [ -z "$why" ] || echo "${why#*: }"
+}
+
+# For setup_file: for each backend named, export NAME_SKIP (NS_SKIP, DOCKER_SKIP), the reason
+# it cannot run here (unset when it can): asked once per file rather than once per test.
+backends_check_once() {
+  local name why
+  for name in "$@"; do
+    why=$(backend_unavailable_reason "$name")
+    [ -z "$why" ] || export "${name^^}_SKIP=$name backend unavailable: $why"
+  done
+}
+
+# In a test (or setup): skip it with the reason backends_check_once found for backend $1.
+need_backend() {
+  local var="${1^^}_SKIP"
+  [ -z "${!var:-}" ] || skip "${!var}"
+}
+need_ns() { need_backend ns; }
+need_docker() { need_backend docker; }
+
+# A fresh project for one test: $PROJECT (cordon-$1.XXXXXX in $TMPDIR), also CORDON_PROJECT,
+# and the working directory.
+project_enter() {
+  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-$1.XXXXXX")
+  export CORDON_PROJECT=$PROJECT
+  cd "$PROJECT"
+}
+
+# Destroy the sessions a failed test left in its project: their sandboxes and containers would
+# outlive the directory otherwise.
+project_destroy_sessions() {
+  [ -n "${PROJECT:-}" ] || return 0
+  local id
+  for id in $(ls "$PROJECT/.cordon/sessions" 2>/dev/null); do
+    CORDON_PROJECT=$PROJECT "$CORDON" session destroy "$id" >/dev/null 2>&1 || true
+  done
+}
+
+# Leave and remove the test's project, its leftover sessions first.
+project_leave() {
+  [ -n "${PROJECT:-}" ] || return 0
+  cd /
+  project_destroy_sessions
+  rm -rf "$PROJECT"
+}
