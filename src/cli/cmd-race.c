@@ -17,6 +17,7 @@
 #include "base/fs.h"
 #include "base/strv.h"
 #include "cli/cli.h"
+#include "cli/race-inputs.h"
 
 #define PROFILE_FILE_MAX (64u * 1024u)
 /* Above this many candidates the live view is one summary line instead of one per candidate. */
@@ -54,6 +55,7 @@ static const char race_usage[] =
     "  --allow-no-pass    let a candidate that did not pass win (today's ranking of every\n"
     "                     scored candidate, exit 0); recorded in the receipt\n"
     "  --json             print the outcome as JSON\n"
+    RACE_INPUT_HELP
     "\n"
     "Scores: correctness 1 when the command exits 0 (with a judge: the mean of the command's\n"
     "and the judge's pass); cost = what changed between the base and the terminal snapshot\n"
@@ -87,6 +89,7 @@ enum {
   OPT_FSIZE,
   OPT_MAX_SNAPSHOT_BYTES,
   OPT_ALLOW_NO_PASS,
+  OPT_INPUT, /* RACE_INPUT_OPTIONS: told apart by name */
 };
 
 struct race_args {
@@ -99,6 +102,7 @@ struct race_args {
   uint64_t fsize, max_snapshot_bytes;
   char **argv;
   bool allow_no_pass;
+  struct race_inputs *inputs;
 };
 
 /* Returns -1 after printing help, > 0 an exit code, 0 to go on. */
@@ -117,12 +121,13 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
       {"max-snapshot-bytes", required_argument, NULL, OPT_MAX_SNAPSHOT_BYTES},
       {"allow-no-pass", no_argument, NULL, OPT_ALLOW_NO_PASS},
       {"help", no_argument, NULL, 'h'},
+      RACE_INPUT_OPTIONS(OPT_INPUT),
       {0}};
   optind = 0;
-  int c;
+  int c, longindex = 0;
   /* Only the words before `--` are the race's: the command after it is the candidates'. */
   int end = cli_args_end(argc, argv);
-  while ((c = cli_getopt(end, argv, "h", opts, NULL)) != -1) {
+  while ((c = cli_getopt(end, argv, "h", opts, &longindex)) != -1) {
     switch (c) {
     case 'h': fputs(race_usage, stdout); return -1;
     case OPT_BASE: a->base = optarg; break;
@@ -159,6 +164,12 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
         return cli_usage_error("race", "--max-snapshot-bytes needs a size such as 8G, not '%s'",
                                optarg);
       break;
+    case OPT_INPUT: {
+      int r = race_inputs_option(opts[longindex].name, optarg, &a->inputs);
+      if (r)
+        return r;
+      break;
+    }
     default: return cli_option_error("race");
     }
   }
@@ -173,7 +184,7 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
   if (end + 1 >= argc)
     return cli_usage_error("race", "no command: give it after --");
   a->argv = argv + end + 1;
-  return 0;
+  return race_inputs_prepare(a->inputs, (unsigned)a->k);
 }
 
 /* ---- the live view ------------------------------------------------------------------------- */
@@ -416,6 +427,7 @@ int cmd_race(int argc, char **argv) {
   struct race_args a = {0};
   int r = parse_args(argc, argv, &a);
   if (r) {
+    race_inputs_free(a.inputs);
     strv_free(a.judge);
     return r < 0 ? EXIT_OK : r;
   }
@@ -438,6 +450,12 @@ int cmd_race(int argc, char **argv) {
     goto out;
   }
   a.base = base; /* the whole id, in the receipt and the output */
+  const struct cordon_manifest *manifest = NULL;
+  const struct cordon_race_inputs *inputs = NULL;
+  if (race_inputs_resolve(a.inputs, backend, &manifest, &inputs, &err) < 0) {
+    code = cli_fail(err);
+    goto out;
+  }
   struct cordon_race_observer observer = {view_update, &view};
   struct cordon_race_options o = {
       .base = a.base,
@@ -454,6 +472,8 @@ int cmd_race(int argc, char **argv) {
       .fsize_bytes = a.fsize,
       .max_snapshot_bytes = a.max_snapshot_bytes,
       .allow_no_pass = a.allow_no_pass,
+      .manifest = manifest,
+      .inputs = inputs,
   };
   r = cordon_race_run(ctx, &o, &res, &err);
   view_done(&view);
@@ -476,5 +496,6 @@ out:
   cordon_registry_free(reg);
   cordon_context_free(ctx);
   strv_free(a.judge);
+  race_inputs_free(a.inputs);
   return code;
 }

@@ -29,6 +29,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "crypto/jcs.h"
+#include "race/inputs.h"
 #include "store/cas.h"
 
 /* Closeness is re-derived with the same arithmetic; the tolerance only absorbs a platform
@@ -385,7 +386,9 @@ static int read_body(const char *text, struct body *b, const char **why,
                      struct cordon_error **err) {
   static const char *const members[] = {"base",    "candidates",   "command", "losers", "profile",
                                         "signer",  "type",         "winner",  "judge",  "failed",
-                                        "outcome", "allow_no_pass"}; /* the last four optional */
+                                        "outcome", "allow_no_pass",
+                                        /* a race's inputs by digest (race/inputs.c) */
+                                        "manifest", "inputs"}; /* the last six optional */
   memset(b, 0, sizeof(*b));
   struct cordon_error *perr = NULL;
   if (jcs_parse(text, strlen(text), CORDON_DOCUMENT_MAX, "receipt body", &b->root, &perr) < 0) {
@@ -394,13 +397,13 @@ static int read_body(const char *text, struct body *b, const char **why,
     return 1;
   }
   json_t *root = b->root;
-  if (!has_exactly(root, members, ARRAY_SIZE(members), 4)) {
+  if (!has_exactly(root, members, ARRAY_SIZE(members), 6)) {
     *why = "the body must have exactly base, candidates, command, losers, profile, signer, type "
            "and winner (and judge when the race had one, failed when a candidate failed, "
-           "outcome, allow_no_pass when set)";
+           "outcome, allow_no_pass, manifest, inputs when set)";
     return 1;
   }
-  if ((*why = read_outcome(root, b)))
+  if ((*why = read_outcome(root, b)) || (*why = race_inputs_check(root)))
     return 1;
   const char *type = json_string_value(json_object_get(root, "type"));
   if (!type || strcmp(type, CORDON_RECEIPT_TYPE)) {
