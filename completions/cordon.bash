@@ -151,6 +151,8 @@ _cordon() {
   race)
     opts="--base --k --out --backend --profile --judge --timeout --jobs --fsize
       --max-snapshot-bytes --allow-no-pass --json --help"
+    opts="$opts --env --file --allow-ro --net --memory --pids --cpus --image --candidate
+      --candidate-env --patch"
     ;;
   receipt)
     subs="verify"

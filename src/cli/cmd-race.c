@@ -49,13 +49,15 @@ static const char race_usage[] =
     "  --jobs N           candidates run at once (default: the number of cores)\n"
     "  --fsize SIZE       the largest file a candidate may write (default 4G; 0 or\n"
     "                     unlimited: none)\n"
+    // clang-format off
+    RACE_INPUT_HELP
+    // clang-format on
     "  --max-snapshot-bytes SIZE\n"
     "                     the most a candidate's terminal tree may hold in files (default\n"
     "                     8G; 0 or unlimited: none); a candidate over it has no snapshot\n"
     "  --allow-no-pass    let a candidate that did not pass win (today's ranking of every\n"
     "                     scored candidate, exit 0); recorded in the receipt\n"
     "  --json             print the outcome as JSON\n"
-    RACE_INPUT_HELP
     "\n"
     "Scores: correctness 1 when the command exits 0 (with a judge: the mean of the command's\n"
     "and the judge's pass); cost = what changed between the base and the terminal snapshot\n"

@@ -56,8 +56,9 @@ static int candidate_of(const char *option, const char *arg, unsigned k, unsigne
   errno = 0;
   unsigned long i = arg[0] >= '0' && arg[0] <= '9' ? strtoul(arg, &end, 10) : 0;
   if (!end || *end != ':' || errno)
-    return cli_usage_error("race", "%s expects I:..., a candidate index, a colon, then its value, "
-                                   "got '%s'",
+    return cli_usage_error("race",
+                           "%s expects I:..., a candidate index, a colon, then its value, "
+                           "got '%s'",
                            option, arg);
   if (i >= k)
     return cli_usage_error("race", "%s '%s': there is no candidate %lu (candidates are 0..%u)",
@@ -139,8 +140,8 @@ static int prepare_patch(struct race_inputs *in, const char *arg) {
   if (!*rest)
     return cli_usage_error("race", "--patch expects I:PATCHFILE, got '%s'", arg);
   if (in->per[i].patch)
-    return cli_usage_error("race", "--patch '%s': candidate %u has a patch already (one each)",
-                           arg, i);
+    return cli_usage_error("race", "--patch '%s': candidate %u has a patch already (one each)", arg,
+                           i);
   return read_input(in, "--patch", arg, rest, RACE_PATCH_MAX_BYTES, &in->per[i].patch,
                     &in->per[i].patch_length);
 }

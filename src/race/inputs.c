@@ -265,8 +265,8 @@ static const char *check_inputs(const json_t *inputs) {
       return "inputs must be keyed by candidate task ids";
     const json_t *env = json_object_get(one, "env"), *files = json_object_get(one, "files"),
                  *patch = json_object_get(one, "patch");
-    if (!only_members(one, members, 3) || json_object_size(one) == 0 ||
-        (env && !digest_map(env)) || (files && !digest_map(files)) || (patch && !is_digest(patch)))
+    if (!only_members(one, members, 3) || json_object_size(one) == 0 || (env && !digest_map(env)) ||
+        (files && !digest_map(files)) || (patch && !is_digest(patch)))
       return "a candidate's inputs must be env and files (names to digests) and a patch digest";
   }
   return NULL;

@@ -290,8 +290,9 @@ int race_patch_apply(const struct race_patch_file *f, const char *old, size_t ol
   while (next_line(&src, &ol, &on, &onl))
     if (!emit(&b, ol, on, onl))
       goto oom;
-  if (!emit(&b, "", 0, false))
+  if (!emit(&b, "", 0, false)) /* room for a NUL: callers may treat text as a string */
     goto oom;
+  b.data[b.length] = 0;
   *out = b.data;
   *out_length = b.length;
   return 0;

@@ -384,9 +384,9 @@ static const char *read_outcome(const json_t *root, struct body *b) {
  * static text), < 0 on an internal error. */
 static int read_body(const char *text, struct body *b, const char **why,
                      struct cordon_error **err) {
-  static const char *const members[] = {"base",    "candidates",   "command", "losers", "profile",
-                                        "signer",  "type",         "winner",  "judge",  "failed",
-                                        "outcome", "allow_no_pass",
+  static const char *const members[] = {"base", "candidates", "command", "losers", "profile",
+                                        "signer", "type", "winner", "judge", "failed", "outcome",
+                                        "allow_no_pass",
                                         /* a race's inputs by digest (race/inputs.c) */
                                         "manifest", "inputs"}; /* the last six optional */
   memset(b, 0, sizeof(*b));

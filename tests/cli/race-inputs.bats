@@ -15,6 +15,7 @@ setup() {
   mkdir -p tree
   printf 'one\ntwo\nalpha\nthree\n' > tree/a
   "$CORDON" key init >/dev/null
+  KID=$("$CORDON" key show | sed -n 's/^kid: //p')
   BASE=$("$CORDON" snapshot take tree)
   printf 'the secret of candidate 0\n' > secret0
   cat > good.patch <<'PATCH'
@@ -69,7 +70,7 @@ SEE=(sh -c 'if [ "$CORDON_CANDIDATE_INDEX" = 0 ]; then grep -q "secret of candid
   [ "$(passed_of <(echo "$output") candidate-1)" = false ]
   [ "$(passed_of <(echo "$output") candidate-0)" = false ]
   # The receipt binds them by digest: no value, no host path.
-  run -0 "$CORDON" receipt verify r.json
+  run -0 "$CORDON" receipt verify --expected-keyid "$KID" r.json
   ! grep -q zero r.json
   ! grep -q "$PROJECT" r.json
   ! grep -q secret0 r.json
@@ -83,10 +84,9 @@ SEE=(sh -c 'if [ "$CORDON_CANDIDATE_INDEX" = 0 ]; then grep -q "secret of candid
   [ "$(passed_of <(echo "$output") candidate-0)" = true ]
   [ "$(passed_of <(echo "$output") candidate-2)" = true ]
   [[ "$output" == *'"failure": "the candidate'"'"'s patch does not apply"'* ]]
-  tr -d ' \n' < r.json | grep -q '"winner":{"snapshot":"[0-9a-f]*","task_id":"candidate-0"}'
-  tr -d ' \n' < r.json | grep -q "\"failed\":\[{\"reason\":\"the candidate's patch does not apply\",\"task_id\":\"candidate-1\"}\]"
+  tr -d ' \n' < r.json | grep -q "\"failed\":\[{\"reason\":\"thecandidate'spatchdoesnotapply\",\"task_id\":\"candidate-1\"}\]"
   tr -d ' \n' < r.json | grep -q "\"candidate-0\":{\"patch\":\"$(sha256sum < good.patch | cut -c1-64)\"}"
-  run -0 "$CORDON" receipt verify r.json
+  run -0 "$CORDON" receipt verify --expected-keyid "$KID" r.json
   # The text output names the failing candidate with its one-line reason.
   run race --k 2 --out r2.json --patch 1:bad.patch -- true
   [ "$status" -eq 0 ]
@@ -105,7 +105,7 @@ SEE=(sh -c 'if [ "$CORDON_CANDIDATE_INDEX" = 0 ]; then grep -q "secret of candid
     --env Y=3 --out r4.json -- true
   ! cmp -s r1.json r4.json
   tr -d ' \n' < r4.json | grep -q "\"manifest\":{\"env\":{\"Y\":\"$(printf 3 | sha256sum | cut -c1-64)\"}"
-  run -0 "$CORDON" receipt verify r4.json
+  run -0 "$CORDON" receipt verify --expected-keyid "$KID" r4.json
 }
 
 @test "race inputs: bad syntax, bad index and a missing source are usage errors, one line" {
@@ -123,24 +123,17 @@ SEE=(sh -c 'if [ "$CORDON_CANDIDATE_INDEX" = 0 ]; then grep -q "secret of candid
   [ ! -d "$PROJECT/.cordon/sessions" ] || [ -z "$(ls "$PROJECT/.cordon/sessions")" ]
 }
 
-@test "race inputs: a tampered manifest or inputs form is refused by receipt verify" {
-  run -0 race --k 1 --out r.json --candidate-env 0:A=b -- true
-  run -0 "$CORDON" receipt verify r.json
-  # Any byte changed breaks the signature; verify's form check is in the unit of read_body,
-  # reached through the signed body: the members are accepted by name.
-  tr -d ' \n' < r.json | grep -q '"manifest":{"limits":{'
-}
-
 @test "race inputs: run's --env, --memory and --net none apply to every candidate (ns)" {
   ns_or_skip
-  cmd=(sh -c '[ "$SHARED" = yes ] && [ "$(cat /sys/fs/cgroup/memory.max 2>/dev/null || echo none)" = 67108864 ] && ! ip -o link show 2>/dev/null | grep -q "state UP"')
+  # --memory 64M: a 200M buffer is killed; --net none: lo is down (no ",UP" flag).
+  cmd=(sh -c '[ "$SHARED" = yes ] && ! (dd if=/dev/zero of=/dev/null bs=200M count=1) 2>/dev/null && ip -o link show >links && ! grep -q ",UP" links')
   run -0 "$CORDON" race --backend ns --base "$BASE" --k 2 --out r.json --json --env SHARED=yes \
     --memory 64M --net none -- "${cmd[@]}"
   [ "$(passed_of <(echo "$output") candidate-0)" = true ]
   [ "$(passed_of <(echo "$output") candidate-1)" = true ]
   tr -d ' \n' < r.json | grep -q '"memory_bytes":67108864'
   tr -d ' \n' < r.json | grep -q '"net":"none"'
-  run -0 "$CORDON" receipt verify r.json
+  run -0 "$CORDON" receipt verify --expected-keyid "$KID" r.json
   # Without --env, the same command fails in every candidate: the variable came from --env.
   run -1 "$CORDON" race --backend ns --base "$BASE" --k 1 --out r2.json --memory 64M \
     --net none -- "${cmd[@]}"
