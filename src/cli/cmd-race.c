@@ -454,10 +454,8 @@ int cmd_race(int argc, char **argv) {
   a.base = base; /* the whole id, in the receipt and the output */
   const struct cordon_manifest *manifest = NULL;
   const struct cordon_race_inputs *inputs = NULL;
-  if (race_inputs_resolve(a.inputs, backend, &manifest, &inputs, &err) < 0) {
-    code = cli_fail(err);
+  if ((code = race_inputs_resolve(a.inputs, backend, &manifest, &inputs)))
     goto out;
-  }
   struct cordon_race_observer observer = {view_update, &view};
   struct cordon_race_options o = {
       .base = a.base,

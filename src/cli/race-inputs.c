@@ -166,16 +166,17 @@ int race_inputs_prepare(struct race_inputs *in, unsigned k) {
 
 int race_inputs_resolve(struct race_inputs *in, const struct cordon_backend *backend,
                         const struct cordon_manifest **manifest,
-                        const struct cordon_race_inputs **per, struct cordon_error **err) {
+                        const struct cordon_race_inputs **per) {
   *manifest = NULL;
   *per = in ? in->per : NULL;
   if (!in || !in->has_shared)
     return 0;
   int r = build_manifest(&in->shared, &in->manifest, &in->repo);
   if (r)
-    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "race: the candidates' manifest");
-  if (apply_backend(backend, &in->shared, &in->manifest, err) < 0)
-    return -1;
+    return r; /* said already */
+  struct cordon_error *err = NULL;
+  if (apply_backend(backend, &in->shared, &in->manifest, &err) < 0)
+    return cli_fail(err);
   *manifest = &in->manifest;
   return 0;
 }

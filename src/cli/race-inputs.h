@@ -44,10 +44,11 @@ int race_inputs_option(const char *name, const char *arg, struct race_inputs **i
  * that any mistake is a usage error before a session starts. Returns 0 or an exit code. */
 int race_inputs_prepare(struct race_inputs *in, unsigned k);
 /* With the backend chosen: the shared manifest (NULL when no manifest option was given) and
- * the per-candidate inputs (NULL when none), owned by in. Returns 0 or -1 with err. */
+ * the per-candidate inputs (NULL when none), owned by in; a backend that does not enforce what
+ * is asked refuses it (as for run). Returns 0, or an exit code after saying why. */
 int race_inputs_resolve(struct race_inputs *in, const struct cordon_backend *backend,
                         const struct cordon_manifest **manifest,
-                        const struct cordon_race_inputs **per, struct cordon_error **err);
+                        const struct cordon_race_inputs **per);
 void race_inputs_free(struct race_inputs *in);
 
 #endif

@@ -14,6 +14,25 @@
 
 /* ---- placing a candidate's inputs -------------------------------------------------------- */
 
+/* The permission bits path has now, so that patching a script keeps it executable; 0 (the
+ * write's default, 0644) when they cannot be read. */
+static unsigned current_mode(struct cordon_session *s, const char *path) {
+  const char *slash = strrchr(path, '/');
+  _cleanup_free_ char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
+  const char *name = slash ? slash + 1 : path;
+  struct cordon_dirent *entries = NULL;
+  size_t n = 0;
+  struct cordon_error *e = NULL;
+  unsigned mode = 0;
+  if (dir && cordon_session_ls(s, dir, &entries, &n, &e) == 0)
+    for (size_t i = 0; i < n; i++)
+      if (!strcmp(entries[i].name, name))
+        mode = entries[i].mode & 07777u;
+  cordon_error_free(e);
+  cordon_dirents_free(entries, n);
+  return mode;
+}
+
 static int apply_patch(struct cordon_session *s, const struct cordon_race_inputs *in,
                        const char **reason, char *detail, size_t detail_size,
                        struct cordon_error **err) {
@@ -39,7 +58,8 @@ static int apply_patch(struct cordon_session *s, const struct cordon_race_inputs
       r = 1;
     } else if (race_patch_apply(f, (const char *)old, old_length, &now, &now_length, &why) < 0) {
       r = 1;
-    } else if (cordon_session_write(s, f->path, now, now_length, 0, err) < 0) {
+    } else if (cordon_session_write(s, f->path, now, now_length,
+                                    exists ? current_mode(s, f->path) : 0, err) < 0) {
       r = cordon_error_prefix(err, "patch %s", f->path);
     }
     if (r == 1) {

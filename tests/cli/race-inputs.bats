@@ -79,7 +79,10 @@ SEE=(sh -c 'if [ "$CORDON_CANDIDATE_INDEX" = 0 ]; then grep -q "secret of candid
 
 @test "race inputs: a patch applies to its candidate only; one that does not apply fails only it" {
   # Candidate 0 (good patch) must see ALPHA; 1 (bad patch) fails; 2 (none) must see alpha.
-  cmd=(sh -c 'case $CORDON_CANDIDATE_INDEX in 0) grep -qx ALPHA a;; *) grep -qx alpha a;; esac')
+  chmod 0755 tree/a
+  BASE=$("$CORDON" snapshot take tree)
+  # A patched file keeps its mode (a script stays executable).
+  cmd=(sh -c 'case $CORDON_CANDIDATE_INDEX in 0) grep -qx ALPHA a && [ -x a ];; *) grep -qx alpha a;; esac')
   run -0 race --k 3 --out r.json --json --patch 0:good.patch --patch 1:bad.patch -- "${cmd[@]}"
   [ "$(passed_of <(echo "$output") candidate-0)" = true ]
   [ "$(passed_of <(echo "$output") candidate-2)" = true ]
