@@ -160,6 +160,8 @@ _cordon() {
     opts="--base --k --out --backend --profile --judge --timeout --jobs --fsize
       --max-snapshot-bytes --allow-no-pass --json --help --judge-cmd --ro --hide --protect
       --logs --log-limit --stream"
+    opts="$opts --env --file --allow-ro --net --memory --pids --cpus --image --candidate
+      --candidate-env --patch"
     ;;
   receipt)
     subs="verify"

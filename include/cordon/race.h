@@ -245,6 +245,18 @@ struct cordon_race_output {
   void *data;
 };
 
+/* What one candidate alone receives (`cordon race --candidate/--candidate-env/--patch`): files
+ * written into its workspace, then the patch applied (strictly: exact context, no fuzz), before
+ * its command; env is added to its command's environment only (not the judge's). A patch that
+ * does not apply fails that candidate (CORDON_RACE_FAILURE_PATCH), not the race. */
+struct cordon_race_inputs {
+  const struct cordon_file_spec *files;
+  size_t n_files;
+  const char *const *env; /* "KEY=VALUE"; NULL: none */
+  const void *patch;      /* a unified diff; NULL: none */
+  size_t patch_length;
+};
+
 struct cordon_race_options {
   const char *base;                            /* the base snapshot id (64 hex digits) */
   unsigned k;                                  /* 1..CORDON_RACE_MAX_K candidates */
@@ -282,6 +294,12 @@ struct cordon_race_options {
    * CORDON_RACE_LOG_MAX_LIMIT); output: NULL, or where every byte goes as it arrives. */
   uint64_t log_limit;
   const struct cordon_race_output *output;
+  /* The manifest every session of the race starts from (run's options: env, files, allow_ro,
+   * net, limits, image); NULL: the defaults. The race sets ephemeral and one_shot itself, and
+   * fsize_bytes above, when not 0, wins over its policy's. Sealed in the receipt by digest. */
+  const struct cordon_manifest *manifest;
+  /* NULL, or k entries: candidate i's own inputs. Sealed in the receipt by digest. */
+  const struct cordon_race_inputs *inputs;
 };
 
 /* Why a candidate was scored as failed rather than ranked: its terminal snapshot could not be
@@ -292,6 +310,7 @@ struct cordon_race_options {
 /* The candidate added, removed or changed something under a protected path (failure_detail
  * names the first such path). */
 #define CORDON_RACE_FAILURE_PROTECTED "a protected path was changed"
+#define CORDON_RACE_FAILURE_PATCH "the candidate's patch does not apply"
 #define CORDON_RACE_FAILURE_MAX 128 /* a reason's bytes in a receipt, its NUL excluded */
 
 struct cordon_race_candidate {

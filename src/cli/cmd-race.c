@@ -19,6 +19,7 @@
 #include "base/strv.h"
 #include "cli/cli.h"
 #include "cli/race-logs.h"
+#include "cli/race-inputs.h"
 
 #define PROFILE_FILE_MAX (64u * 1024u)
 /* Above this many candidates the live view is one summary line instead of one per candidate. */
@@ -50,6 +51,9 @@ static const char race_usage[] =
     "  --jobs N           candidates run at once (default: the number of cores)\n"
     "  --fsize SIZE       the largest file a candidate may write (default 4G; 0 or\n"
     "                     unlimited: none)\n"
+    // clang-format off
+    RACE_INPUT_HELP
+    // clang-format on
     "  --max-snapshot-bytes SIZE\n"
     "                     the most a candidate's terminal tree may hold in files (default\n"
     "                     8G; 0 or unlimited: none); a candidate over it has no snapshot\n"
@@ -120,6 +124,7 @@ enum {
   OPT_LOGS,
   OPT_LOG_LIMIT,
   OPT_STREAM,
+  OPT_INPUT, /* RACE_INPUT_OPTIONS: told apart by name */
 };
 
 struct race_args {
@@ -137,6 +142,7 @@ struct race_args {
   const char *logs;
   unsigned long long log_limit;
   bool stream;
+  struct race_inputs *inputs;
 };
 
 /* --judge-cmd '["prog", "arg", ...]': strictly a non-empty JSON array of strings, the first
@@ -236,12 +242,13 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
       {"log-limit", required_argument, NULL, OPT_LOG_LIMIT},
       {"stream", no_argument, NULL, OPT_STREAM},
       {"help", no_argument, NULL, 'h'},
+      RACE_INPUT_OPTIONS(OPT_INPUT),
       {0}};
   optind = 0;
-  int c, r;
+  int c, r, longindex = 0;
   /* Only the words before `--` are the race's: the command after it is the candidates'. */
   int end = cli_args_end(argc, argv);
-  while ((c = cli_getopt(end, argv, "h", opts, NULL)) != -1) {
+  while ((c = cli_getopt(end, argv, "h", opts, &longindex)) != -1) {
     switch (c) {
     case 'h': fputs(race_usage, stdout); return -1;
     case OPT_BASE: a->base = optarg; break;
@@ -292,6 +299,10 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
       if ((r = parse_protect_option(c, optarg, a)))
         return r;
       break;
+    case OPT_INPUT:
+      if ((r = race_inputs_option(opts[longindex].name, optarg, &a->inputs)))
+        return r;
+      break;
     default: return cli_option_error("race");
     }
   }
@@ -306,7 +317,9 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
   if (end + 1 >= argc)
     return cli_usage_error("race", "no command: give it after --");
   a->argv = argv + end + 1;
-  return split_judge(a);
+  if ((r = split_judge(a)))
+    return r;
+  return race_inputs_prepare(a->inputs, (unsigned)a->k);
 }
 
 /* ---- the live view ------------------------------------------------------------------------- */
@@ -593,6 +606,10 @@ int cmd_race(int argc, char **argv) {
     goto out;
   }
   a.base = base; /* the whole id, in the receipt and the output */
+  const struct cordon_manifest *manifest = NULL;
+  const struct cordon_race_inputs *inputs = NULL;
+  if ((code = race_inputs_resolve(a.inputs, backend, &manifest, &inputs)))
+    goto out;
   struct cordon_race_observer observer = {view_update, &view};
   struct cordon_race_options o = {
       .base = a.base,
@@ -614,6 +631,8 @@ int cmd_race(int argc, char **argv) {
       .protect = (const char *const *)a.protect,
       .log_limit = a.log_limit,
       .output = a.stream ? &streamer.output : NULL,
+      .manifest = manifest,
+      .inputs = inputs,
   };
   if (a.judge_cmd)
     o.judge_argv = (const char *const *)a.judge_cmd;

@@ -34,6 +34,7 @@
 #include "race/cost.h"
 #include "race/logs.h"
 #include "race/protect.h"
+#include "race/inputs.h"
 
 /* ---- the change between two manifests (pure) ---------------------------------------------- */
 
@@ -169,6 +170,25 @@ const char *cordon_race_phase_name(enum cordon_race_phase phase) {
   return "unknown";
 }
 
+/* The manifest every session of a race starts from: the caller's (run's options), else the
+ * defaults; sealed in the receipt ("manifest"). */
+static struct cordon_manifest effective_manifest(const struct cordon_race_options *o) {
+  struct cordon_manifest m = {0};
+  if (o->manifest) {
+    m = *o->manifest;
+  } else {
+    /* No policy asked for: the backend's own default egress (loopback on ns and docker, open on
+     * worktree). */
+    m.policy.egress = cordon_backend_default_egress(o->backend);
+    m.policy.require_enforcement = true;
+  }
+  m.ephemeral = true;
+  m.one_shot = true;
+  if (o->fsize_bytes)
+    m.policy.limits.fsize_bytes = o->fsize_bytes;
+  return m;
+}
+
 /* ---- the receipt body (pure) --------------------------------------------------------------- */
 
 static json_t *string_array(const char *const *v) {
@@ -224,6 +244,17 @@ static int protected_paths_json(const struct cordon_race_options *o, json_t *bod
   return r;
 }
 
+/* What the race gave its sessions, by digest: "manifest" always, "inputs" when a candidate had
+ * its own. */
+static int receipt_inputs(json_t *body, const struct cordon_race_options *o) {
+  struct cordon_manifest m = effective_manifest(o);
+  json_t *inputs = NULL;
+  if (json_object_set_new(body, "manifest", race_manifest_receipt(&m)) < 0 ||
+      race_inputs_receipt(o->inputs, o->k, &inputs) < 0)
+    return -1;
+  return inputs ? json_object_set_new(body, "inputs", inputs) : 0;
+}
+
 /* The body without its signer: everything in it is a function of the inputs and the results,
  * nothing of the clock, the host or this run. */
 static int receipt_body(const char *base, const struct cordon_race_options *o,
@@ -260,6 +291,8 @@ static int receipt_body(const char *base, const struct cordon_race_options *o,
     json_decref(body);
     return -1;
   }
+  if (receipt_inputs(body, o) < 0)
+    goto oom;
   const char *tier = cordon_tier_name(o->backend->tier);
   json_t *failed = NULL;
   for (size_t i = 0; i < n; i++) {
@@ -442,13 +475,7 @@ static void start_progress(void *data, size_t index, struct cordon_session *read
  * network). Ephemeral: the race destroys its sessions itself, so their state needs no fsync.
  * One-shot: a candidate's session runs its command only; a judge runs in a session of its own. */
 static struct cordon_manifest race_manifest(const struct race *r) {
-  struct cordon_manifest m = {.ephemeral = true, .one_shot = true};
-  /* No policy asked for: the backend's own default egress (loopback on ns and docker, open on
-   * worktree). */
-  m.policy.egress = cordon_backend_default_egress(r->o->backend);
-  m.policy.require_enforcement = true;
-  m.policy.limits.fsize_bytes = r->o->fsize_bytes;
-  return m;
+  return effective_manifest(r->o);
 }
 
 /* Every candidate is forked from the base as one batch of sessions (the library's
@@ -623,6 +650,19 @@ static int forget_judge_tree(struct slot *s, struct cordon_error **err) {
   return err ? r : 0;
 }
 
+/* The candidate's own environment, then its index (which it cannot override). */
+static const char **candidate_env(const struct cordon_race_inputs *in, const char *index_var) {
+  size_t n = 0;
+  while (in && in->env && in->env[n])
+    n++;
+  const char **env = calloc(n + 2, sizeof(*env));
+  for (size_t i = 0; env && i < n; i++)
+    env[i] = in->env[i];
+  if (env)
+    env[n] = index_var;
+  return env;
+}
+
 /* Command, terminal snapshot, judge. The snapshot is taken before the judge runs, and the judge
  * runs in a session of its own resumed from it (see judge()), so what the judge leaves behind
  * (test logs, caches) is not part of the candidate's result and nothing the candidate left
@@ -631,9 +671,22 @@ static int run_step(struct slot *s, struct cordon_error **err) {
   struct race *r = s->race;
   char index_var[64], exit_var[64];
   snprintf(index_var, sizeof(index_var), "CORDON_CANDIDATE_INDEX=%zu", s->index);
-  const char *const env[] = {index_var, NULL};
   struct cordon_exec_result res = {0};
   announce(s, CORDON_RACE_RUNNING);
+  const struct cordon_race_inputs *in = r->o->inputs ? &r->o->inputs[s->index] : NULL;
+  const char *reason = NULL;
+  char detail[192];
+  int placed = race_inputs_place(s->session, in, &reason, detail, sizeof(detail), err);
+  if (placed < 0)
+    return cordon_error_prefix(err, "%s", s->task_id);
+  if (placed > 0) {
+    struct cordon_error *why = NULL;
+    cordon_error_set(&why, CORDON_ERR_INVALID, 0, "%s: %s", reason, detail);
+    return fail_candidate(s, reason, why);
+  }
+  _cleanup_free_ const char **env = candidate_env(in, index_var);
+  if (!env)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", s->task_id);
   if (exec_in(s, s->session, r->o->argv, env, CORDON_RACE_LOG_STDOUT, &res, err) < 0)
     return cordon_error_prefix(err, "%s", s->task_id);
   s->outcome.exit_code = res.exit_code;

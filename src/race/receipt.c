@@ -30,6 +30,7 @@
 #include "base/fs.h"
 #include "crypto/jcs.h"
 #include "race/protect.h"
+#include "race/inputs.h"
 #include "store/cas.h"
 #include "race/logs.h"
 
@@ -392,10 +393,10 @@ static const char *read_outcome(const json_t *root, struct body *b) {
  * static text), < 0 on an internal error. */
 static int read_body(const char *text, struct body *b, const char **why,
                      struct cordon_error **err) {
-  static const char *const members[] = {"base",           "candidates", "command", "losers",
-                                        "profile",        "signer",     "type",    "winner",
-                                        "judge",          "failed",     "outcome", "allow_no_pass",
-                                        "protected_paths"}; /* the last five optional */
+  static const char *const members[] = {
+      "base", "candidates", "command", "losers", "profile", "signer", "type", "winner",
+      /* optional */
+      "judge", "failed", "outcome", "allow_no_pass", "protected_paths", "manifest", "inputs"};
   memset(b, 0, sizeof(*b));
   struct cordon_error *perr = NULL;
   if (jcs_parse(text, strlen(text), CORDON_DOCUMENT_MAX, "receipt body", &b->root, &perr) < 0) {
@@ -404,13 +405,13 @@ static int read_body(const char *text, struct body *b, const char **why,
     return 1;
   }
   json_t *root = b->root;
-  if (!has_exactly(root, members, ARRAY_SIZE(members), 5)) {
+  if (!has_exactly(root, members, ARRAY_SIZE(members), 7)) {
     *why = "the body must have exactly base, candidates, command, losers, profile, signer, type "
            "and winner (and judge when the race had one, failed when a candidate failed, "
-           "outcome, allow_no_pass, protected_paths when set)";
+           "outcome, allow_no_pass, protected_paths, manifest, inputs when set)";
     return 1;
   }
-  if ((*why = read_outcome(root, b)))
+  if ((*why = read_outcome(root, b)) || (*why = race_inputs_check(root)))
     return 1;
   json_t *protected_paths = json_object_get(root, "protected_paths");
   if (protected_paths && (*why = race_protect_json_check(protected_paths)))

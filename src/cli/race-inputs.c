@@ -1,0 +1,201 @@
+/* `cordon race`'s candidate inputs (see race-inputs.h). The shared options go through
+ * cmd-manifest.c exactly as `cordon run` parses them; the per-candidate ones are checked and
+ * read here, all before any session starts. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/strv.h"
+#include "cli/cli.h"
+#include "cli/cmd-manifest.h"
+#include "cli/race-inputs.h"
+#include "race/patch.h"
+
+struct race_inputs {
+  struct manifest_opts shared;
+  bool has_shared;
+  char **files, **env, **patches; /* "I:..." as given */
+  struct cordon_manifest manifest;
+  struct cordon_repo_spec repo;
+  struct cordon_race_inputs *per; /* k entries */
+  unsigned k;
+  char ***per_env; /* k vectors, "KEY=VALUE" */
+  unsigned char **blobs;
+  size_t n_blobs;
+};
+
+static const struct {
+  const char *name;
+  int code;
+} shared_options[] = {
+    {"env", OPT_ENV},       {"file", OPT_FILE}, {"allow-ro", OPT_ALLOW_RO}, {"net", OPT_NET},
+    {"memory", OPT_MEMORY}, {"pids", OPT_PIDS}, {"cpus", OPT_CPUS},         {"image", OPT_IMAGE},
+};
+
+int race_inputs_option(const char *name, const char *arg, struct race_inputs **inp) {
+  if (!*inp && !(*inp = calloc(1, sizeof(**inp))))
+    return EXIT_FAILURE_;
+  struct race_inputs *in = *inp;
+  for (size_t i = 0; i < ARRAY_SIZE(shared_options); i++)
+    if (!strcmp(name, shared_options[i].name)) {
+      in->has_shared = true;
+      return manifest_option("race", shared_options[i].code, arg, &in->shared);
+    }
+  char ***list = !strcmp(name, "candidate")       ? &in->files
+                 : !strcmp(name, "candidate-env") ? &in->env
+                                                  : &in->patches;
+  return strv_push(list, arg) < 0 ? EXIT_FAILURE_ : 0;
+}
+
+/* "I:REST" with I in 0..k-1: *rest after the colon. */
+static int candidate_of(const char *option, const char *arg, unsigned k, unsigned *index,
+                        const char **rest) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long i = arg[0] >= '0' && arg[0] <= '9' ? strtoul(arg, &end, 10) : 0;
+  if (!end || *end != ':' || errno)
+    return cli_usage_error("race",
+                           "%s expects I:..., a candidate index, a colon, then its value, "
+                           "got '%s'",
+                           option, arg);
+  if (i >= k)
+    return cli_usage_error("race", "%s '%s': there is no candidate %lu (candidates are 0..%u)",
+                           option, arg, i, k - 1);
+  *index = (unsigned)i;
+  *rest = end + 1;
+  return 0;
+}
+
+static int keep_blob(struct race_inputs *in, unsigned char *data) {
+  unsigned char **grown = realloc(in->blobs, (in->n_blobs + 1) * sizeof(*grown));
+  if (!grown) {
+    free(data);
+    return EXIT_FAILURE_;
+  }
+  in->blobs = grown;
+  in->blobs[in->n_blobs++] = data;
+  return 0;
+}
+
+static int read_input(struct race_inputs *in, const char *option, const char *arg, const char *src,
+                      size_t max, const void **data, size_t *length) {
+  unsigned char *bytes = NULL;
+  struct cordon_error *err = NULL;
+  if (fs_read_file(src, max, &bytes, length, &err) < 0) {
+    int r = cli_usage_error("race", "%s '%s': %s", option, arg,
+                            err && err->message ? err->message : "cannot read it");
+    cordon_error_free(err);
+    return r;
+  }
+  *data = bytes;
+  return keep_blob(in, bytes);
+}
+
+static int prepare_file(struct race_inputs *in, const char *arg) {
+  unsigned i;
+  const char *rest;
+  int r = candidate_of("--candidate", arg, in->k, &i, &rest);
+  if (r)
+    return r;
+  const char *eq = strchr(rest, '=');
+  if (!eq || eq == rest || !eq[1])
+    return cli_usage_error("race", "--candidate expects I:FILE=SRC, got '%s'", arg);
+  struct cordon_race_inputs *c = &in->per[i];
+  struct cordon_file_spec *grown = realloc((void *)c->files, (c->n_files + 1) * sizeof(*grown));
+  if (!grown)
+    return EXIT_FAILURE_;
+  c->files = grown;
+  struct cordon_file_spec *f = &grown[c->n_files];
+  memset(f, 0, sizeof(*f));
+  char *path = strndup(rest, (size_t)(eq - rest));
+  if (!path || keep_blob(in, (unsigned char *)path))
+    return EXIT_FAILURE_;
+  f->path = path;
+  c->n_files++;
+  return read_input(in, "--candidate", arg, eq + 1, STDIN_MAX, &f->content, &f->length);
+}
+
+static int prepare_env(struct race_inputs *in, const char *arg) {
+  unsigned i;
+  const char *rest;
+  int r = candidate_of("--candidate-env", arg, in->k, &i, &rest);
+  if (r)
+    return r;
+  if (!strchr(rest, '=') || rest[0] == '=')
+    return cli_usage_error("race", "--candidate-env expects I:KEY=VALUE, got '%s'", arg);
+  if (strv_push(&in->per_env[i], rest) < 0)
+    return EXIT_FAILURE_;
+  in->per[i].env = (const char *const *)in->per_env[i];
+  return 0;
+}
+
+static int prepare_patch(struct race_inputs *in, const char *arg) {
+  unsigned i;
+  const char *rest;
+  int r = candidate_of("--patch", arg, in->k, &i, &rest);
+  if (r)
+    return r;
+  if (!*rest)
+    return cli_usage_error("race", "--patch expects I:PATCHFILE, got '%s'", arg);
+  if (in->per[i].patch)
+    return cli_usage_error("race", "--patch '%s': candidate %u has a patch already (one each)", arg,
+                           i);
+  return read_input(in, "--patch", arg, rest, RACE_PATCH_MAX_BYTES, &in->per[i].patch,
+                    &in->per[i].patch_length);
+}
+
+int race_inputs_prepare(struct race_inputs *in, unsigned k) {
+  if (!in || (!in->files && !in->env && !in->patches))
+    return 0;
+  in->k = k;
+  in->per = calloc(k, sizeof(*in->per));
+  in->per_env = calloc(k, sizeof(*in->per_env));
+  if (!in->per || !in->per_env)
+    return EXIT_FAILURE_;
+  int r = 0;
+  for (size_t i = 0; !r && in->files && in->files[i]; i++)
+    r = prepare_file(in, in->files[i]);
+  for (size_t i = 0; !r && in->env && in->env[i]; i++)
+    r = prepare_env(in, in->env[i]);
+  for (size_t i = 0; !r && in->patches && in->patches[i]; i++)
+    r = prepare_patch(in, in->patches[i]);
+  return r;
+}
+
+int race_inputs_resolve(struct race_inputs *in, const struct cordon_backend *backend,
+                        const struct cordon_manifest **manifest,
+                        const struct cordon_race_inputs **per) {
+  *manifest = NULL;
+  *per = in ? in->per : NULL;
+  if (!in || !in->has_shared)
+    return 0;
+  int r = build_manifest(&in->shared, &in->manifest, &in->repo);
+  if (r)
+    return r; /* said already */
+  struct cordon_error *err = NULL;
+  if (apply_backend(backend, &in->shared, &in->manifest, &err) < 0)
+    return cli_fail(err);
+  *manifest = &in->manifest;
+  return 0;
+}
+
+void race_inputs_free(struct race_inputs *in) {
+  if (!in)
+    return;
+  manifest_opts_free(&in->shared);
+  strv_free(in->files);
+  strv_free(in->env);
+  strv_free(in->patches);
+  for (unsigned i = 0; in->per && i < in->k; i++)
+    free((void *)in->per[i].files);
+  for (unsigned i = 0; in->per_env && i < in->k; i++)
+    strv_free(in->per_env[i]);
+  for (size_t i = 0; i < in->n_blobs; i++)
+    free(in->blobs[i]);
+  free(in->blobs);
+  free(in->per);
+  free(in->per_env);
+  free(in);
+}
