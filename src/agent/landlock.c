@@ -164,18 +164,16 @@ int agent_landlock_unenforced_lines(const struct agent_policy *policy, int abi, 
                   "(TMPDIR points at a private directory; /tmp itself is not writable)",
                   (unsigned long long)policy->tmp_bytes);
   const char *net = policy->net ? policy->net : "none";
-  if (r == 0 && strcmp(net, "open") != 0) {
-    if (abi < 4)
-      r = line_push(&lines, err,
-                    "network '%s' is NOT enforced under landlock (kernel ABI %d has no network "
-                    "rights)",
-                    net, abi);
-    else
-      r = line_push(&lines, err,
-                    "network '%s' is only partly enforced under landlock: TCP bind and connect "
-                    "are denied (loopback too); UDP, raw and unix sockets are NOT",
-                    net);
-  }
+  if (r == 0 && strcmp(net, "open") != 0)
+    r = line_push(&lines, err,
+                  "network '%s' is only partly enforced under landlock: every socket but "
+                  "AF_UNIX is refused (loopback too)",
+                  net);
+  if (r == 0)
+    r = line_push(&lines, err,
+                  "connecting to unix sockets by path (a container engine's, a desktop "
+                  "session's) is NOT restricted under landlock (kernel ABI %d)",
+                  abi);
   if (r < 0)
     return r;
   if (!lines && strv_push_take(&lines, NULL) < 0) /* an empty vector, not NULL */
@@ -268,7 +266,8 @@ static int build_ruleset(const struct agent_policy *policy, const char *tmp_dir,
 }
 
 /* The forked child: from here on only async-signal-safe calls, and never exec unconfined. */
-static _Noreturn void confine_and_exec(int ruleset, const char *cwd, const char *program,
+static _Noreturn void confine_and_exec(int ruleset, const struct confine_seccomp_program *net,
+                                       const char *cwd, const char *program,
                                        const char *const *argv, char *const *env) {
   const char *failed = "chdir";
   if (chdir(cwd) < 0)
@@ -282,6 +281,12 @@ static _Noreturn void confine_and_exec(int ruleset, const char *cwd, const char 
   failed = "seccomp";
   if (confine_seccomp_attach(confine_seccomp_prebuilt()) < 0)
     goto fail;
+  failed = "the socket filter";
+  if (net->filter && confine_seccomp_attach(net) < 0)
+    goto fail;
+  if (net->filter && agent_landlock_x32_socket_filter() &&
+      confine_seccomp_attach(agent_landlock_x32_socket_filter()) < 0)
+    goto fail;
   execve(program, (char *const *)argv, env);
   failed = "exec";
 fail:;
@@ -292,6 +297,10 @@ fail:;
   if (n > 0 && write(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line)))
     (void)0;
   _exit(errno == ENOENT ? 127 : 126);
+}
+
+static void release_program(struct confine_seccomp_program *program) {
+  free(program->filter);
 }
 
 static int make_private_tmp(char **out, struct cordon_error **err) {
@@ -327,13 +336,17 @@ static int run_in_tmp(const struct agent_launch *launch, const char *tmp_dir, in
   _cleanup_close_ int ruleset = build_ruleset(policy, tmp_dir, abi, err);
   if (ruleset < 0)
     return -1;
+  _cleanup_(release_program) struct confine_seccomp_program net = {0};
+  bool open_net = policy->net && !strcmp(policy->net, "open");
+  if (!open_net && agent_landlock_net_filter(&net, err) < 0)
+    return -1;
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "landlock: fork");
   if (pid == 0)
-    confine_and_exec(ruleset, policy->cwd ? policy->cwd : policy->project, program, launch->argv,
-                     env);
+    confine_and_exec(ruleset, &net, policy->cwd ? policy->cwd : policy->project, program,
+                     launch->argv, env);
   return agent_exec_wait(pid, exit_code, err);
 }
 

@@ -11,6 +11,7 @@
 #include <cordon/error.h>
 
 #include "agent/policy.h"
+#include "confine/seccomp.h"
 
 /* Filesystem rights (uapi/linux/landlock.h). Debian 12's headers stop at ABI 2: the later
  * ones are spelled out here with the ABI that introduced them. */
@@ -75,6 +76,12 @@ int agent_landlock_check_project(const struct agent_policy *policy, const char *
  * *out NULL-terminated. Pure. */
 int agent_landlock_unenforced_lines(const struct agent_policy *policy, int abi, char ***out,
                                     struct cordon_error **err);
+
+/* The seccomp program that refuses every socket family but AF_UNIX (landlock-net.c), for a
+ * policy whose network is not open; out->filter is malloc'd. */
+int agent_landlock_net_filter(struct confine_seccomp_program *out, struct cordon_error **err);
+/* The same rule for x86-64's x32 ABI, a static program (NULL on other architectures). */
+const struct confine_seccomp_program *agent_landlock_x32_socket_filter(void);
 
 /* Where the private tmp directories are made. */
 #define AGENT_LANDLOCK_TMP_BASE "/tmp"

@@ -155,18 +155,21 @@ static void test_landlock_unenforced_lines(void **state) {
   assert_string_equal(lines[3],
                       "read-only path .cordon/agent-visible is NOT enforced under landlock");
   assert_contains(lines[4], "size cap (1048576 bytes) is NOT enforced under landlock");
-  assert_contains(lines[5], "network 'none' is only partly enforced under landlock");
-  assert_null(lines[6]);
+  assert_contains(lines[5], "network 'none' is only partly enforced under landlock: every socket "
+                            "but AF_UNIX is refused");
+  assert_contains(lines[6], "unix sockets by path");
+  assert_null(lines[7]);
   strv_free(lines);
   p.net = "open";
   p.read_only = NULL;
   p.hidden_files = NULL;
   assert_int_equal(agent_landlock_unenforced_lines(&p, 3, &lines, &err), 0);
-  assert_int_equal(strv_length((const char *const *)lines), 3);
+  assert_int_equal(strv_length((const char *const *)lines), 4); /* no network line but unix */
   strv_free(lines);
   p.net = "loopback";
   assert_int_equal(agent_landlock_unenforced_lines(&p, 3, &lines, &err), 0);
-  assert_contains(lines[3], "network 'loopback' is NOT enforced under landlock (kernel ABI 3");
+  assert_contains(lines[3], "network 'loopback' is only partly enforced under landlock");
+  assert_contains(lines[4], "(kernel ABI 3)");
   strv_free(lines);
 }
 
@@ -427,11 +430,18 @@ static void test_landlock_from_inside(void **state) {
   char *env[] = {"PATH=/usr/bin:/bin", s.env_p, s.env_out, NULL};
   struct agent_policy p = scratch_policy(&s, env);
   int code = run_script(&agent_mechanism_landlock, &p,
-                        COMMON_CHECKS "cat \"$OUT/secret\" 2>/dev/null && exit 25; "
-                                      "ls \"$OUT\" >/dev/null 2>&1 && exit 26; "
-                                      "touch /tmp/cordon-landlock-planted 2>/dev/null && exit 27; "
-                                      "cat /etc/passwd >/dev/null || exit 28; "
-                                      "exit 0");
+                        COMMON_CHECKS
+                        "cat \"$OUT/secret\" 2>/dev/null && exit 25; "
+                        "ls \"$OUT\" >/dev/null 2>&1 && exit 26; "
+                        "touch /tmp/cordon-landlock-planted 2>/dev/null && exit 27; "
+                        "cat /etc/passwd >/dev/null || exit 28; "
+                        "if command -v perl >/dev/null; then "
+                        "  perl -MSocket -e 'socket(my $s, AF_INET, SOCK_DGRAM, 0) or exit 1' "
+                        "    && exit 29; "
+                        "  perl -MSocket -e 'socket(my $s, AF_UNIX, SOCK_STREAM, 0) or exit 1' "
+                        "    || exit 30; "
+                        "fi; "
+                        "exit 0");
   assert_int_equal(code, 0);
   assert_written(&s);
   assert_int_equal(access("/tmp/cordon-landlock-planted", F_OK), -1);
