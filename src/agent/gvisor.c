@@ -164,7 +164,7 @@ int agent_gvisor_spec(const struct agent_launch *launch, const struct agent_gvis
 static int find_runsc(char **out, struct cordon_error **err) {
   if (agent_exec_resolve("runsc", getenv("PATH"), out, NULL) == 0)
     return 0;
-  if (agent_exec_resolve("runsc", "/usr/local/sbin:/usr/sbin:/sbin:/usr/bin", out, NULL) == 0)
+  if (agent_exec_resolve("runsc", "/usr/local/sbin:/usr/sbin:/sbin", out, NULL) == 0)
     return 0;
   return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
                           "gvisor: runsc is not installed (Debian package runsc)");
