@@ -16,12 +16,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
 #include "agent/agent-exec.h"
 #include "agent/landlock.h"
 #include "agent/mechanism.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "base/syscalls.h"
 #include "confine/seccomp.h"
 
 #define READ_EXEC (AGENT_LL_EXECUTE | AGENT_LL_READ_FILE | AGENT_LL_READ_DIR)
@@ -269,7 +274,11 @@ static int build_ruleset(const struct agent_policy *policy, const char *tmp_dir,
 static _Noreturn void confine_and_exec(int ruleset, const struct confine_seccomp_program *net,
                                        const char *cwd, const char *program,
                                        const char *const *argv, char *const *env) {
-  const char *failed = "chdir";
+  const char *failed = "close_range";
+  /* Only stdio reaches the agent, whatever the caller left open without O_CLOEXEC. */
+  if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0 && errno != ENOSYS && errno != EINVAL)
+    goto fail;
+  failed = "chdir";
   if (chdir(cwd) < 0)
     goto fail;
   failed = "no_new_privs";
@@ -290,12 +299,15 @@ static _Noreturn void confine_and_exec(int ruleset, const struct confine_seccomp
   execve(program, (char *const *)argv, env);
   failed = "exec";
 fail:;
-  /* One write, so the line stays whole; no stdio after fork. */
-  char line[512];
-  int n = snprintf(line, sizeof(line), "cordon: agent (landlock): %s failed: %s\n", failed,
-                   strerror(errno));
-  if (n > 0 && write(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line)))
-    (void)0;
+  /* No stdio after fork: plain writes of static strings (strerrordesc_np allocates nothing). */
+  int saved = errno;
+  const char *what = strerrordesc_np(saved);
+  const char *parts[] = {"cordon: agent (landlock): ", failed, " failed: ", what ? what : "?",
+                         "\n"};
+  for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
+    if (write(STDERR_FILENO, parts[i], strlen(parts[i])) < 0)
+      break;
+  errno = saved;
   _exit(errno == ENOENT ? 127 : 126);
 }
 
