@@ -119,17 +119,18 @@ int agent_landlock_check_project(const struct agent_policy *policy, const char *
   for (char **p = policy->allow_rw; p && *p; p++)
     if (path_within(project, *p))
       return cordon_error_set(err, CORDON_ERR_DENIED, 0,
-                              "landlock: the project %s lies under the writable grant %s, which "
-                              "would make the whole project writable outside the policy",
+                              "landlock: the project %s lies under the writable grant %s: "
+                              "Landlock would grant writes around the project too; grant a "
+                              "tree beside it",
                               project, *p);
   if (path_within(tmp_base, project))
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,
                             "landlock: the project %s contains %s, the tree of temporary files",
                             project, tmp_base);
   for (size_t i = 0; i < ARRAY_SIZE(system_trees); i++)
-    if (path_within(system_trees[i], project) || path_within(project, system_trees[i]))
+    if (path_within(system_trees[i], project))
       return cordon_error_set(err, CORDON_ERR_DENIED, 0,
-                              "landlock: the project %s overlaps the system tree %s, which the "
+                              "landlock: the project %s contains the system tree %s, which the "
                               "agent may only read",
                               project, system_trees[i]);
   return 0;

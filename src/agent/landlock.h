@@ -67,8 +67,8 @@ int agent_landlock_grants(const struct agent_policy *policy, const char *tmp_dir
 
 /* CORDON_ERR_DENIED when the project cannot be confined by Landlock: it lies at or under
  * tmp_base (where the private tmp is made: a shared, world-writable tree) or an allow_rw
- * tree (that grant would make the whole project writable from outside the policy), or it
- * contains tmp_base or a system tree that only gets read rights. Pure. */
+ * tree (a writable grant around the project), or it contains tmp_base or a system tree that
+ * only gets read rights (granting the project would make those writable). Pure. */
 int agent_landlock_check_project(const struct agent_policy *policy, const char *tmp_base,
                                  struct cordon_error **err);
 

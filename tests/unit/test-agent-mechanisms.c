@@ -134,9 +134,11 @@ static void test_landlock_refused_projects(void **state) {
                "writable grant /var/cache/agent");
   p.project = "/";
   expect_error(agent_landlock_check_project(&p, "/tmp", &err), &err, CORDON_ERR_DENIED, NULL);
-  p.project = "/usr/src/proj";
+  p.project = "/opt";
   expect_error(agent_landlock_check_project(&p, "/tmp", &err), &err, CORDON_ERR_DENIED,
-               "system tree /usr");
+               "contains the system tree /opt");
+  p.project = "/usr/src/proj"; /* its own rights add to /usr's read-only ones */
+  assert_int_equal(agent_landlock_check_project(&p, "/tmp", &err), 0);
   p.project = "/home/me/proj";
   assert_int_equal(agent_landlock_check_project(&p, "/tmp", &err), 0);
   p.project = "/tmpfoo/proj"; /* a sibling name, not beneath /tmp */
