@@ -1,7 +1,8 @@
 /* A test-only driver of the agent mechanisms, for runs that need a terminal or a shell around
  * them before `cordon agent` exists on this branch:
  *   agent-driver MECHANISM PROJECT [--hide REL]... [--ro REL]... -- ARGV...
- * The policy is built by hand (PATH, TERM and HOME only; the network none); its
+ * The policy is built by hand (PATH, TERM and HOME only; the network none; .cordon hidden,
+ * .cordon/agent-visible read-only when it exists); its
  * unenforced lines go to stderr; the exit code is the agent's, or 125 when the mechanism
  * refused. */
 #include <stdio.h>
@@ -58,6 +59,11 @@ int main(int argc, char **argv) {
       .net = "none",
       .tmp_bytes = 64 << 20,
   };
+  char visible[4096];
+  struct stat vst;
+  snprintf(visible, sizeof(visible), "%s/%s", argv[2], AGENT_VISIBLE_DIR);
+  if (stat(visible, &vst) == 0 && S_ISDIR(vst.st_mode))
+    policy.agent_visible = AGENT_VISIBLE_DIR;
   char **lines = NULL;
   if (m->preflight(&policy, &err) < 0 || m->unenforced(&policy, &lines, &err) < 0) {
     fprintf(stderr, "agent-driver: %s\n", err->message);
