@@ -87,7 +87,55 @@ static int project_mounts(json_t *mounts, const struct agent_policy *policy,
   return 0;
 }
 
-static json_t *build_mounts(const struct agent_policy *policy, const char *empty_file) {
+static const char *const private_trees[] = {"/home", "/root", "/run", "/srv", "/mnt", "/media"};
+/* Top-level trees programs need to read: never masked. */
+static const char *const system_tops[] = {"/bin",    "/sbin", "/lib", "/lib32", "/lib64",
+                                          "/libx32", "/usr",  "/etc", "/opt",   "/proc",
+                                          "/dev",    "/sys",  "/tmp", "/var",   "/boot"};
+
+static bool listed(char *const *list, const char *name) {
+  for (; list && *list; list++)
+    if (!strcmp(*list, name))
+      return true;
+  return false;
+}
+
+/* Push the top-level directory of path ("/work" of "/work/a/b") unless listed or a system
+ * tree; "/" itself has none. */
+static int push_top(char ***masks, const char *path) {
+  if (!path || path[0] != '/' || !path[1])
+    return 0;
+  const char *end = strchr(path + 1, '/');
+  _cleanup_free_ char *top = strndup(path, end ? (size_t)(end - path) : strlen(path));
+  if (!top)
+    return -1;
+  for (size_t i = 0; i < ARRAY_SIZE(system_tops); i++)
+    if (!strcmp(top, system_tops[i]))
+      return 0;
+  return listed(*masks, top) ? 0 : strv_push(masks, top);
+}
+
+int agent_gvisor_mask_candidates(const struct agent_policy *policy, char ***out,
+                                 struct cordon_error **err) {
+  _cleanup_(strv_freep) char **masks = NULL;
+  int r = 0;
+  for (size_t i = 0; r == 0 && i < ARRAY_SIZE(private_trees); i++)
+    r = strv_push(&masks, private_trees[i]);
+  if (r == 0)
+    r = push_top(&masks, policy->project);
+  for (char **p = policy->allow_ro; r == 0 && p && *p; p++)
+    r = push_top(&masks, *p);
+  for (char **p = policy->allow_rw; r == 0 && p && *p; p++)
+    r = push_top(&masks, *p);
+  if (r < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gvisor: masked trees");
+  *out = steal_ptr(&masks);
+  return 0;
+}
+
+static json_t *build_mounts(const struct agent_policy *policy,
+                            const struct agent_gvisor_params *params) {
+  const char *empty_file = params->empty_file;
   _cleanup_json_ json_t *mounts = json_array();
   char tmp_size[64];
   snprintf(tmp_size, sizeof(tmp_size), "size=%llu",
@@ -97,6 +145,11 @@ static json_t *build_mounts(const struct agent_policy *policy, const char *empty
   if (!mounts || add_mount(mounts, "/proc", "proc", "proc", proc_opts) < 0 ||
       add_mount(mounts, "/tmp", "tmpfs", "tmpfs", tmp_opts) < 0)
     return NULL;
+  /* Masks first: the grants and the project are bound back in on top of them. */
+  const char *const mask_opts[] = {"nosuid", "nodev", "noexec", "mode=755", "size=64k", NULL};
+  for (char *const *m = params->masks; m && *m; m++)
+    if (add_mount(mounts, *m, "tmpfs", "tmpfs", mask_opts) < 0)
+      return NULL;
   for (char **p = policy->allow_ro; p && *p; p++)
     if (bind_mount(mounts, *p, false) < 0)
       return NULL;
@@ -135,7 +188,7 @@ int agent_gvisor_spec(const struct agent_launch *launch, const struct agent_gvis
   if (!launch->argv || !launch->argv[0])
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "gvisor: no command to run");
   json_t *process = build_process(launch, params);
-  json_t *mounts = process ? build_mounts(launch->policy, params->empty_file) : NULL;
+  json_t *mounts = process ? build_mounts(launch->policy, params) : NULL;
   json_t *namespaces = json_pack("[{s:s}, {s:s}, {s:s}, {s:s}]", "type", "pid", "type", "ipc",
                                  "type", "uts", "type", "mount");
   if (namespaces && strcmp(agent_gvisor_network(launch->policy->net), "host") != 0)
@@ -214,7 +267,15 @@ static int write_bundle(const struct agent_launch *launch, int bundle_fd, const 
       openat(bundle_fd, "empty", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
   if (empty < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "gvisor: the bundle's empty file");
-  struct agent_gvisor_params params = {getuid(), getgid(), empty_file};
+  _cleanup_(strv_freep) char **candidates = NULL, **masks = NULL;
+  if (agent_gvisor_mask_candidates(launch->policy, &candidates, err) < 0)
+    return -1;
+  for (char **c = candidates; *c; c++) {
+    struct stat st; /* a mask needs a real directory to cover (the root is read-only) */
+    if (lstat(*c, &st) == 0 && S_ISDIR(st.st_mode) && strv_push(&masks, *c) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gvisor: masked trees");
+  }
+  struct agent_gvisor_params params = {getuid(), getgid(), empty_file, masks};
   _cleanup_json_ json_t *spec = NULL;
   if (agent_gvisor_spec(launch, &params, &spec, err) < 0)
     return -1;

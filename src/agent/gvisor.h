@@ -16,7 +16,17 @@ struct agent_gvisor_params {
   gid_t gid;
   /* An empty, unreadable host file bound over each hidden file. */
   const char *empty_file;
+  /* Host trees covered by an empty tmpfs before the grants and the project are bound back in
+   * (NULL-terminated; existing directories: agent_gvisor_mask_candidates filtered). */
+  char *const *masks;
 };
+
+/* The trees of the host the agent should not read although the root is visible read-only:
+ * the homes, /run, /srv, /mnt, /media, and the top-level directory of the project and of each
+ * grant unless it is a system tree or /tmp (so sibling projects stay out of sight). Pure;
+ * *out NULL-terminated, without duplicates. */
+int agent_gvisor_mask_candidates(const struct agent_policy *policy, char ***out,
+                                 struct cordon_error **err);
 
 /* The spec: the host's root read-only, the project read-write at its own path, read-only
  * paths re-bound read-only, hidden directories as empty unreadable tmpfs, hidden files as

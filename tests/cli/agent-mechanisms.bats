@@ -86,7 +86,7 @@ gvisor_or_skip() {
   rm -rf "$tmp_project"
 }
 
-@test "gvisor: hidden, read-only and .cordon hold from inside; files land in the project" {
+@test "gvisor: hidden, read-only, .cordon and sibling trees hold from inside; files land in the project" {
   gvisor_or_skip
   SECRET_OF_CALLER=hunter2 run "$CORDON" agent --mechanism gvisor --project "$PROJECT" \
     --hide .env --ro ro -- sh -c '
@@ -99,6 +99,7 @@ gvisor_or_skip() {
       grep -q "for the agent" .cordon/agent-visible/doc || exit 33
       { echo x > .cordon/agent-visible/doc; } 2>/dev/null && exit 34
       echo t > "$TMPDIR/t" || exit 35
+      cat "'"$OUTSIDE"'/secret" 2>/dev/null && exit 36
       exit 0'
   [ "$status" -eq 0 ]
   [ "$(cat "$PROJECT/written.txt")" = made ]

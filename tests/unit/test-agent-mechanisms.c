@@ -209,7 +209,8 @@ static void test_gvisor_spec(void **state) {
   p.cwd = "/home/me/proj/src";
   const char *argv[] = {"claude", "--print", NULL};
   struct agent_launch launch = {.policy = &p, .argv = argv, .tty = false};
-  struct agent_gvisor_params params = {1000, 1001, "/bundle/empty"};
+  char *masks[] = {"/home", NULL};
+  struct agent_gvisor_params params = {1000, 1001, "/bundle/empty", masks};
   json_t *spec = NULL;
   struct cordon_error *err = NULL;
   assert_int_equal(agent_gvisor_spec(&launch, &params, &spec, &err), 0);
@@ -244,7 +245,10 @@ static void test_gvisor_spec(void **state) {
   assert_true(has_option(mount_at(spec, "/srv/data"), "ro"));
   assert_true(has_option(mount_at(spec, "/var/cache/agent"), "rw"));
   assert_true(has_option(mount_at(spec, "/tmp"), "size=1048576"));
-  /* Stacking order: the project before what is carved out of it, agent-visible last. */
+  assert_string_equal(json_string_value(json_object_get(mount_at(spec, "/home"), "type")), "tmpfs");
+  /* Stacking order: masks first, the project before what is carved out of it, agent-visible
+   * last. */
+  assert_true(mount_index(spec, "/home") < mount_index(spec, "/home/me/proj"));
   assert_true(mount_index(spec, "/home/me/proj") < mount_index(spec, "/home/me/proj/ro"));
   assert_true(mount_index(spec, "/home/me/proj/.cordon") <
               mount_index(spec, "/home/me/proj/.cordon/agent-visible"));
@@ -264,6 +268,30 @@ static void test_gvisor_spec(void **state) {
   free(ns);
   json_decref(spec);
   assert_string_equal(agent_gvisor_network("open"), "host");
+}
+
+static void test_gvisor_mask_candidates(void **state) {
+  (void)state;
+  struct agent_policy p = static_policy("/work/me/proj");
+  char *ro[] = {"/usr/share/dict", "/data/sets", "/", NULL};
+  p.allow_ro = ro;
+  char **masks = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(agent_gvisor_mask_candidates(&p, &masks, &err), 0);
+  const char *want[] = {
+      "/home",  "/root", "/run",  "/srv", "/mnt",
+      "/media", "/work", "/data", NULL}; /* /var/cache/agent (allow_rw): /var is a system tree */
+  for (size_t i = 0; want[i]; i++) {
+    assert_non_null(masks[i]);
+    assert_string_equal(masks[i], want[i]);
+  }
+  assert_null(masks[8]);
+  strv_free(masks);
+  p.project = "/home/me/proj"; /* already listed: no duplicate */
+  p.allow_ro = NULL;
+  assert_int_equal(agent_gvisor_mask_candidates(&p, &masks, &err), 0);
+  assert_int_equal(strv_length((const char *const *)masks), 6);
+  strv_free(masks);
 }
 
 /* ---- seatbelt, pure ---- */
@@ -500,6 +528,7 @@ static void test_gvisor_from_inside(void **state) {
                                "grep -q 'for the agent' .cordon/agent-visible/doc || exit 35; "
                                "{ echo x > .cordon/agent-visible/doc; } 2>/dev/null && exit 36; "
                                "{ echo x > .env; } 2>/dev/null && exit 37; "
+                               "cat \"$OUT/secret\" 2>/dev/null && exit 38; "
                                "exit 0");
   assert_int_equal(code, 0);
   assert_written(&s);
@@ -518,6 +547,7 @@ int main(void) {
       cmocka_unit_test(test_landlock_refused_projects),
       cmocka_unit_test(test_landlock_unenforced_lines),
       cmocka_unit_test(test_gvisor_spec),
+      cmocka_unit_test(test_gvisor_mask_candidates),
       cmocka_unit_test(test_seatbelt_profile),
       cmocka_unit_test(test_seatbelt_quoting),
       cmocka_unit_test(test_landlock_from_inside),
