@@ -212,8 +212,9 @@ static int landlock_abi(void) {
   return abi < 0 ? -errno : (int)abi;
 }
 
+/* Also refuses a project Landlock cannot confine (agent_landlock_check_project): before
+ * anything is recorded or started, the same as a missing mechanism. */
 static int landlock_preflight(const struct agent_policy *policy, struct cordon_error **err) {
-  (void)policy;
   int abi = landlock_abi();
   if (abi < 0)
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, -abi,
@@ -221,7 +222,7 @@ static int landlock_preflight(const struct agent_policy *policy, struct cordon_e
   if (!confine_seccomp_prebuilt())
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
                             "landlock: cordon's seccomp filter is not built in");
-  return 0;
+  return policy ? agent_landlock_check_project(policy, AGENT_LANDLOCK_TMP_BASE, err) : 0;
 }
 
 static int landlock_unenforced(const struct agent_policy *policy, char ***out,
@@ -368,8 +369,6 @@ static int landlock_run(const struct agent_launch *launch, int *exit_code,
   if (!launch->argv || !launch->argv[0])
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "landlock: no command to run");
   if (landlock_preflight(launch->policy, err) < 0)
-    return -1;
-  if (agent_landlock_check_project(launch->policy, AGENT_LANDLOCK_TMP_BASE, err) < 0)
     return -1;
   _cleanup_free_ char *tmp_dir = NULL;
   if (make_private_tmp(&tmp_dir, err) < 0)

@@ -496,6 +496,8 @@ static void test_landlock_refuses_project_under_tmp(void **state) {
   const char *argv[] = {"/bin/sh", "-c", "touch ran", NULL};
   struct agent_launch launch = {.policy = &p, .argv = argv};
   int code = -1;
+  expect_error(agent_mechanism_landlock.preflight(&p, &err), &err, CORDON_ERR_DENIED,
+               "lies under /tmp");
   expect_error(agent_mechanism_landlock.run(&launch, &code, &err), &err, CORDON_ERR_DENIED,
                "lies under /tmp");
   assert_int_equal(code, -1);
