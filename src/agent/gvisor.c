@@ -87,7 +87,8 @@ static int project_mounts(json_t *mounts, const struct agent_policy *policy,
   return 0;
 }
 
-static const char *const private_trees[] = {"/home", "/root", "/run", "/srv", "/mnt", "/media"};
+static const char *const private_trees[] = {"/home", "/root",  "/run",    "/srv",
+                                            "/mnt",  "/media", "/var/tmp"};
 /* Top-level trees programs need to read: never masked. */
 static const char *const system_tops[] = {"/bin",    "/sbin", "/lib", "/lib32", "/lib64",
                                           "/libx32", "/usr",  "/etc", "/opt",   "/proc",

@@ -22,9 +22,9 @@ struct agent_gvisor_params {
 };
 
 /* The trees of the host the agent should not read although the root is visible read-only:
- * the homes, /run, /srv, /mnt, /media, and the top-level directory of the project and of each
- * grant unless it is a system tree or /tmp (so sibling projects stay out of sight). Pure;
- * *out NULL-terminated, without duplicates. */
+ * the homes, /run, /srv, /mnt, /media, /var/tmp, and the top-level directory of the project and of
+ * each grant unless it is a system tree or /tmp (so sibling projects stay out of sight). Pure; *out
+ * NULL-terminated, without duplicates. */
 int agent_gvisor_mask_candidates(const struct agent_policy *policy, char ***out,
                                  struct cordon_error **err);
 

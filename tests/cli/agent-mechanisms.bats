@@ -6,7 +6,8 @@
 # them: hidden and read-only paths, `.cordon/`, a secret of the caller's environment, the
 # working directory, where the agent's files land, landlock's unenforced list and its refusal
 # of a project under /tmp, gvisor's fail-closed preflight. Projects live under AGENT_TEST_ROOT
-# (the build directory under meson; else /var/tmp): landlock refuses a project under /tmp.
+# (the build directory under meson), or /var/tmp when that is unset or under /tmp: landlock
+# refuses a project under /tmp.
 
 bats_require_minimum_version 1.5.0
 
@@ -18,8 +19,10 @@ setup_file() {
 
 setup() {
   [ -z "${AGENT_SKIP:-}" ] || skip "$AGENT_SKIP"
-  PROJECT=$(mktemp -d "${AGENT_TEST_ROOT:-/var/tmp}/cordon-agent-mech.XXXXXX")
-  OUTSIDE=$(mktemp -d "${AGENT_TEST_ROOT:-/var/tmp}/cordon-agent-out.XXXXXX")
+  local root=${AGENT_TEST_ROOT:-/var/tmp}
+  case "$root" in /tmp | /tmp/*) root=/var/tmp ;; esac # a build under /tmp: landlock refuses it
+  PROJECT=$(mktemp -d "$root/cordon-agent-mech.XXXXXX")
+  OUTSIDE=$(mktemp -d "$root/cordon-agent-out.XXXXXX")
   export CORDON_PROJECT=$PROJECT CORDON_QUIET=1 CORDON_KEY_DIR=$PROJECT.keys
   mkdir -p "$PROJECT/.cordon/agent-visible" "$PROJECT/ro" "$PROJECT/src"
   echo state >"$PROJECT/.cordon/secret"

@@ -279,18 +279,18 @@ static void test_gvisor_mask_candidates(void **state) {
   struct cordon_error *err = NULL;
   assert_int_equal(agent_gvisor_mask_candidates(&p, &masks, &err), 0);
   const char *want[] = {
-      "/home",  "/root", "/run",  "/srv", "/mnt",
-      "/media", "/work", "/data", NULL}; /* /var/cache/agent (allow_rw): /var is a system tree */
+      "/home",  "/root",    "/run",  "/srv",  "/mnt",
+      "/media", "/var/tmp", "/work", "/data", NULL}; /* /var/cache/agent: /var is a system tree */
   for (size_t i = 0; want[i]; i++) {
     assert_non_null(masks[i]);
     assert_string_equal(masks[i], want[i]);
   }
-  assert_null(masks[8]);
+  assert_null(masks[9]);
   strv_free(masks);
   p.project = "/home/me/proj"; /* already listed: no duplicate */
   p.allow_ro = NULL;
   assert_int_equal(agent_gvisor_mask_candidates(&p, &masks, &err), 0);
-  assert_int_equal(strv_length((const char *const *)masks), 6);
+  assert_int_equal(strv_length((const char *const *)masks), 7);
   strv_free(masks);
 }
 
