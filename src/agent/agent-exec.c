@@ -1,6 +1,7 @@
 /* Program lookup and waiting for the agent's landlock and gvisor mechanisms (agent-exec.h). */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,8 +39,7 @@ int agent_exec_resolve(const char *name, const char *search_path, char **out,
       return 0;
     }
   }
-  return cordon_error_set(err, CORDON_ERR_NOT_FOUND, 0, "%s: not found on the agent's PATH",
-                          name);
+  return cordon_error_set(err, CORDON_ERR_NOT_FOUND, 0, "%s: not found on the agent's PATH", name);
 }
 
 int agent_exec_wait(pid_t pid, int *exit_code, struct cordon_error **err) {
