@@ -43,6 +43,10 @@ static const char main_usage[] =
     "expected, a unique prefix of 8 or more hex digits will do; an ambiguous one is a usage\n"
     "error (2) naming the candidates, an unknown one \"no such ...\" (3).\n"
     "  volume list|remove              the project's persistent volumes (-v NAME:PATH)\n"
+    "  gate baseline|check             the accuracy gate: did protected paths change?\n"
+    "  build (--rev REV | --from ID) --output PATH... -- ARGV...\n"
+    "                                  a candidate build: fresh checkout, confined, outputs\n"
+    "                                  verified and recorded; build show ID reads a record\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -162,6 +166,8 @@ int main(int argc, char **argv) {
       {"receipt", cmd_receipt},
       {"version", print_version},
       {"volume", cmd_volume},
+      {"gate", cmd_gate},
+      {"build", cmd_build},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
