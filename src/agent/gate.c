@@ -89,6 +89,20 @@ static int look_directory(struct cordon_cas *cas, int dirfd, const char *label, 
   return 0;
 }
 
+/* Does a directory on the way to path (not path itself) exist as a symlink? Tells "absent"
+ * from "reached through a symlink" when the anchored open fails with ENOENT or ENOTDIR. */
+static bool passes_symlink(int rootfd, const char *path) {
+  _cleanup_free_ char *prefix = strdup(path);
+  for (char *slash = prefix ? strchr(prefix, '/') : NULL; slash; slash = strchr(slash + 1, '/')) {
+    *slash = 0;
+    struct stat st;
+    if (fstatat(rootfd, prefix, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+      return true;
+    *slash = '/';
+  }
+  return false;
+}
+
 /* What one protected path holds now. */
 static int look(struct cordon_cas *cas, int rootfd, const char *path, struct agent_gate_path *out,
                 struct cordon_error **err) {
@@ -101,6 +115,8 @@ static int look(struct cordon_cas *cas, int rootfd, const char *path, struct age
   struct stat st;
   if (*path) {
     parent = anchor_open_parent(rootfd, path, &name);
+    if (parent < 0 && (errno == ENOENT || errno == ENOTDIR) && passes_symlink(rootfd, path))
+      errno = ELOOP;
     if (parent < 0 && (errno == ENOENT || errno == ENOTDIR)) {
       out->kind = AGENT_GATE_ABSENT;
       return 0;
