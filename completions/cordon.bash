@@ -40,7 +40,8 @@ _cordon() {
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   COMPREPLY=()
 
-  local verbs="run session backends conformance key audit gc cas snapshot race receipt volume version"
+  local verbs="run session backends conformance key audit gc cas snapshot race receipt volume version
+    gate build"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
@@ -74,6 +75,17 @@ _cordon() {
     ;;
   --user)
     COMPREPLY=($(compgen -W "cordon root" -- "$cur"))
+    return
+    ;;
+  --mechanism)
+    COMPREPLY=($(compgen -W "auto ns bwrap landlock gvisor" -- "$cur"))
+    return
+    ;;
+  --rev)
+    return
+    ;;
+  --protect)
+    COMPREPLY=($(compgen -f -- "$cur"))
     return
     ;;
   --workspace | --repo | --allow-ro)
@@ -159,6 +171,14 @@ _cordon() {
   volume)
     subs="list remove"
     opts="--json --help"
+    ;;
+  gate)
+    subs="baseline check"
+    opts="--out --json --help"
+    ;;
+  build)
+    subs="show"
+    opts="--rev --from --output --protect --mechanism --json --help"
     ;;
   esac
 
