@@ -256,6 +256,10 @@ static int make_checkout(struct cordon_context *ctx, struct cordon_cas *cas,
                             AGENT_BUILD_WORK_ROOT);
   }
   memcpy(*work, *top, strlen(*top)); /* mkdtemp filled in the X's of top only */
+  /* Traversable, not listable: a mechanism that binds the checkout at its own path may run the
+   * command under another uid, which must still reach it through this directory. */
+  if (chmod(*top, 0711) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "build directory %s", *top);
   if (request->source == AGENT_BUILD_FROM_SNAPSHOT) {
     if (!(r->source_id = strdup(request->given)))
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "build");

@@ -57,16 +57,19 @@ static void build_args_free(struct build_args *a) {
 }
 
 static json_t *record_json(const struct agent_build_record *r) {
-  json_t *outputs = json_array(), *argv = json_array();
+  json_t *outputs = json_array(), *argv = json_array(), *protect = json_array();
+  for (size_t i = 0; r->protect && r->protect[i]; i++)
+    json_array_append_new(protect, json_string(r->protect[i]));
   for (size_t i = 0; i < r->count; i++)
     json_array_append_new(outputs, json_pack("{s:s, s:I, s:s}", "path", r->outputs[i].path, "size",
                                              (json_int_t)r->outputs[i].size, "sha256",
                                              r->outputs[i].sha256));
   for (size_t i = 0; r->argv[i]; i++)
     json_array_append_new(argv, json_string(r->argv[i]));
-  return json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:s, s:o}", "id", r->id, "source", "kind",
+  return json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:s, s:o, s:o}", "id", r->id, "source", "kind",
                    r->source == AGENT_BUILD_FROM_REV ? "rev" : "snapshot", "given", r->given, "id",
-                   r->source_id, "argv", argv, "mechanism", r->mechanism, "outputs", outputs);
+                   r->source_id, "argv", argv, "mechanism", r->mechanism, "outputs", outputs,
+                   "protected", protect);
 }
 
 static void print_record(const struct agent_build_record *r) {
@@ -79,10 +82,12 @@ static void print_record(const struct agent_build_record *r) {
 }
 
 static int build_show(int argc, char **argv) {
+  static const struct option show_options[] = {
+      {"json", no_argument, NULL, OPT_JSON}, {"help", no_argument, NULL, OPT_HELP}, {0}};
   struct build_args a = {0};
   int c;
   optind = 0;
-  while ((c = cli_getopt(argc, argv, "h", build_options, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "h", show_options, NULL)) != -1) {
     if (c == OPT_JSON)
       a.json = true;
     else if (c == 'h' || c == OPT_HELP)
