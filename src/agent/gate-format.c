@@ -241,14 +241,15 @@ int agent_gate_load(struct cordon_cas *cas, const char *location, struct agent_g
     if (p->kind != AGENT_GATE_DIRECTORY)
       continue;
     if (cordon_snapshot_entries(cas, p->id, &entries, &count, err) < 0) {
-      agent_gate_baseline_free(*out);
-      *out = NULL;
       cordon_error_free(*err);
       *err = NULL;
-      return cordon_error_set(err, CORDON_ERR_INVALID, 0,
-                              "%s: gate baseline: the snapshot of %s is not in this project's "
-                              "store (tampered, or another project's baseline)",
-                              location, p->path);
+      cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                       "%s: gate baseline: the snapshot of %s is not in this project's store "
+                       "(tampered, or another project's baseline)",
+                       location, p->path);
+      agent_gate_baseline_free(*out);
+      *out = NULL;
+      return -1;
     }
     cordon_snapshot_entries_free(entries, count);
   }
