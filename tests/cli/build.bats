@@ -195,7 +195,7 @@ need_mechanism() {
   [ "$status" -eq 0 ]
 }
 
-@test "the build cannot reach the invoking project's .cordon/ or the network" {
+@test "the build cannot reach the invoking project's .cordon/" {
   need_mechanism
   mkdir -p .cordon && printf 'secret\n' > .cordon/secret
   run "$CORDON" build --rev HEAD --output leak -- sh -c "cat '$PROJECT/.cordon/secret' > leak"
