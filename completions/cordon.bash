@@ -40,7 +40,8 @@ _cordon() {
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   COMPREPLY=()
 
-  local verbs="run session backends conformance key audit gc cas snapshot race receipt volume agent version"
+  local verbs="run session backends conformance key audit gc cas snapshot race receipt volume agent version
+    gate build"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
@@ -80,11 +81,11 @@ _cordon() {
     COMPREPLY=($(compgen -d -- "$cur"))
     return
     ;;
-  --stdin | --out | --profile | -o | --output | --file | --policy)
+  --stdin | --out | --profile | -o | --output | --file | --policy | --protect)
     COMPREPLY=($(compgen -f -- "$cur"))
     return
     ;;
-  -v | --volume)
+  -v | --volume | --rev)
     return
     ;;
   --mechanism)
@@ -99,7 +100,7 @@ _cordon() {
     --nofile | --fsize | --tmp-size | --timeout | --image | --cwd | --mode | --from | \
     --count | --max-snapshot-bytes | --exclude | --type | --meta | --base | --k | --judge | \
     --jobs | --expected-keyid | --event | --resource-type | --resource-id | --actor | \
-    --details | --rotate-size | --tail | --judge-cmd | --protect | --env-allow)
+    --details | --rotate-size | --tail | --judge-cmd | --env-allow)
     return
     ;;
   esac
@@ -174,6 +175,14 @@ _cordon() {
   agent)
     opts="--project --ro --hide --policy --allow-ro --env-allow --mechanism
       --no-require-enforcement --net --tmp-size --print --help"
+    ;;
+  gate)
+    subs="baseline check"
+    opts="--out --json --help"
+    ;;
+  build)
+    subs="show"
+    opts="--rev --from --output --protect --mechanism --json --help"
     ;;
   esac
 

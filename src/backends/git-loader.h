@@ -28,7 +28,10 @@
   X(git_worktree_add)           \
   X(git_worktree_lookup)        \
   X(git_worktree_prune)         \
-  X(git_worktree_free)
+  X(git_worktree_free)          \
+  X(git_checkout_tree)          \
+  X(git_object_id)              \
+  X(git_oid_tostr_s)
 
 struct git_api {
 #define GIT_LOADER_FIELD(name) __typeof__(&name) name;

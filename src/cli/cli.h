@@ -107,5 +107,7 @@ int cmd_race(int argc, char **argv);
 int cmd_receipt(int argc, char **argv);
 int cmd_volume(int argc, char **argv); /* cmd-volume.c */
 int cmd_agent(int argc, char **argv);  /* cmd-agent.c */
+int cmd_gate(int argc, char **argv);   /* cmd-gate.c */
+int cmd_build(int argc, char **argv);  /* cmd-build.c */
 
 #endif

@@ -44,6 +44,10 @@ static const char main_usage[] =
     "error (2) naming the candidates, an unknown one \"no such ...\" (3).\n"
     "  volume list|remove              the project's persistent volumes (-v NAME:PATH)\n"
     "  agent [options] -- ARGV...      run an agent CLI confined at the project's own path\n"
+    "  gate baseline|check             the accuracy gate: did protected paths change?\n"
+    "  build (--rev REV | --from ID) --output PATH... -- ARGV...\n"
+    "                                  a candidate build: fresh checkout, confined, outputs\n"
+    "                                  verified and recorded; build show ID reads a record\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -164,6 +168,8 @@ int main(int argc, char **argv) {
       {"version", print_version},
       {"volume", cmd_volume},
       {"agent", cmd_agent},
+      {"gate", cmd_gate},
+      {"build", cmd_build},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
