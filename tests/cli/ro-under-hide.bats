@@ -155,3 +155,28 @@ SH
   [ "$status" -ne 0 ]
   [[ "$stderr" == *"under hidden path vault"* ]]
 }
+
+@test "agent --hide D --ro D/sub: shown read-only under ns and bwrap alike" {
+  local mechanisms=()
+  [ -n "${NS_SKIP:-}" ] || mechanisms+=(ns)
+  if command -v bwrap >/dev/null && bwrap --unshare-all --ro-bind / / true 2>/dev/null; then
+    mechanisms+=(bwrap)
+  fi
+  [ ${#mechanisms[@]} -gt 0 ] || skip "neither the ns backend nor bubblewrap can run here"
+  unset CORDON_PROJECT
+  for m in "${mechanisms[@]}"; do
+    run --separate-stderr "$CORDON" agent --project "$PROJECT" --mechanism "$m" --hide vault --ro vault/shown -- sh -c '
+      cat vault/shown/doc
+      cat vault/top-secret 2>/dev/null && echo BAD-read
+      echo x > vault/shown/doc 2>/dev/null && echo BAD-write
+      touch vault/shown/new vault/planted 2>/dev/null && echo BAD-create
+      mv vault/shown vault/moved 2>/dev/null && echo BAD-rename
+      true'
+    echo "$m: $output $stderr"
+    [ "$status" -eq 0 ]
+    [ "${lines[0]}" = shown ]
+    [[ "$output" != *BAD* ]]
+  done
+  [ "$(cat vault/shown/doc)" = shown ]
+  [ ! -e vault/shown/new ] && [ ! -e vault/planted ] && [ ! -e vault/moved ]
+}
