@@ -68,6 +68,8 @@ static int project_args(const struct agent_policy *p, char ***v, struct cordon_e
     return -1;
   for (size_t i = 0; p->read_only && p->read_only[i]; i++) {
     _cleanup_free_ char *path = NULL;
+    if (confine_reshown(p->read_only[i], (const char *const *)p->hidden_dirs))
+      continue; /* shown inside its hidden directory's mask, below */
     if (project_path(p, p->read_only[i], &path, err) < 0 ||
         push3(v, "--ro-bind", path, path, err) < 0)
       return -1;
@@ -89,6 +91,14 @@ static int project_args(const struct agent_policy *p, char ***v, struct cordon_e
       _cleanup_free_ char *visible = NULL;
       if (project_path(p, p->agent_visible, &visible, err) < 0 ||
           push3(v, "--ro-bind", visible, visible, err) < 0)
+        return -1;
+    }
+    /* So is a read-only path beneath the hidden directory. */
+    for (size_t j = 0; p->read_only && p->read_only[j]; j++) {
+      _cleanup_free_ char *shown = NULL;
+      if (confine_reshown(p->read_only[j], (const char *const[]){p->hidden_dirs[i], NULL}) &&
+          (project_path(p, p->read_only[j], &shown, err) < 0 ||
+           push3(v, "--ro-bind", shown, shown, err) < 0))
         return -1;
     }
     if (push2(v, "--remount-ro", path, err) < 0)

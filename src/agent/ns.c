@@ -41,11 +41,13 @@ static int ns_preflight(const struct agent_policy *policy, struct cordon_error *
 struct ns_manifest {
   char **hidden;
   struct cordon_volume *volumes;
+  char **read_only; /* the policy's, and .cordon/agent-visible shown inside the mask of .cordon */
 };
 
 static void ns_manifest_clear(struct ns_manifest *nm) {
   strv_free(nm->hidden);
   free(nm->volumes);
+  strv_free(nm->read_only);
 }
 
 static int build_manifest(const struct agent_policy *p, struct cordon_manifest *m,
@@ -65,7 +67,10 @@ static int build_manifest(const struct agent_policy *p, struct cordon_manifest *
   m->root = p->project;
   m->ephemeral = true; /* destroyed below, by this process */
   m->one_shot = true;
-  m->policy.read_only = (const char *const *)p->read_only;
+  nm->read_only = strv_copy((const char *const *)p->read_only);
+  if (!nm->read_only || (p->agent_visible && strv_push(&nm->read_only, p->agent_visible) < 0))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "agent manifest");
+  m->policy.read_only = (const char *const *)nm->read_only;
   m->policy.hidden = (const char *const *)nm->hidden;
   m->policy.allow_ro = (const char *const *)p->allow_ro;
   if (cordon_egress_parse(p->net, &m->policy.egress) < 0)

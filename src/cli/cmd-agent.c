@@ -36,6 +36,7 @@ static const char agent_usage[] =
     "options:\n"
     "  --project DIR         the project (default: the current directory's, as other verbs)\n"
     "  --ro PATH             project path the agent may read but not write (repeatable)\n"
+    "                        (beneath a --hide directory: that part shown read-only)\n"
     "  --hide PATH           project path the agent cannot read (repeatable; must exist)\n"
     "  --policy FILE         a policy file (YAML): read_only, hidden, allow_ro, allow_rw\n"
     "                        (lists), env_allow (names), net; joins the flags\n"

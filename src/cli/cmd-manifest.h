@@ -120,6 +120,7 @@ enum {
   "  --env KEY=VALUE       environment for every command (repeatable; kept 0600 in the\n"     \
   "                        runtime directory, not in .cordon/)\n"                             \
   "  --ro PATH             workspace path mounted read-only (repeatable; .: all)\n"           \
+  "                        (beneath a --hide directory: that part shown read-only)\n"         \
   "  --hide PATH           workspace path hidden from the command (repeatable)\n"             \
   "                        (a protected file with other names, hard links, is refused; the\n" \
   "                        directories above a protected path cannot be moved inside)\n"      \

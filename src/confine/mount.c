@@ -342,7 +342,9 @@ static int open_policy_path(int wsfd, const char *path, struct cordon_error **er
   return fd;
 }
 
-static int mask_dir(int pfd, const char *path, struct cordon_error **err) {
+/* An empty tmpfs (mode 0555, 4k) over pfd; returns the mask's mount fd. Read-only from the
+ * start unless `writable`: then the caller makes mount points in it and freezes it. */
+static int mask_mount(int pfd, const char *path, bool writable, struct cordon_error **err) {
   _cleanup_close_ int fs = sys_fsopen("tmpfs", FSOPEN_CLOEXEC);
   if (fs < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "fsopen tmpfs");
@@ -351,13 +353,23 @@ static int mask_dir(int pfd, const char *path, struct cordon_error **err) {
       sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create a tmpfs to hide %s",
                             path);
-  _cleanup_close_ int mnt =
-      sys_fsmount(fs, FSMOUNT_CLOEXEC,
-                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+  uint64_t attr = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+  int mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC, writable ? attr : attr | MOUNT_ATTR_RDONLY);
   if (mnt < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount a tmpfs to hide %s", path);
-  if (sys_move_mount(mnt, "", pfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hide %s", path);
+  if (sys_move_mount(mnt, "", pfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+    int e = errno;
+    close(mnt);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot hide %s", path);
+  }
+  return mnt;
+}
+
+static int mask_dir(int pfd, const char *path, struct cordon_error **err) {
+  int mnt = mask_mount(pfd, path, false, err);
+  if (mnt < 0)
+    return -1;
+  close(mnt);
   return 0;
 }
 
@@ -405,6 +417,80 @@ static int bind_file_over(int rootfd, const char *src, const char *target,
   return 0;
 }
 
+/* A read-only path shown inside the mask of the hidden directory above it: a recursive clone of
+ * the real path (opened beneath the workspace with no symlink, before the mask covers it),
+ * read-only, nosuid, nodev, and where it goes in the mask. */
+struct reshown {
+  const char *inner; /* relative to the hidden directory */
+  int tree_fd;
+  bool is_dir;
+};
+
+static int clone_readonly(int ws, const char *path, struct reshown *out,
+                          struct cordon_error **err) {
+  _cleanup_close_ int pfd = open_policy_path(ws, path, err);
+  struct stat st;
+  if (pfd < 0)
+    return -1;
+  if (fstat(pfd, &st) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s", path);
+  out->is_dir = S_ISDIR(st.st_mode);
+  out->tree_fd =
+      sys_open_tree(pfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+  if (out->tree_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot clone %s", path);
+  return set_attr_at(out->tree_fd, "", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                     true, err);
+}
+
+static void reshown_free(struct reshown *r, size_t n) {
+  for (size_t i = 0; r && i < n; i++)
+    if (r[i].tree_fd >= 0)
+      close(r[i].tree_fd);
+  free(r);
+}
+
+/* Hide the directory `path` (pfd) and show inside its mask, read-only, the read-only paths that
+ * lie beneath it: their mount points are made while the mask is still writable, then the mask
+ * is frozen. A mount point cannot be renamed or removed (EBUSY), and the mask around it is
+ * read-only, so nothing inside can carry a shown path away or put anything beside it. */
+static int hide_dir(int ws, int pfd, const char *path, const char *const *ro_paths,
+                    struct cordon_error **err) {
+  size_t n = 0, len = strlen(path);
+  for (size_t i = 0; ro_paths && ro_paths[i]; i++)
+    n += confine_reshown(ro_paths[i], (const char *const[]){path, NULL});
+  if (n == 0)
+    return mask_dir(pfd, path, err);
+  struct reshown *shown = calloc(n, sizeof(*shown));
+  if (!shown)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", path);
+  for (size_t i = 0; i < n; i++)
+    shown[i].tree_fd = -1;
+  int r = 0;
+  for (size_t i = 0, k = 0; ro_paths[i] && r == 0; i++) {
+    if (!confine_reshown(ro_paths[i], (const char *const[]){path, NULL}))
+      continue;
+    shown[k].inner = ro_paths[i] + len + 1;
+    if (clone_readonly(ws, ro_paths[i], &shown[k++], err) < 0)
+      r = cordon_error_prefix(err, "read-only path %s", ro_paths[i]);
+  }
+  _cleanup_close_ int mnt = r < 0 ? -1 : mask_mount(pfd, path, true, err);
+  if (mnt < 0)
+    r = -1;
+  for (size_t i = 0; i < n && r == 0; i++) {
+    const char *base = NULL;
+    _cleanup_close_ int dfd = make_mountpoint(mnt, shown[i].inner, shown[i].is_dir, &base, err);
+    if (dfd < 0 || sys_move_mount(shown[i].tree_fd, "", dfd, base, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+      r = dfd < 0 ? -1
+                  : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot show %s/%s inside %s",
+                                     path, shown[i].inner, path);
+  }
+  if (r == 0 && set_attr_at(mnt, "", MOUNT_ATTR_RDONLY, false, err) < 0)
+    r = cordon_error_prefix(err, "hidden path %s", path);
+  reshown_free(shown, n);
+  return r;
+}
+
 /* Pin every directory between the workspace root and a read-only or hidden path: each becomes a
  * mount point (a clone of itself: read-write, with the workspace's flags and id mapping), which
  * the kernel refuses to rename, remove or replace (EBUSY). Without this, `mv .git x; mkdir -p
@@ -438,13 +524,15 @@ static int apply_workspace_policy(int rootfd, const struct confine_root_spec *sp
     return -1;
   /* Read-only first, so hidden paths inside a read-only tree mask the read-only copy. */
   for (size_t i = 0; spec->ro_paths && spec->ro_paths[i]; i++) {
+    if (confine_reshown(spec->ro_paths[i], spec->hidden_dirs))
+      continue; /* shown inside its hidden directory's mask, below */
     _cleanup_close_ int pfd = open_policy_path(ws, spec->ro_paths[i], err);
     if (pfd < 0 || bind_self_readonly(pfd, "", err) < 0)
       return cordon_error_prefix(err, "read-only path %s", spec->ro_paths[i]);
   }
   for (size_t i = 0; spec->hidden_dirs && spec->hidden_dirs[i]; i++) {
     _cleanup_close_ int pfd = open_policy_path(ws, spec->hidden_dirs[i], err);
-    if (pfd < 0 || mask_dir(pfd, spec->hidden_dirs[i], err) < 0)
+    if (pfd < 0 || hide_dir(ws, pfd, spec->hidden_dirs[i], spec->ro_paths, err) < 0)
       return -1;
   }
   if (spec->hidden_files && spec->hidden_files[0]) {

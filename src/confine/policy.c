@@ -110,6 +110,18 @@ int confine_check_workspace_lists(const char *const *read_only, const char *cons
   if (check_no_overlap(read_only, "read-only path", err) < 0 ||
       check_no_overlap(hidden, "hidden path", err) < 0)
     return -1;
+  /* Strictly beneath a hidden directory, a read-only path is that part shown read-only inside
+   * the mask; on the hidden path itself it would ask for two things at once. */
+  for (size_t i = 0; hidden && hidden[i]; i++)
+    for (size_t j = 0; read_only && read_only[j]; j++)
+      if (strcmp(hidden[i], read_only[j]) == 0)
+        return cordon_error_set(err, CORDON_ERR_USAGE, 0, "read-only path %s is also hidden",
+                                read_only[j]);
+  return 0;
+}
+
+int confine_check_no_reshown(const char *const *read_only, const char *const *hidden,
+                             struct cordon_error **err) {
   for (size_t i = 0; hidden && hidden[i]; i++)
     for (size_t j = 0; read_only && read_only[j]; j++)
       if (confine_path_covers(hidden[i], read_only[j]))
@@ -119,9 +131,47 @@ int confine_check_workspace_lists(const char *const *read_only, const char *cons
   return 0;
 }
 
+bool confine_reshown(const char *path, const char *const *hidden_dirs) {
+  for (size_t i = 0; hidden_dirs && hidden_dirs[i]; i++)
+    if (strcmp(hidden_dirs[i], path) != 0 && confine_path_covers(hidden_dirs[i], path))
+      return true;
+  return false;
+}
+
+int confine_check_private_reshown(const char *const *read_only, const char *const *private_hidden,
+                                  struct cordon_error **err) {
+  static const char cordon_dir[] = ".cordon";
+  for (size_t i = 0; private_hidden && private_hidden[i]; i++) {
+    const char *h = private_hidden[i];
+    const char *base = strrchr(h, '/');
+    base = base ? base + 1 : h;
+    size_t hl = strlen(h);
+    for (size_t j = 0; read_only && read_only[j]; j++) {
+      const char *r = read_only[j];
+      if (!confine_path_covers(h, r))
+        continue;
+      if (strcmp(base, cordon_dir) == 0 && r[hl] == '/' &&
+          strcmp(r + hl + 1, CONFINE_AGENT_VISIBLE) == 0)
+        continue;
+      return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                              "read-only path %s lies in cordon's private state %s, which stays "
+                              "hidden (only .cordon/" CONFINE_AGENT_VISIBLE " may be shown)",
+                              r, h);
+    }
+  }
+  return 0;
+}
+
 static bool listed(const char *const *list, const char *path) {
   for (size_t i = 0; list && list[i]; i++)
     if (strcmp(list[i], path) == 0)
+      return true;
+  return false;
+}
+
+static bool covered_by(const char *const *list, const char *path) {
+  for (size_t i = 0; list && list[i]; i++)
+    if (confine_path_covers(list[i], path))
       return true;
   return false;
 }
@@ -137,8 +187,10 @@ int confine_protected_ancestors(const char *const *read_only, const char *const 
     for (size_t i = 0; lists[l] && lists[l][i]; i++)
       for (const char *p = lists[l][i]; (p = strchr(p, '/')); p++) {
         char *dir = strndup(lists[l][i], (size_t)(p - lists[l][i]));
-        /* A read-only path is a mount point of its own already. */
-        if (dir && (listed(read_only, dir) || listed((const char *const *)dirs, dir))) {
+        /* A read-only path is a mount point of its own already; a hidden directory becomes
+         * one (its mask), and what lies inside the mask is read-only. */
+        if (dir && (listed(read_only, dir) || listed((const char *const *)dirs, dir) ||
+                    covered_by(hidden_dirs, dir))) {
           free(dir);
           continue;
         }
@@ -153,21 +205,28 @@ int confine_protected_ancestors(const char *const *read_only, const char *const 
 
 enum confine_protection confine_protection_of(const char *path, const char *const *read_only,
                                               const char *const *hidden, const char **by) {
-  for (size_t i = 0; hidden && hidden[i]; i++)
-    if (confine_path_covers(hidden[i], path)) {
-      if (by)
-        *by = hidden[i];
-      return CONFINE_HIDDEN;
-    }
-  for (size_t i = 0; read_only && read_only[i]; i++)
-    if (confine_path_covers(read_only[i], path)) {
-      if (by)
-        *by = read_only[i];
-      return CONFINE_READ_ONLY;
-    }
+  /* The innermost covering entry decides: a hidden path inside a read-only tree is masked on
+   * top of it, a read-only path inside a hidden directory is shown inside the mask. Neither
+   * list overlaps itself, so the two lists hold at most one covering entry each. */
+  const char *h = NULL, *r = NULL;
+  for (size_t i = 0; hidden && hidden[i] && !h; i++)
+    if (confine_path_covers(hidden[i], path))
+      h = hidden[i];
+  for (size_t i = 0; read_only && read_only[i] && !r; i++)
+    if (confine_path_covers(read_only[i], path))
+      r = read_only[i];
+  enum confine_protection p = CONFINE_UNPROTECTED;
+  const char *which = NULL;
+  if (h && (!r || strlen(h) >= strlen(r))) {
+    p = CONFINE_HIDDEN;
+    which = h;
+  } else if (r) {
+    p = CONFINE_READ_ONLY;
+    which = r;
+  }
   if (by)
-    *by = NULL;
-  return CONFINE_UNPROTECTED;
+    *by = which;
+  return p;
 }
 
 int confine_check_linked_file(const struct confine_linked_file *f, const char *const *read_only,

@@ -52,24 +52,44 @@ int confine_normalize_host_path(const char *path, const char *what, char **out,
                                 struct cordon_error **err);
 
 /* Overlap rules for normalised workspace-relative lists: no entry covers another within a list,
- * and no read-only path sits under (or on) a hidden one. A hidden path under a read-only one is
- * fine: it is masked on top. */
+ * and no path is both read-only and hidden. A hidden path under a read-only one is masked on
+ * top of it; a read-only path strictly under a hidden directory is re-shown: that part of the
+ * hidden tree appears read-only inside the mask (confine_reshown), and the rest stays hidden. */
 int confine_check_workspace_lists(const char *const *read_only, const char *const *hidden,
+                                  struct cordon_error **err);
+
+/* The stricter rule of a mechanism that cannot re-show a path inside a mask: no read-only path
+ * under (or on) a hidden one. */
+int confine_check_no_reshown(const char *const *read_only, const char *const *hidden,
+                             struct cordon_error **err);
+
+/* Whether the read-only path `path` lies strictly beneath one of hidden_dirs: it is shown
+ * read-only inside that directory's mask instead of in place. */
+bool confine_reshown(const char *path, const char *const *hidden_dirs);
+
+/* The one directory of a project's .cordon/ that a sandbox may be shown (read-only): the
+ * documents an orchestrator leaves for a confined agent. */
+#define CONFINE_AGENT_VISIBLE "agent-visible"
+
+/* cordon's private state (private_hidden: the always-hidden set found in the workspace,
+ * canonical, workspace-relative) stays hidden whatever the read-only list says: a read-only path
+ * inside it is refused, except a .cordon/ directory's own CONFINE_AGENT_VISIBLE. */
+int confine_check_private_reshown(const char *const *read_only, const char *const *private_hidden,
                                   struct cordon_error **err);
 
 /* The directories between the workspace root and each read-only or hidden path (normalised,
  * workspace-relative, overlaps checked), each once, parents first, leaving out the read-only
- * paths themselves. The sandbox pins each as a mount point (a clone of itself, read-write): the
- * kernel refuses to rename, remove or replace a mount point (EBUSY), so no protected path can be
- * carried away by renaming a parent and recreating it. *out: a NULL-terminated vector, empty
- * when every protected path is top-level. */
+ * paths themselves and the hidden directories and what lies in them (a mask is a mount point,
+ * and inside it nothing is writable). The sandbox pins each as a mount point (a clone of itself,
+ * read-write): the kernel refuses to rename, remove or replace a mount point (EBUSY), so no
+ * protected path can be carried away by renaming a parent and recreating it. *out: a
+ * NULL-terminated vector, empty when every protected path is top-level. */
 int confine_protected_ancestors(const char *const *read_only, const char *const *hidden_dirs,
                                 const char *const *hidden_files, char ***out,
                                 struct cordon_error **err);
 
-/* How a workspace-relative path is protected: hidden when a hidden path covers it, read-only
- * when a read-only path does (and no hidden one), else not at all. *by (when not NULL) gets the
- * covering policy path. */
+/* How a workspace-relative path is protected: as the innermost policy path that covers it says
+ * (hidden or read-only), else not at all. *by (when not NULL) gets that policy path. */
 enum confine_protection {
   CONFINE_UNPROTECTED = 0,
   CONFINE_READ_ONLY,

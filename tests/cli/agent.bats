@@ -81,10 +81,32 @@ have_bwrap() {
 }
 
 @test "agent ns: .cordon/agent-visible is readable, not writable" {
-  skip "not yet: the ns backend cannot re-show a path beneath the hidden .cordon/ (under ns the agent-visible directory stays hidden)"
   run "$CORDON" agent --mechanism ns -- sh -c 'cat .cordon/agent-visible/brief.md'
   [ "$status" -eq 0 ]
   [ "$output" = brief ]
+  # From inside: the rest of .cordon/ stays hidden, and nothing in or around agent-visible/
+  # can be written, created, removed or renamed away.
+  run --separate-stderr "$CORDON" agent --mechanism ns -- sh -c '
+    check() { if eval "$2" >/dev/null 2>&1; then echo "BAD $1"; else echo "ok $1"; fi; }
+    check read-state "cat .cordon/state-file"
+    check list-state "ls -A .cordon | grep -vqx agent-visible"
+    check write-visible "echo x > .cordon/agent-visible/brief.md"
+    check create-visible "touch .cordon/agent-visible/new"
+    check mkdir-visible "mkdir .cordon/agent-visible/dir"
+    check remove-visible "rm -f .cordon/agent-visible/brief.md"
+    check rename-in-visible "mv .cordon/agent-visible/brief.md .cordon/agent-visible/b2"
+    check rename-visible-away "mv .cordon/agent-visible .cordon/moved"
+    check rename-visible-out "mv .cordon/agent-visible visible"
+    check rename-state-away "mv .cordon cordon-moved"
+    check plant-in-state "touch .cordon/planted"'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" != *BAD* ]]
+  [ "$(grep -c '^ok ' <<<"$output")" -eq 11 ]
+  [ "$(cat .cordon/agent-visible/brief.md)" = brief ]
+  # (mv out of the mask copies what the agent may read anyway; the original stays.)
+  [ ! -e .cordon/agent-visible/new ] && [ ! -e .cordon/planted ] && [ ! -e cordon-moved ]
+  [ "$(cat .cordon/state-file)" = state ]
 }
 
 @test "agent bwrap: hidden, read-only, state, env, cwd and writes hold from inside" {

@@ -156,10 +156,52 @@ static void test_workspace_overlaps(void **state) {
                "overlaps");
   expect_error(confine_check_workspace_lists(NULL, LIST("x/y", "x"), &err), &err, CORDON_ERR_USAGE,
                "hidden path");
-  expect_error(confine_check_workspace_lists(LIST("s/t"), LIST("s"), &err), &err, CORDON_ERR_USAGE,
-               "under hidden path");
+  /* Strictly beneath a hidden directory, a read-only path is that part shown read-only. */
+  assert_int_equal(confine_check_workspace_lists(LIST("s/t", "s/u/v"), LIST("s"), &err), 0);
   expect_error(confine_check_workspace_lists(LIST("s"), LIST("s"), &err), &err, CORDON_ERR_USAGE,
+               "read-only path s is also hidden");
+  expect_error(confine_check_workspace_lists(LIST("s/t", "s"), LIST("s"), &err), &err,
+               CORDON_ERR_USAGE, "overlaps");
+}
+
+/* The rule of a mechanism that cannot show a path inside a mask (docker). */
+static void test_no_reshown(void **state) {
+  struct cordon_error *err = NULL;
+  assert_int_equal(confine_check_no_reshown(LIST("src"), LIST("secrets", "src/private"), &err), 0);
+  assert_int_equal(confine_check_no_reshown(NULL, LIST("s"), &err), 0);
+  expect_error(confine_check_no_reshown(LIST("s/t"), LIST("s"), &err), &err, CORDON_ERR_USAGE,
+               "read-only path s/t lies under hidden path s");
+  expect_error(confine_check_no_reshown(LIST("s"), LIST("s"), &err), &err, CORDON_ERR_USAGE,
                "under hidden path");
+}
+
+static void test_reshown(void **state) {
+  (void)state;
+  assert_true(confine_reshown("s/t", LIST("x", "s")));
+  assert_true(confine_reshown(".cordon/agent-visible", LIST(".cordon")));
+  assert_false(confine_reshown("s", LIST("s")));    /* on it, not beneath */
+  assert_false(confine_reshown("st/u", LIST("s"))); /* a name that only starts alike */
+  assert_false(confine_reshown("s", LIST("s/t")));  /* a hidden path inside a read-only one */
+  assert_false(confine_reshown("s/t", NULL));
+}
+
+/* cordon's own state stays hidden: only a .cordon/'s agent-visible may be shown. */
+static void test_private_reshown(void **state) {
+  struct cordon_error *err = NULL;
+  const char *const *priv = LIST(".cordon", "sub/.cordon", ".local/state/cordon");
+  assert_int_equal(confine_check_private_reshown(LIST(".cordon/agent-visible", "docs"), priv, &err),
+                   0);
+  assert_int_equal(confine_check_private_reshown(LIST("sub/.cordon/agent-visible"), priv, &err), 0);
+  assert_int_equal(confine_check_private_reshown(LIST("x"), NULL, &err), 0);
+  expect_error(confine_check_private_reshown(LIST(".cordon/keys"), priv, &err), &err,
+               CORDON_ERR_DENIED, "read-only path .cordon/keys lies in cordon's private state");
+  expect_error(confine_check_private_reshown(LIST(".cordon/agent-visible/sub"), priv, &err), &err,
+               CORDON_ERR_DENIED, "private state .cordon,");
+  expect_error(confine_check_private_reshown(LIST(".cordon"), priv, &err), &err, CORDON_ERR_DENIED,
+               "private state");
+  /* The state home is no project's .cordon/: nothing in it may be shown. */
+  expect_error(confine_check_private_reshown(LIST(".local/state/cordon/agent-visible"), priv, &err),
+               &err, CORDON_ERR_DENIED, "private state .local/state/cordon");
 }
 
 static void test_host_lists(void **state) {
@@ -373,6 +415,15 @@ static void test_protected_ancestors(void **state) {
   assert_non_null(dirs);
   assert_null(dirs[0]);
   strv_free(dirs);
+  dirs = NULL;
+  /* A hidden directory is a mount point (its mask) and nothing in it is writable: neither it
+   * nor the directories between it and a read-only path shown inside it are pinned. */
+  assert_int_equal(confine_protected_ancestors(LIST(".cordon/agent-visible", "h/a/b", "x/y"),
+                                               LIST(".cordon", "h"), NULL, &dirs, &err),
+                   0);
+  assert_int_equal(strv_length((const char *const *)dirs), 1);
+  assert_string_equal(dirs[0], "x");
+  strv_free(dirs);
 }
 
 static void test_protection_of(void **state) {
@@ -384,6 +435,13 @@ static void test_protection_of(void **state) {
   assert_string_equal(by, "a");
   assert_int_equal(confine_protection_of("ab", LIST("a"), LIST("a/b"), &by), CONFINE_UNPROTECTED);
   assert_null(by);
+  /* The innermost entry decides: a read-only path shown inside a hidden directory. */
+  assert_int_equal(confine_protection_of("h/shown/f", LIST("h/shown"), LIST("h"), &by),
+                   CONFINE_READ_ONLY);
+  assert_string_equal(by, "h/shown");
+  assert_int_equal(confine_protection_of("h/other", LIST("h/shown"), LIST("h"), &by),
+                   CONFINE_HIDDEN);
+  assert_string_equal(by, "h");
 }
 
 static int check_linked(unsigned long nlink, const char *const *names, bool searched,
@@ -661,6 +719,9 @@ int main(void) {
       cmocka_unit_test(test_host_path_normalisation),
       cmocka_unit_test(test_covers),
       cmocka_unit_test(test_workspace_overlaps),
+      cmocka_unit_test(test_no_reshown),
+      cmocka_unit_test(test_reshown),
+      cmocka_unit_test(test_private_reshown),
       cmocka_unit_test(test_host_lists),
       cmocka_unit_test(test_sandbox_root),
       cmocka_unit_test(test_workspace_dir),

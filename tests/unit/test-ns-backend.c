@@ -221,10 +221,10 @@ static void test_policy_refusals(void **state) {
   cordon_error_free(err);
 
   m = project_manifest();
-  m.policy.read_only = LIST("data/file");
+  m.policy.read_only = LIST("data");
   m.policy.hidden = LIST("data");
   err = create_fails(&m);
-  assert_non_null(strstr(err->message, "under hidden path"));
+  assert_non_null(strstr(err->message, "is also hidden"));
   cordon_error_free(err);
 
   /* disjoint by name, overlapping once the symlink is resolved */

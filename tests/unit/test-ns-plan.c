@@ -189,9 +189,9 @@ static void test_refusals(void **state) {
   expect_refusal(&m, NULL);
 
   m = (struct cordon_manifest){0};
-  m.policy.read_only = LIST("data/file");
+  m.policy.read_only = LIST("data");
   m.policy.hidden = LIST("data");
-  expect_refusal(&m, "under hidden path");
+  expect_refusal(&m, "is also hidden");
 
   m = (struct cordon_manifest){0};
   m.policy.hidden = LIST("/etc/passwd");

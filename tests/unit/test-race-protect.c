@@ -53,8 +53,8 @@ static void test_lists(void **state) {
   assert_int_equal(err->kind, CORDON_ERR_USAGE);
   cordon_error_free(err);
   err = NULL;
-  const char *ro[] = {"a/b", NULL}, *hide[] = {"a", NULL};
-  assert_int_equal(race_protect_init(&p, ro, hide, NULL, &err), -1); /* ro under hidden */
+  const char *ro[] = {"a", NULL}, *hide[] = {"a", NULL};
+  assert_int_equal(race_protect_init(&p, ro, hide, NULL, &err), -1); /* read-only and hidden */
   cordon_error_free(err);
   err = NULL;
   assert_int_equal(race_protect_init(&p, NULL, NULL, NULL, &err), 0);

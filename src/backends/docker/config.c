@@ -133,7 +133,10 @@ int docker_paths_resolve(const char *workspace, const char *const *read_only,
   }
   /* Overlaps are judged on the canonical paths: two names of one directory overlap. */
   if (confine_check_workspace_lists((const char *const *)ro_list, (const char *const *)hidden_list,
-                                    err) < 0) {
+                                    err) < 0 ||
+      /* Docker's mounts cannot re-show a read-only path inside a hidden directory's mask. */
+      confine_check_no_reshown((const char *const *)ro_list, (const char *const *)hidden_list,
+                               err) < 0) {
     docker_paths_clear(out);
     return -1;
   }

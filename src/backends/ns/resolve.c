@@ -120,6 +120,10 @@ int ns_resolve_workspace(struct ns_resolved *p, const struct ns_plan *plan, int 
   for (size_t i = 0; beneath && beneath[i]; i++)
     if (push_always_hidden(p, beneath[i], err) < 0)
       return -1;
+  /* Of cordon's own state a sandbox may see only .cordon/agent-visible, read-only. */
+  if (confine_check_private_reshown((const char *const *)p->ro, (const char *const *)beneath, err) <
+      0)
+    return -1;
   _cleanup_(strv_freep) char **hidden_all = strv_copy((const char *const *)p->hidden_dirs);
   for (size_t i = 0; hidden_all && p->hidden_files && p->hidden_files[i]; i++)
     if (strv_push(&hidden_all, p->hidden_files[i]) < 0)
