@@ -212,3 +212,21 @@ flag" ]
   [ "$(declared | jq -r '.adapter, .agent_sandbox_dropped')" = "claude
 true" ]
 }
+
+@test "agent tier: landlock is process-tier: the CLI's sandbox stays unless the host declares more" {
+  run "$CORDON" agent --mechanism landlock --adapter claude -- ./bin/claude go
+  if [ "$status" -eq 4 ]; then
+    skip "landlock cannot confine here: $output"
+  fi
+  [ "$status" -eq 0 ]
+  [[ "$output" != *"--dangerously-skip-permissions"* ]]
+  [[ "$output" == *"arg:go"* ]]
+  [ "$(declared | jq -r '.tier, .agent_sandbox_dropped')" = "none
+false" ]
+  run "$CORDON" agent --mechanism landlock --host-isolation container --adapter claude \
+    -- ./bin/claude go
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"arg:--dangerously-skip-permissions"$'\n'"arg:go"* ]]
+  [ "$(declared | jq -r '.tier, .agent_sandbox_dropped')" = "container
+true" ]
+}
