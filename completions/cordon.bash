@@ -174,7 +174,8 @@ _cordon() {
     ;;
   agent)
     opts="--project --ro --hide --policy --allow-ro --env-allow --mechanism
-      --no-require-enforcement --net --tmp-size --print --help"
+      --no-require-enforcement --net --tmp-size --print --host-isolation
+      --host-isolation-evidence --adapter --help"
     ;;
   gate)
     subs="baseline check"

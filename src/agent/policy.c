@@ -10,11 +10,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml.h>
 
 #include <cordon/backend.h>
 
 #include "agent/policy.h"
+#include "agent/yaml-read.h"
 #include "base/cleanup.h"
 #include "base/strv.h"
 #include "confine/policy.h"
@@ -48,39 +48,17 @@ void agent_policy_file_clear(struct agent_policy_file *file) {
 
 /* ---- the policy file (pure) ---- */
 
-static char *scalar_text(const yaml_node_t *node) {
-  return strndup((const char *)node->data.scalar.value, node->data.scalar.length);
+/* The policy file is the caller's input, named on the command line: a fault in it is a usage
+ * error (exit 2), where yaml-read.c calls it invalid data (the adapter files are cordon's). */
+static int as_usage(struct cordon_error **err) {
+  if (err && *err && (*err)->kind == CORDON_ERR_INVALID)
+    (*err)->kind = CORDON_ERR_USAGE;
+  return -1;
 }
 
-/* One list key: a sequence of strings (an empty value, `key:`, is an empty list). */
-static int parse_list(yaml_document_t *doc, const yaml_node_t *value, const char *key,
-                      const char *name, char ***out, struct cordon_error **err) {
-  if (value->type == YAML_SCALAR_NODE && value->data.scalar.length == 0)
-    return 0;
-  if (value->type != YAML_SEQUENCE_NODE)
-    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s: %s must be a list of strings", name,
-                            key);
-  for (yaml_node_item_t *it = value->data.sequence.items.start; it < value->data.sequence.items.top;
-       it++) {
-    const yaml_node_t *item = yaml_document_get_node(doc, *it);
-    if (!item || item->type != YAML_SCALAR_NODE || item->data.scalar.length == 0)
-      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s: %s must be a list of strings", name,
-                              key);
-    if (strv_push_take(out, scalar_text(item)) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
-  }
-  return 0;
-}
-
-static int parse_entry(yaml_document_t *doc, const yaml_node_pair_t *pair, const char *name,
+/* One key of the file; agent_yaml_top has refused repeated keys already. */
+static int parse_entry(yaml_document_t *doc, const char *key, yaml_node_t *value, const char *name,
                        struct agent_policy_file *out, struct cordon_error **err) {
-  const yaml_node_t *k = yaml_document_get_node(doc, pair->key);
-  const yaml_node_t *v = yaml_document_get_node(doc, pair->value);
-  if (!k || !v || k->type != YAML_SCALAR_NODE)
-    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s: every key must be a string", name);
-  _cleanup_free_ char *key = scalar_text(k);
-  if (!key)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
   struct {
     const char *key;
     char ***list;
@@ -89,20 +67,22 @@ static int parse_entry(yaml_document_t *doc, const yaml_node_pair_t *pair, const
                {"allow_ro", &out->allow_ro},
                {"allow_rw", &out->allow_rw},
                {"env_allow", &out->env_allow}};
-  for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
-    if (!strcmp(key, lists[i].key)) {
-      if (*lists[i].list)
-        return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s: %s given twice", name, key);
-      if (!(*lists[i].list = calloc(1, sizeof(char *))))
-        return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
-      return parse_list(doc, v, key, name, lists[i].list, err);
-    }
+  for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+    if (strcmp(key, lists[i].key))
+      continue;
+    /* `key:` with nothing after it reads as an empty list, as a person writing one expects. */
+    if (value && value->type == YAML_SCALAR_NODE && value->data.scalar.length == 0 &&
+        value->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+      return (*lists[i].list = strv_copy(NULL))
+                 ? 0
+                 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
+    return agent_yaml_string_list(doc, value, name, key, lists[i].list, err);
+  }
   if (!strcmp(key, "net")) {
-    if (out->net)
-      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s: net given twice", name);
-    if (v->type != YAML_SCALAR_NODE)
-      return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s: net must be a string", name);
-    out->net = scalar_text(v);
+    const char *net = NULL;
+    if (agent_yaml_string(value, name, key, &net, err) < 0)
+      return -1;
+    out->net = strdup(net);
     return out->net ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
   }
   return cordon_error_set(err, CORDON_ERR_USAGE, 0,
@@ -117,32 +97,21 @@ int agent_policy_file_parse(const char *text, size_t length, const char *name,
   if (length > AGENT_POLICY_FILE_MAX)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s: larger than %u bytes", name,
                             AGENT_POLICY_FILE_MAX);
-  yaml_parser_t parser;
   yaml_document_t doc;
-  if (!yaml_parser_initialize(&parser))
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", name);
-  yaml_parser_set_input_string(&parser, (const unsigned char *)text, length);
-  if (!yaml_parser_load(&parser, &doc)) {
-    int r = cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s: not valid YAML (line %zu): %s", name,
-                             parser.problem_mark.line + 1,
-                             parser.problem ? parser.problem : "parse error");
-    yaml_parser_delete(&parser);
-    return r;
-  }
-  int r = 0;
-  const yaml_node_t *root = yaml_document_get_root_node(&doc);
-  if (root && !(root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
-    if (root->type != YAML_MAPPING_NODE)
-      r = cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s: must be a mapping of keys", name);
-    for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
-         r == 0 && p < root->data.mapping.pairs.top; p++)
-      r = parse_entry(&doc, p, name, out, err);
-  }
+  if (agent_yaml_load(text, length, name, &doc, err) < 0)
+    return as_usage(err);
+  yaml_node_t *top = NULL;
+  int r = agent_yaml_top(&doc, name, &top, err);
+  for (yaml_node_pair_t *p = top ? top->data.mapping.pairs.start : NULL;
+       r == 0 && p && p < top->data.mapping.pairs.top; p++)
+    r = parse_entry(&doc, (const char *)yaml_document_get_node(&doc, p->key)->data.scalar.value,
+                    yaml_document_get_node(&doc, p->value), name, out, err);
   yaml_document_delete(&doc);
-  yaml_parser_delete(&parser);
-  if (r < 0)
+  if (r < 0) {
     agent_policy_file_clear(out);
-  return r;
+    return as_usage(err);
+  }
+  return 0;
 }
 
 /* ---- the environment allowlist (pure) ---- */
@@ -392,7 +361,8 @@ static int build(const struct agent_policy_input *in, const struct agent_policy_
                      &p->allow_ro, err) < 0 ||
       add_sandbox_allow(in->sandbox_allow, p->project, &p->allow_ro, err) < 0 ||
       add_host_paths((const char *const *)file->allow_rw, "read-write grant", p->project,
-                     &p->allow_rw, err) < 0)
+                     &p->allow_rw, err) < 0 ||
+      add_host_paths(in->extra_allow_rw, "read-write grant", p->project, &p->allow_rw, err) < 0)
     return -1;
   _cleanup_(strv_freep) char **names = strv_copy(in->env_allow);
   for (size_t i = 0; names && file->env_allow && file->env_allow[i]; i++)

@@ -55,6 +55,9 @@ struct agent_policy_input {
   const char *net;              /* --net, or NULL: the file's, else "loopback" */
   uint64_t tmp_bytes;           /* --tmp-size; 0: CORDON_DEFAULT_TMP_BYTES */
   const char *const *environ;   /* the caller's environment, NAME=VALUE */
+  /* Host paths a caller grants read-write (an adapter's state directories): absolute,
+   * existing, outside the project; they join the file's allow_rw. */
+  const char *const *extra_allow_rw;
 };
 
 /* The lists of a policy file (pure parse; every list NULL-terminated or NULL). */

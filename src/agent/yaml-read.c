@@ -18,9 +18,9 @@ int agent_yaml_load(const char *text, size_t length, const char *what, yaml_docu
   int loaded = yaml_parser_load(&parser, doc);
   int r = 0;
   if (!loaded)
-    r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "%s: line %zu: %s", what,
+    r = cordon_error_set(err, CORDON_ERR_INVALID, 0, "%s: line %zu: not valid YAML: %s", what,
                          (size_t)parser.problem_mark.line + 1,
-                         parser.problem ? parser.problem : "not valid YAML");
+                         parser.problem ? parser.problem : "parse error");
   yaml_parser_delete(&parser);
   if (r < 0)
     memset(doc, 0, sizeof(*doc)); /* a failed load leaves nothing to delete */

@@ -1,7 +1,9 @@
 /* `cordon agent [options] -- ARGV...`: run an agent CLI confined at the project's own path. This
  * file owns the verb's flags, choosing the mechanism (failing closed), the audit entries of a
  * start, and printing a mechanism's generated form (--print); the policy is built by
- * src/agent/policy.c and enforced by the mechanisms in src/agent/. */
+ * src/agent/policy.c and enforced by the mechanisms in src/agent/. It also wires in the host
+ * isolation tier (src/agent/tier.c: resolved, then recorded before the agent starts) and the
+ * agent CLI's adapter (src/agent/adapter.c: its variables, state directories and flags). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -12,8 +14,10 @@
 
 #include <jansson.h>
 
+#include "agent/adapter.h"
 #include "agent/mechanism.h"
 #include "agent/policy.h"
+#include "agent/tier.h"
 #include "base/cleanup.h"
 #include "base/strv.h"
 #include "cli/cli.h"
@@ -52,7 +56,19 @@ static const char agent_usage[] =
     "  --tmp-size SIZE       size of the private /tmp (K, M, G; default 1G)\n"
     "  --print bwrap|seatbelt\n"
     "                        print the generated bubblewrap argv (one shell-quoted line) or\n"
-    "                        macOS profile and run nothing\n";
+    "                        macOS profile and run nothing\n"
+    "  --host-isolation TIER none, process, container or vm: the isolation the host already\n"
+    "                        applies around cordon, recorded in the audit log (default: the\n"
+    "                        first of CORDON_HOST_ISOLATION, .cordon/config.yaml,\n"
+    "                        $XDG_CONFIG_HOME/cordon/config.yaml, /etc/cordon/config.yaml\n"
+    "                        that declares host_isolation; else none)\n"
+    "  --host-isolation-evidence TEXT\n"
+    "                        why the host tier holds (e.g. \"one VM per run\"), recorded with\n"
+    "                        it (also CORDON_HOST_ISOLATION_EVIDENCE, config evidence:)\n"
+    "  --adapter NAME        the agent CLI: aider, claude, codex, gemini or generic (default):\n"
+    "                        passes its auth variables, grants its state directories under\n"
+    "                        HOME read-write, and turns its own sandbox and approvals off only\n"
+    "                        when cordon's confinement or the host tier is container or vm\n";
 
 enum {
   AGENT_OPT_PROJECT = 256,
@@ -66,6 +82,9 @@ enum {
   AGENT_OPT_PRINT,
   AGENT_OPT_NET,
   AGENT_OPT_TMP_SIZE,
+  AGENT_OPT_HOST_ISOLATION,
+  AGENT_OPT_HOST_EVIDENCE,
+  AGENT_OPT_ADAPTER,
 };
 
 struct agent_opts {
@@ -73,6 +92,7 @@ struct agent_opts {
   char **read_only, **hidden, **allow_ro, **env_allow;
   bool no_require;
   uint64_t tmp_bytes;
+  const char *host_isolation, *host_evidence, *adapter;
 };
 
 static void agent_opts_free(struct agent_opts *o) {
@@ -96,6 +116,9 @@ static int parse_options(int argc, char **argv, struct agent_opts *o) {
       {"print", required_argument, NULL, AGENT_OPT_PRINT},
       {"net", required_argument, NULL, AGENT_OPT_NET},
       {"tmp-size", required_argument, NULL, AGENT_OPT_TMP_SIZE},
+      {"host-isolation", required_argument, NULL, AGENT_OPT_HOST_ISOLATION},
+      {"host-isolation-evidence", required_argument, NULL, AGENT_OPT_HOST_EVIDENCE},
+      {"adapter", required_argument, NULL, AGENT_OPT_ADAPTER},
       {"help", no_argument, NULL, 'h'},
       {0}};
   int c;
@@ -109,6 +132,9 @@ static int parse_options(int argc, char **argv, struct agent_opts *o) {
     case AGENT_OPT_MECHANISM: o->mechanism = optarg; break;
     case AGENT_OPT_NO_REQUIRE: o->no_require = true; break;
     case AGENT_OPT_NET: o->net = optarg; break;
+    case AGENT_OPT_HOST_ISOLATION: o->host_isolation = optarg; break;
+    case AGENT_OPT_HOST_EVIDENCE: o->host_evidence = optarg; break;
+    case AGENT_OPT_ADAPTER: o->adapter = optarg; break;
     case AGENT_OPT_PRINT:
       if (strcmp(optarg, "bwrap") && strcmp(optarg, "seatbelt"))
         return cli_usage_error("agent", "--print takes bwrap or seatbelt, not '%s'", optarg);
@@ -172,24 +198,25 @@ static int print_form(const char *what, const struct agent_launch *launch) {
   return EXIT_OK;
 }
 
-/* auto: ns, else bwrap; a named mechanism must pass its preflight. Fails closed with
+/* auto: ns, else bwrap; a named mechanism must pass its preflight. *kind becomes the kind that
+ * runs (auto resolved), which the adapter's rule needs. Fails closed with
  * CORDON_ERR_UNAVAILABLE naming what is missing. */
-static int choose_mechanism(enum agent_mechanism_kind kind, const struct agent_policy *p,
+static int choose_mechanism(enum agent_mechanism_kind *kind, const struct agent_policy *p,
                             const struct agent_mechanism **out, struct cordon_error **err) {
-  if (kind == AGENT_MECHANISM_SEATBELT)
+  if (*kind == AGENT_MECHANISM_SEATBELT)
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
                             "agent mechanism seatbelt runs only on macOS (--print seatbelt shows "
                             "its profile)");
-  if (kind != AGENT_MECHANISM_AUTO) {
-    *out = agent_mechanism_of(kind);
+  if (*kind != AGENT_MECHANISM_AUTO) {
+    *out = agent_mechanism_of(*kind);
     return (*out)->preflight(p, err);
   }
   struct cordon_error *ns_err = NULL, *bwrap_err = NULL;
   int r = 0;
   if (agent_mechanism_ns.preflight(p, &ns_err) == 0)
-    *out = &agent_mechanism_ns;
+    *out = &agent_mechanism_ns, *kind = AGENT_MECHANISM_NS;
   else if (agent_mechanism_bwrap.preflight(p, &bwrap_err) == 0)
-    *out = &agent_mechanism_bwrap;
+    *out = &agent_mechanism_bwrap, *kind = AGENT_MECHANISM_BWRAP;
   else
     r = cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "no agent confinement available: %s; %s",
                          ns_err && ns_err->message ? ns_err->message : "ns unavailable",
@@ -197,6 +224,53 @@ static int choose_mechanism(enum agent_mechanism_kind kind, const struct agent_p
                                                          : "bwrap unavailable");
   cordon_error_free(ns_err);
   cordon_error_free(bwrap_err);
+  return r;
+}
+
+/* What the host's declared tier and the agent CLI's adapter bring to one run. */
+struct agent_extras {
+  struct agent_host_tier host;
+  struct agent_adapter *adapter;
+  char **state_dirs; /* the adapter's, canonical: granted read-write */
+};
+
+static void agent_extras_clear(struct agent_extras *x) {
+  agent_host_tier_clear(&x->host);
+  agent_adapter_free(x->adapter);
+  strv_free(x->state_dirs);
+}
+
+/* Before the policy is built: a bad tier or adapter refuses the run (exit 2) before anything
+ * starts, and the adapter's state directories must exist to be granted. */
+static int prepare_extras(const struct agent_opts *o, const char *project, struct agent_extras *x,
+                          struct cordon_error **err) {
+  if (agent_tier_resolve_env(project, o->host_isolation, o->host_evidence, &x->host, err) < 0 ||
+      agent_adapter_load(o->adapter ? o->adapter : "generic", &x->adapter, err) < 0)
+    return -1;
+  /* Only an adapter with state directories needs HOME (generic runs without one). */
+  if (strv_length((const char *const *)x->adapter->state_dirs) == 0)
+    return 0;
+  return agent_adapter_prepare_state_dirs(x->adapter, getenv("HOME"), &x->state_dirs, err);
+}
+
+/* The argv that runs: the adapter's flags go in only when the mechanism that runs (kind, auto
+ * resolved) or the host's declared tier is container or vm. *dropped says whether they did. */
+static int adapter_argv(const struct agent_extras *x, enum agent_mechanism_kind kind,
+                        const char *const *argv, char ***out, bool *dropped,
+                        struct cordon_error **err) {
+  *dropped = agent_adapter_drops_sandbox(x->adapter, agent_mechanism_tier(kind), x->host.tier);
+  return agent_adapter_argv(x->adapter, argv, *dropped, out, err);
+}
+
+/* The host tier's audit entry, before the agent starts: no record, no agent. */
+static int record_declaration(const struct agent_opts *o, const struct agent_extras *x,
+                              const struct agent_policy *p, bool dropped,
+                              struct cordon_error **err) {
+  struct cordon_context *ctx = NULL;
+  int r = cordon_context_open(p->project, &ctx, err);
+  if (r == 0)
+    r = agent_tier_record(ctx, &x->host, dropped, o->adapter, err);
+  cordon_context_free(ctx);
   return r;
 }
 
@@ -262,42 +336,65 @@ static int run_unconfined(const struct agent_launch *launch, int *exit_code,
   return 0;
 }
 
+/* Fail closed first (off without --no-require-enforcement, or no mechanism: exit 4), then the
+ * adapter's argv for the mechanism that runs and the host tier's record, then the start's own
+ * entry and the agent. */
 static int launch_agent(const struct agent_opts *o, enum agent_mechanism_kind kind,
-                        const struct agent_launch *launch) {
+                        struct agent_launch *launch, const struct agent_extras *x) {
   struct cordon_error *err = NULL;
   const struct agent_policy *p = launch->policy;
   int code = EXIT_CORDON;
-  if (kind == AGENT_MECHANISM_OFF) {
-    if (!o->no_require) {
-      cli_error("agent mechanism off would run the agent unconfined, but enforcement is "
-                "required (pass --no-require-enforcement to allow it); the agent was not run");
-      return EXIT_UNAVAILABLE;
-    }
-    cli_error("WARNING: agent mechanism off: running the agent UNCONFINED on the host "
-              "(--no-require-enforcement); recorded in the audit log");
-    if (audit_start("agent.unconfined", "off", p, (char *const *)launch->argv, NULL, &err) < 0 ||
-        run_unconfined(launch, &code, &err) < 0)
-      return cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
-    return code;
-  }
   const struct agent_mechanism *mech = NULL;
-  _cleanup_(strv_freep) char **unenforced = NULL;
-  if (choose_mechanism(kind, p, &mech, &err) < 0) {
+  if (kind == AGENT_MECHANISM_OFF && !o->no_require) {
+    cli_error("agent mechanism off would run the agent unconfined, but enforcement is "
+              "required (pass --no-require-enforcement to allow it); the agent was not run");
+    return EXIT_UNAVAILABLE;
+  }
+  if (kind != AGENT_MECHANISM_OFF && choose_mechanism(&kind, p, &mech, &err) < 0) {
     cli_fail(err);
     cli_error("the agent was not run: no confinement");
     return EXIT_UNAVAILABLE;
   }
+  _cleanup_(strv_freep) char **argv = NULL;
+  bool dropped = false;
+  if (adapter_argv(x, kind, launch->argv, &argv, &dropped, &err) < 0 ||
+      record_declaration(o, x, p, dropped, &err) < 0)
+    return cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
+  launch->argv = (const char *const *)argv;
+  if (kind == AGENT_MECHANISM_OFF) {
+    cli_error("WARNING: agent mechanism off: running the agent UNCONFINED on the host "
+              "(--no-require-enforcement); recorded in the audit log");
+    if (audit_start("agent.unconfined", "off", p, argv, NULL, &err) < 0 ||
+        run_unconfined(launch, &code, &err) < 0)
+      return cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
+    return code;
+  }
+  _cleanup_(strv_freep) char **unenforced = NULL;
   if (mech->unenforced && mech->unenforced(p, &unenforced, &err) < 0)
     return cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
   for (size_t i = 0; unenforced && unenforced[i]; i++)
     cli_error("WARNING: %s", unenforced[i]);
-  if (audit_start("agent.start", mech->name, p, (char *const *)launch->argv, unenforced, &err) <
-          0 ||
+  if (audit_start("agent.start", mech->name, p, argv, unenforced, &err) < 0 ||
       mech->run(launch, &code, &err) < 0) {
     cli_fail(err);
     return EXIT_CORDON;
   }
   return code;
+}
+
+/* --print: the form the named mechanism would run, the adapter's flags as it would add them;
+ * nothing is recorded, nothing runs. */
+static int print_adapted(const char *what, struct agent_launch *launch,
+                         const struct agent_extras *x) {
+  struct cordon_error *err = NULL;
+  _cleanup_(strv_freep) char **argv = NULL;
+  bool dropped = false;
+  enum agent_mechanism_kind kind =
+      strcmp(what, "seatbelt") ? AGENT_MECHANISM_BWRAP : AGENT_MECHANISM_SEATBELT;
+  if (adapter_argv(x, kind, launch->argv, &argv, &dropped, &err) < 0)
+    return cli_fail(err);
+  launch->argv = (const char *const *)argv;
+  return print_form(what, launch);
 }
 
 int cmd_agent(int argc, char **argv) {
@@ -312,6 +409,7 @@ int cmd_agent(int argc, char **argv) {
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
   struct agent_policy *policy = NULL;
+  struct agent_extras extras = {0};
   _cleanup_free_ char *cwd = getcwd(NULL, 0);
   if (mechanism && *mechanism && agent_mechanism_parse(mechanism, &kind, &err) < 0) {
     code = cli_fail(err);
@@ -321,18 +419,25 @@ int cmd_agent(int argc, char **argv) {
     code = cli_fail(err);
     goto out;
   }
+  const char *project = o.project ? o.project : cordon_context_project_dir(ctx);
+  if (prepare_extras(&o, project, &extras, &err) < 0) {
+    code = cli_fail(err);
+    goto out;
+  }
   struct agent_policy_input in = {
-      .project = o.project ? o.project : cordon_context_project_dir(ctx),
+      .project = project,
       .cwd = cwd,
       .read_only = (const char *const *)o.read_only,
       .hidden = (const char *const *)o.hidden,
       .allow_ro = (const char *const *)o.allow_ro,
       .sandbox_allow = getenv("CORDON_SANDBOX_ALLOW"),
       .env_allow = (const char *const *)o.env_allow,
+      .extra_env = (const char *const *)extras.adapter->env,
       .policy_file = o.policy_file,
       .net = o.net,
       .tmp_bytes = o.tmp_bytes,
       .environ = (const char *const *)environ,
+      .extra_allow_rw = (const char *const *)extras.state_dirs,
   };
   if (agent_policy_build(&in, &policy, &err) < 0) {
     code = cli_fail(err);
@@ -343,9 +448,11 @@ int cmd_agent(int argc, char **argv) {
       .argv = (const char *const *)(argv + optind),
       .tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO),
   };
-  code = o.print ? print_form(o.print, &launch) : launch_agent(&o, kind, &launch);
+  code =
+      o.print ? print_adapted(o.print, &launch, &extras) : launch_agent(&o, kind, &launch, &extras);
 out:
   agent_policy_free(policy);
+  agent_extras_clear(&extras);
   cordon_context_free(ctx);
   agent_opts_free(&o);
   return code;

@@ -7,13 +7,10 @@
 bats_require_minimum_version 1.5.0
 
 setup() {
-  if ! "$CORDON" agent --help >/dev/null 2>&1; then
-    skip "cordon agent is not in this build (its --help fails)"
-  fi
-  if ! "$CORDON" agent --help 2>&1 | grep -q -- '--host-isolation'; then
-    skip "cordon agent has no --host-isolation yet (the tier is not wired in)"
-  fi
-  WORK=$(mktemp -d "${TMPDIR:-/tmp}/cordon-agent-tier.XXXXXX")
+  # Not under /tmp: the agent gets a private /tmp, and the ns mechanism cannot grant a
+  # read-write directory beneath it (the HOME state directory an adapter grants).
+  WORK=$(mktemp -d /var/tmp/cordon-agent-tier.XXXXXX 2>/dev/null ||
+    mktemp -d "${TMPDIR:-/tmp}/cordon-agent-tier.XXXXXX")
   PROJECT=$WORK/project
   mkdir -p "$PROJECT/bin" "$WORK/home"
   export CORDON_PROJECT=$PROJECT
@@ -182,4 +179,54 @@ flag" ]
   [ "$status" -eq 2 ]
   [[ "$output" == *"cursor"*"aider, claude, codex, gemini, generic"* ]]
   [ ! -e started ]
+}
+
+@test "agent tier: --print shows the adapter's flags as the mechanism would add them, records nothing" {
+  run "$CORDON" agent --print bwrap --adapter codex -- codex exec hi
+  [ "$status" -eq 0 ]
+  [[ "$output" == *" -- codex --dangerously-bypass-approvals-and-sandbox exec hi" ]]
+  # The generic adapter (the default) adds nothing.
+  run "$CORDON" agent --print bwrap -- codex exec hi
+  [ "$status" -eq 0 ]
+  [[ "$output" == *" -- codex exec hi" ]]
+  run "$CORDON" audit show --json
+  [[ "$output" != *"sandbox.host_isolation_declared"* ]]
+}
+
+@test "agent tier: refused enforcement records no declaration and never starts the agent" {
+  run "$CORDON" agent --mechanism off --host-isolation vm --adapter claude -- touch started
+  [ "$status" -eq 4 ]
+  [ ! -e started ]
+  run "$CORDON" audit show --json
+  [[ "$output" != *"sandbox.host_isolation_declared"* ]]
+}
+
+@test "agent tier: under bwrap too the state directory is writable and the rest of HOME is not" {
+  command -v bwrap >/dev/null && bwrap --unshare-all --ro-bind / / true 2>/dev/null ||
+    skip "bubblewrap is not installed or cannot make namespaces here"
+  run "$CORDON" agent --mechanism bwrap --adapter claude -- ./bin/claude write-state
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"arg:--dangerously-skip-permissions"* ]]
+  [ "$(cat "$HOME/.claude/state")" = written ]
+  [ ! -e "$HOME/outside" ]
+  [ "$(declared | jq -r '.adapter, .agent_sandbox_dropped')" = "claude
+true" ]
+}
+
+@test "agent tier: landlock is process-tier: the CLI's sandbox stays unless the host declares more" {
+  run "$CORDON" agent --mechanism landlock --adapter claude -- ./bin/claude go
+  if [ "$status" -eq 4 ]; then
+    skip "landlock cannot confine here: $output"
+  fi
+  [ "$status" -eq 0 ]
+  [[ "$output" != *"--dangerously-skip-permissions"* ]]
+  [[ "$output" == *"arg:go"* ]]
+  [ "$(declared | jq -r '.tier, .agent_sandbox_dropped')" = "none
+false" ]
+  run "$CORDON" agent --mechanism landlock --host-isolation container --adapter claude \
+    -- ./bin/claude go
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"arg:--dangerously-skip-permissions"$'\n'"arg:go"* ]]
+  [ "$(declared | jq -r '.tier, .agent_sandbox_dropped')" = "container
+true" ]
 }

@@ -223,7 +223,7 @@ have_bwrap() {
   printf 'hidden: secrets\n' >"$KEYS/bad.yaml"
   run --separate-stderr "$CORDON" agent --policy "$KEYS/bad.yaml" -- true
   [ "$status" -eq 2 ]
-  [[ "$stderr" == *"hidden must be a list"* ]]
+  [[ "$stderr" == *"'hidden' must be a list"* ]]
 }
 
 @test "agent: --allow-ro and CORDON_SANDBOX_ALLOW grant host paths read-only" {

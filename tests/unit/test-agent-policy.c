@@ -46,6 +46,10 @@ static void test_file_parses_every_key(void **state) {
   assert_int_equal(parse("", &f, &err), 0); /* an empty file: an empty policy */
   assert_null(f.read_only);
   agent_policy_file_clear(&f);
+  assert_int_equal(parse("hidden:\n", &f, &err), 0); /* a key with no value: an empty list */
+  assert_non_null(f.hidden);
+  assert_int_equal(strv_length((const char *const *)f.hidden), 0);
+  agent_policy_file_clear(&f);
 }
 
 static void test_file_refuses_unknown_keys_and_types(void **state) {
@@ -56,13 +60,13 @@ static void test_file_refuses_unknown_keys_and_types(void **state) {
   expect_usage(r, err, "unknown key 'hiden'");
   err = NULL;
   r = parse("hidden: x\n", &f, &err);
-  expect_usage(r, err, "hidden must be a list");
+  expect_usage(r, err, "'hidden' must be a list");
   err = NULL;
   r = parse("net: [open]\n", &f, &err);
-  expect_usage(r, err, "net must be a string");
+  expect_usage(r, err, "'net' must be a non-empty string");
   err = NULL;
   r = parse("read_only: [[a]]\n", &f, &err);
-  expect_usage(r, err, "read_only must be a list");
+  expect_usage(r, err, "'read_only' must be a non-empty string");
   err = NULL;
   r = parse("- a\n- b\n", &f, &err);
   expect_usage(r, err, "mapping");
