@@ -175,7 +175,7 @@ _cordon() {
   agent)
     opts="--project --ro --hide --policy --allow-ro --env-allow --mechanism
       --no-require-enforcement --net --tmp-size --print --host-isolation
-      --host-isolation-evidence --adapter --help"
+      --host-isolation-evidence --adapter --protect --help"
     ;;
   gate)
     subs="baseline check"

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "agent/adapter.h"
+#include "agent/gate.h"
 #include "agent/mechanism.h"
 #include "agent/policy.h"
 #include "agent/tier.h"
@@ -68,7 +69,10 @@ static const char agent_usage[] =
     "  --adapter NAME        the agent CLI: aider, claude, codex, gemini or generic (default):\n"
     "                        passes its auth variables, grants its state directories under\n"
     "                        HOME read-write, and turns its own sandbox and approvals off only\n"
-    "                        when cordon's confinement or the host tier is container or vm\n";
+    "                        when cordon's confinement or the host tier is container or vm\n"
+    "  --protect PATH        the accuracy gate: record PATH (project-relative, repeatable)\n"
+    "                        before the agent runs; if it changed, was added or removed when\n"
+    "                        the agent ends, list each change, audit agent.gate_failed, exit 1\n";
 
 enum {
   AGENT_OPT_PROJECT = 256,
@@ -85,6 +89,7 @@ enum {
   AGENT_OPT_HOST_ISOLATION,
   AGENT_OPT_HOST_EVIDENCE,
   AGENT_OPT_ADAPTER,
+  AGENT_OPT_PROTECT,
 };
 
 struct agent_opts {
@@ -93,6 +98,7 @@ struct agent_opts {
   bool no_require;
   uint64_t tmp_bytes;
   const char *host_isolation, *host_evidence, *adapter;
+  char **protect;
 };
 
 static void agent_opts_free(struct agent_opts *o) {
@@ -100,6 +106,7 @@ static void agent_opts_free(struct agent_opts *o) {
   strv_free(o->hidden);
   strv_free(o->allow_ro);
   strv_free(o->env_allow);
+  strv_free(o->protect);
 }
 
 /* 0 parsed, -1 --help printed, else an exit code. */
@@ -119,6 +126,7 @@ static int parse_options(int argc, char **argv, struct agent_opts *o) {
       {"host-isolation", required_argument, NULL, AGENT_OPT_HOST_ISOLATION},
       {"host-isolation-evidence", required_argument, NULL, AGENT_OPT_HOST_EVIDENCE},
       {"adapter", required_argument, NULL, AGENT_OPT_ADAPTER},
+      {"protect", required_argument, NULL, AGENT_OPT_PROTECT},
       {"help", no_argument, NULL, 'h'},
       {0}};
   int c;
@@ -151,6 +159,7 @@ static int parse_options(int argc, char **argv, struct agent_opts *o) {
     case AGENT_OPT_HIDE: list = &o->hidden; break;
     case AGENT_OPT_ALLOW_RO: list = &o->allow_ro; break;
     case AGENT_OPT_ENV_ALLOW: list = &o->env_allow; break;
+    case AGENT_OPT_PROTECT: list = &o->protect; break;
     default: return cli_option_error("agent");
     }
     if (list && strv_push(list, optarg) < 0)
@@ -336,6 +345,59 @@ static int run_unconfined(const struct agent_launch *launch, int *exit_code,
   return 0;
 }
 
+/* --protect: the accuracy gate around the agent's run. The baseline is taken before the agent
+ * starts and kept in memory (and its directories' snapshots in the project's store, out of the
+ * agent's reach); after the agent ends, every change is listed and audited, and the run fails. */
+static int gate_open(const struct agent_policy *p, struct cordon_context **ctx,
+                     struct cordon_cas **cas, struct cordon_error **err) {
+  if (cordon_context_open(p->project, ctx, err) < 0)
+    return -1;
+  return cordon_cas_open_project(*ctx, cas, err);
+}
+
+static int gate_before(const struct agent_policy *p, char *const *paths,
+                       struct agent_gate_baseline **before, struct cordon_error **err) {
+  struct cordon_context *ctx = NULL;
+  struct cordon_cas *cas = NULL;
+  int r = gate_open(p, &ctx, &cas, err);
+  if (r == 0)
+    r = agent_gate_record(cas, p->project, (const char *const *)paths, before, err);
+  cordon_cas_close(cas);
+  cordon_context_free(ctx);
+  return r;
+}
+
+/* The agent's exit code when nothing protected changed, else 1 (or EXIT_CORDON when the
+ * check itself failed). */
+static int gate_after(const struct agent_policy *p, const struct agent_gate_baseline *before,
+                      int agent_code) {
+  struct cordon_error *err = NULL;
+  struct cordon_context *ctx = NULL;
+  struct cordon_cas *cas = NULL;
+  struct agent_gate_report *report = NULL;
+  int code = agent_code;
+  if (gate_open(p, &ctx, &cas, &err) < 0 ||
+      agent_gate_compare(cas, p->project, before, &report, &err) < 0) {
+    cli_fail(err);
+    code = EXIT_CORDON;
+  } else if (report->count) {
+    for (size_t i = 0; i < report->count; i++)
+      fprintf(stderr, "%s: %s\n", agent_gate_change_kind_name(report->changes[i].kind),
+              report->changes[i].path);
+    cli_error("the agent changed %zu protected path%s (--protect): gate failed", report->count,
+              report->count == 1 ? "" : "s");
+    code = EXIT_FAILURE_;
+    if (agent_gate_audit(ctx, "agent.gate_failed", report, &err) < 0) {
+      cli_fail(err);
+      code = EXIT_CORDON;
+    }
+  }
+  agent_gate_report_free(report);
+  cordon_cas_close(cas);
+  cordon_context_free(ctx);
+  return code;
+}
+
 /* Fail closed first (off without --no-require-enforcement, or no mechanism: exit 4), then the
  * adapter's argv for the mechanism that runs and the host tier's record, then the start's own
  * entry and the agent. */
@@ -361,24 +423,31 @@ static int launch_agent(const struct agent_opts *o, enum agent_mechanism_kind ki
       record_declaration(o, x, p, dropped, &err) < 0)
     return cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
   launch->argv = (const char *const *)argv;
+  _cleanup_(strv_freep) char **unenforced = NULL;
+  if (kind != AGENT_MECHANISM_OFF && mech->unenforced && mech->unenforced(p, &unenforced, &err) < 0)
+    return cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
+  struct agent_gate_baseline *before = NULL;
+  if (o->protect && gate_before(p, o->protect, &before, &err) < 0)
+    return cli_fail(err);
+  int r;
   if (kind == AGENT_MECHANISM_OFF) {
     cli_error("WARNING: agent mechanism off: running the agent UNCONFINED on the host "
               "(--no-require-enforcement); recorded in the audit log");
-    if (audit_start("agent.unconfined", "off", p, argv, NULL, &err) < 0 ||
-        run_unconfined(launch, &code, &err) < 0)
-      return cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
-    return code;
+    r = audit_start("agent.unconfined", "off", p, argv, NULL, &err);
+    if (r == 0)
+      r = run_unconfined(launch, &code, &err);
+  } else {
+    for (size_t i = 0; unenforced && unenforced[i]; i++)
+      cli_error("WARNING: %s", unenforced[i]);
+    r = audit_start("agent.start", mech->name, p, argv, unenforced, &err);
+    if (r == 0)
+      r = mech->run(launch, &code, &err);
   }
-  _cleanup_(strv_freep) char **unenforced = NULL;
-  if (mech->unenforced && mech->unenforced(p, &unenforced, &err) < 0)
-    return cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
-  for (size_t i = 0; unenforced && unenforced[i]; i++)
-    cli_error("WARNING: %s", unenforced[i]);
-  if (audit_start("agent.start", mech->name, p, argv, unenforced, &err) < 0 ||
-      mech->run(launch, &code, &err) < 0) {
-    cli_fail(err);
-    return EXIT_CORDON;
-  }
+  if (r < 0)
+    code = cli_fail(err) == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
+  else if (before)
+    code = gate_after(p, before, code);
+  agent_gate_baseline_free(before);
   return code;
 }
 

@@ -241,3 +241,36 @@ have_bwrap() {
     [ ! -e "$KEYS/grant-a/x" ]
   done
 }
+
+# The accuracy gate around the agent (--protect): a protected file changed, one added inside a
+# protected directory and one removed are each listed; the run fails (1) and is audited.
+@test "agent --protect: a changed, added and removed protected path fail the run, listed" {
+  mkdir -p tests
+  echo 'assert 1' >tests/test_a.py
+  echo 'assert 2' >tests/test_b.py
+  run --separate-stderr "$CORDON" agent --protect tests --protect lockfile -- \
+    sh -c 'echo hacked >lockfile; echo skip >tests/conftest.py; rm tests/test_b.py'
+  echo "$stderr"
+  [ "$status" -eq 1 ]
+  [[ "$stderr" == *"changed: lockfile"* ]]
+  [[ "$stderr" == *"added: tests/conftest.py"* ]]
+  [[ "$stderr" == *"removed: tests/test_b.py"* ]]
+  [[ "$stderr" == *"gate failed"* ]]
+  [[ "$stderr" != *"test_a.py"* ]]
+  grep -q '"event":"agent.gate_failed"' "$PROJECT"/.cordon/audit/audit-*.jsonl
+  CORDON_PROJECT=$PROJECT run -0 "$CORDON" audit verify
+}
+
+@test "agent --protect: nothing protected changed, the agent's own exit code stands" {
+  mkdir -p tests
+  echo 'assert 1' >tests/test_a.py
+  run --separate-stderr "$CORDON" agent --protect tests -- sh -c 'echo new >src.txt; exit 3'
+  [ "$status" -eq 3 ]
+  [ "$(cat src.txt)" = new ]
+  ! grep -q '"event":"agent.gate_failed"' "$PROJECT"/.cordon/audit/audit-*.jsonl
+  # A protected path through a symlink is refused before the agent runs.
+  ln -s tests link
+  run --separate-stderr "$CORDON" agent --protect link/test_a.py -- touch ran
+  [ "$status" -ne 0 ]
+  [ ! -e ran ]
+}
