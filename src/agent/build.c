@@ -64,83 +64,32 @@ static int checkout_rev(const char *project, const char *rev, const char *dir, c
 
 /* ---- the build's policy ---------------------------------------------------------------- */
 
-/* The policy of a build, by hand: the checkout is the project and the working directory, no
- * path inside it read-only or hidden but .cordon (made empty if the source had none, so the
- * mechanisms have an existing directory to hide), no host path granted, a minimal environment,
- * no network, a 64 MiB /tmp. (When policy.c's builder lands, this can be one call to it.) */
-static void build_policy_clear(struct agent_policy *p) {
-  free(p->project);
-  free(p->cwd);
-  strv_free(p->read_only);
-  strv_free(p->hidden_dirs);
-  strv_free(p->hidden_files);
-  strv_free(p->allow_ro);
-  strv_free(p->allow_rw);
-  strv_free(p->env);
-  free(p->net);
-  memset(p, 0, sizeof(*p));
-}
-
-static int env_push(char ***env, const char *name, const char *value) {
-  if (!value)
-    return 0;
-  char *line = NULL;
-  if (asprintf(&line, "%s=%s", name, value) < 0)
-    return -1;
-  return strv_push_take(env, line);
-}
-
-static int build_policy(const char *work, struct agent_policy *p, struct cordon_error **err) {
-  memset(p, 0, sizeof(*p));
-  const char *path = getenv("PATH");
-  bool ok =
-      (p->project = strdup(work)) && (p->cwd = strdup(work)) && (p->read_only = strv_copy(NULL)) &&
-      (p->hidden_dirs = strv_copy(NULL)) && strv_push(&p->hidden_dirs, ".cordon") == 0 &&
-      (p->hidden_files = strv_copy(NULL)) && (p->allow_ro = strv_copy(NULL)) &&
-      (p->allow_rw = strv_copy(NULL)) && (p->env = strv_copy(NULL)) &&
-      env_push(&p->env, "PATH", path ? path : "/usr/local/bin:/usr/bin:/bin") == 0 &&
-      env_push(&p->env, "HOME", work) == 0 && env_push(&p->env, "LANG", getenv("LANG")) == 0 &&
-      env_push(&p->env, "TERM", getenv("TERM")) == 0 && (p->net = strdup("none"));
-  p->tmp_bytes = AGENT_BUILD_TMP_BYTES;
-  if (!ok) {
-    build_policy_clear(p);
+/* The policy of a build: the checkout is the project and the working directory, nothing in it
+ * read-only or hidden but .cordon (the builder makes it when the source has none), no host path
+ * granted, a minimal environment (PATH, LANG, TERM of the caller; HOME the checkout), no
+ * network, a 64 MiB /tmp. */
+static int build_policy(const char *work, struct agent_policy **out, struct cordon_error **err) {
+  const char *path = getenv("PATH"), *lang = getenv("LANG"), *term = getenv("TERM");
+  _cleanup_free_ char *home = NULL, *path_var = NULL, *lang_var = NULL, *term_var = NULL;
+  if (asprintf(&home, "HOME=%s", work) < 0 ||
+      asprintf(&path_var, "PATH=%s", path ? path : "/usr/local/bin:/usr/bin:/bin") < 0 ||
+      (lang && asprintf(&lang_var, "LANG=%s", lang) < 0) ||
+      (term && asprintf(&term_var, "TERM=%s", term) < 0))
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "build policy");
-  }
-  return 0;
-}
-
-/* ---- the mechanism --------------------------------------------------------------------- */
-
-/* The mechanism asked for, or under auto ns and then bwrap; never none. */
-static int choose_mechanism(enum agent_mechanism_kind kind, const struct agent_policy *policy,
-                            const struct agent_mechanism **out, struct cordon_error **err) {
-  if (kind == AGENT_MECHANISM_OFF || kind == AGENT_MECHANISM_SEATBELT)
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
-                            "a build never runs unconfined; mechanism %s cannot confine it here "
-                            "(use auto, ns, bwrap, landlock or gvisor)",
-                            agent_mechanism_kind_name(kind));
-  if (kind != AGENT_MECHANISM_AUTO) {
-    *out = agent_mechanism_of(kind);
-    if ((*out)->preflight(policy, err) < 0)
-      return cordon_error_prefix(err, "build needs mechanism %s", (*out)->name);
-    return 0;
-  }
-  struct cordon_error *ns_err = NULL, *bwrap_err = NULL;
-  *out = &agent_mechanism_ns;
-  if (agent_mechanism_ns.preflight(policy, &ns_err) == 0)
-    return 0;
-  *out = &agent_mechanism_bwrap;
-  if (agent_mechanism_bwrap.preflight(policy, &bwrap_err) == 0) {
-    cordon_error_free(ns_err);
-    return 0;
-  }
-  cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
-                   "no confinement for the build (it never runs unconfined): ns: %s; bwrap: %s",
-                   ns_err ? ns_err->message : "unavailable",
-                   bwrap_err ? bwrap_err->message : "unavailable");
-  cordon_error_free(ns_err);
-  cordon_error_free(bwrap_err);
-  return -1;
+  const char *environment[5] = {path_var, home};
+  size_t n = 2;
+  if (lang_var)
+    environment[n++] = lang_var;
+  if (term_var)
+    environment[n++] = term_var;
+  struct agent_policy_input in = {
+      .project = work,
+      .cwd = work,
+      .net = "none",
+      .tmp_bytes = AGENT_BUILD_TMP_BYTES,
+      .environ = environment,
+  };
+  return agent_policy_build(&in, out, err);
 }
 
 /* ---- the outputs ----------------------------------------------------------------------- */
@@ -295,19 +244,20 @@ static struct agent_build_record *record_new(const struct agent_build_request *r
 static int run_confined(struct cordon_cas *cas, const struct agent_build_request *request,
                         const char *work, struct agent_build_record *r,
                         struct agent_gate_report **gate, struct cordon_error **err) {
-  struct agent_policy policy;
+  struct agent_policy *policy = NULL;
   if (build_policy(work, &policy, err) < 0)
     return -1;
   const struct agent_mechanism *mechanism = NULL;
   struct agent_gate_baseline *before = NULL;
   int exit_code = -1, rc = -1;
-  if (choose_mechanism(request->kind, &policy, &mechanism, err) < 0 ||
+  enum agent_mechanism_kind kind = request->kind;
+  if (agent_mechanism_choose(&kind, policy, &mechanism, err) < 0 ||
       !(r->mechanism = strdup(mechanism->name)))
     goto out;
   if (r->protect[0] &&
       agent_gate_record(cas, work, (const char *const *)r->protect, &before, err) < 0)
     goto out;
-  struct agent_launch launch = {.policy = &policy, .argv = request->argv, .tty = false};
+  struct agent_launch launch = {.policy = policy, .argv = request->argv, .tty = false};
   if (mechanism->run(&launch, &exit_code, err) < 0)
     goto out;
   if (exit_code != 0) {
@@ -319,7 +269,7 @@ static int run_confined(struct cordon_cas *cas, const struct agent_build_request
   rc = *gate && (*gate)->count ? -1 : 0;
 out:
   agent_gate_baseline_free(before);
-  build_policy_clear(&policy);
+  agent_policy_free(policy);
   return rc;
 }
 
@@ -330,7 +280,10 @@ int agent_build_run(struct cordon_context *ctx, struct cordon_cas *cas,
   *gate = NULL;
   /* Refused before anything is checked out: no mechanism can make "off" confined. */
   if (request->kind == AGENT_MECHANISM_OFF || request->kind == AGENT_MECHANISM_SEATBELT)
-    return choose_mechanism(request->kind, NULL, NULL, err);
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "a build never runs unconfined; mechanism %s cannot confine it here "
+                            "(use auto, ns, bwrap, landlock or gvisor)",
+                            agent_mechanism_kind_name(request->kind));
   struct agent_build_record *r = record_new(request, err);
   if (!r)
     return -1;

@@ -1,4 +1,4 @@
-/* The table of agent mechanisms and their names (pure). */
+/* The table of agent mechanisms, their names (pure), and the choice of the one that runs. */
 #include <string.h>
 
 #include "agent/mechanism.h"
@@ -42,4 +42,32 @@ const struct agent_mechanism *agent_mechanism_of(enum agent_mechanism_kind kind)
   case AGENT_MECHANISM_GVISOR: return &agent_mechanism_gvisor;
   default: return NULL;
   }
+}
+
+int agent_mechanism_choose(enum agent_mechanism_kind *kind, const struct agent_policy *policy,
+                           const struct agent_mechanism **out, struct cordon_error **err) {
+  if (*kind == AGENT_MECHANISM_SEATBELT)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "agent mechanism seatbelt runs only on macOS (--print seatbelt shows "
+                            "its profile)");
+  if (*kind == AGENT_MECHANISM_OFF)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "agent mechanism off confines nothing");
+  if (*kind != AGENT_MECHANISM_AUTO) {
+    *out = agent_mechanism_of(*kind);
+    return (*out)->preflight(policy, err);
+  }
+  struct cordon_error *ns_err = NULL, *bwrap_err = NULL;
+  int r = 0;
+  if (agent_mechanism_ns.preflight(policy, &ns_err) == 0)
+    *out = &agent_mechanism_ns, *kind = AGENT_MECHANISM_NS;
+  else if (agent_mechanism_bwrap.preflight(policy, &bwrap_err) == 0)
+    *out = &agent_mechanism_bwrap, *kind = AGENT_MECHANISM_BWRAP;
+  else
+    r = cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "no agent confinement available: %s; %s",
+                         ns_err && ns_err->message ? ns_err->message : "ns unavailable",
+                         bwrap_err && bwrap_err->message ? bwrap_err->message
+                                                         : "bwrap unavailable");
+  cordon_error_free(ns_err);
+  cordon_error_free(bwrap_err);
+  return r;
 }

@@ -52,6 +52,12 @@ const char *agent_mechanism_kind_name(enum agent_mechanism_kind kind);
 /* The mechanism of a kind; NULL for AUTO, SEATBELT and OFF. */
 const struct agent_mechanism *agent_mechanism_of(enum agent_mechanism_kind kind);
 
+/* The mechanism that runs a policy: the one named by *kind (its preflight must pass), or under
+ * AUTO ns, else bwrap (*kind set to the one chosen). OFF and SEATBELT confine nothing here:
+ * CORDON_ERR_UNAVAILABLE, as is a failed preflight (naming what is missing). */
+int agent_mechanism_choose(enum agent_mechanism_kind *kind, const struct agent_policy *policy,
+                           const struct agent_mechanism **out, struct cordon_error **err);
+
 /* The printed forms of a policy (pure): the bubblewrap argv that enforces it (bwrap.c) and the
  * macOS seatbelt profile (seatbelt.c). */
 int agent_bwrap_argv(const struct agent_launch *launch, char ***out, struct cordon_error **err);

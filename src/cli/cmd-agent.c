@@ -207,35 +207,6 @@ static int print_form(const char *what, const struct agent_launch *launch) {
   return EXIT_OK;
 }
 
-/* auto: ns, else bwrap; a named mechanism must pass its preflight. *kind becomes the kind that
- * runs (auto resolved), which the adapter's rule needs. Fails closed with
- * CORDON_ERR_UNAVAILABLE naming what is missing. */
-static int choose_mechanism(enum agent_mechanism_kind *kind, const struct agent_policy *p,
-                            const struct agent_mechanism **out, struct cordon_error **err) {
-  if (*kind == AGENT_MECHANISM_SEATBELT)
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
-                            "agent mechanism seatbelt runs only on macOS (--print seatbelt shows "
-                            "its profile)");
-  if (*kind != AGENT_MECHANISM_AUTO) {
-    *out = agent_mechanism_of(*kind);
-    return (*out)->preflight(p, err);
-  }
-  struct cordon_error *ns_err = NULL, *bwrap_err = NULL;
-  int r = 0;
-  if (agent_mechanism_ns.preflight(p, &ns_err) == 0)
-    *out = &agent_mechanism_ns, *kind = AGENT_MECHANISM_NS;
-  else if (agent_mechanism_bwrap.preflight(p, &bwrap_err) == 0)
-    *out = &agent_mechanism_bwrap, *kind = AGENT_MECHANISM_BWRAP;
-  else
-    r = cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "no agent confinement available: %s; %s",
-                         ns_err && ns_err->message ? ns_err->message : "ns unavailable",
-                         bwrap_err && bwrap_err->message ? bwrap_err->message
-                                                         : "bwrap unavailable");
-  cordon_error_free(ns_err);
-  cordon_error_free(bwrap_err);
-  return r;
-}
-
 /* What the host's declared tier and the agent CLI's adapter bring to one run. */
 struct agent_extras {
   struct agent_host_tier host;
@@ -412,7 +383,7 @@ static int launch_agent(const struct agent_opts *o, enum agent_mechanism_kind ki
               "required (pass --no-require-enforcement to allow it); the agent was not run");
     return EXIT_UNAVAILABLE;
   }
-  if (kind != AGENT_MECHANISM_OFF && choose_mechanism(&kind, p, &mech, &err) < 0) {
+  if (kind != AGENT_MECHANISM_OFF && agent_mechanism_choose(&kind, p, &mech, &err) < 0) {
     cli_fail(err);
     cli_error("the agent was not run: no confinement");
     return EXIT_UNAVAILABLE;
