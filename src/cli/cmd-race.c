@@ -142,7 +142,7 @@ struct race_args {
   const char *logs;
   unsigned long long log_limit;
   bool stream;
-  struct race_inputs *inputs;
+  struct cli_race_inputs *inputs;
 };
 
 /* --judge-cmd '["prog", "arg", ...]': strictly a non-empty JSON array of strings, the first
@@ -300,7 +300,7 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
         return r;
       break;
     case OPT_INPUT:
-      if ((r = race_inputs_option(opts[longindex].name, optarg, &a->inputs)))
+      if ((r = cli_race_inputs_option(opts[longindex].name, optarg, &a->inputs)))
         return r;
       break;
     default: return cli_option_error("race");
@@ -319,7 +319,7 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
   a->argv = argv + end + 1;
   if ((r = split_judge(a)))
     return r;
-  return race_inputs_prepare(a->inputs, (unsigned)a->k);
+  return cli_race_inputs_prepare(a->inputs, (unsigned)a->k);
 }
 
 /* ---- the live view ------------------------------------------------------------------------- */
@@ -459,7 +459,7 @@ static void print_json(const struct race_args *a, const struct cordon_race_resul
                           i == res->winner, "passed", !c->failure && cordon_race_outcome_passed(o));
     if (o->judged)
       json_object_set_new(j, "judge_exit_code", json_integer(o->judge_exit_code));
-    json_object_set_new(j, "logs", race_logs_tails_json(c));
+    json_object_set_new(j, "logs", cli_race_logs_tails_json(c));
     if (c->failure) {
       json_object_set_new(j, "failure", json_string(c->failure));
       json_object_set_new(j, "failure_detail", json_string(c->failure_detail));
@@ -532,7 +532,7 @@ static void print_no_pass(const struct race_args *a, const struct cordon_race_re
   for (size_t i = 0; i < res->n_candidates; i++) {
     char why[256], last[121];
     not_passed_reason(&res->candidates[i], why, sizeof(why));
-    race_logs_last_line(&res->candidates[i], last, sizeof(last));
+    cli_race_logs_last_line(&res->candidates[i], last, sizeof(last));
     cli_error("%s: %s%s%s%s", res->candidates[i].task_id, why[0] ? why : "did not pass",
               last[0] ? ": \"" : "", last, last[0] ? "\"" : "");
   }
@@ -583,7 +583,7 @@ int cmd_race(int argc, char **argv) {
   const struct cordon_backend *backend = NULL;
   struct cordon_race_result res = {0};
   struct view view;
-  struct race_streamer streamer = {0};
+  struct cli_race_streamer streamer = {0};
   _cleanup_free_ char *actor = default_actor(), *base = NULL;
   /* --stream: the live lines are the view; the redrawn one would garble them. */
   if (a.stream)
@@ -596,11 +596,11 @@ int cmd_race(int argc, char **argv) {
       cli_resolve_snapshot(ctx, a.base, &base, &err) < 0 || cordon_registry_load(&reg, &err) < 0 ||
       cordon_registry_find(reg, a.backend ? a.backend : cordon_registry_default_name(), &backend,
                            &err) < 0 ||
-      (a.logs && race_logs_prepare(a.logs, &err) < 0)) {
+      (a.logs && cli_race_logs_prepare(a.logs, &err) < 0)) {
     code = cli_fail(err);
     goto out;
   }
-  if (a.stream && race_streamer_init(&streamer, a.k, a.json) < 0) {
+  if (a.stream && cli_race_streamer_init(&streamer, a.k, a.json) < 0) {
     cordon_error_set(&err, CORDON_ERR_SYSTEM, ENOMEM, "--stream");
     code = cli_fail(err);
     goto out;
@@ -608,7 +608,7 @@ int cmd_race(int argc, char **argv) {
   a.base = base; /* the whole id, in the receipt and the output */
   const struct cordon_manifest *manifest = NULL;
   const struct cordon_race_inputs *inputs = NULL;
-  if ((code = race_inputs_resolve(a.inputs, backend, &manifest, &inputs)))
+  if ((code = cli_race_inputs_resolve(a.inputs, backend, &manifest, &inputs)))
     goto out;
   struct cordon_race_observer observer = {view_update, &view};
   struct cordon_race_options o = {
@@ -638,8 +638,8 @@ int cmd_race(int argc, char **argv) {
     o.judge_argv = (const char *const *)a.judge_cmd;
   r = cordon_race_run(ctx, &o, &res, &err);
   view_done(&view);
-  race_streamer_finish(&streamer);
-  if (r < 0 || (a.logs && race_logs_write(a.logs, &res, &err) < 0)) {
+  cli_race_streamer_finish(&streamer);
+  if (r < 0 || (a.logs && cli_race_logs_write(a.logs, &res, &err) < 0)) {
     code = cli_fail(err);
     goto out;
   }
@@ -653,7 +653,7 @@ int cmd_race(int argc, char **argv) {
   }
 out:
   view_done(&view);
-  race_streamer_finish(&streamer);
+  cli_race_streamer_finish(&streamer);
   cordon_race_result_clear(&res);
   cordon_rank_profile_free(profile);
   cordon_registry_free(reg);

@@ -13,7 +13,7 @@
 #include "cli/race-inputs.h"
 #include "race/patch.h"
 
-struct race_inputs {
+struct cli_race_inputs {
   struct manifest_opts shared;
   bool has_shared;
   char **files, **env, **patches; /* "I:..." as given */
@@ -34,10 +34,10 @@ static const struct {
     {"memory", OPT_MEMORY}, {"pids", OPT_PIDS}, {"cpus", OPT_CPUS},         {"image", OPT_IMAGE},
 };
 
-int race_inputs_option(const char *name, const char *arg, struct race_inputs **inp) {
+int cli_race_inputs_option(const char *name, const char *arg, struct cli_race_inputs **inp) {
   if (!*inp && !(*inp = calloc(1, sizeof(**inp))))
     return EXIT_FAILURE_;
-  struct race_inputs *in = *inp;
+  struct cli_race_inputs *in = *inp;
   for (size_t i = 0; i < ARRAY_SIZE(shared_options); i++)
     if (!strcmp(name, shared_options[i].name)) {
       in->has_shared = true;
@@ -68,7 +68,7 @@ static int candidate_of(const char *option, const char *arg, unsigned k, unsigne
   return 0;
 }
 
-static int keep_blob(struct race_inputs *in, unsigned char *data) {
+static int keep_blob(struct cli_race_inputs *in, unsigned char *data) {
   unsigned char **grown = realloc(in->blobs, (in->n_blobs + 1) * sizeof(*grown));
   if (!grown) {
     free(data);
@@ -79,8 +79,8 @@ static int keep_blob(struct race_inputs *in, unsigned char *data) {
   return 0;
 }
 
-static int read_input(struct race_inputs *in, const char *option, const char *arg, const char *src,
-                      size_t max, const void **data, size_t *length) {
+static int read_input(struct cli_race_inputs *in, const char *option, const char *arg,
+                      const char *src, size_t max, const void **data, size_t *length) {
   unsigned char *bytes = NULL;
   struct cordon_error *err = NULL;
   if (fs_read_file(src, max, &bytes, length, &err) < 0) {
@@ -93,7 +93,7 @@ static int read_input(struct race_inputs *in, const char *option, const char *ar
   return keep_blob(in, bytes);
 }
 
-static int prepare_file(struct race_inputs *in, const char *arg) {
+static int prepare_file(struct cli_race_inputs *in, const char *arg) {
   unsigned i;
   const char *rest;
   int r = candidate_of("--candidate", arg, in->k, &i, &rest);
@@ -117,7 +117,7 @@ static int prepare_file(struct race_inputs *in, const char *arg) {
   return read_input(in, "--candidate", arg, eq + 1, STDIN_MAX, &f->content, &f->length);
 }
 
-static int prepare_env(struct race_inputs *in, const char *arg) {
+static int prepare_env(struct cli_race_inputs *in, const char *arg) {
   unsigned i;
   const char *rest;
   int r = candidate_of("--candidate-env", arg, in->k, &i, &rest);
@@ -131,7 +131,7 @@ static int prepare_env(struct race_inputs *in, const char *arg) {
   return 0;
 }
 
-static int prepare_patch(struct race_inputs *in, const char *arg) {
+static int prepare_patch(struct cli_race_inputs *in, const char *arg) {
   unsigned i;
   const char *rest;
   int r = candidate_of("--patch", arg, in->k, &i, &rest);
@@ -146,7 +146,7 @@ static int prepare_patch(struct race_inputs *in, const char *arg) {
                     &in->per[i].patch_length);
 }
 
-int race_inputs_prepare(struct race_inputs *in, unsigned k) {
+int cli_race_inputs_prepare(struct cli_race_inputs *in, unsigned k) {
   if (!in || (!in->files && !in->env && !in->patches))
     return 0;
   in->k = k;
@@ -164,9 +164,9 @@ int race_inputs_prepare(struct race_inputs *in, unsigned k) {
   return r;
 }
 
-int race_inputs_resolve(struct race_inputs *in, const struct cordon_backend *backend,
-                        const struct cordon_manifest **manifest,
-                        const struct cordon_race_inputs **per) {
+int cli_race_inputs_resolve(struct cli_race_inputs *in, const struct cordon_backend *backend,
+                            const struct cordon_manifest **manifest,
+                            const struct cordon_race_inputs **per) {
   *manifest = NULL;
   *per = in ? in->per : NULL;
   if (!in || !in->has_shared)
@@ -181,7 +181,7 @@ int race_inputs_resolve(struct race_inputs *in, const struct cordon_backend *bac
   return 0;
 }
 
-void race_inputs_free(struct race_inputs *in) {
+void cli_race_inputs_free(struct cli_race_inputs *in) {
   if (!in)
     return;
   manifest_opts_free(&in->shared);

@@ -7,10 +7,10 @@
 #include <cordon/backend.h>
 #include <cordon/race.h>
 
-struct race_inputs;
+struct cli_race_inputs;
 
 /* The race's option table rows for these options, every one with the value val: the option's
- * name tells them apart (race_inputs_option). */
+ * name tells them apart (cli_race_inputs_option). */
 #define RACE_INPUT_OPTIONS(val)                                                          \
   {"env", required_argument, NULL, val}, {"file", required_argument, NULL, val},         \
       {"allow-ro", required_argument, NULL, val}, {"net", required_argument, NULL, val}, \
@@ -39,16 +39,16 @@ struct race_inputs;
 
 /* One option of RACE_INPUT_OPTIONS by name; *in is made on first use. Returns 0, or an exit
  * code. */
-int race_inputs_option(const char *name, const char *arg, struct race_inputs **in);
+int cli_race_inputs_option(const char *name, const char *arg, struct cli_race_inputs **in);
 /* After parsing, K known: check every candidate index and read every file and patch, so
  * that any mistake is a usage error before a session starts. Returns 0 or an exit code. */
-int race_inputs_prepare(struct race_inputs *in, unsigned k);
+int cli_race_inputs_prepare(struct cli_race_inputs *in, unsigned k);
 /* With the backend chosen: the shared manifest (NULL when no manifest option was given) and
  * the per-candidate inputs (NULL when none), owned by in; a backend that does not enforce what
  * is asked refuses it (as for run). Returns 0, or an exit code after saying why. */
-int race_inputs_resolve(struct race_inputs *in, const struct cordon_backend *backend,
-                        const struct cordon_manifest **manifest,
-                        const struct cordon_race_inputs **per);
-void race_inputs_free(struct race_inputs *in);
+int cli_race_inputs_resolve(struct cli_race_inputs *in, const struct cordon_backend *backend,
+                            const struct cordon_manifest **manifest,
+                            const struct cordon_race_inputs **per);
+void cli_race_inputs_free(struct cli_race_inputs *in);
 
 #endif

@@ -17,7 +17,7 @@
 static const char *const file_suffix[CORDON_RACE_LOG_STREAMS] = {"stdout", "stderr", "judge.stdout",
                                                                  "judge.stderr"};
 
-int race_logs_prepare(const char *dir, struct cordon_error **err) {
+int cli_race_logs_prepare(const char *dir, struct cordon_error **err) {
   if (fs_mkdir_p(dir, 0700, err) < 0)
     return cordon_error_prefix(err, "--logs %s", dir);
   _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -33,8 +33,8 @@ static json_t *log_summary(const struct cordon_race_log *log) {
                    (json_int_t)log->total, "truncated", log->truncated, "sha256", log->sha256);
 }
 
-int race_logs_write(const char *dir, const struct cordon_race_result *res,
-                    struct cordon_error **err) {
+int cli_race_logs_write(const char *dir, const struct cordon_race_result *res,
+                        struct cordon_error **err) {
   _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "--logs %s", dir);
@@ -125,7 +125,7 @@ static json_t *text_json(const unsigned char *p, size_t n) {
   return json_stringn(out, o);
 }
 
-json_t *race_logs_tails_json(const struct cordon_race_candidate *c) {
+json_t *cli_race_logs_tails_json(const struct cordon_race_candidate *c) {
   json_t *j = json_object();
   for (int s = 0; j && s < CORDON_RACE_LOG_STREAMS; s++) {
     const struct cordon_race_log *log = &c->logs[s];
@@ -145,7 +145,7 @@ json_t *race_logs_tails_json(const struct cordon_race_candidate *c) {
   return j;
 }
 
-void race_logs_last_line(const struct cordon_race_candidate *c, char *buf, size_t size) {
+void cli_race_logs_last_line(const struct cordon_race_candidate *c, char *buf, size_t size) {
   const struct cordon_race_outcome *o = &c->outcome;
   bool command_failed = o->exit_code != 0 || o->timed_out;
   const struct cordon_race_log *log = command_failed || !o->judged
@@ -169,7 +169,7 @@ void race_logs_last_line(const struct cordon_race_candidate *c, char *buf, size_
 /* ---- --stream ------------------------------------------------------------------------------ */
 
 /* One whole line, prefixed, in one write (under s->mu). */
-static void emit(struct race_streamer *s, size_t index, enum cordon_race_log_stream stream,
+static void emit(struct cli_race_streamer *s, size_t index, enum cordon_race_log_stream stream,
                  const char *line, size_t length) {
   char out[RACE_STREAM_LINE_MAX + 64];
   bool judge = stream == CORDON_RACE_LOG_JUDGE_STDOUT || stream == CORDON_RACE_LOG_JUDGE_STDERR;
@@ -184,7 +184,7 @@ static void emit(struct race_streamer *s, size_t index, enum cordon_race_log_str
 
 static void stream_write(void *data, size_t index, enum cordon_race_log_stream stream,
                          const void *bytes, size_t length) {
-  struct race_streamer *s = data;
+  struct cli_race_streamer *s = data;
   if (index >= s->k || stream >= CORDON_RACE_LOG_STREAMS)
     return;
   pthread_mutex_lock(&s->mu);
@@ -209,7 +209,7 @@ static void stream_write(void *data, size_t index, enum cordon_race_log_stream s
   pthread_mutex_unlock(&s->mu);
 }
 
-int race_streamer_init(struct race_streamer *s, size_t k, bool all_to_stderr) {
+int cli_race_streamer_init(struct cli_race_streamer *s, size_t k, bool all_to_stderr) {
   memset(s, 0, sizeof(*s));
   s->lines = calloc(k * CORDON_RACE_LOG_STREAMS, sizeof(*s->lines));
   if (!s->lines)
@@ -221,7 +221,7 @@ int race_streamer_init(struct race_streamer *s, size_t k, bool all_to_stderr) {
   return 0;
 }
 
-void race_streamer_finish(struct race_streamer *s) {
+void cli_race_streamer_finish(struct cli_race_streamer *s) {
   if (!s->lines)
     return;
   for (size_t i = 0; i < s->k * CORDON_RACE_LOG_STREAMS; i++) {
