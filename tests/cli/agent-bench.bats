@@ -9,8 +9,9 @@
 bats_require_minimum_version 1.5.0
 
 setup() {
-  [ -n "${CORDON_SOURCE_ROOT:-}" ] && [ -n "${CORDON_BUILD_ROOT:-}" ] ||
+  if [ -z "${CORDON_SOURCE_ROOT:-}" ] || [ -z "${CORDON_BUILD_ROOT:-}" ]; then
     skip "CORDON_SOURCE_ROOT and CORDON_BUILD_ROOT are not set (run through meson test)"
+  fi
   command -v bwrap >/dev/null || skip "bwrap is not installed (scripts/install-deps)"
   command -v cc >/dev/null || skip "no C compiler to build bench/agent.c"
   bwrap --unshare-all --ro-bind / / -- true 2>/dev/null ||
