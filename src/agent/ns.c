@@ -13,6 +13,7 @@
 
 #include "agent/mechanism.h"
 #include "base/cleanup.h"
+#include "base/proc.h"
 #include "base/strv.h"
 #include "confine/policy.h"
 #include "exec/pty.h"
@@ -138,6 +139,12 @@ static int ns_run(const struct agent_launch *launch, int *exit_code, struct cord
       cordon_session_create(ctx, b, &m, &s, err) < 0)
     goto out;
   r = exec_agent(s, launch, exit_code, err);
+  /* The agent has ended and its sandbox is empty; what is left is the kernel's teardown of the
+   * namespaces (an RCU grace period or two, the longest wait of a cold start). The mechanisms
+   * are run by CLI verbs that exit once the agent has ended (nothing after this needs pid 1
+   * gone), so that teardown is left to our exit, as `cordon run` does (proc.h). */
+  if (r == 0)
+    proc_exit_pending_set();
   struct cordon_error *destroy_err = NULL;
   if (cordon_session_destroy(s, r < 0 ? &destroy_err : err) < 0 && r == 0)
     r = -1;

@@ -54,17 +54,40 @@ __attribute__((no_sanitize("address", "undefined"))) static int idmap_child(void
   return 0;
 }
 
+/* The helper of the last namespace made: killed, but reaped only when the next one is made.
+ * Waiting for a killed process means waiting for the scheduler to run it once more, which on
+ * a loaded machine costs milliseconds of a session's start for nothing: the namespace lives on
+ * through its fd. Its stack stays allocated until it is reaped, since a killed process may
+ * still be on its way into the kernel. Protected by idmap_cache.mu (its only caller). */
+static struct {
+  pid_t pid;
+  char *stack;
+} idmap_helper;
+
+static void idmap_helper_reap(void) {
+  if (idmap_helper.pid > 0)
+    while (waitpid(idmap_helper.pid, NULL, __WALL) < 0 && errno == EINTR)
+      ;
+  idmap_helper.pid = 0;
+  free(idmap_helper.stack);
+  idmap_helper.stack = NULL;
+}
+
 static int idmap_create(uid_t from_uid, uid_t to_uid, gid_t from_gid, gid_t to_gid,
                         struct cordon_error **err) {
   const size_t stack_size = 16384;
-  _cleanup_free_ char *stack = malloc(stack_size);
+  idmap_helper_reap();
+  char *stack = malloc(stack_size);
   if (!stack)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "id-map namespace");
-  /* CLONE_VM: no page tables to copy, so this costs a few microseconds. */
-  pid_t pid = clone(idmap_child, stack + stack_size, CLONE_NEWUSER | CLONE_VM | SIGCHLD, NULL);
-  if (pid < 0)
+  /* CLONE_VM: no page tables to copy, so this costs a few microseconds. No exit signal: the
+   * helper is reaped later, by pid (__WALL), and no SIGCHLD or wait of the caller's sees it. */
+  pid_t pid = clone(idmap_child, stack + stack_size, CLONE_NEWUSER | CLONE_VM, NULL);
+  if (pid < 0) {
+    free(stack);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
                             "cannot create a user namespace for the id-mapped workspace");
+  }
   char line[64];
   int r = 0;
   int n = confine_format_id_map(from_uid, to_uid, line, sizeof(line));
@@ -82,8 +105,8 @@ static int idmap_create(uid_t from_uid, uid_t to_uid, gid_t from_gid, gid_t to_g
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", path);
   }
   kill(pid, SIGKILL);
-  while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
-    ;
+  idmap_helper.pid = pid;
+  idmap_helper.stack = stack;
   return r < 0 ? -1 : fd;
 }
 
