@@ -2,7 +2,8 @@
  * pure decisions (rights per ABI, grants, refused projects, unenforced lines), gvisor's OCI
  * spec, the seatbelt profile's content and quoting; then, where the host allows, landlock and
  * gvisor confining a shell from inside on a scratch project (under AGENT_TEST_ROOT, the build
- * directory: a project under /tmp is refused by landlock). Policies are built by hand here. */
+ * directory, or /var/tmp when that lies under /tmp: landlock refuses a project under /tmp).
+ * Policies are built by hand here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -380,6 +381,9 @@ static int scratch_make(struct scratch *s) {
   const char *base = getenv("AGENT_TEST_ROOT");
   if (!base || base[0] != '/')
     return -1;
+  /* A build directory under /tmp (a clone there): landlock refuses a project beneath /tmp. */
+  if (!strcmp(base, "/tmp") || !strncmp(base, "/tmp/", 5))
+    base = "/var/tmp";
   assert_true(asprintf(&s->root, "%s/agent-test-XXXXXX", base) > 0);
   assert_non_null(mkdtemp(s->root));
   assert_true(asprintf(&s->project, "%s/proj", s->root) > 0);
