@@ -478,11 +478,25 @@ static struct cordon_manifest race_manifest(const struct race *r) {
   return effective_manifest(r->o);
 }
 
+/* Whether some candidate has files or a patch to place in its workspace (its environment goes
+ * with its command). */
+static bool any_placed_input(const struct cordon_race_options *o) {
+  for (size_t i = 0; o->inputs && i < o->k; i++)
+    if (o->inputs[i].n_files || o->inputs[i].patch)
+      return true;
+  return false;
+}
+
 /* Every candidate is forked from the base as one batch of sessions (the library's
  * cordon_session_resume_many, as `cordon session create --count` does): all of them, or none,
  * with the first failure reported. */
 static int start_all(struct race *r, struct cordon_error **err) {
   struct cordon_manifest m = race_manifest(r);
+  /* A candidate's own files and patch are written into its workspace before its command, so
+   * that workspace must exist before the command: a one-shot sandbox (ns builds an overlay
+   * fork's merged view with the command) has none to write into yet. */
+  if (any_placed_input(r->o))
+    m.one_shot = false;
   /* Only the candidates' sandboxes: the judge sees the hidden paths (its tree holds them). */
   m.policy.read_only = (const char *const *)r->protect.read_only;
   m.policy.hidden = (const char *const *)r->protect.hidden;

@@ -1,0 +1,160 @@
+#!/usr/bin/env bats
+# docs/race.md's worked harness, run as the page writes it: its ```sh blocks, in order, in one
+# shell, on the project the page describes (built here): a bug in a 46 KB file, the evaluator's
+# tests/, and three patches (one skips the test under the protected tests/, one is the one-line
+# fix, one does not apply). On ns when it declares SNAPSHOT, else on worktree.
+
+bats_require_minimum_version 1.5.0
+
+DOC=${SOURCE_ROOT:-$BATS_TEST_DIRNAME/../..}/docs/race.md
+
+setup() {
+  command -v jq >/dev/null || skip "jq is missing (scripts/install-deps installs it)"
+  H=$(mktemp -d "${TMPDIR:-/tmp}/cordon-race-harness.XXXXXX")
+  KEYS=$(mktemp -d "${TMPDIR:-/tmp}/cordon-race-harness-keys.XXXXXX")
+  export CORDON_PROJECT=$H
+  export CORDON_KEY_DIR=$KEYS/keys
+  # The page calls `cordon`: this build's.
+  mkdir "$KEYS/bin"
+  ln -s "$CORDON" "$KEYS/bin/cordon"
+  export PATH=$KEYS/bin:$PATH
+  if "$CORDON" backends --json | tr -d ' \n' | grep -q '"name":"ns","origin":"builtin","available":true[^}]*"snapshot"'; then
+    export CORDON_BACKEND=ns
+  elif "$CORDON" backends --json | tr -d ' \n' | grep -q '"name":"worktree"[^}]*"available":true[^}]*"snapshot"'; then
+    export CORDON_BACKEND=worktree
+  else
+    skip "neither ns nor worktree declares SNAPSHOT here"
+  fi
+  cd "$H"
+  "$CORDON" key init >/dev/null
+  KID=$("$CORDON" key show --kid)
+  make_harness "$H"
+}
+
+teardown() {
+  cd /
+  rm -rf "$H" "$KEYS"
+}
+
+# The page's layout in DIR: project/ (src/calc.sh with add() subtracting, build.sh, tests/)
+# and attempts/{0,1,2}.diff.
+make_harness() {
+  local d=$1
+  mkdir -p "$d/project/src" "$d/project/tests" "$d/attempts"
+  {
+    echo '# calc.sh: arithmetic helpers'
+    echo 'add() { echo "$(( $1 - $2 ))"; }'
+    echo '# the helpers below are many and long'
+    for i in $(seq 1 1000); do
+      printf 'helper_%04d() { echo "$(( $1 + %d ))"; }  # one of a thousand\n' "$i" "$i"
+    done
+  } > "$d/project/src/calc.sh"
+  printf '%s\n' '. ./src/calc.sh' \
+    '[ "$(add 2 3)" = 5 ] || { echo "add 2 3 gave $(add 2 3), not 5" >&2; exit 1; }' \
+    > "$d/project/tests/test_add.sh"
+  printf '%s\n' '# Runs every tests/test_*.sh not listed in tests/skip.' 'status=0' \
+    'for t in tests/test_*.sh; do' \
+    '  if [ -e tests/skip ] && grep -qx "${t#tests/}" tests/skip; then echo "skip $t"; continue; fi' \
+    '  if sh "$t"; then echo "pass $t"; else echo "FAIL $t"; status=1; fi' \
+    'done' 'exit $status' > "$d/project/tests/judge.sh"
+  printf '%s\n' 'sh -n src/calc.sh && echo "built ${ATTEMPT:-nothing}"' > "$d/project/build.sh"
+  printf '%s\n' '--- /dev/null' '+++ b/tests/skip' '@@ -0,0 +1 @@' '+test_add.sh' \
+    > "$d/attempts/0.diff"
+  printf '%s\n' '--- a/src/calc.sh' '+++ b/src/calc.sh' '@@ -1,3 +1,3 @@' \
+    ' # calc.sh: arithmetic helpers' '-add() { echo "$(( $1 - $2 ))"; }' \
+    '+add() { echo "$(( $1 + $2 ))"; }' ' # the helpers below are many and long' \
+    > "$d/attempts/1.diff"
+  # Made against a calc.sh whose add() multiplied.
+  sed 's/^-add() { echo "$(( $1 - $2 ))"; }$/-add() { echo "$(( $1 * $2 ))"; }/' \
+    "$d/attempts/1.diff" > "$d/attempts/2.diff"
+}
+
+# The page's ```sh blocks FIRST..LAST (1-based), concatenated.
+doc_blocks() {
+  awk -v first="$1" -v last="$2" '
+    /^```sh$/ { n++; inside = 1; next }
+    /^```$/ { inside = 0; next }
+    inside && n >= first && n <= last' "$DOC"
+}
+
+@test "docs/race.md has its four sh blocks: base, race, logs, verify and restore" {
+  [ "$(grep -c '^```sh$' "$DOC")" -eq 4 ]
+  doc_blocks 1 1 | grep -q 'cordon snapshot take project'
+  doc_blocks 2 2 | grep -q -- '--protect tests'
+  doc_blocks 4 4 | grep -q 'cordon snapshot restore'
+}
+
+@test "the harness as docs/race.md runs it: the fix wins; the skip and the stale patch fail alone" {
+  [ "$(wc -c < project/src/calc.sh)" -gt 46000 ]
+  run bash -e -c "$(doc_blocks 1 4)"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # The winner: the one-line fix, costing 2 in a 46 KB file.
+  [ "$(jq -r '.winner.task_id' outcome.json)" = candidate-1 ]
+  [ "$(jq -r '.body.winner.task_id' receipt.json)" = candidate-1 ]
+  [ "$(jq -r '.body.candidates[0].scores.cost' receipt.json)" -eq 2 ]
+  [ "$(jq -r '.body.candidates[0].backend' receipt.json)" = "$CORDON_BACKEND" ]
+  # The skip under the protected tests/ fails; the stale patch fails its candidate, not the race.
+  [ "$(jq -c '.body.failed' receipt.json)" = \
+    '[{"reason":"a protected path was changed","task_id":"candidate-0"},{"reason":"the candidate'"'"'s patch does not apply","task_id":"candidate-2"}]' ]
+  [[ "$(jq -r '.candidates[0].failure_detail' outcome.json)" == *"tests/skip"* ]]
+  [[ "$(jq -r '.candidates[2].failure_detail' outcome.json)" == *"src/calc.sh"* ]]
+  [ "$(jq -c '.body.protected_paths.protect' receipt.json)" = '["tests"]' ]
+  # Every candidate's and judge's output is in the logs; logs.json's digests are the files'.
+  [ "$(cat logs/candidate-0.stdout)" = "built skip-test" ]
+  [ "$(cat logs/candidate-1.stdout)" = "built fix-add" ]
+  [ "$(cat logs/candidate-1.judge.stdout)" = "pass tests/test_add.sh" ]
+  [ ! -e logs/candidate-2.stdout ]
+  for f in logs/candidate-*; do
+    [ "$(jq -r --arg f "${f#logs/}" '.[].logs[] | select(.file == $f) | .sha256' logs/logs.json)" = \
+      "$(sha256sum < "$f" | cut -c1-64)" ]
+  done
+  # The receipt binds the ranked candidate's four logs (the page's sha256sum -c checked them).
+  [[ "$output" == *"logs/candidate-1.judge.stdout: OK"* ]]
+  [ "$(grep -c ': OK$' <<<"$output")" -eq 4 ]
+  # The receipt verifies; the restored winner holds the fix and no tests/skip.
+  run -0 "$CORDON" receipt verify receipt.json --expected-keyid "$KID"
+  grep -qxF 'add() { echo "$(( $1 + $2 ))"; }' winner/src/calc.sh
+  [ ! -e winner/tests/skip ]
+  cmp winner/tests/judge.sh project/tests/judge.sh
+  # Each candidate's ATTEMPT is in its receipt inputs, by digest only.
+  [ "$(jq -r '.body.inputs["candidate-1"].env.ATTEMPT' receipt.json)" = \
+    "$(printf fix-add | sha256sum | cut -c1-64)" ]
+  ! grep -q fix-add receipt.json
+}
+
+@test "the harness: a candidate's environment reaches that candidate only, not its judge" {
+  # The judge prints its ATTEMPT; candidate 1's command shows its own value and no other's.
+  sed -i 's/^exit \$status$/echo "judge saw ${ATTEMPT:-nothing}"; exit $status/' project/tests/judge.sh
+  run bash -e -c "$(doc_blocks 1 2)"
+  [ "$status" -eq 0 ]
+  [ "$(cat logs/candidate-0.stdout)" = "built skip-test" ]
+  [ "$(cat logs/candidate-1.stdout)" = "built fix-add" ]
+  [ "$(tail -n 1 logs/candidate-1.judge.stdout)" = "judge saw nothing" ]
+  [ "$(jq -r '.candidates[1].logs.stdout.tail' outcome.json)" = "built fix-add" ]
+}
+
+@test "the harness twice: byte-identical receipts" {
+  run bash -e -c "$(doc_blocks 1 2)"
+  [ "$status" -eq 0 ]
+  mkdir again
+  make_harness again
+  cd again
+  run bash -e -c "$(doc_blocks 1 2)"
+  [ "$status" -eq 0 ]
+  cmp ../receipt.json receipt.json
+  cmp ../logs/logs.json logs/logs.json
+}
+
+@test "the harness with no passing candidate: exit 1, \"winner\": null, the receipt still verifies" {
+  # Candidate 1's patch is now as stale as candidate 2's.
+  cp attempts/2.diff attempts/1.diff
+  run bash -e -c "$(doc_blocks 1 2)"
+  [ "$status" -eq 1 ]
+  [ "$(jq -c '.body.winner' receipt.json)" = null ]
+  [ "$(jq -r '.body.outcome' receipt.json)" = no_pass ]
+  [ "$(jq -r '.winner' outcome.json)" = null ]
+  [ "$(jq -r '.body.failed | length' receipt.json)" -eq 3 ]
+  run -0 "$CORDON" receipt verify receipt.json --expected-keyid "$KID"
+  [[ "$output" == *"no_pass"* ]]
+}
