@@ -158,3 +158,36 @@ doc_blocks() {
   run -0 "$CORDON" receipt verify receipt.json --expected-keyid "$KID"
   [[ "$output" == *"no_pass"* ]]
 }
+
+@test "race --help's example runs as printed on the same project" {
+  "$CORDON" race --help | sed -n '/^Example: .*docs\/race\.md/,$p' > example.txt
+  [ "$(wc -l < example.txt)" -ge 5 ] && [ "$(wc -l < example.txt)" -le 8 ]
+  run bash -e -c "$(tail -n +2 example.txt)"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.body.winner.task_id' receipt.json)" = candidate-1 ]
+  grep -qxF 'add() { echo "$(( $1 + $2 ))"; }' winner/src/calc.sh
+}
+
+@test "the harness's backend: a candidate's own file reaches it alone, before its command" {
+  printf 'notes of attempt 1\n' > attempts/1.md
+  run "$CORDON" race --base "$("$CORDON" snapshot take project)" --k 2 --out r.json --json \
+    --candidate 1:NOTES.md=attempts/1.md \
+    -- sh -c 'if [ "$CORDON_CANDIDATE_INDEX" = 1 ]; then grep -qx "notes of attempt 1" NOTES.md; else [ ! -e NOTES.md ]; fi'
+  [ "$status" -eq 0 ]
+  [ "$(jq '[.candidates[] | select(.passed)] | length' <<<"$output")" -eq 2 ]
+  [ "$(jq -r '.candidates[0].snapshot' <<<"$output")" != "$(jq -r '.candidates[1].snapshot' <<<"$output")" ]
+}
+
+@test "cordon-race(1)'s harness example runs as rendered on the same project" {
+  command -v groff >/dev/null || skip "groff is missing (scripts/install-deps installs groff-base)"
+  groff -man -Tascii -P-cbu "$(dirname "$DOC")/man/cordon-race.1" 2>/dev/null |
+    sed -n '/^ *base=\$(cordon snapshot take project)/,/^ *$/p' | sed 's/^       //' > example.sh
+  [ "$(grep -c '^cordon ' example.sh)" -eq 3 ]
+  run bash -e example.sh
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c ': OK$' <<<"$output")" -eq 4 ]
+  [ "$(jq -r '.winner.task_id' outcome.json)" = candidate-1 ]
+  grep -qxF 'add() { echo "$(( $1 + $2 ))"; }' winner/src/calc.sh
+}
