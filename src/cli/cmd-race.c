@@ -102,7 +102,15 @@ static const char race_usage[] =
     "\n"
     "Exit codes: 0 a winner was chosen and the receipt written, 1 failed (or no candidate\n"
     "passed), 2 usage, 3 not found (base snapshot, backend, signing key), 4 unavailable or\n"
-    "refused.\n";
+    "refused.\n"
+    "\n"
+    "Example: three patched candidates judged by a protected test suite (docs/race.md):\n"
+    "  base=$(cordon snapshot take project)\n"
+    "  cordon race --base \"$base\" --k 3 --out receipt.json --logs logs --protect tests \\\n"
+    "    --patch 0:attempts/0.diff --patch 1:attempts/1.diff --patch 2:attempts/2.diff \\\n"
+    "    --judge-cmd '[\"sh\", \"tests/judge.sh\"]' -- sh build.sh\n"
+    "  cordon receipt verify receipt.json --expected-keyid \"$(cordon key show --kid)\"\n"
+    "  cordon snapshot restore \"$(jq -r .body.winner.snapshot receipt.json)\" winner\n";
 
 enum {
   OPT_BASE = 256,
@@ -567,6 +575,7 @@ static void race_args_free(struct race_args *a) {
   strv_free(a->read_only);
   strv_free(a->hidden);
   strv_free(a->protect);
+  race_inputs_free(a->inputs);
 }
 
 int cmd_race(int argc, char **argv) {

@@ -466,9 +466,15 @@ static bool stopping(struct race *r) {
   return stop;
 }
 
+/* One batch of start_all: which slots its sessions are (its index i is slot slot_of[i]). */
+struct start_batch {
+  struct race *race;
+  const size_t *slot_of;
+};
+
 static void start_progress(void *data, size_t index, struct cordon_session *ready) {
-  struct race *r = data;
-  announce(&r->slots[index], ready ? CORDON_RACE_READY : CORDON_RACE_STARTING);
+  struct start_batch *g = data;
+  announce(&g->race->slots[g->slot_of[index]], ready ? CORDON_RACE_READY : CORDON_RACE_STARTING);
 }
 
 /* The manifest of every session of a race, candidates and judges alike (same limits, same
@@ -478,33 +484,71 @@ static struct cordon_manifest race_manifest(const struct race *r) {
   return effective_manifest(r->o);
 }
 
-/* Every candidate is forked from the base as one batch of sessions (the library's
- * cordon_session_resume_many, as `cordon session create --count` does): all of them, or none,
- * with the first failure reported. */
-static int start_all(struct race *r, struct cordon_error **err) {
-  struct cordon_manifest m = race_manifest(r);
-  /* Only the candidates' sandboxes: the judge sees the hidden paths (its tree holds them). */
-  m.policy.read_only = (const char *const *)r->protect.read_only;
-  m.policy.hidden = (const char *const *)r->protect.hidden;
+/* Whether candidate i has files or a patch to place in its workspace before its command (its
+ * environment goes with the command). */
+static bool places_input(const struct cordon_race_options *o, size_t i) {
+  return o->inputs && (o->inputs[i].n_files || o->inputs[i].patch);
+}
+
+/* Resume the n sessions of slots slot_of[0..n) with manifest m; all or none. */
+static int start_group(struct race *r, const struct cordon_manifest *m, const size_t *slot_of,
+                       size_t n, struct cordon_error **err) {
+  struct start_batch g = {r, slot_of};
   struct cordon_session_batch batch = {
-      .count = r->k, .jobs = r->o->jobs, .progress = start_progress, .data = r};
-  _cleanup_free_ struct cordon_session **sessions = calloc(r->k, sizeof(*sessions));
+      .count = n, .jobs = r->o->jobs, .progress = start_progress, .data = &g};
+  _cleanup_free_ struct cordon_session **sessions = calloc(n, sizeof(*sessions));
   if (!sessions)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "race");
-  if (cordon_session_resume_many(r->ctx, r->o->backend, &m, r->o->base, &batch, sessions, err) <
-      0) {
-    if (batch.failed_index < r->k) {
-      cordon_error_prefix(err, "%s cannot start", r->slots[batch.failed_index].task_id);
-      announce(&r->slots[batch.failed_index], CORDON_RACE_FAILED);
+  if (cordon_session_resume_many(r->ctx, r->o->backend, m, r->o->base, &batch, sessions, err) < 0) {
+    if (batch.failed_index < n) {
+      struct slot *failed = &r->slots[slot_of[batch.failed_index]];
+      cordon_error_prefix(err, "%s cannot start", failed->task_id);
+      announce(failed, CORDON_RACE_FAILED);
     }
-    for (size_t i = 0; i < r->k; i++)
-      if (r->slots[i].phase == CORDON_RACE_STARTING || r->slots[i].phase == CORDON_RACE_READY)
-        announce(&r->slots[i], CORDON_RACE_CANCELLED);
     return -1;
   }
-  for (size_t i = 0; i < r->k; i++)
-    r->slots[i].session = sessions[i];
+  for (size_t i = 0; i < n; i++)
+    r->slots[slot_of[i]].session = sessions[i];
   return 0;
+}
+
+/* Every candidate is forked from the base as batches of sessions (the library's
+ * cordon_session_resume_many, as `cordon session create --count` does): all of them, or none,
+ * with the first failure reported. Two batches at most: a candidate with files or a patch of
+ * its own has them written into its workspace before its command, so its sandbox cannot be a
+ * one-shot one (ns builds an overlay fork's merged view with the command: nothing to write into
+ * before); the others stay one-shot, the cheaper start. */
+static int start_all(struct race *r, struct cordon_error **err) {
+  struct cordon_manifest one_shot = race_manifest(r);
+  /* Only the candidates' sandboxes: the judge sees the hidden paths (its tree holds them). */
+  one_shot.policy.read_only = (const char *const *)r->protect.read_only;
+  one_shot.policy.hidden = (const char *const *)r->protect.hidden;
+  struct cordon_manifest placed = one_shot;
+  placed.one_shot = false;
+  _cleanup_free_ size_t *slot_of = calloc(r->k, sizeof(*slot_of));
+  if (!slot_of)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "race");
+  /* slot_of: the one-shot slots, then the placed ones, each in index order. */
+  size_t n = 0;
+  for (size_t i = 0; i < r->k; i++)
+    if (!places_input(r->o, i))
+      slot_of[n++] = i;
+  size_t n_one_shot = n;
+  for (size_t i = 0; i < r->k; i++)
+    if (places_input(r->o, i))
+      slot_of[n++] = i;
+  size_t n_placed = n - n_one_shot;
+  int ret = 0;
+  if (n_one_shot)
+    ret = start_group(r, &one_shot, slot_of, n_one_shot, err);
+  if (ret == 0 && n_placed)
+    ret = start_group(r, &placed, slot_of + n_one_shot, n_placed, err);
+  /* On failure none of the race runs: the caller destroys the first batch's sessions when the
+   * second failed (destroy_all). */
+  for (size_t i = 0; ret < 0 && i < r->k; i++)
+    if (r->slots[i].phase == CORDON_RACE_STARTING || r->slots[i].phase == CORDON_RACE_READY)
+      announce(&r->slots[i], CORDON_RACE_CANCELLED);
+  return ret;
 }
 
 /* The command's or the judge's (first: which of the slot's logs), its output kept as logs. */

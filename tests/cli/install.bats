@@ -62,8 +62,8 @@ PAGES="cordon cordon-run cordon-session cordon-snapshot cordon-race cordon-cas c
 }
 
 # The long options a help text prints, one per line.
-long_options() {
-  "$CORDON" "$@" --help | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u
+long_options() { # (an "Example:" at the end of a --help may use other verbs' options)
+  "$CORDON" "$@" --help | sed '/^Example/,$d' | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u
 }
 
 # Every long option of `cordon VERB... --help` is in PAGE (roff's \- read as -).
