@@ -575,7 +575,7 @@ static void race_args_free(struct race_args *a) {
   strv_free(a->read_only);
   strv_free(a->hidden);
   strv_free(a->protect);
-  race_inputs_free(a->inputs);
+  cli_race_inputs_free(a->inputs);
 }
 
 int cmd_race(int argc, char **argv) {
