@@ -33,6 +33,8 @@ static json_t *log_summary(const struct cordon_race_log *log) {
                    (json_int_t)log->total, "truncated", log->truncated, "sha256", log->sha256);
 }
 
+/* Every log as a file of dir and logs.json its index, each replaced atomically, all durable
+ * when this returns. */
 int cli_race_logs_write(const char *dir, const struct cordon_race_result *res,
                         struct cordon_error **err) {
   _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -51,8 +53,8 @@ int cli_race_logs_write(const char *dir, const struct cordon_race_result *res,
         continue;
       char name[CORDON_RACE_TASK_ID_MAX + 16];
       snprintf(name, sizeof(name), "%s.%s", c->task_id, file_suffix[s]);
-      if (fs_write_atomic_at(fd, name, log->data ? (const void *)log->data : "", log->length, 0600,
-                             err) < 0) {
+      if (fs_write_replace_at(fd, name, log->data ? (const void *)log->data : "", log->length, 0600,
+                              false, err) < 0) {
         json_decref(index);
         return cordon_error_prefix(err, "--logs %s", dir);
       }
@@ -75,8 +77,12 @@ int cli_race_logs_write(const char *dir, const struct cordon_race_result *res,
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "--logs");
   }
   free(text);
-  if (fs_write_atomic_at(fd, "logs.json", line, strlen(line), 0600, err) < 0)
+  if (fs_write_replace_at(fd, "logs.json", line, strlen(line), 0600, false, err) < 0)
     return cordon_error_prefix(err, "--logs %s", dir);
+  /* Each file was replaced atomically; one syncfs makes them all durable at once (a file and
+   * an fsync each cost a K=8 race of `true` about an eighth of its time). */
+  if (syncfs(fd) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "--logs %s: syncfs", dir);
   return 0;
 oom:
   json_decref(index);
