@@ -274,3 +274,44 @@ have_bwrap() {
   [ "$status" -ne 0 ]
   [ ! -e ran ]
 }
+
+# An interactive agent runs in a pty: its stdin and stdout are a terminal with the caller's
+# window size and TERM, and that terminal is its controlling one (job control, Ctrl-C).
+agent_tty_checks() {
+  command -v script >/dev/null || skip "script(1) is not installed (util-linux)"
+  run -0 env TERM=cordon-test-term script -qec "stty rows 33 cols 77; $CORDON agent \
+    --mechanism $1 -- sh -c 'test -t 0 && test -t 1 && echo both-tty; stty size; \
+    echo term=\$TERM; echo ctty=\$(cut -d\" \" -f7 /proc/self/stat)'" /dev/null </dev/null
+  echo "$output"
+  [[ "$output" == *"both-tty"* ]]
+  [[ "$output" == *"33 77"* ]]
+  [[ "$output" == *"term=cordon-test-term"* ]]
+  [[ "$output" != *"ctty=0"* ]]
+}
+
+@test "agent ns: under a terminal the agent gets a pty with the window size and TERM" {
+  agent_tty_checks ns
+}
+
+@test "agent bwrap: under a terminal the agent gets a pty with the window size and TERM" {
+  agent_tty_checks bwrap
+}
+
+@test "agent ns: Ctrl-C on the terminal interrupts the agent through its pty (exit 130)" {
+  command -v script >/dev/null || skip "script(1) is not installed (util-linux)"
+  mkfifo keys
+  exec 5<>keys
+  script -qefc "$CORDON agent --mechanism ns -- sh -c 'echo ready; exec sleep 100'; \
+    echo cordon-exit=\$?" /dev/null <&5 >term.out &
+  local bg=$!
+  for _ in $(seq 300); do grep -q ready term.out && break; sleep 0.1; done
+  sleep 0.5
+  printf '\003' >&5
+  for _ in $(seq 300); do grep -q cordon-exit term.out && break; sleep 0.1; done
+  kill "$bg" 2>/dev/null || true
+  wait "$bg" || true
+  exec 5>&-
+  output=$(tr -d '\r' <term.out)
+  echo "$output"
+  [[ "$output" == *"cordon-exit=130"* ]]
+}
