@@ -114,9 +114,7 @@ static const struct cordon_snapshot_entry **select_sorted(const struct race_prot
   return v;
 }
 
-/* What the receipt's change counts as a change: kind, mode, size, content, target, device. */
-static bool same_entry(const struct cordon_snapshot_entry *a,
-                       const struct cordon_snapshot_entry *b) {
+bool race_entry_same(const struct cordon_snapshot_entry *a, const struct cordon_snapshot_entry *b) {
   if (a->kind != b->kind || a->mode != b->mode || a->size != b->size ||
       strcmp(a->digest, b->digest) || a->major != b->major || a->minor != b->minor)
     return false;
@@ -141,7 +139,7 @@ const char *race_protect_first_change(const struct race_protect *p,
       return a[i]->path; /* removed */
     if (c > 0)
       return b[j]->path; /* added */
-    if (!same_entry(a[i], b[j]))
+    if (!race_entry_same(a[i], b[j]))
       return a[i]->path; /* modified */
     i++;
     j++;

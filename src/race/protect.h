@@ -24,6 +24,10 @@ struct race_protect {
 
 /* Normalise and check the three lists (NULL: empty): CORDON_ERR_USAGE (or DENIED for "..")
  * naming the path; read-only and hidden overlap as for `run`. */
+/* Whether two entries of one path are the same to a race (pure): kind, mode, size, content,
+ * link target and device numbers; what the receipt's change and the protected paths count. */
+bool race_entry_same(const struct cordon_snapshot_entry *a, const struct cordon_snapshot_entry *b);
+
 int race_protect_init(struct race_protect *p, const char *const *read_only,
                       const char *const *hidden, const char *const *protect,
                       struct cordon_error **err);

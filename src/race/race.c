@@ -56,16 +56,6 @@ static uint64_t content_bytes(const struct cordon_snapshot_entry *e) {
   return 0;
 }
 
-static bool entries_equal(const struct cordon_snapshot_entry *a,
-                          const struct cordon_snapshot_entry *b) {
-  if (a->kind != b->kind || a->mode != b->mode || a->size != b->size ||
-      strcmp(a->digest, b->digest) || a->major != b->major || a->minor != b->minor)
-    return false;
-  if (!a->target || !b->target)
-    return a->target == b->target;
-  return !strcmp(a->target, b->target);
-}
-
 static const struct cordon_snapshot_entry **sorted_view(const struct cordon_snapshot_entry *e,
                                                         size_t n) {
   const struct cordon_snapshot_entry **v = calloc(n ? n : 1, sizeof(*v));
@@ -102,7 +92,7 @@ static int change_walk(struct cordon_cas *cas, const struct cordon_snapshot_entr
       out->added++;
       out->bytes_added += content_bytes(now = b[j++]);
     } else {
-      if (!entries_equal(a[i], b[j])) {
+      if (!race_entry_same(a[i], b[j])) {
         out->modified++;
         out->bytes_removed += content_bytes(was = a[i]);
         out->bytes_added += content_bytes(now = b[j]);
