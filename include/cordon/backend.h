@@ -185,6 +185,22 @@ struct cordon_manifest {
    * with no capabilities). A backend that cannot refuses it by name; plugins (ABI 3) never see
    * it: the library refuses it for them. */
   bool user_root;
+  /* Added within ABI 3 (zeroed by older callers; plugins never see them set: the library
+   * refuses a manifest with them for a backend that does not declare them). */
+  /* --net restricted: what the host-side egress proxy lets through (src/net/). NULL: nothing
+   * but what the class itself allows. */
+  const struct cordon_egress_rules *egress_rules;
+  /* microvm: the monitor that runs the VM ("qemu", "firecracker", "libkrun", "fake"); NULL:
+   * the backend's default. Any other backend refuses a non-NULL value by name. */
+  const char *monitor;
+};
+
+/* The rules of egress class `restricted`, enforced by a proxy outside the sandbox. */
+struct cordon_egress_rules {
+  const char *const *allow_domains; /* "example.com" (exactly), "*.example.com" (subdomains
+                                       only); case-insensitive, a trailing dot tolerated */
+  const char *const *allow_cidrs;   /* "10.1.0.0/16", "fd00::/8": ranges opened back in */
+  const char *const *resolve;       /* "NAME:ADDR" pins, like curl's --resolve */
 };
 
 /* ---- exec --------------------------------------------------------------------------------- */

@@ -1,0 +1,61 @@
+/* Egress class `restricted`: a proxy outside the sandbox and a bridge inside it.
+ *
+ * The sandbox's network namespace has only loopback. Inside it, the bridge listens on
+ * 127.0.0.1:NET_BRIDGE_PORT and carries every connection, byte for byte, over a unix socket to
+ * the proxy, which cordon runs on the host side for exactly as long as the session. The proxy
+ * speaks HTTP CONNECT, plain-HTTP forwarding and SOCKS5 (remote name resolution) on that one
+ * socket, resolves names itself, and checks the resolved address (never the name alone) against
+ * the rules before it connects: loopback, private, link-local, CGNAT, unique-local, multicast
+ * and broadcast stay blocked, even for an allowed name, unless an allow_cidrs range opens them.
+ * Every decision is one line in the session's event log.
+ *
+ * Pure parts (rules, address classes, request parsing) sit apart from the serving loop so they
+ * are tested without a network; the serving loop is one process, confined before it serves. */
+#ifndef CORDON_NET_PROXY_H
+#define CORDON_NET_PROXY_H
+
+#include <stddef.h>
+
+#include <cordon/backend.h>
+#include <cordon/error.h>
+
+/* The port the bridge listens on inside the sandbox, and the proxy variables set for the
+ * command: HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (socks5h://) and their lower-case twins, and
+ * NO_PROXY=localhost,127.0.0.1. */
+#define NET_BRIDGE_PORT 3128
+
+/* Parsed, validated rules (allowlist, opened ranges, pinned names). */
+struct net_rules;
+
+/* Validate and parse every entry; the first bad one is a one-line error naming it (EINVAL).
+ * rules may be NULL (nothing allowed). */
+int net_rules_parse(const struct cordon_egress_rules *rules, struct net_rules **out,
+                    struct cordon_error **err);
+void net_rules_free(struct net_rules *rules);
+
+/* The environment the command gets under `restricted` (KEY=VALUE, NULL-terminated, static). */
+extern const char *const net_proxy_environment[];
+
+struct net_proxy_options {
+  const struct net_rules *rules;
+  int events_fd;            /* the session's events.jsonl, opened O_APPEND; -1: none */
+  unsigned max_connections; /* 0: the default bound */
+  int connect_timeout_ms;   /* 0: default */
+  int idle_timeout_ms;      /* a connection with no byte either way this long is closed */
+  size_t buffer_bytes;      /* per direction per connection; 0: default */
+};
+
+/* Serve proxy requests arriving on listen_fd (a listening unix stream socket) until stop_fd
+ * becomes readable or hangs up (the session ended). Runs in the calling process, which the
+ * caller has made the proxy's own (forked, confined). Bounded connections, timeouts and
+ * buffers: a client that stalls or floods it delays nobody else. */
+int net_proxy_serve(const struct net_proxy_options *o, int listen_fd, int stop_fd,
+                    struct cordon_error **err);
+
+/* Inside the sandbox's network namespace: accept on listen_fd (TCP, 127.0.0.1:NET_BRIDGE_PORT)
+ * and relay each connection to the proxy's unix socket, which connect_proxy opens (it returns
+ * a connected fd or -1 with errno). Until stop_fd becomes readable or hangs up. */
+int net_bridge_serve(int listen_fd, int (*connect_proxy)(void *arg), void *arg, int stop_fd,
+                     struct cordon_error **err);
+
+#endif
