@@ -20,6 +20,7 @@
 #include "cli/cli.h"
 #include "cli/race-logs.h"
 #include "cli/race-inputs.h"
+#include "race/forms.h"
 
 #define PROFILE_FILE_MAX (64u * 1024u)
 /* Above this many candidates the live view is one summary line instead of one per candidate. */
@@ -153,35 +154,15 @@ struct race_args {
   struct cli_race_inputs *inputs;
 };
 
-/* --judge-cmd '["prog", "arg", ...]': strictly a non-empty JSON array of strings, the first
- * non-empty, none with a NUL (it becomes an argv). Returns 0 or an exit code. */
+/* --judge-cmd '["prog", "arg", ...]' (race/forms.c). Returns 0 or an exit code. */
 static int parse_judge_cmd(const char *text, char ***out) {
-  json_error_t jerr;
-  json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-  int r = 0;
-  if (!json_is_array(v) || json_array_size(v) == 0) {
-    r = cli_usage_error("race",
-                        "--judge-cmd needs a JSON array of strings such as "
-                        "'[\"sh\", \"-c\", \"make test\"]', not '%s'",
-                        text);
-    goto out;
-  }
-  for (size_t i = 0; i < json_array_size(v); i++) {
-    json_t *word = json_array_get(v, i);
-    const char *s = json_string_value(word);
-    if (!s || strlen(s) != json_string_length(word) || (i == 0 && !*s)) {
-      r = cli_usage_error("race",
-                          "--judge-cmd: word %zu is not a string (non-empty first, no NUL) in '%s'",
-                          i, text);
-      goto out;
-    }
-    if (strv_push(out, s) < 0) {
-      r = EXIT_FAILURE_;
-      goto out;
-    }
-  }
-out:
-  json_decref(v);
+  struct cordon_error *err = NULL;
+  if (race_judge_cmd_parse(text, out, &err) == 0)
+    return 0;
+  int r = err && err->kind == CORDON_ERR_USAGE
+              ? cli_usage_error("race", "%s", err->message ? err->message : text)
+              : EXIT_FAILURE_;
+  cordon_error_free(err);
   return r;
 }
 

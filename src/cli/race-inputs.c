@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
 #include "cli/race-inputs.h"
+#include "race/forms.h"
 #include "race/patch.h"
 
 struct cli_race_inputs {
@@ -49,23 +50,16 @@ int cli_race_inputs_option(const char *name, const char *arg, struct cli_race_in
   return strv_push(list, arg) < 0 ? EXIT_FAILURE_ : 0;
 }
 
-/* "I:REST" with I in 0..k-1: *rest after the colon. */
-static int candidate_of(const char *option, const char *arg, unsigned k, unsigned *index,
-                        const char **rest) {
-  char *end = NULL;
-  errno = 0;
-  unsigned long i = arg[0] >= '0' && arg[0] <= '9' ? strtoul(arg, &end, 10) : 0;
-  if (!end || *end != ':' || errno)
-    return cli_usage_error("race",
-                           "%s expects I:..., a candidate index, a colon, then its value, "
-                           "got '%s'",
-                           option, arg);
-  if (i >= k)
-    return cli_usage_error("race", "%s '%s': there is no candidate %lu (candidates are 0..%u)",
-                           option, arg, i, k - 1);
-  *index = (unsigned)i;
-  *rest = end + 1;
-  return 0;
+/* One per-candidate option's value (race/forms.c); a malformed one is a usage error. */
+static int form_of(enum race_form form, const char *arg, unsigned k, struct race_form_value *v) {
+  struct cordon_error *err = NULL;
+  if (race_form_parse(form, arg, k, v, &err) == 0)
+    return 0;
+  int r = err && err->kind == CORDON_ERR_USAGE
+              ? cli_usage_error("race", "%s", err->message ? err->message : arg)
+              : EXIT_FAILURE_;
+  cordon_error_free(err);
+  return r;
 }
 
 static int keep_blob(struct cli_race_inputs *in, unsigned char *data) {
@@ -94,56 +88,46 @@ static int read_input(struct cli_race_inputs *in, const char *option, const char
 }
 
 static int prepare_file(struct cli_race_inputs *in, const char *arg) {
-  unsigned i;
-  const char *rest;
-  int r = candidate_of("--candidate", arg, in->k, &i, &rest);
+  struct race_form_value v;
+  int r = form_of(RACE_FORM_FILE, arg, in->k, &v);
   if (r)
     return r;
-  const char *eq = strchr(rest, '=');
-  if (!eq || eq == rest || !eq[1])
-    return cli_usage_error("race", "--candidate expects I:FILE=SRC, got '%s'", arg);
-  struct cordon_race_inputs *c = &in->per[i];
+  struct cordon_race_inputs *c = &in->per[v.index];
   struct cordon_file_spec *grown = realloc((void *)c->files, (c->n_files + 1) * sizeof(*grown));
   if (!grown)
     return EXIT_FAILURE_;
   c->files = grown;
   struct cordon_file_spec *f = &grown[c->n_files];
   memset(f, 0, sizeof(*f));
-  char *path = strndup(rest, (size_t)(eq - rest));
+  char *path = strndup(v.name, v.name_length);
   if (!path || keep_blob(in, (unsigned char *)path))
     return EXIT_FAILURE_;
   f->path = path;
   c->n_files++;
-  return read_input(in, "--candidate", arg, eq + 1, STDIN_MAX, &f->content, &f->length);
+  return read_input(in, "--candidate", arg, v.value, STDIN_MAX, &f->content, &f->length);
 }
 
 static int prepare_env(struct cli_race_inputs *in, const char *arg) {
-  unsigned i;
-  const char *rest;
-  int r = candidate_of("--candidate-env", arg, in->k, &i, &rest);
+  struct race_form_value v;
+  int r = form_of(RACE_FORM_ENV, arg, in->k, &v);
   if (r)
     return r;
-  if (!strchr(rest, '=') || rest[0] == '=')
-    return cli_usage_error("race", "--candidate-env expects I:KEY=VALUE, got '%s'", arg);
-  if (strv_push(&in->per_env[i], rest) < 0)
+  if (strv_push(&in->per_env[v.index], v.value) < 0)
     return EXIT_FAILURE_;
-  in->per[i].env = (const char *const *)in->per_env[i];
+  in->per[v.index].env = (const char *const *)in->per_env[v.index];
   return 0;
 }
 
 static int prepare_patch(struct cli_race_inputs *in, const char *arg) {
-  unsigned i;
-  const char *rest;
-  int r = candidate_of("--patch", arg, in->k, &i, &rest);
+  struct race_form_value v;
+  int r = form_of(RACE_FORM_PATCH, arg, in->k, &v);
   if (r)
     return r;
-  if (!*rest)
-    return cli_usage_error("race", "--patch expects I:PATCHFILE, got '%s'", arg);
-  if (in->per[i].patch)
+  if (in->per[v.index].patch)
     return cli_usage_error("race", "--patch '%s': candidate %u has a patch already (one each)", arg,
-                           i);
-  return read_input(in, "--patch", arg, rest, RACE_PATCH_MAX_BYTES, &in->per[i].patch,
-                    &in->per[i].patch_length);
+                           v.index);
+  return read_input(in, "--patch", arg, v.value, RACE_PATCH_MAX_BYTES, &in->per[v.index].patch,
+                    &in->per[v.index].patch_length);
 }
 
 int cli_race_inputs_prepare(struct cli_race_inputs *in, unsigned k) {
