@@ -30,6 +30,10 @@
 
 static volatile sig_atomic_t timed_out;
 
+static void on_child(int sig) {
+  (void)sig;
+}
+
 static void on_alarm(int sig) {
   (void)sig;
   timed_out = 1;
@@ -124,9 +128,15 @@ static int exec_command(char **argv, char **envp) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 2 && !strcmp(argv[1], "pause")) { /* pid 1 of the sandbox: reap, wait */
+  if (argc == 2 && !strcmp(argv[1], "pause")) {
+    /* pid 1 of the sandbox: reap what is orphaned to it. SIGCHLD must be caught (not ignored,
+     * pid 1's default) for pause to return when one arrives. */
+    struct sigaction chld;
+    memset(&chld, 0, sizeof(chld));
+    chld.sa_handler = on_child;
+    sigaction(SIGCHLD, &chld, NULL);
     for (;;)
-      if (wait(NULL) < 0)
+      if (waitpid(-1, NULL, WNOHANG) <= 0)
         pause();
   }
   if (argc < 6) {
