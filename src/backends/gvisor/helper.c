@@ -64,7 +64,9 @@ static int kill_children(void) {
     buf[n] = 0;
     const char *paren = strrchr(buf, ')'); /* the comm may hold spaces and parentheses */
     long ppid = 0;
-    if (paren && sscanf(paren + 1, " %*c %ld", &ppid) == 1 && ppid == self) {
+    /* Children of pid 1 are orphans (runsc's execs have parent 0): what a command daemonised
+     * out of its tree when gVisor did not reparent it to us. */
+    if (paren && sscanf(paren + 1, " %*c %ld", &ppid) == 1 && (ppid == self || ppid == 1)) {
       kill((pid_t)pid, SIGKILL);
       killed++;
     }
