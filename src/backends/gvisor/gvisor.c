@@ -1,0 +1,582 @@
+/* The `gvisor` backend: a session is a gVisor sandbox (`runsc`, ptrace platform: no KVM needed)
+ * whose kernel is gVisor's user-space Sentry, not the host's. Everything the sandbox needs on
+ * the host lives in the session's runtime directory (protocol/rundir.h), never in the project:
+ *
+ *   state/     runsc's state root (--root)
+ *   bundle/    config.json (spec.c) and rootfs/ (empty, read-only: mount points and the
+ *              merged-usr links, the system directories bound over it read-only)
+ *   control/   the status records of execs, bound at GVISOR_CONTROL_TARGET
+ *   empty      an empty file bound over hidden files
+ *
+ * An exec is `runsc exec` of cordon-gvisor-exec (helper.c), which runs the command as the
+ * sandbox user, kills its whole tree at its end or timeout, and reports how it ended in a
+ * status record; the exit code is taken from that record, never from runsc. read, write, ls
+ * and snapshot work on the host side of the workspace (protocol/workspace.c), so a snapshot's
+ * id is the same as ns's for the same tree. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cordon/session.h>
+
+#include "backends/builtin.h"
+#include "backends/gvisor/gvisor-paths.h"
+#include "backends/gvisor/spec.h"
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/strv.h"
+#include "confine/policy.h"
+#include "exec/runner.h"
+#include "protocol/rundir.h"
+#include "protocol/workspace.h"
+
+/* How long runsc may take to start or remove a sandbox (ptrace platform, a loaded host). */
+#define RUNSC_TIMEOUT 120.0
+/* After an exec's own timeout, how long the host waits for the wrapper before killing runsc. */
+#define HOST_TIMEOUT_GRACE 10.0
+
+static const char *find_runsc(void) {
+  static const char *const candidates[] = {"/usr/bin/runsc", "/usr/sbin/runsc",
+                                           "/usr/local/bin/runsc", "/usr/local/sbin/runsc"};
+  const char *env = getenv("CORDON_RUNSC");
+  if (env && *env)
+    return access(env, X_OK) == 0 ? env : NULL;
+  for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++)
+    if (access(candidates[i], X_OK) == 0)
+      return candidates[i];
+  return NULL;
+}
+
+static const char *find_helper(void) {
+  const char *env = getenv("CORDON_GVISOR_HELPER");
+  if (env && *env)
+    return env;
+  if (access(CORDON_GVISOR_HELPER_BUILD, X_OK) == 0)
+    return CORDON_GVISOR_HELPER_BUILD;
+  return CORDON_GVISOR_HELPER_INSTALLED;
+}
+
+static int gvisor_available(const struct cordon_backend *self, char **reason) {
+  (void)self;
+  const char *why = NULL;
+  if (!find_runsc())
+    why = "runsc is not installed (Debian package runsc, or set CORDON_RUNSC)";
+  else if (geteuid() != 0)
+    why = "runsc needs root to build its sandbox";
+  else if (access(find_helper(), X_OK) != 0)
+    why = "cordon-gvisor-exec is not installed";
+  if (!why)
+    return 1;
+  *reason = strdup(why);
+  return 0;
+}
+
+static int session_path(struct cordon_session *s, const char *file, char **out,
+                        struct cordon_error **err) {
+  return rundir_path(cordon_context_state_dir(s->ctx), s->id, file, out, err);
+}
+
+/* The container's id in runsc's state root: the session id is unique in it. */
+static char *container_id(struct cordon_session *s) {
+  char *id = NULL;
+  return asprintf(&id, "cordon-%s", s->id) < 0 ? NULL : id;
+}
+
+/* Run runsc with the session's state root; its stderr goes into the error. */
+static int runsc(struct cordon_session *s, const char *const *args, bool quiet,
+                 struct cordon_error **err) {
+  const char *binary = find_runsc();
+  if (!binary)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "gvisor: runsc is not installed");
+  _cleanup_free_ char *state = NULL, *root = NULL;
+  if (session_path(s, "state", &state, err) < 0)
+    return -1;
+  if (asprintf(&root, "--root=%s", state) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
+  _cleanup_(strv_freep) char **argv = NULL;
+  if (strv_push(&argv, binary) < 0 || strv_push(&argv, root) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
+  for (const char *const *a = args; *a; a++)
+    if (strv_push(&argv, *a) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
+  const char *const envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                              NULL};
+  struct exec_spec spec = {.argv = (const char *const *)argv,
+                           .envp = envp,
+                           .max_output = 4096,
+                           .timeout = RUNSC_TIMEOUT};
+  struct cordon_exec_result res = {0};
+  if (exec_run(&spec, &res, err) < 0)
+    return -1;
+  int r = 0;
+  if (res.exit_code != 0 && !quiet)
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "session %s: runsc %s failed (exit %d): %.*s",
+                         s->id, args[0], res.exit_code, (int)res.stderr_length,
+                         res.stderr_data ? (const char *)res.stderr_data : "");
+  else if (res.exit_code != 0)
+    r = -1;
+  cordon_exec_result_clear(&res);
+  return r;
+}
+
+/* `runsc run --detach`: not through the process runner, which kills what a command leaves
+ * behind; the sandbox must outlive the call. Its stderr goes to a file in the runtime directory
+ * (the sandbox keeps the fds it was given, so a pipe would never reach its end). */
+static int runsc_detached(struct cordon_session *s, int rundir, const char *const *args,
+                          struct cordon_error **err) {
+  const char *binary = find_runsc();
+  _cleanup_free_ char *state = NULL, *root = NULL;
+  if (!binary)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "gvisor: runsc is not installed");
+  if (session_path(s, "state", &state, err) < 0)
+    return -1;
+  _cleanup_(strv_freep) char **argv = NULL;
+  int r = asprintf(&root, "--root=%s", state) < 0 ? -1 : 0;
+  r = r < 0 ? r : strv_push(&argv, binary);
+  r = r < 0 ? r : strv_push(&argv, root);
+  for (const char *const *a = args; r == 0 && *a; a++)
+    r = strv_push(&argv, *a);
+  if (r < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
+  _cleanup_close_ int log =
+      openat(rundir, "runsc.log", O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (log < 0 || null < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: runsc log", s->id);
+  pid_t pid = fork();
+  if (pid < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "fork");
+  if (pid == 0) {
+    setsid();
+    if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(log, 2) < 0)
+      _exit(125);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status = 0;
+  double deadline = fs_now() + RUNSC_TIMEOUT;
+  pid_t w;
+  while ((w = waitpid(pid, &status, WNOHANG)) == 0 && fs_now() < deadline)
+    usleep(2000);
+  if (w == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ETIMEDOUT,
+                            "session %s: runsc %s did not finish in %.0f s", s->id, args[2],
+                            RUNSC_TIMEOUT);
+  }
+  if (w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return 0;
+  char message[512] = {0};
+  ssize_t n = pread(log, message, sizeof(message) - 1, 0);
+  if (n > 0 && message[n - 1] == '\n')
+    message[n - 1] = 0;
+  return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                          "session %s: runsc could not start the sandbox: %s", s->id,
+                          n > 0 ? message : "no message");
+}
+
+/* ---- the bundle ---------------------------------------------------------------------------- */
+
+/* mkdir -p of rel beneath dir (all components made by us, no link followed). */
+static int mkdirs_beneath(const char *dir, const char *rel, struct cordon_error **err) {
+  _cleanup_free_ char *copy = strdup(rel);
+  if (!copy)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+  _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", dir);
+  for (char *part = strtok(copy, "/"); part; part = strtok(NULL, "/")) {
+    if (mkdirat(fd, part, 0755) < 0 && errno != EEXIST)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s in %s", part, dir);
+    int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s in %s", part, dir);
+    close(fd);
+    fd = next;
+  }
+  return 0;
+}
+
+/* The rootfs: a mount point (or, for a merged-usr link like /bin -> usr/bin, the same link) for
+ * each system directory present on the host; *binds gets the directories to bind. */
+static int make_rootfs(const char *rootfs, const struct cordon_policy *policy, const char *root,
+                       char ***binds, struct cordon_error **err) {
+  if (mkdir(rootfs, 0755) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", rootfs);
+  const char *const *sys =
+      policy->system_paths ? policy->system_paths : confine_default_system_paths;
+  for (; *sys; sys++) {
+    struct stat st;
+    if ((*sys)[0] != '/' || lstat(*sys, &st) < 0)
+      continue; /* only where it exists on the host */
+    _cleanup_free_ char *at = NULL;
+    if (asprintf(&at, "%s%s", rootfs, *sys) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      ssize_t n = readlink(*sys, target, sizeof(target) - 1);
+      if (n > 0 && target[0] != '/') { /* relative links only: they stay inside the root */
+        target[n] = 0;
+        if (symlink(target, at) < 0)
+          return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", at);
+      }
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode))
+      continue;
+    if (mkdirs_beneath(rootfs, *sys + 1, err) < 0 || strv_push(binds, *sys) < 0)
+      return -1;
+  }
+  const char *const made[] = {"proc", "dev", "tmp", "home/sandbox", GVISOR_CONTROL_TARGET + 1,
+                              NULL};
+  for (const char *const *m = made; *m; m++)
+    if (mkdirs_beneath(rootfs, *m, err) < 0)
+      return -1;
+  /* The wrapper is a file bound over a file: its mount point must exist (the root is read-only). */
+  _cleanup_free_ char *helper = NULL;
+  if (asprintf(&helper, "%s%s", rootfs, GVISOR_HELPER_TARGET) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+  _cleanup_close_ int helper_fd =
+      open(helper, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755);
+  if (helper_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", helper);
+  return mkdirs_beneath(rootfs, root + 1, err);
+}
+
+/* Split the hidden list by what each path is in the workspace (a missing one is masked as a
+ * directory, so nothing made there later shows). */
+static int split_hidden(const char *workspace, const char *const *hidden, char ***dirs,
+                        char ***files, struct cordon_error **err) {
+  for (; hidden && *hidden; hidden++) {
+    _cleanup_free_ char *host = NULL;
+    if (asprintf(&host, "%s/%s", workspace, *hidden) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
+    struct stat st;
+    bool file = lstat(host, &st) == 0 && !S_ISDIR(st.st_mode);
+    if (!file && stat(host, &st) < 0 && mkdirs_beneath(workspace, *hidden, err) < 0)
+      return -1;
+    if (strv_push(file ? files : dirs, *hidden) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
+  }
+  return 0;
+}
+
+static int write_bundle(struct cordon_session *s, const struct cordon_manifest *m, int rundir,
+                        struct cordon_error **err) {
+  _cleanup_free_ char *bundle = NULL, *rootfs = NULL, *control = NULL, *empty = NULL;
+  if (session_path(s, "bundle", &bundle, err) < 0 ||
+      session_path(s, "control", &control, err) < 0 || session_path(s, "empty", &empty, err) < 0)
+    return -1;
+  if (asprintf(&rootfs, "%s/rootfs", bundle) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "bundle");
+  if (mkdirat(rundir, "bundle", 0700) < 0 || mkdirat(rundir, "state", 0700) < 0 ||
+      mkdirat(rundir, "control", 0700) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: runtime directory", s->id);
+  _cleanup_close_ int empty_fd =
+      openat(rundir, "empty", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0);
+  if (empty_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: empty file", s->id);
+  _cleanup_(strv_freep) char **binds = NULL, **hidden_dirs = NULL, **hidden_files = NULL;
+  if (make_rootfs(rootfs, &m->policy, s->root, &binds, err) < 0 ||
+      split_hidden(s->workspace, m->policy.hidden, &hidden_dirs, &hidden_files, err) < 0)
+    return -1;
+  struct gvisor_spec_params params = {
+      .rootfs = rootfs,
+      .workspace = s->workspace,
+      .root = s->root,
+      .control = control,
+      .helper = find_helper(),
+      .empty_file = empty,
+      .system_binds = binds,
+      .policy = &m->policy,
+      .hidden_dirs = hidden_dirs,
+      .hidden_files = hidden_files,
+  };
+  _cleanup_(json_decrefp) json_t *spec = NULL;
+  if (gvisor_spec(&params, &spec, err) < 0)
+    return -1;
+  _cleanup_free_ char *text = json_dumps(spec, JSON_INDENT(2));
+  _cleanup_close_ int bundle_fd = openat(rundir, "bundle", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (!text || bundle_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : ENOMEM, "bundle");
+  return fs_write_atomic_at(bundle_fd, "config.json", text, strlen(text), 0600, err);
+}
+
+/* ---- sessions ------------------------------------------------------------------------------- */
+
+static int refuse_unsupported(const struct cordon_manifest *m, struct cordon_error **err) {
+  if (m->user_root)
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                            "gvisor: --user root is not offered (commands run as uid 0 of gVisor "
+                            "with no capabilities)");
+  if (m->n_volumes)
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0, "gvisor: volumes are not offered");
+  if (m->monitor)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "gvisor: --monitor is for microvm only");
+  if (m->repo)
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                            "gvisor: give a workspace, not a repository");
+  return 0;
+}
+
+static int start_sandbox(struct cordon_session *s, const struct cordon_manifest *m,
+                         const char *snapshot_id, struct cordon_error **err) {
+  free(s->root);
+  s->root = strdup(m->root ? m->root : "/workspace");
+  free(s->home);
+  s->home = strdup(CORDON_SANDBOX_HOME);
+  _cleanup_free_ char *id = container_id(s), *bundle = NULL, *network = NULL;
+  if (!s->root || !s->home || !id)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
+  json_t *state = json_pack("{s:s, s:b}", "container", id, "owned_workspace", !m->workspace);
+  if (state && snapshot_id)
+    json_object_set_new(state, "from_snapshot", json_string(snapshot_id));
+  free(s->backend_state);
+  s->backend_state = state ? json_dumps(state, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  json_decref(state);
+  if (!s->backend_state)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session state");
+  if (workspace_write_manifest_files(s->workspace, m, err) < 0)
+    return -1;
+  _cleanup_close_ int rundir = -1;
+  if (rundir_create(cordon_context_state_dir(s->ctx), s->id, &rundir, err) < 0)
+    return -1;
+  int plain = openat(rundir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (plain < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "runtime directory");
+  close(rundir);
+  rundir = plain;
+  if (write_bundle(s, m, rundir, err) < 0 || session_path(s, "bundle", &bundle, err) < 0)
+    return -1;
+  if (asprintf(&network, "--network=%s", gvisor_network(m->policy.egress)) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
+  const char *const run[] = {"--platform=ptrace", network, "run", "--detach",
+                             "--bundle",          bundle,  id,    NULL};
+  return runsc_detached(s, rundir, run, err);
+}
+
+static int gvisor_create(struct cordon_session *s, const struct cordon_manifest *m,
+                         struct cordon_error **err) {
+  if (refuse_unsupported(m, err) < 0)
+    return -1;
+  if (m->workspace) {
+    char resolved[4096];
+    struct stat st;
+    if (!realpath(m->workspace, resolved) || stat(resolved, &st) < 0 || !S_ISDIR(st.st_mode))
+      return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno ? errno : ENOTDIR, "workspace %s",
+                              m->workspace);
+    s->workspace = strdup(resolved);
+  } else if (asprintf(&s->workspace, "%s/workspace", s->state_dir) < 0) {
+    s->workspace = NULL;
+  } else if (mkdir(s->workspace, 0755) < 0 || chmod(s->workspace, 0755) < 0) {
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", s->workspace);
+  }
+  if (!s->workspace)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+  return start_sandbox(s, m, NULL, err);
+}
+
+static int gvisor_resume(struct cordon_session *s, const struct cordon_manifest *m,
+                         const char *snapshot_id, struct cordon_error **err) {
+  if (refuse_unsupported(m, err) < 0)
+    return -1;
+  if (m->workspace)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "a session resumed from a snapshot gets a fresh workspace");
+  if (asprintf(&s->workspace, "%s/workspace", s->state_dir) < 0) {
+    s->workspace = NULL;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "workspace");
+  }
+  if (workspace_restore(s, snapshot_id, s->workspace, err) < 0)
+    return -1;
+  return start_sandbox(s, m, snapshot_id, err);
+}
+
+static int gvisor_attach(struct cordon_session *s, struct cordon_error **err) {
+  free(s->home);
+  s->home = strdup(CORDON_SANDBOX_HOME);
+  struct stat st;
+  if (stat(s->workspace, &st) < 0 || !S_ISDIR(st.st_mode))
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno ? errno : ENOTDIR, "workspace %s",
+                            s->workspace);
+  return s->home ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "home");
+}
+
+/* Kill and delete the sandbox; a sandbox already gone is fine. */
+static int stop_sandbox(struct cordon_session *s) {
+  _cleanup_free_ char *id = container_id(s);
+  if (!id)
+    return -1;
+  const char *const del[] = {"delete", "--force", id, NULL};
+  runsc(s, del, true, NULL);
+  return 0;
+}
+
+static int gvisor_shutdown(struct cordon_session *s, struct cordon_error **err) {
+  (void)err;
+  return stop_sandbox(s);
+}
+
+static int gvisor_destroy(struct cordon_session *s, struct cordon_error **err) {
+  stop_sandbox(s);
+  /* The owned workspace lives in the state directory, which the library removes. */
+  return rundir_remove(cordon_context_state_dir(s->ctx), s->id, err);
+}
+
+static int gvisor_read(struct cordon_session *s, const char *path, unsigned char **data,
+                       size_t *length, struct cordon_error **err) {
+  return workspace_read(s->workspace, path, data, length, err);
+}
+
+static int gvisor_write(struct cordon_session *s, const char *path, const void *data, size_t length,
+                        unsigned mode, struct cordon_error **err) {
+  return workspace_write(s->workspace, path, data, length, mode, err);
+}
+
+static int gvisor_ls(struct cordon_session *s, const char *path, struct cordon_dirent **entries,
+                     size_t *count, struct cordon_error **err) {
+  return workspace_ls(s->workspace, path, entries, count, err);
+}
+
+static int gvisor_snapshot(struct cordon_session *s, char **snapshot_id,
+                           struct cordon_error **err) {
+  return workspace_snapshot(s, NULL, snapshot_id, err);
+}
+
+/* ---- exec ---------------------------------------------------------------------------------- */
+
+/* The status record (helper.c's format): "KIND N". Missing: the wrapper never finished. */
+static int read_status(struct cordon_session *s, const char *token, char kind[16], int *value,
+                       struct cordon_error **err) {
+  _cleanup_free_ char *control = NULL;
+  if (session_path(s, "control", &control, err) < 0)
+    return -1;
+  _cleanup_close_ int dir = open(control, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: control directory", s->id);
+  _cleanup_close_ int fd = openat(dir, token, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  char buf[64] = {0};
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+  unlinkat(dir, token, 0);
+  kind[0] = 0;
+  if (n <= 0 || sscanf(buf, "%15s %d", kind, value) != 2)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                            "session %s: the command's status was not reported (the sandbox "
+                            "stopped or was killed?)",
+                            s->id);
+  return 0;
+}
+
+static int exec_argv(struct cordon_session *s, const struct cordon_exec_request *req,
+                     const char *token, char ***argv, struct cordon_error **err) {
+  _cleanup_free_ char *id = container_id(s), *status = NULL, *timeout = NULL, *cwd = NULL;
+  const char *c = req->cwd;
+  if (!c || !*c)
+    cwd = strdup(s->root);
+  else if (c[0] == '/')
+    cwd = strdup(c);
+  else if (asprintf(&cwd, "%s/%s", s->root, c) < 0)
+    cwd = NULL;
+  if (!id || !cwd || asprintf(&status, "%s/%s", GVISOR_CONTROL_TARGET, token) < 0 ||
+      asprintf(&timeout, "%lld", (long long)(req->timeout > 0 ? req->timeout * 1000 + 0.5 : 0)) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  const char *const head[] = {"exec", "--user", "0:0", id,  GVISOR_HELPER_TARGET,
+                              status, timeout,  cwd,         NULL};
+  int r = 0;
+  for (const char *const *h = head; r == 0 && *h; h++)
+    r = strv_push(argv, *h);
+  for (const char *const *e = req->env; r == 0 && e && *e; e++)
+    r = strv_push(argv, "--env") < 0 ? -1 : strv_push(argv, *e);
+  r = r < 0 ? r : strv_push(argv, "--");
+  for (const char *const *a = req->argv; r == 0 && *a; a++)
+    r = strv_push(argv, *a);
+  return r < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec") : 0;
+}
+
+static int gvisor_exec(struct cordon_session *s, const struct cordon_exec_request *req,
+                       struct cordon_exec_result *res, struct cordon_error **err) {
+  double started = fs_now();
+  const char *binary = find_runsc();
+  _cleanup_free_ char *token = NULL, *state = NULL, *root = NULL;
+  if (!binary)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "gvisor: runsc is not installed");
+  if (fs_random_hex(8, &token, err) < 0 || session_path(s, "state", &state, err) < 0)
+    return -1;
+  _cleanup_(strv_freep) char **argv = NULL;
+  if (asprintf(&root, "--root=%s", state) < 0 || strv_push(&argv, binary) < 0 ||
+      strv_push(&argv, root) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  if (exec_argv(s, req, token, &argv, err) < 0)
+    return -1;
+  const char *const envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                              NULL};
+  struct exec_spec spec = {
+      .argv = (const char *const *)argv,
+      .envp = envp,
+      .stdin_data = req->stdin_data,
+      .stdin_length = req->stdin_length,
+      .max_output = req->max_output,
+      .timeout = req->timeout > 0 ? req->timeout + HOST_TIMEOUT_GRACE : 0,
+  };
+  if (exec_run(&spec, res, err) < 0)
+    return -1;
+  bool host_killed = res->timed_out;
+  char kind[16];
+  int value = 0;
+  if (read_status(s, token, kind, &value, err) < 0 && !host_killed) {
+    cordon_exec_result_clear(res);
+    return -1;
+  }
+  res->timed_out = false;
+  res->term_signal = 0;
+  res->exec_failure = 0;
+  if (!strcmp(kind, "chdir")) {
+    cordon_exec_result_clear(res);
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, value, "cannot run %s in %s", req->argv[0],
+                            req->cwd && *req->cwd ? req->cwd : s->root);
+  }
+  if (host_killed || !strcmp(kind, "timeout")) {
+    res->timed_out = true;
+    res->exit_code = 137;
+    res->term_signal = 9;
+  } else if (!strcmp(kind, "signal")) {
+    res->exit_code = 128 + value;
+    res->term_signal = value;
+  } else if (!strcmp(kind, "execfail") && (value == 126 || value == 127)) {
+    res->exit_code = value;
+    res->exec_failure = value;
+  } else {
+    res->exit_code = value & 0xff;
+  }
+  res->duration = fs_now() - started;
+  return 0;
+}
+
+const struct cordon_backend cordon_backend_gvisor = {
+    .abi_version = CORDON_BACKEND_ABI_VERSION,
+    .name = "gvisor",
+    .summary = "gVisor sandbox (runsc, ptrace platform): a userspace kernel between the "
+               "command and the host",
+    .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
+    .tier = CORDON_TIER_CONTAINER,
+    .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
+                CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK,
+    .available = gvisor_available,
+    .create = gvisor_create,
+    .resume = gvisor_resume,
+    .attach = gvisor_attach,
+    .destroy = gvisor_destroy,
+    .shutdown = gvisor_shutdown,
+    .read = gvisor_read,
+    .write = gvisor_write,
+    .ls = gvisor_ls,
+    .exec = gvisor_exec,
+    .snapshot = gvisor_snapshot,
+};

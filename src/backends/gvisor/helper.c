@@ -1,0 +1,222 @@
+/* cordon-gvisor-exec: the static wrapper every gvisor exec runs under, inside the sandbox
+ * (`runsc exec ... /.cordon-gvisor/cordon-gvisor-exec STATUS TIMEOUT_MS CWD [--env K=V]... --
+ * ARGV`). runsc's own exit code cannot tell "the command exited 127" from "runsc could not
+ * load it", nor "exited 137" from "killed by SIGKILL", so the wrapper reports how the command
+ * ended in a status record: STATUS, a file in the session's control directory (outside the
+ * workspace, bind-mounted at /.cordon-gvisor), one line "KIND N":
+ *
+ *   exit N       the command exited N          signal N   killed by signal N
+ *   timeout 0    TIMEOUT_MS passed; the tree was killed
+ *   execfail N   execve failed: N is 127 (not found) or 126 (cannot execute)
+ *   chdir E      CWD could not be entered (errno E)
+ *
+ * It is the child subreaper of its command, so everything the command starts (daemonised
+ * grandchildren too) stays its descendant; when the command ends, or the timeout fires, it
+ * kills every descendant. Static and alone: no cordon headers, nothing but libc. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/prctl.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+static volatile sig_atomic_t timed_out;
+
+static void on_child(int sig) {
+  (void)sig;
+}
+
+static void on_alarm(int sig) {
+  (void)sig;
+  timed_out = 1;
+}
+
+/* Kill every process whose parent is us (orphans of the tree reparent to us, the subreaper). */
+static int kill_children(void) {
+  DIR *d = opendir("/proc");
+  if (!d)
+    return 0;
+  int killed = 0;
+  pid_t self = getpid();
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end || pid <= 1 || pid == self)
+      continue;
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      continue;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+      continue;
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')'); /* the comm may hold spaces and parentheses */
+    long ppid = 0;
+    /* Children of pid 1 are orphans (runsc's execs have parent 0): what a command daemonised
+     * out of its tree when gVisor did not reparent it to us. */
+    if (paren && sscanf(paren + 1, " %*c %ld", &ppid) == 1 && (ppid == self || ppid == 1)) {
+      kill((pid_t)pid, SIGKILL);
+      killed++;
+    }
+  }
+  closedir(d);
+  return killed;
+}
+
+/* Kill the whole tree and reap it: repeat until we have no child left. */
+static void kill_tree(pid_t group) {
+  kill(-group, SIGKILL);
+  for (int pass = 0; pass < 1000; pass++) {
+    kill_children();
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+      ;
+    if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+      return;
+    struct timespec nap = {0, 2000000};
+    nanosleep(&nap, NULL);
+  }
+}
+
+static void report(const char *status_path, const char *kind, int value) {
+  char tmp[4096], line[64];
+  snprintf(tmp, sizeof(tmp), "%s.tmp", status_path);
+  int n = snprintf(line, sizeof(line), "%s %d\n", kind, value);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return;
+  ssize_t w = write(fd, line, (size_t)n);
+  close(fd);
+  if (w == n)
+    rename(tmp, status_path);
+}
+
+/* execve with PATH search in the command's own environment; returns the errno. */
+static int exec_command(char **argv, char **envp) {
+  if (strchr(argv[0], '/')) {
+    execve(argv[0], argv, envp);
+    return errno;
+  }
+  const char *path = DEFAULT_PATH;
+  for (char **e = envp; *e; e++)
+    if (!strncmp(*e, "PATH=", 5))
+      path = *e + 5;
+  int saw_eacces = 0;
+  char candidate[4096];
+  for (const char *p = path; *p;) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    if (len > 0 && p[0] == '/' &&
+        snprintf(candidate, sizeof(candidate), "%.*s/%s", (int)len, p, argv[0]) <
+            (int)sizeof(candidate)) {
+      execve(candidate, argv, envp);
+      if (errno == EACCES || errno == ENOEXEC || errno == EPERM)
+        saw_eacces = 1;
+    }
+    p += len + (colon ? 1 : 0);
+  }
+  return saw_eacces ? EACCES : ENOENT;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "pause")) {
+    /* pid 1 of the sandbox: reap what is orphaned to it. SIGCHLD must be caught (not ignored,
+     * pid 1's default) for pause to return when one arrives. */
+    struct sigaction chld;
+    memset(&chld, 0, sizeof(chld));
+    chld.sa_handler = on_child;
+    sigaction(SIGCHLD, &chld, NULL);
+    for (;;)
+      if (waitpid(-1, NULL, WNOHANG) <= 0)
+        pause();
+  }
+  if (argc < 6) {
+    fprintf(stderr, "cordon-gvisor-exec: usage: STATUS TIMEOUT_MS CWD [--env K=V]... -- ARGV\n");
+    return 125;
+  }
+  const char *status_path = argv[1], *cwd = argv[3];
+  long timeout_ms = strtol(argv[2], NULL, 10);
+  char **envp = calloc((size_t)argc, sizeof(char *));
+  size_t n_env = 0;
+  int i = 4;
+  for (; i < argc && strcmp(argv[i], "--"); i += 2)
+    if (!strcmp(argv[i], "--env") && i + 1 < argc)
+      envp[n_env++] = argv[i + 1];
+  if (!envp || i + 1 >= argc)
+    return 125;
+  char **command = argv + i + 1;
+
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int report_pipe[2];
+  if (pipe2(report_pipe, O_CLOEXEC) < 0)
+    return 125;
+  pid_t child = fork();
+  if (child < 0)
+    return 125;
+  if (child == 0) {
+    setsid();
+    int stage[2] = {0, 0};
+    if (chdir(cwd) < 0) {
+      stage[0] = 'c', stage[1] = errno;
+    } else {
+      stage[0] = 'x', stage[1] = exec_command(command, envp);
+      fprintf(stderr, "cordon: %s: %s\n", command[0], strerror(stage[1]));
+    }
+    if (write(report_pipe[1], stage, sizeof(stage)) < 0)
+      _exit(125);
+    _exit(stage[0] == 'x' && stage[1] == ENOENT ? 127 : 126);
+  }
+  close(report_pipe[1]);
+  int stage[2] = {0, 0};
+  ssize_t got = read(report_pipe[0], stage, sizeof(stage));
+  close(report_pipe[0]);
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_alarm; /* no SA_RESTART: waitpid returns EINTR */
+  sigaction(SIGALRM, &sa, NULL);
+  if (timeout_ms > 0) {
+    struct itimerval it;
+    memset(&it, 0, sizeof(it));
+    it.it_value.tv_sec = timeout_ms / 1000;
+    it.it_value.tv_usec = (timeout_ms % 1000) * 1000;
+    setitimer(ITIMER_REAL, &it, NULL);
+  }
+  int status = 0;
+  pid_t r;
+  while ((r = waitpid(child, &status, 0)) < 0 && errno == EINTR && !timed_out)
+    ;
+  if (timed_out) {
+    kill_tree(child);
+    report(status_path, "timeout", 0);
+    return 137;
+  }
+  kill_tree(child); /* what it left running goes with it */
+  if (got == (ssize_t)sizeof(stage) && stage[0] == 'c') {
+    report(status_path, "chdir", stage[1]);
+    return 125;
+  }
+  if (got == (ssize_t)sizeof(stage) && stage[0] == 'x') {
+    int code = stage[1] == ENOENT ? 127 : 126;
+    report(status_path, "execfail", code);
+    return code;
+  }
+  if (r == child && WIFSIGNALED(status)) {
+    report(status_path, "signal", WTERMSIG(status));
+    return 128 + WTERMSIG(status);
+  }
+  int code = r == child && WIFEXITED(status) ? WEXITSTATUS(status) : 125;
+  report(status_path, "exit", code);
+  return code;
+}

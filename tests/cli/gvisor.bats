@@ -1,0 +1,148 @@
+#!/usr/bin/env bats
+# The gvisor backend (sessions in runsc, a userspace kernel), as a user types it: a session's
+# life, exit codes from the status record (a command exiting 126/127 by itself apart from one
+# cordon could not start), a timeout that leaves the session usable, --net none against a server
+# on the host's loopback, host processes and files out of sight, and a snapshot id equal to
+# ns's for the same tree. Skipped, with the reason, where runsc cannot run.
+
+bats_require_minimum_version 1.5.0
+
+load common
+
+setup_file() {
+  export BATS_NO_PARALLELIZE_WITHIN_FILE=true
+  backends_check_once gvisor ns
+}
+
+setup() {
+  need_backend gvisor
+  project_enter gvisor
+}
+
+teardown() {
+  project_leave
+}
+
+@test "gvisor: cordon backends reports a container tier with a userspace kernel" {
+  run "$CORDON" backends
+  [ "$status" -eq 0 ]
+  echo "$output" | grep -E '^gvisor +container +yes .*userspace kernel'
+}
+
+@test "gvisor: a session lives across invocations and is destroyed without leftovers" {
+  id=$("$CORDON" session create --backend gvisor)
+  run "$CORDON" session exec "$id" -- sh -c 'echo made > f; cat /proc/1/cmdline | tr "\0" " "'
+  [ "$status" -eq 0 ]
+  [[ "$output" == *cordon-gvisor-exec* ]]
+  run "$CORDON" session read "$id" f
+  [ "$output" = made ]
+  echo written | "$CORDON" session write "$id" g
+  run "$CORDON" session exec "$id" -- cat g
+  [ "$output" = written ]
+  run "$CORDON" session exec "$id" -- pwd
+  [ "$output" = /workspace ]
+  "$CORDON" session destroy "$id"
+  run "$CORDON" session destroy "$id"
+  ! ls /run/cordon/*/owner 2>/dev/null | xargs -r grep -l "$id"
+}
+
+@test "gvisor: exit codes come from the status record" {
+  run "$CORDON" run --backend gvisor -- sh -c 'exit 3'
+  [ "$status" -eq 3 ]
+  run "$CORDON" run --backend gvisor -- sh -c 'exit 125'
+  [ "$status" -eq 125 ]
+  run "$CORDON" run --backend gvisor -- sh -c 'kill -TERM $$'
+  [ "$status" -eq 143 ]
+  id=$("$CORDON" session create --backend gvisor)
+  run -127 "$CORDON" session exec --json "$id" -- sh -c 'exit 127'
+  [ "$status" -eq 127 ]
+  [[ "$output" != *exec_failure* ]]
+  run -127 "$CORDON" session exec --json "$id" -- no-such-command-here
+  [ "$status" -eq 127 ]
+  [[ "$output" == *'"exec_failure": "not_found"'* ]]
+  run "$CORDON" session exec --json "$id" -- sh -c 'exit 126'
+  [ "$status" -eq 126 ]
+  [[ "$output" != *exec_failure* ]]
+  run "$CORDON" session exec --json "$id" -- /etc/passwd
+  [ "$status" -eq 126 ]
+  [[ "$output" == *'"exec_failure": "cannot_execute"'* ]]
+  "$CORDON" session destroy "$id"
+}
+
+@test "gvisor: a timeout kills the command's tree and the session goes on" {
+  id=$("$CORDON" session create --backend gvisor)
+  run "$CORDON" session exec --timeout 2 "$id" -- sh -c '(sleep 300 &) ; sleep 300'
+  [ "$status" -eq 124 ]
+  run "$CORDON" session exec "$id" -- sh -c 'ps -e -o comm= | grep -c "^sleep" || true'
+  [ "$output" = 0 ]
+  run "$CORDON" session exec "$id" -- echo still
+  [ "$output" = still ]
+  "$CORDON" session destroy "$id"
+}
+
+@test "gvisor: stdin reaches the command" {
+  run "$CORDON" run --backend gvisor -i -- tr a-z A-Z <<<"hello"
+  [ "$status" -eq 0 ]
+  [ "$output" = HELLO ]
+}
+
+@test "gvisor: --net none: a server on the host's loopback is unreachable" {
+  command -v python3 >/dev/null || skip "python3 is needed for the loopback server"
+  python3 -c 'import socket,time
+s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True)
+time.sleep(120)' >"$PROJECT/port" &
+  server=$!
+  for _ in $(seq 100); do [ -s "$PROJECT/port" ] && break; sleep 0.1; done
+  port=$(cat "$PROJECT/port")
+  probe="import socket,sys
+try:
+  socket.create_connection(('127.0.0.1',$port),timeout=5); print('CONNECTED')
+except OSError as e: print('refused', e)"
+  run "$CORDON" run --backend gvisor --net none -- python3 -c "$probe"
+  run2=$("$CORDON" run --backend gvisor --net loopback -- python3 -c "$probe")
+  kill "$server"
+  [ "$status" -eq 0 ]
+  [[ "$output" == refused* ]]
+  [[ "$run2" == refused* ]]
+}
+
+@test "gvisor: host processes and files beyond the workspace are out of sight" {
+  mkdir -p "$PROJECT/secret-outside"
+  echo s3cr3t-value >"$PROJECT/secret-outside/key"
+  mkdir ws
+  echo in >ws/inside
+  run "$CORDON" run --backend gvisor --workspace ws -- sh -c \
+    "cat inside; cat $PROJECT/secret-outside/key /root/.bashrc 2>&1; ps -e -o comm= | wc -l"
+  [ "${lines[0]}" = in ]
+  [[ "$output" != *s3cr3t-value* ]]
+  [ "${lines[-1]}" -le 5 ]
+}
+
+@test "gvisor: read-only and hidden workspace paths hold" {
+  mkdir -p ws/ro ws/hid
+  echo keep >ws/ro/f
+  echo hidden >ws/hid/f
+  run "$CORDON" run --backend gvisor --workspace ws --ro ro --hide hid -- sh -c \
+    'echo x > ro/f; cat ro/f; cat hid/f; ls hid'
+  [ "$(cat ws/ro/f)" = keep ]
+  [[ "$output" == *keep* ]]
+  [[ "$output" != *hidden* ]]
+}
+
+@test "gvisor: a snapshot has the id ns gives the same tree" {
+  need_backend ns
+  id=$("$CORDON" session create --backend gvisor)
+  "$CORDON" session exec "$id" -- sh -c 'mkdir -p d && echo one > d/a && chmod 755 d/a && ln -s d/a l'
+  g=$("$CORDON" session snapshot "$id")
+  "$CORDON" session destroy "$id"
+  id=$("$CORDON" session create --backend ns)
+  "$CORDON" session exec "$id" -- sh -c 'mkdir -p d && echo one > d/a && chmod 755 d/a && ln -s d/a l'
+  n=$("$CORDON" session snapshot "$id")
+  "$CORDON" session destroy "$id"
+  [ -n "$g" ]
+  [ "$g" = "$n" ]
+  r=$("$CORDON" session create --backend gvisor --from "$g")
+  run "$CORDON" session exec "$r" -- cat l
+  [ "$output" = one ]
+  "$CORDON" session destroy "$r"
+}
