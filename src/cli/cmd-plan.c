@@ -1,0 +1,5 @@
+#include "cli/cli.h"
+int cmd_plan(int argc, char **argv) {
+  (void)argc, (void)argv;
+  return EXIT_USAGE;
+}
