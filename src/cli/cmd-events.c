@@ -95,7 +95,7 @@ static int follow(const char *dir, int fd, off_t offset, struct printer *p) {
         close(fd);
       return r;
     }
-    struct timespec pause = {.tv_nsec = 200 * 1000 * 1000};
+    struct timespec pause = {.tv_nsec = 100 * 1000 * 1000};
     nanosleep(&pause, NULL);
     int named = open_in(dir, OBS_EVENTS_FILE);
     struct stat a, b;
@@ -108,6 +108,17 @@ static int follow(const char *dir, int fd, off_t offset, struct printer *p) {
     }
     if (fd >= 0) {
       r = print_from(fd, &offset, p); /* what was written before the rename */
+      /* Rotated more than once since the last look: the file between the one read and the
+       * new one is now the .1; older ones are gone. */
+      int rotated = open_in(dir, OBS_EVENTS_ROTATED);
+      struct stat c;
+      if (r == EXIT_OK && rotated >= 0 && fstat(fd, &a) == 0 && fstat(rotated, &c) == 0 &&
+          (a.st_ino != c.st_ino || a.st_dev != c.st_dev)) {
+        off_t whole = 0;
+        r = print_from(rotated, &whole, p);
+      }
+      if (rotated >= 0)
+        close(rotated);
       close(fd);
       if (r != EXIT_OK) {
         close(named);
