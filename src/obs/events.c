@@ -214,6 +214,10 @@ int obs_events_append(const char *state_dir, const struct obs_event *e, uint64_t
   if (n < 0)
     return cordon_error_set(err, CORDON_ERR_INVALID, E2BIG, "event line too long");
   _cleanup_close_ int dir = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  /* A project without state yet (a create refused before it made any): nothing to log into,
+   * and the log is no reason to make it. */
+  if (dir < 0 && errno == ENOENT)
+    return 0;
   if (dir < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", state_dir);
   _cleanup_close_ int fd = open_log(dir, err, state_dir);

@@ -56,7 +56,8 @@ int obs_time_parse(const char *text, const struct timespec *now, struct timespec
 /* The bound in effect: CORDON_EVENTS_MAX_BYTES when set to a number, else the default. */
 uint64_t obs_events_max_bytes(void);
 
-/* Append e to state_dir's log, rotating it first when this line would pass max_bytes. */
+/* Append e to state_dir's log, rotating it first when this line would pass max_bytes. A
+ * state_dir that does not exist is not made: nothing is written, and that is success. */
 int obs_events_append(const char *state_dir, const struct obs_event *e, uint64_t max_bytes,
                       struct cordon_error **err);
 
