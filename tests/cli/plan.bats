@@ -267,3 +267,25 @@ assert [e.get("exit_code") for e in ev if e["verb"] == "exec"] == [0, 3], ev
 ' .cordon/events.jsonl
   [ "$status" -eq 0 ]
 }
+
+@test "a docker stage works over the same project directory (skips without an engine)" {
+  [ -n "${DOCKER_HOST:-}" ] || [ -S /var/run/docker.sock ] || skip "no Docker engine (DOCKER_HOST)"
+  "$CORDON" run --backend docker -- true >/dev/null 2>&1 || skip "docker backend unavailable here"
+  cat > plan.yaml <<'YAML'
+stages:
+  - name: host
+    steps:
+      - [sh, -c, "echo from-host > a.txt"]
+  - name: container
+    sandbox:
+      backend: docker
+      options: {memory_mb: 256}
+    steps:
+      - [cat, a.txt]
+      - run: "echo from-docker > b.txt; exit 4"
+YAML
+  run --separate-stderr $CORDON plan run plan.yaml
+  [ "$status" -eq 4 ]
+  [ "${lines[0]}" = "from-host" ]
+  [ "$(cat b.txt)" = "from-docker" ]
+}
