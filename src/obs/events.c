@@ -275,3 +275,38 @@ int obs_events_read_fd(int fd, off_t *offset, int (*fn)(void *data, const char *
     }
   }
 }
+
+struct read_all {
+  int (*fn)(void *data, const struct obs_event *event);
+  void *data;
+};
+
+static int read_all_line(void *data, const char *line, size_t n) {
+  struct read_all *r = data;
+  struct obs_event e;
+  return obs_event_parse(line, n, &e) < 0 ? 0 : r->fn(r->data, &e);
+}
+
+int obs_events_read_all(const char *state_dir, int (*fn)(void *data, const struct obs_event *event),
+                        void *data, struct cordon_error **err) {
+  _cleanup_close_ int dir = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    return errno == ENOENT
+               ? 0
+               : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", state_dir);
+  struct read_all r = {fn, data};
+  const char *const names[] = {OBS_EVENTS_ROTATED, OBS_EVENTS_FILE};
+  for (size_t i = 0; i < 2; i++) {
+    _cleanup_close_ int fd = openat(dir, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+      continue;
+    if (fd < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot read %s/%s", state_dir,
+                              names[i]);
+    off_t offset = 0;
+    int rc = obs_events_read_fd(fd, &offset, read_all_line, &r, err);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}

@@ -68,4 +68,10 @@ int obs_events_append(const char *state_dir, const struct obs_event *e, uint64_t
 int obs_events_read_fd(int fd, off_t *offset, int (*fn)(void *data, const char *line, size_t n),
                        void *data, struct cordon_error **err);
 
+/* Every event of state_dir's log, oldest first: events.jsonl.1, then events.jsonl; lines that do
+ * not parse are skipped. A missing file is no error. fn returning < 0 stops with that value.
+ * (For a one-shot reader such as /metrics; `cordon events --follow` reads by descriptor.) */
+int obs_events_read_all(const char *state_dir, int (*fn)(void *data, const struct obs_event *event),
+                        void *data, struct cordon_error **err);
+
 #endif

@@ -158,6 +158,18 @@ static void count_file(const char *dir, const char *name, int *good, int *bad) {
   *bad = counts[1];
 }
 
+struct codes {
+  int v[32];
+  int n;
+};
+
+static int remember_code(void *data, const struct obs_event *e) {
+  struct codes *c = data;
+  if (c->n < 32)
+    c->v[c->n++] = e->exit_code;
+  return 0;
+}
+
 static void test_rotation(void **state) {
   (void)state;
   char *dir = make_dir();
@@ -176,6 +188,12 @@ static void test_rotation(void **state) {
   assert_int_equal(bad, 0);
   count_file(dir, OBS_EVENTS_ROTATED, &good, &bad);
   assert_int_equal(good, 10); /* 10..19: the first .1 (0..9) was replaced */
+  /* read_all: the rotated file first, oldest event first */
+  struct codes codes = {.n = 0};
+  assert_int_equal(obs_events_read_all(dir, remember_code, &codes, &err), 0);
+  assert_int_equal(codes.n, 15);
+  for (int i = 0; i < 15; i++)
+    assert_int_equal(codes.v[i], 20 + i);
   struct stat st;
   char path[512];
   snprintf(path, sizeof(path), "%s/%s", dir, OBS_EVENTS_FILE);
