@@ -42,6 +42,7 @@ _cordon() {
 
   local verbs="run session backends conformance key audit gc cas snapshot race receipt volume agent version
     gate build"
+  verbs="$verbs events plan"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
@@ -185,6 +186,13 @@ _cordon() {
     subs="show"
     opts="--rev --from --output --protect --mechanism --json --help"
     ;;
+  events)
+    opts="--follow --json --since --help"
+    ;;
+  plan)
+    subs="run"
+    opts="--dry-run --json --help"
+    ;;
   esac
 
   if [[ $cur == -* ]]; then
@@ -217,6 +225,9 @@ _cordon() {
     ;;
   receipt)
     [[ $sub == verify ]] && COMPREPLY=($(compgen -f -- "$cur"))
+    ;;
+  plan)
+    [[ $sub == run ]] && COMPREPLY=($(compgen -f -X '!*.y*ml' -- "$cur") $(compgen -d -- "$cur"))
     ;;
   esac
 }

@@ -109,5 +109,7 @@ int cmd_volume(int argc, char **argv); /* cmd-volume.c */
 int cmd_agent(int argc, char **argv);  /* cmd-agent.c */
 int cmd_gate(int argc, char **argv);   /* cmd-gate.c */
 int cmd_build(int argc, char **argv);  /* cmd-build.c */
+int cmd_events(int argc, char **argv); /* cmd-events.c */
+int cmd_plan(int argc, char **argv);   /* cmd-plan.c */
 
 #endif

@@ -48,6 +48,10 @@ static const char main_usage[] =
     "  build (--rev REV | --from ID) --output PATH... -- ARGV...\n"
     "                                  a candidate build: fresh checkout, confined, outputs\n"
     "                                  verified and recorded; build show ID reads a record\n"
+    "  events [--follow] [--json] [--since TIME]\n"
+    "                                  the project's event log: session create, destroy, exec\n"
+    "  plan run PLAN.yaml [--dry-run] [--json]\n"
+    "                                  run a plan's stages in order, each in a session\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -170,6 +174,8 @@ int main(int argc, char **argv) {
       {"agent", cmd_agent},
       {"gate", cmd_gate},
       {"build", cmd_build},
+      {"events", cmd_events},
+      {"plan", cmd_plan},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
@@ -177,7 +183,7 @@ int main(int argc, char **argv) {
       /* The verbs that start sandboxes clean up when interrupted; the others keep the default
        * (their writes are atomic, and what a kill leaves in the store is removed by gc). */
       if (verbs[i].fn == cmd_run || verbs[i].fn == cmd_session || verbs[i].fn == cmd_race ||
-          verbs[i].fn == cmd_agent)
+          verbs[i].fn == cmd_agent || verbs[i].fn == cmd_plan)
         catch_interrupts();
       /* A snapshot being taken or restored stops and removes its temporary files. */
       if (verbs[i].fn == cmd_snapshot && argc > 2 &&

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cordon/audit.h>
@@ -28,6 +29,7 @@
 #include "protocol/rundir.h"
 #include "protocol/session-id.h"
 #include "protocol/volume.h"
+#include "obs/events.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/id-prefix.h"
@@ -374,10 +376,67 @@ static int interrupted(struct cordon_error **err) {
   return cordon_error_set(err, CORDON_ERR_INTERRUPTED, 0, "interrupted");
 }
 
+/* ---- the project's event log (obs/events.h) ------------------------------------------------ */
+
+static double seconds_since(const struct timespec *start) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* One line per create, destroy and exec, failures too. The log is for operators: a failure to
+ * write it never fails the operation, and is reported once per process. */
+static void log_event(struct cordon_context *ctx, const char *verb, const char *backend,
+                      const char *session, double duration, const int *exit_code, bool failed) {
+  static int warned;
+  struct obs_event e = {.duration_seconds = duration, .failed = failed};
+  clock_gettime(CLOCK_REALTIME, &e.time);
+  obs_event_set(&e, verb, backend, session);
+  if (exit_code) {
+    e.has_exit_code = true;
+    e.exit_code = *exit_code;
+  }
+  struct cordon_error *err = NULL;
+  if (obs_events_append(cordon_context_state_dir(ctx), &e, obs_events_max_bytes(), &err) < 0 &&
+      !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    fprintf(stderr, "cordon: warning: the event log is not written: %s\n",
+            err && err->message ? err->message : "unknown error");
+  cordon_error_free(err);
+}
+
+/* A session's lifetime at its destroy: from its state directory's birth, where the filesystem
+ * records one; else -1 (the caller then gives the time destroy took). */
+static double session_age(const struct cordon_session *s) {
+  struct statx stx;
+  struct timespec now;
+  if (!s->state_dir || statx(AT_FDCWD, s->state_dir, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &stx) < 0 ||
+      !(stx.stx_mask & STATX_BTIME) || clock_gettime(CLOCK_REALTIME, &now) < 0)
+    return -1;
+  double age = (double)(now.tv_sec - stx.stx_btime.tv_sec) +
+               (double)(now.tv_nsec - (long)stx.stx_btime.tv_nsec) / 1e9;
+  return age < 0 ? 0 : age;
+}
+
+static int session_make(struct cordon_context *ctx, const struct cordon_backend *backend,
+                        const struct cordon_manifest *m, const char *snapshot_id, bool defer,
+                        struct cordon_session **out, struct cordon_error **err);
+
 /* defer: for a batch, let a backend with `ready` return before the sandbox is ready. */
 static int session_start(struct cordon_context *ctx, const struct cordon_backend *backend,
                          const struct cordon_manifest *m, const char *snapshot_id, bool defer,
                          struct cordon_session **out, struct cordon_error **err) {
+  struct timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  struct cordon_session *s = NULL;
+  int r = session_make(ctx, backend, m, snapshot_id, defer, &s, err);
+  log_event(ctx, "create", backend->name, r < 0 ? NULL : s->id, seconds_since(&start), NULL, r < 0);
+  *out = s;
+  return r;
+}
+
+static int session_make(struct cordon_context *ctx, const struct cordon_backend *backend,
+                        const struct cordon_manifest *m, const char *snapshot_id, bool defer,
+                        struct cordon_session **out, struct cordon_error **err) {
   if (snapshot_id && check_resume(backend, err) < 0)
     return -1;
   if (refuse_unenforced(backend, m, err) < 0)
@@ -912,6 +971,8 @@ int cordon_session_exec(struct cordon_session *s, const struct cordon_exec_reque
   if (resolved.max_output == 0)
     resolved.max_output = CORDON_EXEC_DEFAULT_MAX_OUTPUT;
   s->execs++;
+  struct timespec exec_start;
+  clock_gettime(CLOCK_MONOTONIC, &exec_start);
   int r;
   if (resolved.tty && !(s->backend->capabilities & CORDON_CAP_CALLER_STDIO))
     r = cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
@@ -925,6 +986,11 @@ int cordon_session_exec(struct cordon_session *s, const struct cordon_exec_reque
   strv_free(env);
   if (r < 0)
     cordon_exec_result_clear(res);
+  /* An exec that did not run (or whose end cordon lost) is logged as cordon's own failure,
+   * 125, as `cordon run` reports it. */
+  int code = r < 0 ? 125 : res->exit_code;
+  log_event(s->ctx, "exec", s->backend->name, s->id,
+            r < 0 ? seconds_since(&exec_start) : res->duration, &code, r < 0);
   return r;
 }
 
@@ -947,11 +1013,16 @@ int cordon_session_shutdown(struct cordon_session *s, struct cordon_error **err)
 int cordon_session_destroy(struct cordon_session *s, struct cordon_error **err) {
   if (!s)
     return 0;
+  struct timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  double age = session_age(s);
   int r = s->backend->destroy(s, err);
   if (r == 0 && session_private(s)->has_rundir)
     r = rundir_remove(cordon_context_state_dir(s->ctx), s->id, err);
   if (r == 0)
     r = fs_remove_tree(s->state_dir, err);
+  log_event(s->ctx, "destroy", s->backend->name, s->id, age >= 0 ? age : seconds_since(&start),
+            NULL, r < 0);
   session_free(s);
   return r;
 }

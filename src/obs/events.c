@@ -1,0 +1,312 @@
+/* The project's event log (events.h): the line format, the append with its rotation, and the
+ * reader. The format and parse are pure; the append is a few system calls around one write. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "obs/events.h"
+
+static void copy_name(char *dst, const char *src) {
+  size_t n = src ? strnlen(src, OBS_EVENT_NAME_MAX) : 0;
+  memcpy(dst, src ? src : "", n);
+  dst[n] = 0;
+}
+
+void obs_event_set(struct obs_event *e, const char *verb, const char *backend,
+                   const char *session) {
+  copy_name(e->verb, verb);
+  copy_name(e->backend, backend);
+  copy_name(e->session, session);
+}
+
+void obs_time_format(const struct timespec *t, char *buf, size_t size) {
+  struct tm tm;
+  time_t seconds = t->tv_sec;
+  gmtime_r(&seconds, &tm);
+  snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, t->tv_nsec / 1000000);
+}
+
+int obs_time_parse(const char *text, const struct timespec *now, struct timespec *out) {
+  size_t n = strlen(text);
+  /* Relative: "90s", "10m", "2h", "7d" before now. */
+  if (n >= 2 && strchr("smhd", text[n - 1]) && isdigit((unsigned char)text[0])) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long count = strtoull(text, &end, 10);
+    if (errno || end != text + n - 1 || count > 100000000ull)
+      return -1;
+    long long unit = text[n - 1] == 's'   ? 1
+                     : text[n - 1] == 'm' ? 60
+                     : text[n - 1] == 'h' ? 3600
+                                          : 86400;
+    out->tv_sec = now->tv_sec - (time_t)(count * (unsigned long long)unit);
+    out->tv_nsec = now->tv_nsec;
+    return 0;
+  }
+  struct tm tm = {0};
+  int consumed = 0;
+  if (n < 20 ||
+      sscanf(text, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+             &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
+      consumed != 19 || text[4] != '-' || text[7] != '-' || text[10] != 'T')
+    return -1;
+  if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+      tm.tm_min > 59 || tm.tm_sec > 60 || tm.tm_year < 1970)
+    return -1;
+  long nsec = 0;
+  const char *p = text + 19;
+  if (*p == '.') {
+    long scale = 100000000;
+    p++;
+    if (!isdigit((unsigned char)*p))
+      return -1;
+    for (; isdigit((unsigned char)*p); p++) {
+      nsec += (*p - '0') * scale;
+      scale /= 10;
+    }
+  }
+  if (strcmp(p, "Z") != 0)
+    return -1;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  out->tv_sec = timegm(&tm);
+  out->tv_nsec = nsec;
+  return 0;
+}
+
+/* A JSON string of a name: the names are ids and backend names, but a plugin may call itself
+ * anything, so quotes, backslashes and control bytes are escaped. */
+static size_t put_string(char *buf, size_t size, size_t at, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  for (size_t need; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    char esc[7];
+    if (c == '"' || c == '\\') {
+      esc[0] = '\\', esc[1] = (char)c, need = 2;
+    } else if (c < 0x20) {
+      memcpy(esc, "\\u00", 4), esc[4] = hex[c >> 4], esc[5] = hex[c & 15], need = 6;
+    } else {
+      esc[0] = (char)c, need = 1;
+    }
+    if (at + need < size)
+      memcpy(buf + at, esc, need);
+    at += need;
+  }
+  return at;
+}
+
+int obs_event_format(const struct obs_event *e, char *buf, size_t size) {
+  char when[40];
+  obs_time_format(&e->time, when, sizeof(when));
+  if (size > OBS_EVENT_LINE_MAX)
+    size = OBS_EVENT_LINE_MAX;
+  size_t at = (size_t)snprintf(buf, size, "{\"time\": \"%s\", \"verb\": \"", when);
+  at = put_string(buf, size, at, e->verb);
+  at += (size_t)snprintf(buf + (at < size ? at : size), at < size ? size - at : 0,
+                         "\", \"backend\": \"");
+  at = put_string(buf, size, at, e->backend);
+  at += (size_t)snprintf(buf + (at < size ? at : size), at < size ? size - at : 0,
+                         "\", \"session\": \"");
+  at = put_string(buf, size, at, e->session);
+  char tail[160], code[32] = "";
+  if (e->has_exit_code)
+    snprintf(code, sizeof(code), ", \"exit_code\": %d", e->exit_code);
+  int t = snprintf(tail, sizeof(tail), "\"%s, \"duration_seconds\": %.6f%s}\n", code,
+                   e->duration_seconds, e->failed ? ", \"failed\": true" : "");
+  if (t < 0 || at + (size_t)t >= size)
+    return -1;
+  memcpy(buf + at, tail, (size_t)t + 1);
+  return (int)(at + (size_t)t);
+}
+
+static int parse_object(const char *line, size_t length, struct obs_event *out) {
+  json_error_t jerr;
+  json_t *doc = json_loadb(line, length, JSON_REJECT_DUPLICATES, &jerr);
+  if (!doc)
+    return -1;
+  const char *when = NULL, *verb = NULL, *backend = NULL, *session = NULL;
+  json_t *exit_code = NULL, *duration = NULL, *failed = NULL;
+  int r = json_unpack(doc, "{s:s, s:s, s:s, s:s, s?o, s:o, s?o}", "time", &when, "verb", &verb,
+                      "backend", &backend, "session", &session, "exit_code", &exit_code,
+                      "duration_seconds", &duration, "failed", &failed);
+  struct timespec now = {0};
+  if (r == 0 && (!json_is_number(duration) || (exit_code && !json_is_integer(exit_code)) ||
+                 (failed && !json_is_boolean(failed)) ||
+                 obs_time_parse(when, &now, &out->time) < 0 || strchr(when, 'T') == NULL))
+    r = -1;
+  if (r == 0) {
+    obs_event_set(out, verb, backend, session);
+    out->has_exit_code = exit_code != NULL;
+    out->exit_code = exit_code ? (int)json_integer_value(exit_code) : 0;
+    out->duration_seconds = json_number_value(duration);
+    out->failed = failed && json_is_true(failed);
+  }
+  json_decref(doc);
+  return r;
+}
+
+int obs_event_parse(const char *line, size_t length, struct obs_event *out) {
+  memset(out, 0, sizeof(*out));
+  if (parse_object(line, length, out) == 0)
+    return 0;
+  /* A line torn by a crash runs into the next one written: the whole event after it is
+   * still there, from its own opening. */
+  static const char opening[] = "{\"time\"";
+  for (size_t i = length; i-- > 1;)
+    if (i + sizeof(opening) - 1 <= length && !memcmp(line + i, opening, sizeof(opening) - 1))
+      return parse_object(line + i, length - i, out);
+  return -1;
+}
+
+uint64_t obs_events_max_bytes(void) {
+  const char *text = getenv("CORDON_EVENTS_MAX_BYTES");
+  char *end = NULL;
+  unsigned long long v = text && *text ? strtoull(text, &end, 10) : 0;
+  return v && end && !*end ? (uint64_t)v : OBS_EVENTS_DEFAULT_MAX_BYTES;
+}
+
+static int open_log(int dir, struct cordon_error **err, const char *state_dir) {
+  int fd =
+      openat(dir, OBS_EVENTS_FILE, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0)
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s/%s", state_dir,
+                     OBS_EVENTS_FILE);
+  return fd;
+}
+
+/* Under the lock: the log is rotated unless another process did it since *fd was opened (then
+ * the name holds a new file), and *fd is reopened on whatever the name now holds. */
+static int rotate(int dir, int *fd, uint64_t line, uint64_t max_bytes, const char *state_dir,
+                  struct cordon_error **err) {
+  _cleanup_close_ int lock =
+      openat(dir, OBS_EVENTS_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (lock < 0 || flock(lock, LOCK_EX) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot lock %s/%s", state_dir,
+                            OBS_EVENTS_LOCK);
+  struct stat ours, named;
+  if (fstat(*fd, &ours) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/%s", state_dir, OBS_EVENTS_FILE);
+  bool same = fstatat(dir, OBS_EVENTS_FILE, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+              named.st_ino == ours.st_ino && named.st_dev == ours.st_dev;
+  if (same && (uint64_t)named.st_size + line > max_bytes && named.st_size > 0 &&
+      renameat(dir, OBS_EVENTS_FILE, dir, OBS_EVENTS_ROTATED) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot rotate %s/%s", state_dir,
+                            OBS_EVENTS_FILE);
+  close(*fd);
+  *fd = open_log(dir, err, state_dir);
+  return *fd < 0 ? -1 : 0; /* the lock goes with its descriptor */
+}
+
+int obs_events_append(const char *state_dir, const struct obs_event *e, uint64_t max_bytes,
+                      struct cordon_error **err) {
+  char line[OBS_EVENT_LINE_MAX];
+  int n = obs_event_format(e, line, sizeof(line));
+  if (n < 0)
+    return cordon_error_set(err, CORDON_ERR_INVALID, E2BIG, "event line too long");
+  _cleanup_close_ int dir = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  /* A project without state yet (a create refused before it made any): nothing to log into,
+   * and the log is no reason to make it. */
+  if (dir < 0 && errno == ENOENT)
+    return 0;
+  if (dir < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", state_dir);
+  _cleanup_close_ int fd = open_log(dir, err, state_dir);
+  if (fd < 0)
+    return -1;
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/%s", state_dir, OBS_EVENTS_FILE);
+  if ((uint64_t)st.st_size + (uint64_t)n > max_bytes &&
+      rotate(dir, &fd, (uint64_t)n, max_bytes, state_dir, err) < 0)
+    return -1;
+  /* One write of the whole line: O_APPEND places it at the end in one step, so lines of
+   * concurrent writers never interleave. */
+  ssize_t w = write(fd, line, (size_t)n);
+  if (w != n)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, w < 0 ? errno : EIO, "cannot append to %s/%s",
+                            state_dir, OBS_EVENTS_FILE);
+  return 0;
+}
+
+int obs_events_read_fd(int fd, off_t *offset, int (*fn)(void *data, const char *line, size_t n),
+                       void *data, struct cordon_error **err) {
+  char buf[64 * 1024];
+  size_t used = 0;
+  bool skipping = false; /* inside a line longer than OBS_EVENT_LINE_MAX */
+  off_t at = *offset;
+  for (;;) {
+    ssize_t got = pread(fd, buf + used, sizeof(buf) - used, at + (off_t)used);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot read the event log");
+    if (got == 0)
+      return 0; /* what is left in buf has no newline yet */
+    used += (size_t)got;
+    size_t start = 0;
+    for (char *nl; (nl = memchr(buf + start, '\n', used - start));) {
+      size_t len = (size_t)(nl - (buf + start));
+      if (!skipping && len < OBS_EVENT_LINE_MAX) {
+        int r = fn(data, buf + start, len);
+        if (r < 0)
+          return r;
+      }
+      skipping = false;
+      start += len + 1;
+    }
+    at += (off_t)start;
+    *offset = at;
+    memmove(buf, buf + start, used - start);
+    used -= start;
+    if (used >= OBS_EVENT_LINE_MAX) { /* no newline in sight: drop what came so far */
+      skipping = true;
+      at += (off_t)used;
+      used = 0;
+    }
+  }
+}
+
+struct read_all {
+  int (*fn)(void *data, const struct obs_event *event);
+  void *data;
+};
+
+static int read_all_line(void *data, const char *line, size_t n) {
+  struct read_all *r = data;
+  struct obs_event e;
+  return obs_event_parse(line, n, &e) < 0 ? 0 : r->fn(r->data, &e);
+}
+
+int obs_events_read_all(const char *state_dir, int (*fn)(void *data, const struct obs_event *event),
+                        void *data, struct cordon_error **err) {
+  _cleanup_close_ int dir = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    return errno == ENOENT
+               ? 0
+               : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", state_dir);
+  struct read_all r = {fn, data};
+  const char *const names[] = {OBS_EVENTS_ROTATED, OBS_EVENTS_FILE};
+  for (size_t i = 0; i < 2; i++) {
+    _cleanup_close_ int fd = openat(dir, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+      continue;
+    if (fd < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot read %s/%s", state_dir,
+                              names[i]);
+    off_t offset = 0;
+    int rc = obs_events_read_fd(fd, &offset, read_all_line, &r, err);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
