@@ -7,7 +7,8 @@
  * POLLHUP at once and read returns 0, so an idle guest must not poll it (that would spin). The
  * agent then leaves the port out of its poll set and waits for SIGIO (the port is O_ASYNC: the
  * kernel signals a change of the host's connection) on a signalfd, with a slow fallback tick.
- * A host that hangs up during an exec has given it up: the agent kills the command's tree.
+ * A host that hangs up during an exec (and stays away: see HOST_GONE_GRACE) has given it up:
+ * the agent kills the command's tree.
  * Frames from the host are parsed as untrusted; a byte that cannot start a frame is skipped,
  * so a frame cut short by an earlier connection does not wedge the next one. */
 #include <errno.h>
@@ -19,11 +20,23 @@
 #include <sys/reboot.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "guest/guest.h"
 
 #define INBUF_MAX (GUEST_WIRE_MAX_REQUEST + sizeof(struct guest_wire_header))
+/* virtio-serial delivers the host's connection events on a control queue apart from the data:
+ * a new connection's first bytes may arrive before the close of the one before it. So a
+ * hang-up counts only when the host stays away this long (seconds); until then the exec goes
+ * on and the buffered bytes stay. */
+#define HOST_GONE_GRACE 2.0
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 struct exec_state {
   bool active;
@@ -39,6 +52,7 @@ struct agent {
   struct guest_config cfg;
   int port;
   bool host_connected;
+  double gone_since; /* when the host was last seen going, 0 while it is there */
   unsigned char *in;
   size_t in_length, in_capacity;
   struct exec_state x;
@@ -52,6 +66,7 @@ static void send_frame(struct agent *a, enum guest_wire_type type, uint32_t id, 
   guest_wire_header_encode(type, id, (uint32_t)length, header);
   const unsigned char *parts[2] = {header, data};
   size_t sizes[2] = {sizeof(header), length};
+  double hup_since = 0;
   for (int i = 0; i < 2; i++) {
     size_t done = 0;
     while (done < sizes[i]) {
@@ -67,10 +82,18 @@ static void send_frame(struct agent *a, enum guest_wire_type type, uint32_t id, 
       struct pollfd p = {a->port, POLLOUT, 0};
       if (poll(&p, 1, 1000) < 0 && errno != EINTR)
         return;
-      if ((p.revents & POLLHUP) && !(p.revents & POLLOUT)) {
-        a->host_connected = false;
-        return;
+      if (!(p.revents & POLLHUP) || (p.revents & POLLOUT)) {
+        hup_since = 0;
+        continue;
       }
+      /* No host: the connection event may be stale (see host_gone); a host that stays
+       * away this long is gone, and its frame with it. */
+      double now = now_s();
+      if (!hup_since)
+        hup_since = now;
+      if (now - hup_since > HOST_GONE_GRACE)
+        return;
+      usleep(20000);
     }
   }
 }
@@ -242,7 +265,14 @@ static void handle_input(struct agent *a) {
 }
 
 static void host_gone(struct agent *a) {
+  if (a->host_connected)
+    a->gone_since = now_s();
   a->host_connected = false;
+}
+
+/* The host hung up for good (HOST_GONE_GRACE): it gave up the exec and any frame it cut. */
+static void host_gone_for_good(struct agent *a) {
+  a->gone_since = 0;
   a->in_length = 0;
   if (a->x.active)
     kill(a->x.keeper, SIGUSR1);
@@ -320,8 +350,12 @@ static void serve(struct agent *a, int sigfd) {
     if (!a->host_connected) {
       /* Is a host there now? POLLHUP without POLLIN: still none. */
       struct pollfd q = {a->port, POLLIN, 0};
-      if (poll(&q, 1, 0) >= 0 && (!(q.revents & POLLHUP) || (q.revents & POLLIN)))
+      if (poll(&q, 1, 0) >= 0 && (!(q.revents & POLLHUP) || (q.revents & POLLIN))) {
         a->host_connected = true;
+        a->gone_since = 0;
+      } else if (a->gone_since && now_s() - a->gone_since > HOST_GONE_GRACE) {
+        host_gone_for_good(a);
+      }
     }
     if (!x->pending && a->in_length > 0 && a->host_connected)
       handle_input(a);

@@ -58,6 +58,11 @@ static int run(const char *const *argv, const char *stdin_text, double timeout, 
   };
   struct cordon_error *err = NULL;
   int r = microvm_monitor_qemu.exec(&booted->vm, &booted->cfg, &req, res, &err);
+  if (r < 0) {
+    char *tail = qemu_console_tail(booted->control, 20);
+    printf("# console: %s\n", tail ? tail : "");
+    free(tail);
+  }
   expect_ok(r, err);
   cordon_error_free(err);
   return r;
@@ -197,7 +202,9 @@ static void test_exit_codes(void **state) {
   assert_int_equal(res.exec_failure, 127);
   assert_non_null(strstr((char *)res.stderr_data, "no-such-command-here"));
   cordon_exec_result_clear(&res);
-  run(ARGV("/etc/hostname"), NULL, 30, NULL, &res);
+  run(ARGV("sh", "-c", "echo plain >plain; chmod 644 plain"), NULL, 30, NULL, &res);
+  cordon_exec_result_clear(&res);
+  run(ARGV("./plain"), NULL, 30, NULL, &res);
   assert_int_equal(res.exit_code, 126);
   assert_int_equal(res.exec_failure, 126);
   cordon_exec_result_clear(&res);

@@ -29,6 +29,7 @@
 #define QEMU_BOOT_TIMEOUT_DEFAULT 60.0
 /* How long an exec waits for the line (the lock, the connection, the agent's PONG). */
 #define QEMU_CONNECT_TIMEOUT 30.0
+#define QEMU_PING_INTERVAL 0.5
 /* After the command's own timeout, the agent kills its tree; the host waits this long for the
  * record, then sends KILL, then gives up the same time later. */
 #define QEMU_EXEC_GRACE 5.0
@@ -174,9 +175,15 @@ static int line_open(struct qemu_vm *q, uint32_t id, double deadline, struct inb
     cordon_error_free(e);
     usleep(20000);
   }
-  if (send_frame(s, GUEST_WIRE_PING, id, NULL, 0, deadline, err) < 0)
-    goto fail;
+  /* PING again now and then: the agent drops a PONG when it believes no host is there, which
+   * a connection's stale close event can make it believe for a moment. */
+  double next_ping = 0;
   for (;;) {
+    if (fs_now() >= next_ping) {
+      if (send_frame(s, GUEST_WIRE_PING, id, NULL, 0, deadline, err) < 0)
+        goto fail;
+      next_ping = fs_now() + QEMU_PING_INTERVAL;
+    }
     struct guest_wire_header h;
     int r = guest_wire_parse(GUEST_WIRE_TO_HOST, in->data, in->length, &h, NULL);
     if (r < 0) {
@@ -190,8 +197,9 @@ static int line_open(struct qemu_vm *q, uint32_t id, double deadline, struct inb
       continue;
     }
     struct pollfd pf = {s, POLLIN, 0};
-    int pr = poll(&pf, 1, (int)remaining_ms(deadline));
-    if (pr == 0) {
+    double wait = remaining_ms(deadline < next_ping ? deadline : next_ping);
+    int pr = poll(&pf, 1, (int)wait + 1);
+    if (pr == 0 && fs_now() >= deadline) {
       cordon_error_set(err, CORDON_ERR_SYSTEM, ETIMEDOUT, "qemu: the guest agent does not answer");
       goto fail;
     }
