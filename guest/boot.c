@@ -52,8 +52,8 @@ static int mkdir_p(const char *path, mode_t mode) {
   return mkdir(buf, mode) < 0 && errno != EEXIST ? -1 : 0;
 }
 
-static void mount_or_log(const char *src, const char *target, const char *type,
-                         unsigned long flags, const char *data) {
+static void mount_or_log(const char *src, const char *target, const char *type, unsigned long flags,
+                         const char *data) {
   if (mkdir_p(target, 0755) < 0 || mount(src, target, type, flags, data) < 0)
     guest_log("cordon-guest: mount %s on %s: %s", type, target, strerror(errno));
 }

@@ -146,10 +146,10 @@ static int group_teardown(void **state) {
   return gone ? 0 : -1;
 }
 
-#define NEED_VM()                                                                                 \
-  do {                                                                                            \
-    if (!booted)                                                                                  \
-      skip();                                                                                     \
+#define NEED_VM() \
+  do {            \
+    if (!booted)  \
+      skip();     \
   } while (0)
 
 static void test_stdout_stderr_stdin(void **state) {
@@ -294,8 +294,11 @@ static void test_cpio_single(void **state) {
 }
 
 static void test_argv(void **state) {
-  struct microvm_config cfg = {.workspace = "/w", .control_dir = "/c", .memory_bytes = 512ull << 20,
-                               .vcpus = 2, .egress = CORDON_EGRESS_NONE};
+  struct microvm_config cfg = {.workspace = "/w",
+                               .control_dir = "/c",
+                               .memory_bytes = 512ull << 20,
+                               .vcpus = 2,
+                               .egress = CORDON_EGRESS_NONE};
   char **argv = qemu_argv_build("/usr/bin/qemu", &cfg, false, "/g/vmlinuz", "/c/initrd.img");
   assert_non_null(argv);
   bool tcg = false, mem = false, smp = false, sandbox = false, net = false;

@@ -10,16 +10,12 @@ const struct exec_wire_protocol guest_wire_exec_protocol = {
 
 size_t guest_wire_max_length(uint32_t type) {
   switch (type) {
-  case GUEST_WIRE_REQUEST:
-    return GUEST_WIRE_MAX_REQUEST;
+  case GUEST_WIRE_REQUEST: return GUEST_WIRE_MAX_REQUEST;
   case GUEST_WIRE_STDIN:
   case GUEST_WIRE_STDOUT:
-  case GUEST_WIRE_STDERR:
-    return GUEST_WIRE_MAX_DATA;
-  case GUEST_WIRE_REPLY:
-    return sizeof(struct exec_wire_reply);
-  default:
-    return 0;
+  case GUEST_WIRE_STDERR: return GUEST_WIRE_MAX_DATA;
+  case GUEST_WIRE_REPLY: return sizeof(struct exec_wire_reply);
+  default: return 0;
   }
 }
 
@@ -50,8 +46,7 @@ int guest_wire_parse(enum guest_wire_direction dir, const unsigned char *bytes, 
   struct guest_wire_header got;
   memcpy(&got, bytes, sizeof(got));
   if (got.magic != GUEST_WIRE_FRAME_MAGIC)
-    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "guest frame: bad magic 0x%08x",
-                            got.magic);
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "guest frame: bad magic 0x%08x", got.magic);
   if (!type_allowed(dir, got.type))
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "guest frame: unexpected type 0x%x",
                             got.type);

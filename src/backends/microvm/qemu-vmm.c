@@ -109,8 +109,10 @@ char *qemu_guest_check(const char *dir) {
     }
     char got[65] = {0};
     if (sha256_file(dirfd, name, got) < 0 || strcmp(got, want) != 0) {
-      if (asprintf(&why, "the built guest's %s/%s is missing or fails its checksum "
-                         "(run scripts/build-guest)", dir, name) < 0)
+      if (asprintf(&why,
+                   "the built guest's %s/%s is missing or fails its checksum "
+                   "(run scripts/build-guest)",
+                   dir, name) < 0)
         return NULL;
       return why;
     }
@@ -130,8 +132,8 @@ char *qemu_guest_check(const char *dir) {
 static size_t cpio_entry(unsigned char *out, const char *name, unsigned mode, size_t filesize,
                          unsigned ino) {
   size_t namesize = strlen(name) + 1;
-  int n = sprintf((char *)out, "070701%08X%08X%08X%08X%08X%08X%08zX%08X%08X%08X%08X%08zX%08X",
-                  ino, mode, 0u, 0u, 1u, 0u, filesize, 0u, 0u, 0u, 0u, namesize, 0u);
+  int n = sprintf((char *)out, "070701%08X%08X%08X%08X%08X%08X%08zX%08X%08X%08X%08X%08zX%08X", ino,
+                  mode, 0u, 0u, 1u, 0u, filesize, 0u, 0u, 0u, 0u, namesize, 0u);
   memcpy(out + n, name, namesize);
   size_t at = (size_t)n + namesize;
   while (at % 4)
@@ -180,9 +182,9 @@ void qemu_argv_free(char **argv) {
 /* The kernel command line: quiet (the console is a serial port, slow under TCG), no probing
  * of hardware microvm does not have, tsc_early_khz (without it TCG boots sometimes hang
  * calibrating), and what the agent reads (cordon.*). */
-#define QEMU_KERNEL_CMDLINE                                                                       \
-  "console=ttyS0 quiet loglevel=1 panic=-1 reboot=t tsc_early_khz=2000000 no_timer_check "      \
-  "i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd 8250.nr_uarts=1 cryptomgr.notests "        \
+#define QEMU_KERNEL_CMDLINE                                                                \
+  "console=ttyS0 quiet loglevel=1 panic=-1 reboot=t tsc_early_khz=2000000 no_timer_check " \
+  "i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd 8250.nr_uarts=1 cryptomgr.notests "   \
   "random.trust_cpu=on nomodeset pci=off"
 
 char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, bool kvm,
@@ -232,8 +234,9 @@ char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, boo
             /* QEMU's own seccomp filter: no obsolete syscalls, no setuid, no exec, no
              * scheduler or affinity changes. */
             argv_add(argv, &n, "-sandbox") &&
-            argv_add(argv, &n, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
-                               "resourcecontrol=deny");
+            argv_add(argv, &n,
+                     "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
+                     "resourcecontrol=deny");
   /* No NIC at all for any egress class: loopback lives inside the guest. */
   if (!ok) {
     qemu_argv_free(argv);
@@ -374,7 +377,9 @@ char *qemu_console_tail(const char *control_dir, int lines) {
   if (!out)
     return NULL;
   for (size_t i = start; i < length; i++)
-    out[i - start] = data[i] == '\n' ? '|' : data[i] == '\r' ? ' ' : (data[i] < 32 || data[i] == 127 ? '?' : (char)data[i]);
+    out[i - start] = data[i] == '\n'   ? '|'
+                     : data[i] == '\r' ? ' '
+                                       : (data[i] < 32 || data[i] == 127 ? '?' : (char)data[i]);
   out[length - start] = '\0';
   return out;
 }

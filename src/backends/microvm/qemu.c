@@ -215,11 +215,9 @@ fail:
 
 /* ---- boot, attach, shutdown ---------------------------------------------------------------- */
 
-static char *state_json(pid_t pid, unsigned long long start, const char *control_dir,
-                        bool kvm) {
-  json_t *o = json_pack("{s:I, s:I, s:s, s:s}", "pid", (json_int_t)pid, "start",
-                        (json_int_t)start, "control_dir", control_dir, "accel",
-                        kvm ? "kvm" : "tcg");
+static char *state_json(pid_t pid, unsigned long long start, const char *control_dir, bool kvm) {
+  json_t *o = json_pack("{s:I, s:I, s:s, s:s}", "pid", (json_int_t)pid, "start", (json_int_t)start,
+                        "control_dir", control_dir, "accel", kvm ? "kvm" : "tcg");
   char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   return text;
@@ -325,8 +323,9 @@ static int qemu_attach(const struct microvm_config *cfg, const char *state, stru
   json_t *o = json_loads(state, 0, &je);
   json_int_t pid = 0, start = 0;
   const char *dir = NULL;
-  if (!o || json_unpack(o, "{s:I, s:I, s:s}", "pid", &pid, "start", &start, "control_dir",
-                        &dir) < 0 || pid <= 0) {
+  if (!o ||
+      json_unpack(o, "{s:I, s:I, s:s}", "pid", &pid, "start", &start, "control_dir", &dir) < 0 ||
+      pid <= 0) {
     json_decref(o);
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "qemu: malformed VM state");
   }
@@ -460,8 +459,8 @@ static int exec_pump(int s, uint32_t id, struct inbox *in, struct feeder *f, str
     bool feeding = !f->done;
     if (feeding)
       p[1] = f->fd >= 0 ? (struct pollfd){f->fd, POLLIN, 0} : (struct pollfd){s, POLLOUT, 0};
-    int wait_ms = kill_at > 0 ? (int)remaining_ms(kill_sent ? kill_at + QEMU_EXEC_GRACE : kill_at) + 1
-                              : 1000;
+    int wait_ms =
+        kill_at > 0 ? (int)remaining_ms(kill_sent ? kill_at + QEMU_EXEC_GRACE : kill_at) + 1 : 1000;
     if (poll(p, feeding ? 2 : 1, wait_ms) < 0 && errno != EINTR)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "qemu: poll");
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -472,8 +471,7 @@ static int exec_pump(int s, uint32_t id, struct inbox *in, struct feeder *f, str
         return cordon_error_set(err, CORDON_ERR_SYSTEM, ECONNRESET,
                                 "qemu: the guest agent hung up before the command's status");
     }
-    if (feeding && p[1].revents &&
-        feed_some(s, id, f, fs_now() + QEMU_CONNECT_TIMEOUT, err) < 0)
+    if (feeding && p[1].revents && feed_some(s, id, f, fs_now() + QEMU_CONNECT_TIMEOUT, err) < 0)
       return -1;
   }
 }
