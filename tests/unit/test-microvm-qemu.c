@@ -59,7 +59,7 @@ static int run(const char *const *argv, const char *stdin_text, double timeout, 
   struct cordon_error *err = NULL;
   int r = microvm_monitor_qemu.exec(&booted->vm, &booted->cfg, &req, res, &err);
   if (r < 0) {
-    char *tail = qemu_console_tail(booted->control, 20);
+    char *tail = qemu_log_tail(booted->control, QEMU_CONSOLE_LOG, 20);
     printf("# console: %s\n", tail ? tail : "");
     free(tail);
   }
@@ -270,6 +270,44 @@ static void test_attach(void **state) {
   free(other.state);
 }
 
+/* The VMM itself: nobody's uid, no_new_privs, a seccomp filter (qemu's -sandbox), namespaces
+ * of its own (network included); and what the guest wrote is the workspace owner's on disk. */
+static void test_vmm_confined(void **state) {
+  NEED_VM();
+  char path[64], line[256];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)booted->vm.vmm_pid);
+  FILE *f = fopen(path, "re");
+  assert_non_null(f);
+  bool uid = false, nnp = false, seccomp = false;
+  while (fgets(line, sizeof(line), f)) {
+    uid |= strcmp(line, "Uid:\t65534\t65534\t65534\t65534\n") == 0;
+    nnp |= strcmp(line, "NoNewPrivs:\t1\n") == 0;
+    seccomp |= strcmp(line, "Seccomp:\t2\n") == 0;
+  }
+  fclose(f);
+  assert_true(uid);
+  assert_true(nnp);
+  assert_true(seccomp);
+  static const char *const kinds[] = {"net", "mnt", "pid", "ipc", "uts"};
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+    struct stat ours, its;
+    snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)booted->vm.vmm_pid, kinds[i]);
+    char own[64];
+    snprintf(own, sizeof(own), "/proc/self/ns/%s", kinds[i]);
+    assert_int_equal(stat(path, &its), 0);
+    assert_int_equal(stat(own, &ours), 0);
+    assert_true(its.st_ino != ours.st_ino);
+  }
+  struct cordon_exec_result res;
+  run(ARGV("sh", "-c", "echo x >owned"), NULL, 30, NULL, &res);
+  cordon_exec_result_clear(&res);
+  struct stat ws, owned;
+  snprintf(path, sizeof(path), "%s/owned", booted->workspace);
+  assert_int_equal(stat(booted->workspace, &ws), 0);
+  assert_int_equal(stat(path, &owned), 0);
+  assert_int_equal(owned.st_uid, ws.st_uid);
+}
+
 static void test_no_network_but_loopback(void **state) {
   NEED_VM();
   struct cordon_exec_result res;
@@ -299,7 +337,7 @@ static void test_argv(void **state) {
                                .memory_bytes = 512ull << 20,
                                .vcpus = 2,
                                .egress = CORDON_EGRESS_NONE};
-  char **argv = qemu_argv_build("/usr/bin/qemu", &cfg, false, "/g/vmlinuz", "/c/initrd.img");
+  char **argv = qemu_argv_build("/usr/bin/qemu", &cfg, false, "/g/vmlinuz", "/c/initrd.img", "/w");
   assert_non_null(argv);
   bool tcg = false, mem = false, smp = false, sandbox = false, net = false;
   for (size_t i = 0; argv[i]; i++) {
@@ -351,6 +389,7 @@ int main(void) {
       cmocka_unit_test(test_timeout_kills_tree),
       cmocka_unit_test(test_cwd_and_bounds),
       cmocka_unit_test(test_attach),
+      cmocka_unit_test(test_vmm_confined),
       cmocka_unit_test(test_no_network_but_loopback),
   };
   int failed = cmocka_run_group_tests_name("qemu-pure", pure, NULL, NULL);

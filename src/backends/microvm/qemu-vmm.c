@@ -13,7 +13,10 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include "backends/microvm/guest-wire.h"
@@ -21,6 +24,10 @@
 #include "backends/microvm/qemu.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/syscalls.h"
+#include "confine/mount.h"
+#include "confine/policy.h"
+#include "confine/userns.h"
 
 const char *qemu_guest_dir(const struct microvm_config *cfg) {
   if (cfg && cfg->guest_dir && cfg->guest_dir[0])
@@ -188,7 +195,7 @@ void qemu_argv_free(char **argv) {
   "random.trust_cpu=on nomodeset pci=off"
 
 char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, bool kvm,
-                       const char *kernel, const char *initrd) {
+                       const char *kernel, const char *initrd, const char *workspace) {
   char **argv = calloc(64, sizeof(*argv));
   if (!argv)
     return NULL;
@@ -204,18 +211,16 @@ char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, boo
             argv_add(argv, &n, "-nodefaults") && argv_add(argv, &n, "-no-user-config") &&
             argv_add(argv, &n, "-no-reboot") && argv_add(argv, &n, "-display") &&
             argv_add(argv, &n, "none") && argv_add(argv, &n, "-chardev") &&
-            argv_add(argv, &n, "file,id=con,path=" QEMU_CONSOLE_LOG) &&
-            argv_add(argv, &n, "-serial") && argv_add(argv, &n, "chardev:con") &&
-            argv_add(argv, &n, "-kernel") && argv_add(argv, &n, "%s", kernel) &&
-            argv_add(argv, &n, "-initrd") && argv_add(argv, &n, "%s", initrd) &&
-            argv_add(argv, &n, "-append") &&
+            argv_add(argv, &n, "stdio,id=con,signal=off") && argv_add(argv, &n, "-serial") &&
+            argv_add(argv, &n, "chardev:con") && argv_add(argv, &n, "-kernel") &&
+            argv_add(argv, &n, "%s", kernel) && argv_add(argv, &n, "-initrd") &&
+            argv_add(argv, &n, "%s", initrd) && argv_add(argv, &n, "-append") &&
             argv_add(argv, &n, QEMU_KERNEL_CMDLINE " cordon.root=%s cordon.user=%s cordon.net=%s",
                      root, cfg->user_root ? "root" : "user",
                      cfg->egress == CORDON_EGRESS_NONE ? "none" : "loopback") &&
-            /* The workspace read-write; the host's /usr and /etc read-only, as on ns. qemu's
-             * commas in paths would need doubling: paths with one are refused by the caller. */
+            /* The workspace read-write; the host's /usr and /etc read-only, as on ns. */
             argv_add(argv, &n, "-fsdev") &&
-            argv_add(argv, &n, "local,id=ws,path=%s,security_model=none", cfg->workspace) &&
+            argv_add(argv, &n, "local,id=ws,path=%s,security_model=none", workspace) &&
             argv_add(argv, &n, "-device") &&
             argv_add(argv, &n, "virtio-9p-device,fsdev=ws,mount_tag=ws") &&
             argv_add(argv, &n, "-fsdev") &&
@@ -228,7 +233,7 @@ char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, boo
             argv_add(argv, &n, "virtio-9p-device,fsdev=etc,mount_tag=etc") &&
             argv_add(argv, &n, "-device") && argv_add(argv, &n, "virtio-serial-device") &&
             argv_add(argv, &n, "-chardev") &&
-            argv_add(argv, &n, "socket,id=agent,path=" QEMU_AGENT_SOCKET ",server=on,wait=off") &&
+            argv_add(argv, &n, "socket,id=agent,fd=%d,server=on,wait=off", QEMU_FD_AGENT) &&
             argv_add(argv, &n, "-device") &&
             argv_add(argv, &n, "virtserialport,chardev=agent,name=" GUEST_WIRE_PORT_NAME) &&
             /* QEMU's own seccomp filter: no obsolete syscalls, no setuid, no exec, no
@@ -266,22 +271,113 @@ static int write_initrd(const char *control_dir, const char *base, struct cordon
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "qemu: initrd");
   memcpy(all, base_data, base_length);
   memcpy(all + base_length, cpio, cpio_length);
+  /* Readable by the VMM's uid, which reopens it through /proc/self/fd (an inode permission
+   * check); it holds nothing secret, and the control dir keeps others from its path. */
   _cleanup_free_ char *path = NULL;
   int r = asprintf(&path, "%s/%s", control_dir, QEMU_INITRD) < 0
               ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "qemu: initrd")
-              : fs_write_atomic(path, all, base_length + cpio_length, 0600, err);
+              : fs_write_atomic(path, all, base_length + cpio_length, 0644, err);
   free(all);
   return r;
 }
 
-/* The VMM's own process (pid 1 of its pid namespace): no_new_privs, a private mount tree,
- * stdio to vmm.log, then qemu. */
-static _Noreturn void vmm_exec(const char *control_dir, char **argv) {
-  if (chdir(control_dir) < 0)
+/* What the VMM process is handed, opened by us: it runs as QEMU_VMM_UID and cannot reach the
+ * control dir (0700) or a private guest dir by path. */
+struct vmm_files {
+  int console, log, agent, kernel, initrd;
+  int workspace_tree; /* the workspace, id-mapped to QEMU_VMM_UID */
+};
+
+static void vmm_files_close(struct vmm_files *f) {
+  int *all[] = {&f->console, &f->log, &f->agent, &f->kernel, &f->initrd, &f->workspace_tree};
+  for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+    if (*all[i] >= 0) {
+      close(*all[i]);
+      *all[i] = -1;
+    }
+}
+
+/* The agent's listening socket, bound in the control dir (through its fd: the path may be
+ * longer than sun_path). */
+static int agent_listen(const char *control_dir, struct cordon_error **err) {
+  _cleanup_close_ int dirfd = open(control_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "qemu: %s", control_dir);
+  unlinkat(dirfd, QEMU_AGENT_SOCKET, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, QEMU_AGENT_SOCKET);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 4) < 0) {
+    int e = errno;
+    if (s >= 0)
+      close(s);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "qemu: the agent's socket");
+  }
+  return s;
+}
+
+static int open_in(const char *dir, const char *name, int flags, struct cordon_error **err) {
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "%s/%s", dir, name) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "qemu");
+  int fd = open(path, flags | O_CLOEXEC, 0600);
+  return fd >= 0 ? fd : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "qemu: %s", path);
+}
+
+static int vmm_files_open(const struct microvm_config *cfg, struct vmm_files *f,
+                          struct cordon_error **err) {
+  const char *gdir = qemu_guest_dir(cfg);
+  *f = (struct vmm_files){-1, -1, -1, -1, -1, -1};
+  if ((f->console =
+           open_in(cfg->control_dir, QEMU_CONSOLE_LOG, O_WRONLY | O_CREAT | O_TRUNC, err)) < 0 ||
+      (f->log = open_in(cfg->control_dir, QEMU_VMM_LOG, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
+      (f->kernel = open_in(gdir, QEMU_GUEST_KERNEL, O_RDONLY, err)) < 0 ||
+      (f->initrd = open_in(cfg->control_dir, QEMU_INITRD, O_RDONLY, err)) < 0 ||
+      (f->agent = agent_listen(cfg->control_dir, err)) < 0)
+    goto fail;
+  /* Through an id-mapped mount the workspace's owner is the VMM's uid: qemu writes it as
+   * QEMU_VMM_UID and the files land on disk as the owner's. */
+  struct stat st;
+  if (stat(cfg->workspace, &st) < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "qemu: %s", cfg->workspace);
+    goto fail;
+  }
+  int userns = confine_userns_idmap_fd(st.st_uid, QEMU_VMM_UID, st.st_gid, QEMU_VMM_GID, err);
+  if (userns < 0)
+    goto fail;
+  f->workspace_tree =
+      confine_tree_prepare(cfg->workspace, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, userns, err);
+  close(userns);
+  if (f->workspace_tree < 0) {
+    cordon_error_prefix(err, "qemu: the VMM runs unprivileged and needs the workspace id-mapped");
+    goto fail;
+  }
+  return 0;
+fail:
+  vmm_files_close(f);
+  return -1;
+}
+
+/* The VMM's own process (pid 1 of its pid namespace, in its own mount namespace): a /proc of
+ * its own, its files at fixed fds (the id-mapped workspace too: qemu opens it as
+ * /proc/self/fd/N, so no directory above it need be searchable by the VMM's uid), then
+ * QEMU_VMM_UID with no_new_privs, then qemu. */
+static _Noreturn void vmm_exec(const struct microvm_config *cfg, struct vmm_files *f, char **argv) {
+  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
     _exit(126);
   int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int log = open(QEMU_VMM_LOG, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
+  /* Out of the way of 0-5 first, then into place (dup2 clears CLOEXEC on the copies). */
+  int from[] = {null, f->console, f->log, f->agent, f->kernel, f->initrd, f->workspace_tree};
+  int high[ARRAY_SIZE(from)];
+  for (size_t i = 0; i < ARRAY_SIZE(from); i++)
+    if (from[i] < 0 || (high[i] = fcntl(from[i], F_DUPFD_CLOEXEC, 16)) < 0)
+      _exit(126);
+  for (size_t i = 0; i < ARRAY_SIZE(high); i++)
+    if (dup2(high[i], (int)i) < 0)
+      _exit(126);
+  if (chdir("/") < 0 || setgroups(0, NULL) < 0 ||
+      setresgid(QEMU_VMM_GID, QEMU_VMM_GID, QEMU_VMM_GID) < 0 ||
+      setresuid(QEMU_VMM_UID, QEMU_VMM_UID, QEMU_VMM_UID) < 0)
     _exit(126);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
     _exit(126);
@@ -296,23 +392,32 @@ static _Noreturn void vmm_exec(const char *control_dir, char **argv) {
 int qemu_vmm_spawn(const struct microvm_config *cfg, bool kvm, pid_t *pid,
                    struct cordon_error **err) {
   const char *gdir = qemu_guest_dir(cfg);
-  _cleanup_free_ char *kernel = NULL, *base = NULL, *initrd = NULL, *binary = qemu_binary_path();
+  _cleanup_free_ char *base = NULL, *binary = qemu_binary_path();
   if (!binary)
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "qemu: no %s in PATH", QEMU_BINARY);
-  if (strchr(cfg->workspace, ',') || strchr(cfg->control_dir, ','))
-    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
-                            "qemu: a workspace or control path with a comma cannot be shared");
-  if (asprintf(&kernel, "%s/%s", gdir, QEMU_GUEST_KERNEL) < 0 ||
-      asprintf(&base, "%s/%s", gdir, QEMU_GUEST_INITRAMFS) < 0 ||
-      asprintf(&initrd, "%s/%s", cfg->control_dir, QEMU_INITRD) < 0)
+  if (geteuid() != 0)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "qemu: the VMM is started confined (namespaces of its own, an "
+                            "unprivileged uid), which needs root");
+  if (asprintf(&base, "%s/%s", gdir, QEMU_GUEST_INITRAMFS) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "qemu");
   if (write_initrd(cfg->control_dir, base, err) < 0)
     return -1;
-  char **argv = qemu_argv_build(binary, cfg, kvm, kernel, initrd);
-  if (!argv)
+  struct vmm_files files;
+  if (vmm_files_open(cfg, &files, err) < 0)
+    return -1;
+  char kernel[32], initrd[32], workspace[32];
+  snprintf(kernel, sizeof(kernel), "/proc/self/fd/%d", QEMU_FD_KERNEL);
+  snprintf(initrd, sizeof(initrd), "/proc/self/fd/%d", QEMU_FD_INITRD);
+  snprintf(workspace, sizeof(workspace), "/proc/self/fd/%d", QEMU_FD_WORKSPACE);
+  char **argv = qemu_argv_build(binary, cfg, kvm, kernel, initrd, workspace);
+  if (!argv) {
+    vmm_files_close(&files);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "qemu: command line");
+  }
   int report[2];
   if (pipe2(report, O_CLOEXEC) < 0) {
+    vmm_files_close(&files);
     qemu_argv_free(argv);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "qemu: pipe");
   }
@@ -328,13 +433,14 @@ int qemu_vmm_spawn(const struct microvm_config *cfg, bool kvm, pid_t *pid,
       e = errno;
     pid_t vmm = e ? -1 : fork();
     if (vmm == 0)
-      vmm_exec(cfg->control_dir, argv);
+      vmm_exec(cfg, &files, argv);
     int32_t msg[2] = {vmm, vmm < 0 ? (e ? e : errno) : 0};
     ssize_t w = write(report[1], msg, sizeof(msg));
     _exit(w == sizeof(msg) ? 0 : 1);
   }
   int fork_errno = errno;
   close(report[1]);
+  vmm_files_close(&files);
   qemu_argv_free(argv);
   if (middle < 0) {
     close(report[0]);
@@ -352,11 +458,11 @@ int qemu_vmm_spawn(const struct microvm_config *cfg, bool kvm, pid_t *pid,
   return 0;
 }
 
-char *qemu_console_tail(const char *control_dir, int lines) {
+char *qemu_log_tail(const char *control_dir, const char *name, int lines) {
   _cleanup_free_ char *path = NULL;
   _cleanup_free_ unsigned char *data = NULL;
   size_t length = 0;
-  if (asprintf(&path, "%s/%s", control_dir, QEMU_CONSOLE_LOG) < 0)
+  if (asprintf(&path, "%s/%s", control_dir, name) < 0)
     return NULL;
   _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)

@@ -299,11 +299,12 @@ static int qemu_boot(const struct microvm_config *cfg, struct microvm_vm *vm,
   if (s < 0) {
     bool died = !vm->vmm_start || proc_start_time(pid) != vm->vmm_start;
     vmm_stop(vm);
-    _cleanup_free_ char *tail = qemu_console_tail(cfg->control_dir, 12);
+    _cleanup_free_ char *tail = qemu_log_tail(cfg->control_dir, QEMU_CONSOLE_LOG, 12);
+    _cleanup_free_ char *vmm = qemu_log_tail(cfg->control_dir, QEMU_VMM_LOG, 4);
     cordon_error_set(err, CORDON_ERR_SYSTEM, died ? 0 : ETIMEDOUT,
-                     "qemu: the guest %s (console: %s)",
+                     "qemu: the guest %s (console: %s; qemu: %s)",
                      died ? "stopped before its agent answered" : "agent did not answer in time",
-                     tail && tail[0] ? tail : "empty");
+                     tail && tail[0] ? tail : "empty", vmm && vmm[0] ? vmm : "nothing");
     qemu_release(vm);
     return -1;
   }

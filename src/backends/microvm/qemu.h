@@ -18,6 +18,15 @@
 #define QEMU_CONSOLE_LOG "console.log"
 #define QEMU_INITRD "initrd.img"
 #define QEMU_VMM_LOG "vmm.log"
+/* The VMM's uid and gid (nobody): qemu holds nothing of root's. */
+#define QEMU_VMM_UID CONFINE_ROOT_HOST_UID
+#define QEMU_VMM_GID CONFINE_ROOT_HOST_GID
+/* The fds qemu is handed: its console goes to stdout (console.log), its own messages to
+ * stderr (vmm.log). */
+#define QEMU_FD_AGENT 3
+#define QEMU_FD_KERNEL 4
+#define QEMU_FD_INITRD 5
+#define QEMU_FD_WORKSPACE 6
 /* The built guest (scripts/build-guest). */
 #define QEMU_GUEST_KERNEL "vmlinuz"
 #define QEMU_GUEST_INITRAMFS "initramfs.cpio"
@@ -41,9 +50,10 @@ int qemu_cpio_single(const char *name, const unsigned char *data, size_t length,
                      unsigned char **out, size_t *out_length);
 
 /* Pure: qemu's argv (NULL-terminated, malloc'd strings in a malloc'd vector: free with
- * qemu_argv_free). kvm: the accelerator; the paths are the guest's and the control dir's. */
+ * qemu_argv_free). kvm: the accelerator; kernel, initrd and workspace: the paths qemu opens
+ * (no commas: /proc/self/fd/N in practice). */
 char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, bool kvm,
-                       const char *kernel, const char *initrd);
+                       const char *kernel, const char *initrd, const char *workspace);
 void qemu_argv_free(char **argv);
 
 /* Write control_dir/initrd.img (the base initramfs, then the agent as /init), start qemu
@@ -51,7 +61,8 @@ void qemu_argv_free(char **argv);
  * The VMM: its own mount, pid, ipc, uts and net namespaces, no_new_privs, QEMU's -sandbox. */
 int qemu_vmm_spawn(const struct microvm_config *cfg, bool kvm, pid_t *pid,
                    struct cordon_error **err);
-/* The last `lines` lines of control_dir/console.log (malloc'd; "" when none). */
-char *qemu_console_tail(const char *control_dir, int lines);
+/* The last `lines` lines of control_dir/NAME (console.log, vmm.log), newlines shown as '|'
+ * (malloc'd; "" when none). */
+char *qemu_log_tail(const char *control_dir, const char *name, int lines);
 
 #endif
