@@ -118,7 +118,10 @@ static int group_setup(void **state) {
     return -1;
   }
   f->boot_seconds = fs_now() - t0;
-  printf("# cold boot to agent ready: %.2f s\n", f->boot_seconds);
+  char *console = qemu_log_tail(f->control, QEMU_CONSOLE_LOG, 3);
+  printf("# cold boot to agent ready: %.2f s (console: %s)\n", f->boot_seconds,
+         console ? console : "");
+  free(console);
   booted = f;
   *state = f;
   return 0;
@@ -337,7 +340,7 @@ static void test_argv(void **state) {
                                .memory_bytes = 512ull << 20,
                                .vcpus = 2,
                                .egress = CORDON_EGRESS_NONE};
-  char **argv = qemu_argv_build("/usr/bin/qemu", &cfg, false, "/g/vmlinuz", "/c/initrd.img", "/w");
+  char **argv = qemu_argv_build("/usr/bin/qemu", &cfg, false, "/g/vmlinux", "/c/initrd.img", "/w");
   assert_non_null(argv);
   bool tcg = false, mem = false, smp = false, sandbox = false, net = false;
   for (size_t i = 0; argv[i]; i++) {

@@ -28,7 +28,7 @@
 #define QEMU_FD_INITRD 5
 #define QEMU_FD_WORKSPACE 6
 /* The built guest (scripts/build-guest). */
-#define QEMU_GUEST_KERNEL "vmlinuz"
+#define QEMU_GUEST_KERNEL "vmlinux"
 #define QEMU_GUEST_INITRAMFS "initramfs.cpio"
 #define QEMU_GUEST_SUMS "SHA256SUMS"
 /* Where the agent binary is found before the built and installed copies. */
