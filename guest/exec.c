@@ -1,0 +1,252 @@
+/* One command in the guest. The agent forks a keeper per exec; the keeper is the child
+ * subreaper of the command's tree, so everything the command starts (setsid, double-forked
+ * daemons included) stays its descendant. It runs the command (a new session, the requested
+ * uid, environment and cwd), waits for it or its timeout or the agent's SIGUSR1 (the host's
+ * kill, or the host hanging up), and writes one exec wire reply to the status pipe:
+ *   X  exited (code, 0) or killed by a signal (128+N, N)
+ *   E  execve failed: 127 not found, 126 cannot execute (errno), a message on stderr; a
+ *      command that exits 126/127 by itself is X, so the host tells them apart
+ *   F  the cwd cannot be entered (stage CHDIR), or the process could not be set up
+ *   T  the timeout fired; the whole tree was killed
+ * A command that ends by itself keeps what it left running: the keeper stays the reaper of
+ * that tree, as the ns and docker backends keep background processes. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "guest/guest.h"
+
+/* What the command's child tells the keeper through a CLOEXEC pipe before execve (nothing
+ * arrives when execve succeeds). */
+struct child_report {
+  int stage; /* EXEC_WIRE_STAGE_SETUP, EXEC_WIRE_STAGE_CHDIR, or 0 for execve itself */
+  int errnum;
+};
+
+static void write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return;
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+static _Noreturn void child_fail(int report, int stage, int errnum, int code) {
+  struct child_report r = {stage, errnum};
+  write_all(report, &r, sizeof(r));
+  _exit(code);
+}
+
+static _Noreturn void child_run(const struct guest_config *cfg, const struct exec_wire_request *req,
+                                const int stdio[3], int report) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  for (int s = 1; s < NSIG; s++)
+    signal(s, SIG_DFL);
+  setsid();
+  for (int fd = 0; fd < 3; fd++)
+    if (dup2(stdio[fd], fd) < 0)
+      child_fail(report, EXEC_WIRE_STAGE_SETUP, errno, 126);
+  if (cfg->uid != 0 && (setgroups(0, NULL) < 0 || setresgid(cfg->uid, cfg->uid, cfg->uid) < 0 ||
+                        setresuid(cfg->uid, cfg->uid, cfg->uid) < 0))
+    child_fail(report, EXEC_WIRE_STAGE_SETUP, errno, 126);
+  if (chdir(req->cwd) < 0)
+    child_fail(report, EXEC_WIRE_STAGE_CHDIR, errno, 126);
+  /* execvpe looks argv[0] up in the PATH of the environment we run in: the command's own. */
+  environ = (char **)req->envp;
+  execvpe(req->argv[0], (char *const *)req->argv, (char *const *)req->envp);
+  int e = errno;
+  dprintf(STDERR_FILENO, "cordon: %s: %s\n", req->argv[0], strerror(e));
+  child_fail(report, 0, e, e == ENOENT || e == ENOTDIR ? 127 : 126);
+}
+
+/* Every descendant of ours: orphans of the tree come back to us (subreaper), so walking
+ * parent links from /proc finds them all. Killed until none is left. */
+static void kill_tree(void) {
+  pid_t self = getpid();
+  for (int pass = 0; pass < 50; pass++) {
+    int found = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+      pid_t pid = (pid_t)atoi(e->d_name);
+      if (pid <= 1 || pid == self)
+        continue;
+      /* Walk up to us or to init: a chain longer than any real tree is not ours. */
+      pid_t at = pid;
+      for (int depth = 0; depth < 4096 && at > 1 && at != self; depth++) {
+        char path[64], line[512];
+        snprintf(path, sizeof(path), "/proc/%d/stat", at);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof(line) - 1);
+        if (fd >= 0)
+          close(fd);
+        if (n <= 0) {
+          at = 0;
+          break;
+        }
+        line[n] = '\0';
+        char *close_paren = strrchr(line, ')');
+        int ppid = 0;
+        if (!close_paren || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
+          ppid = 0;
+        at = ppid;
+      }
+      if (at == self) {
+        kill(pid, SIGKILL);
+        found++;
+      }
+    }
+    if (d)
+      closedir(d);
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+      ;
+    if (found == 0)
+      return;
+    usleep(1000);
+  }
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The keeper: run the command and say how it ended (see the top of this file). */
+static _Noreturn void keeper(const struct guest_config *cfg, const struct exec_wire_request *req,
+                             const int stdio[3], int status_w) {
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &mask, NULL);
+  struct exec_wire_reply r = {.magic = GUEST_WIRE_REPLY_MAGIC};
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) < 0) {
+    r.type = EXEC_WIRE_FAILED, r.a = EXEC_WIRE_STAGE_SETUP, r.b = errno;
+    write_all(status_w, &r, sizeof(r));
+    _exit(0);
+  }
+  double deadline = req->timeout_ms ? now_s() + req->timeout_ms / 1000.0 : 0;
+  pid_t pid = fork();
+  if (pid == 0)
+    child_run(cfg, req, stdio, report[1]);
+  close(report[1]);
+  for (int fd = 0; fd < 3; fd++)
+    close(stdio[fd]);
+  struct child_report rep = {-1, 0};
+  if (pid < 0)
+    rep = (struct child_report){EXEC_WIRE_STAGE_SETUP, errno};
+  else if (read(report[0], &rep, sizeof(rep)) != sizeof(rep))
+    rep.stage = -1; /* execve succeeded */
+  close(report[0]);
+  int status = 0;
+  bool done = false, timed_out = false, killed = false;
+  while (pid > 0 && !done) {
+    struct timespec wait = {.tv_sec = 3600};
+    if (deadline > 0) {
+      double left = deadline - now_s();
+      if (left <= 0) {
+        timed_out = true;
+        break;
+      }
+      wait.tv_sec = (time_t)left;
+      wait.tv_nsec = (long)((left - (double)wait.tv_sec) * 1e9);
+    }
+    int sig = sigtimedwait(&mask, NULL, &wait);
+    if (sig == SIGUSR1) {
+      killed = true;
+      break;
+    }
+    pid_t p;
+    int st;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+      if (p == pid)
+        status = st, done = true;
+  }
+  if (timed_out || killed || rep.stage > 0) {
+    kill_tree();
+    if (!done && pid > 0 && waitpid(pid, &status, 0) == pid)
+      done = true;
+  }
+  if (rep.stage > 0)
+    r.type = EXEC_WIRE_FAILED, r.a = rep.stage, r.b = rep.errnum;
+  else if (timed_out)
+    r.type = EXEC_WIRE_TIMED_OUT;
+  else if (rep.stage == 0 && WIFEXITED(status) &&
+           (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127))
+    r.type = EXEC_WIRE_EXEC_FAILED, r.a = WEXITSTATUS(status), r.b = rep.errnum;
+  else if (WIFSIGNALED(status))
+    r.type = EXEC_WIRE_EXITED, r.a = 128 + WTERMSIG(status), r.b = WTERMSIG(status);
+  else
+    r.type = EXEC_WIRE_EXITED, r.a = WEXITSTATUS(status);
+  write_all(status_w, &r, sizeof(r));
+  close(status_w);
+  if (timed_out || killed || r.type == EXEC_WIRE_FAILED)
+    _exit(0);
+  /* Ended by itself: keep reaping what it left running until that ends too. */
+  for (;;) {
+    pid_t p = waitpid(-1, NULL, 0);
+    if (p < 0 && errno == ECHILD)
+      _exit(0);
+  }
+}
+
+pid_t guest_exec_start(const struct guest_config *cfg, const struct exec_wire_request *req,
+                       struct guest_exec_fds *fds) {
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1};
+  if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+      pipe2(st, O_CLOEXEC) < 0) {
+    int e = errno;
+    int all[] = {in[0], in[1], out[0], out[1], errp[0], errp[1], st[0], st[1]};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+      if (all[i] >= 0)
+        close(all[i]);
+    errno = e;
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(in[1]);
+    close(out[0]);
+    close(errp[0]);
+    close(st[0]);
+    int stdio[3] = {in[0], out[1], errp[1]};
+    keeper(cfg, req, stdio, st[1]);
+  }
+  int e = errno;
+  close(in[0]);
+  close(out[1]);
+  close(errp[1]);
+  close(st[1]);
+  if (pid < 0) {
+    close(in[1]);
+    close(out[0]);
+    close(errp[0]);
+    close(st[0]);
+    errno = e;
+    return -1;
+  }
+  fcntl(in[1], F_SETFL, O_NONBLOCK);
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  fcntl(errp[0], F_SETFL, O_NONBLOCK);
+  *fds = (struct guest_exec_fds){in[1], out[0], errp[0], st[0]};
+  return pid;
+}
