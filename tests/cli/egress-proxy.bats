@@ -276,3 +276,36 @@ PY
   [ "${lines[0]}" = "HTTP/1.1 400 Bad Request" ]
   [ "${lines[1]}" = "05ff" ]
 }
+
+@test "egress: a half-close passes through bridge and proxy, and the reply still comes back" {
+  run python3 - "$OPEN_PORT" <<'PY'
+import socket, sys, threading
+# A server that reads to end of file, then answers with what it counted, then closes.
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(1)
+def answer():
+    c, _ = server.accept()
+    total = 0
+    while chunk := c.recv(65536):
+        total += len(chunk)
+    c.sendall(b"got %d\n" % total)
+    c.close()
+threading.Thread(target=answer, daemon=True).start()
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(b"CONNECT api.example.com:%d HTTP/1.1\r\n\r\n" % server.getsockname()[1])
+head = b""
+while not head.endswith(b"\r\n\r\n"):
+    head += s.recv(1)
+print(head.split(b"\r\n")[0].decode())
+s.sendall(b"x" * 3000000)
+s.shutdown(socket.SHUT_WR)
+reply = b""
+while chunk := s.recv(4096):
+    reply += chunk
+print(reply.decode().strip())
+PY
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "HTTP/1.1 200 Connection established" ]
+  [ "${lines[1]}" = "got 3000000" ]
+}
