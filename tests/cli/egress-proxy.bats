@@ -309,3 +309,13 @@ PY
   [ "${lines[0]}" = "HTTP/1.1 200 Connection established" ]
   [ "${lines[1]}" = "got 3000000" ]
 }
+
+@test "bench/egress measures a bulk download and new connections, direct and through the proxy" {
+  [ -n "${CORDON_BUILD_ROOT:-}" ] && [ -f "$CORDON_BUILD_ROOT/libcordon.a" ] ||
+    skip "CORDON_BUILD_ROOT with libcordon.a not set"
+  command -v cc >/dev/null || skip "no C compiler to build bench/egress.c"
+  run "$CORDON_SOURCE_ROOT/bench/egress" "$CORDON_BUILD_ROOT" 16777216 20
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" == "bulk 16777216 bytes: direct "*" MB/s, through bridge+proxy "*x ]]
+  [[ "${lines[1]}" == "new connection to first byte, median of 20: direct "*" ms: +"*" ms" ]]
+}
