@@ -157,9 +157,10 @@ enum net_parse net_http_parse(const uint8_t *data, size_t length, struct net_htt
   enum net_parse r = parse_request_line(&request_line, out, &method, &path, why);
   if (r != NET_PARSE_DONE)
     return r;
-  /* The rewritten head is never longer than the old one plus the Host and Connection lines
-   * and a "/" for an empty path. */
-  size_t room = out->consumed + sizeof out->host + 64;
+  /* The rewritten head is at most twice the old one (a line ending in a bare LF gains a CR;
+   * the shortest header line is "a:\n") plus the Host and Connection lines and a "/" for an
+   * empty path. */
+  size_t room = 2 * out->consumed + sizeof out->host + 64;
   char *forward = out->connect ? NULL : malloc(room);
   if (!out->connect && !forward)
     return bad(why, "out of memory");
