@@ -15,7 +15,7 @@ start_proxy() {
   local dir=$SCRATCH/$name
   mkdir -p "$dir"
   "$NET_PROXYD" --socket "$dir/proxy.sock" --port-file "$dir/port" --events "$dir/events.jsonl" \
-    --confine "$@" 3>&- &
+    --confine "$@" 2>"$dir/stderr" 3>&- &
   echo $! >"$dir/pid"
   for _ in $(seq 1 100); do
     [ -s "$dir/port" ] && break
@@ -98,7 +98,23 @@ teardown_file() {
   for pid in $(cat "$SCRATCH"/*/pid "$SCRATCH/server.pids" 2>/dev/null); do
     kill "$pid" 2>/dev/null || true
   done
+  # The proxies stop on SIGTERM and report anything amiss (a sanitizer's finding) on stderr.
+  for pid in $(cat "$SCRATCH"/*/pid); do
+    for _ in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null && [ "$(ps -o stat= -p "$pid")" != Z ] || break
+      sleep 0.1
+    done
+  done
+  local said=0
+  for name in open closed small; do
+    if [ -s "$SCRATCH/$name/stderr" ]; then
+      echo "# the $name proxy said:" >&3
+      sed 's/^/# /' "$SCRATCH/$name/stderr" >&3
+      said=1
+    fi
+  done
   rm -rf "$SCRATCH"
+  [ "$said" -eq 0 ]
 }
 
 setup() {
