@@ -86,12 +86,16 @@ static void pair_open(int epoll, struct pair *pairs, int client, int (*connect_p
 
 static void pair_event(int epoll, struct pair *p, unsigned index, bool proxy_side,
                        uint32_t events) {
-  int a = net_direction_pump(&p->up), b = net_direction_pump(&p->down);
+  /* Only the directions this event can move (see relay() in proxy.c). */
+  bool hangup = (events & (EPOLLHUP | EPOLLERR)) != 0;
+  bool readable = (events & EPOLLIN) || hangup, writable = (events & EPOLLOUT) || hangup;
+  bool up = proxy_side ? writable : readable, down = proxy_side ? readable : writable;
+  int a = up ? net_direction_pump(&p->up) : 0, b = down ? net_direction_pump(&p->down) : 0;
   if (a < 0 || b < 0 || (p->up.shut && p->down.shut)) {
     pair_free(epoll, p);
     return;
   }
-  if (events & (EPOLLHUP | EPOLLERR)) {
+  if (hangup) {
     /* Both ways done on that socket (see relay() in proxy.c): stop watching it. */
     int fd = proxy_side ? p->proxy : p->client;
     uint32_t *mask = proxy_side ? &p->proxy_mask : &p->client_mask;

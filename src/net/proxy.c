@@ -455,8 +455,13 @@ static void drain_client(struct proxy *p, struct conn *c) {
   }
 }
 
-static void relay(struct proxy *p, struct conn *c, unsigned slot, bool hangup, bool upstream) {
-  int a = net_direction_pump(&c->up), b = net_direction_pump(&c->down);
+static void relay(struct proxy *p, struct conn *c, unsigned slot, uint32_t events, bool upstream) {
+  bool hangup = (events & (EPOLLHUP | EPOLLERR)) != 0;
+  /* Only the directions this event can move: a splice that would only say EAGAIN is a
+   * syscall per wake-up on the bulk path. */
+  bool readable = (events & EPOLLIN) || hangup, writable = (events & EPOLLOUT) || hangup;
+  bool up = upstream ? writable : readable, down = upstream ? readable : writable;
+  int a = up ? net_direction_pump(&c->up) : 0, b = down ? net_direction_pump(&c->down) : 0;
   if (a < 0 || b < 0 || (c->up.shut && c->down.shut)) {
     finish(p, c);
     return;
@@ -523,7 +528,7 @@ static void on_event(struct proxy *p, uint64_t tag, uint32_t events) {
     else if (hangup)
       free_conn(p, c);
     break;
-  case CONN_RELAYING: relay(p, c, slot, hangup, upstream); break;
+  case CONN_RELAYING: relay(p, c, slot, events, upstream); break;
   case CONN_DRAINING: drain_client(p, c); break;
   case CONN_FREE: break;
   }
