@@ -182,8 +182,7 @@ static int choose_usable(const struct cordon_manifest *m, const struct microvm_c
   if (r < 0)
     return -1;
   if (r == 0)
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "monitor %s cannot run here: %s",
-                            (*out)->name, reason);
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "monitor unavailable: %s", reason);
   return 0;
 }
 
