@@ -41,17 +41,17 @@
 
 extern char **environ;
 
-#define CURL_FUNCTIONS(X)                                                              \
-  X(curl_easy_init)                                                                    \
-  X(curl_easy_setopt)                                                                  \
-  X(curl_easy_perform)                                                                 \
-  X(curl_easy_getinfo) X(curl_easy_cleanup) X(curl_easy_strerror) X(curl_slist_append) \
-      X(curl_slist_free_all) X(curl_global_init)
-
+/* The libcurl functions used here, filled by curl_load. */
 struct curl_api {
-#define CURL_FIELD(name) __typeof__(&name) name;
-  CURL_FUNCTIONS(CURL_FIELD)
-#undef CURL_FIELD
+  __typeof__(&curl_global_init) global_init;
+  __typeof__(&curl_easy_init) curl_easy_init;
+  __typeof__(&curl_easy_setopt) curl_easy_setopt;
+  __typeof__(&curl_easy_perform) curl_easy_perform;
+  __typeof__(&curl_easy_getinfo) curl_easy_getinfo;
+  __typeof__(&curl_easy_cleanup) curl_easy_cleanup;
+  __typeof__(&curl_easy_strerror) curl_easy_strerror;
+  __typeof__(&curl_slist_append) curl_slist_append;
+  __typeof__(&curl_slist_free_all) curl_slist_free_all;
 };
 
 static struct curl_api curl;
@@ -62,12 +62,19 @@ static void curl_load(void) {
   void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
   if (!h)
     return;
-#define CURL_LOAD(name)                                  \
-  if (!(curl.name = (__typeof__(&name))dlsym(h, #name))) \
-    return;
-  CURL_FUNCTIONS(CURL_LOAD)
-#undef CURL_LOAD
-  curl_loaded = curl.curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+  void **slots[] = {(void **)&curl.global_init,        (void **)&curl.curl_easy_init,
+                    (void **)&curl.curl_easy_setopt,   (void **)&curl.curl_easy_perform,
+                    (void **)&curl.curl_easy_getinfo,  (void **)&curl.curl_easy_cleanup,
+                    (void **)&curl.curl_easy_strerror, (void **)&curl.curl_slist_append,
+                    (void **)&curl.curl_slist_free_all};
+  static const char *const names[] = {
+      "curl_global_init",   "curl_easy_init",    "curl_easy_setopt",
+      "curl_easy_perform",  "curl_easy_getinfo", "curl_easy_cleanup",
+      "curl_easy_strerror", "curl_slist_append", "curl_slist_free_all"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (!(*slots[i] = dlsym(h, names[i])))
+      return;
+  curl_loaded = curl.global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
 }
 
 static const struct curl_api *curl_api_get(struct cordon_error **err) {
