@@ -46,7 +46,7 @@ _cordon() {
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
-    --user"
+    --user --monitor"
 
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$verbs --help --version -V" -- "$cur"))
@@ -67,7 +67,7 @@ _cordon() {
   # The value of an option.
   case $prev in
   --backend)
-    COMPREPLY=($(compgen -W "ns worktree docker" -- "$cur"))
+    COMPREPLY=($(compgen -W "ns worktree docker microvm" -- "$cur"))
     return
     ;;
   --net)
@@ -76,6 +76,10 @@ _cordon() {
     ;;
   --user)
     COMPREPLY=($(compgen -W "cordon root" -- "$cur"))
+    return
+    ;;
+  --monitor)
+    COMPREPLY=($(compgen -W "qemu firecracker libkrun fake" -- "$cur"))
     return
     ;;
   --workspace | --repo | --allow-ro | --project)
@@ -163,7 +167,7 @@ _cordon() {
       --max-snapshot-bytes --allow-no-pass --json --help --judge-cmd --ro --hide --protect
       --logs --log-limit --stream"
     opts="$opts --env --file --allow-ro --net --memory --pids --cpus --image --candidate
-      --candidate-env --patch"
+      --candidate-env --patch --monitor"
     ;;
   receipt)
     subs="verify"

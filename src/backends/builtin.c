@@ -8,5 +8,6 @@ const struct cordon_backend *const cordon_builtin_backends[] = {
     &cordon_backend_ns,
     &cordon_backend_docker,
     &cordon_backend_gvisor,
+    &cordon_backend_microvm,
     NULL,
 };

@@ -11,5 +11,6 @@ extern const struct cordon_backend cordon_backend_worktree;
 extern const struct cordon_backend cordon_backend_ns;
 extern const struct cordon_backend cordon_backend_docker;
 extern const struct cordon_backend cordon_backend_gvisor;
+extern const struct cordon_backend cordon_backend_microvm;
 
 #endif

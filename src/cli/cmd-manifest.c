@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/microvm/monitor.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
@@ -179,6 +180,12 @@ int manifest_option(const char *verb, int c, const char *arg, struct manifest_op
   case OPT_USER: return parse_user(arg, o);
   case OPT_QUIET: o->quiet = true; return 0;
   case OPT_JSON: o->json = true; return 0;
+  case OPT_MONITOR:
+    if (!microvm_monitor_find(arg))
+      return cli_usage_error(verb, "--monitor %s: no such monitor (monitors: %s)", arg,
+                             microvm_monitor_names());
+    o->monitor = arg;
+    return 0;
   }
   return 1;
 }
@@ -267,6 +274,7 @@ int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
   m->volumes = o->volumes;
   m->n_volumes = o->n_volumes;
   m->user_root = o->user_root;
+  m->monitor = o->monitor;
   return hide_existing(o, m);
 }
 
@@ -347,6 +355,10 @@ int apply_backend(const struct cordon_backend *b, const struct manifest_opts *o,
    * giving it up is said and audited like any other waiver (the operator's explicit choice). */
   if (!o->egress_set)
     m->policy.egress = o->warned_unconfined ? CORDON_EGRESS_NONE : cordon_backend_default_egress(b);
+  if (o->monitor && strcmp(b->name, "microvm") != 0)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "--monitor %s: only the microvm backend has a monitor, not %s",
+                            o->monitor, b->name);
   /* Volumes cannot be waived: a backend that cannot mount them is refused them by name. */
   if (o->n_volumes && !(b->capabilities & CORDON_CAP_PERSISTENT_VOLUMES))
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,

@@ -47,6 +47,7 @@ struct manifest_opts {
   size_t n_volumes;
   bool user_root;          /* --user root */
   char **hidden_if_exists; /* --hide-if-exists: joins hidden when it exists in the workspace */
+  const char *monitor;     /* --monitor NAME: the microvm backend's monitor */
 };
 
 void manifest_opts_free(struct manifest_opts *o);
@@ -85,6 +86,7 @@ enum {
   OPT_COUNT,
   OPT_USER,
   OPT_HIDE_IF_EXISTS,
+  OPT_MONITOR,
 };
 
 #define MANIFEST_OPTIONS                                                                          \
@@ -106,7 +108,8 @@ enum {
       {"no-require-enforcement", no_argument, NULL, OPT_NO_REQUIRE},                              \
       {"user", required_argument, NULL, OPT_USER}, {"quiet", no_argument, NULL, OPT_QUIET},       \
       {"json", no_argument, NULL, OPT_JSON}, {"volume", required_argument, NULL, 'v'},            \
-      {"hide-if-exists", required_argument, NULL, OPT_HIDE_IF_EXISTS}, {                          \
+      {"hide-if-exists", required_argument, NULL, OPT_HIDE_IF_EXISTS},                            \
+      {"monitor", required_argument, NULL, OPT_MONITOR}, {                                        \
     "help", no_argument, NULL, OPT_HELP                                                           \
   }
 
@@ -160,7 +163,11 @@ enum {
   "                        lies in a .cordon/, the key dir or state home: refused); PATH\n"   \
   "                        is absolute, outside the workspace root, /proc, /sys, /dev,\n"     \
   "                        /tmp, /run, /boot, /etc, /usr, /bin, /sbin, /lib*, /opt\n"         \
-  "  --json                machine-readable output\n"
+  "  --json                machine-readable output\n"                                         \
+  "  --monitor NAME        microvm: qemu, firecracker, libkrun or fake (default:\n"           \
+  "                        $CORDON_MICROVM_MONITOR, else qemu); one that cannot run\n"        \
+  "                        is refused naming what it lacks, never replaced (fake:\n"          \
+  "                        commands on the host, unconfined, for tests)\n"
 
 /* Returns 0 when the option was handled, 1 when it is not a manifest option, or an exit code
  * (> 1) to stop with. */

@@ -55,6 +55,8 @@ static const char race_usage[] =
     // clang-format off
     RACE_INPUT_HELP
     // clang-format on
+    "  --monitor NAME     with --backend microvm: the VM monitor (qemu, firecracker, libkrun,\n"
+    "                     fake), as for 'cordon run'\n"
     "  --max-snapshot-bytes SIZE\n"
     "                     the most a candidate's terminal tree may hold in files (default\n"
     "                     8G; 0 or unlimited: none); a candidate over it has no snapshot\n"
@@ -232,6 +234,7 @@ static int parse_args(int argc, char **argv, struct race_args *a) {
       {"stream", no_argument, NULL, OPT_STREAM},
       {"help", no_argument, NULL, 'h'},
       RACE_INPUT_OPTIONS(OPT_INPUT),
+      {"monitor", required_argument, NULL, OPT_INPUT},
       {0}};
   optind = 0;
   int c, r, longindex = 0;

@@ -237,13 +237,24 @@ int session_persist_early(struct cordon_session *s, struct cordon_error **err) {
   return write_state(s, true, err);
 }
 
+/* The built-in microvm backend (a plugin of that name is not it). */
+static bool is_microvm(const struct cordon_backend *backend) {
+  for (size_t i = 0; cordon_builtin_backends[i]; i++)
+    if (cordon_builtin_backends[i] == backend)
+      return strcmp(backend->name, "microvm") == 0;
+  return false;
+}
+
 static int session_new(struct cordon_context *ctx, const struct cordon_backend *backend,
                        const struct cordon_manifest *m, bool defer_sync,
                        struct cordon_session **out, struct cordon_error **err) {
   if (cordon_backend_check(backend, err) < 0)
     return -1;
   char *reason = NULL;
-  if (backend->available(backend, &reason) != 1) {
+  /* microvm's `available` is its default monitor's; a monitor named in the manifest is checked
+   * by the backend's create instead, which refuses it naming what it lacks. */
+  bool monitor_named = m->monitor && is_microvm(backend);
+  if (!monitor_named && backend->available(backend, &reason) != 1) {
     int r = cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "backend %s is unavailable: %s",
                              backend->name, reason ? reason : "no reason given");
     free(reason);
@@ -327,11 +338,21 @@ static int refuse_user_root(const struct cordon_backend *backend, const struct c
                           backend->name);
 }
 
+/* A monitor is the microvm backend's choice of VMM: any other backend would ignore it. */
+static int refuse_monitor(const struct cordon_backend *backend, const struct cordon_manifest *m,
+                          struct cordon_error **err) {
+  if (!m->monitor || is_microvm(backend))
+    return 0;
+  return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                          "a monitor (%s) is a microvm choice: backend %s has none", m->monitor,
+                          backend->name);
+}
+
 /* The one check, for every backend: a manifest asking for a policy feature the backend does not
  * enforce is refused by name before anything is made, unless enforcement is waived. */
 static int refuse_unenforced(const struct cordon_backend *backend, const struct cordon_manifest *m,
                              struct cordon_error **err) {
-  if (refuse_user_root(backend, m, err) < 0)
+  if (refuse_user_root(backend, m, err) < 0 || refuse_monitor(backend, m, err) < 0)
     return -1;
   uint32_t missing = cordon_backend_unenforced(backend, &m->policy);
   if (!missing || !m->policy.require_enforcement)

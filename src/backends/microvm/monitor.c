@@ -102,3 +102,5 @@ int microvm_kvm_usable(char **reason) {
   *reason = strdup(why);
   return 0;
 }
+
+int (*microvm_kvm_probe)(char **reason) = microvm_kvm_usable;

@@ -132,5 +132,7 @@ void microvm_preflight_clear(struct microvm_preflight *p);
  * CPU flags, or the kernel says kvm-pvm), where standard guest kernels hang. Never starts a
  * VM to find out. */
 int microvm_kvm_usable(char **reason);
+/* The KVM probe every monitor calls: microvm_kvm_usable unless a test replaced it. */
+extern int (*microvm_kvm_probe)(char **reason);
 
 #endif

@@ -60,7 +60,7 @@ static int qemu_preflight(const struct microvm_config *cfg, struct microvm_prefl
     r = guest[0] ? microvm_preflight_add(out, "kernel", "%s", guest)
                  : microvm_preflight_add(out, "kernel", NULL);
   _cleanup_free_ char *why = NULL;
-  int kvm = microvm_kvm_usable(&why);
+  int kvm = microvm_kvm_probe(&why);
   enum microvm_accel accel = cfg ? cfg->accel : MICROVM_ACCEL_AUTO;
   if (r == 0 && accel == MICROVM_ACCEL_KVM)
     /* Asked for KVM: where it does not work that is a refusal, never TCG instead. */
