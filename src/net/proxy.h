@@ -43,6 +43,8 @@ struct net_proxy_options {
   int connect_timeout_ms;   /* 0: default */
   int idle_timeout_ms;      /* a connection with no byte either way this long is closed */
   size_t buffer_bytes;      /* per direction per connection; 0: default */
+  int header_timeout_ms;    /* a client that has not sent a whole request head by then is
+                               refused (rule "timeout"); 0: default (10 s) */
 };
 
 /* Serve proxy requests arriving on listen_fd (a listening unix stream socket) until stop_fd
@@ -57,5 +59,13 @@ int net_proxy_serve(const struct net_proxy_options *o, int listen_fd, int stop_f
  * a connected fd or -1 with errno). Until stop_fd becomes readable or hangs up. */
 int net_bridge_serve(int listen_fd, int (*connect_proxy)(void *arg), void *arg, int stop_fd,
                      struct cordon_error **err);
+
+/* Confines the calling process (the proxy's own, before net_proxy_serve): no new privileges,
+ * and a seccomp filter refusing (EPERM) what a proxy never needs: exec, ptrace and other
+ * processes' memory, mount and namespace calls, module and kexec loading, bpf, keyrings,
+ * perf, userfaultfd, open_by_handle_at, reboot and clock changes. Files stay readable:
+ * getaddrinfo reads /etc/hosts, /etc/resolv.conf and /etc/nsswitch.conf (and may load NSS
+ * modules); limiting the file system is the caller's (a mount namespace). */
+int net_proxy_confine(struct cordon_error **err);
 
 #endif
