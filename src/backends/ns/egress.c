@@ -125,10 +125,16 @@ static void daemon_failed(int events_fd, const char *what, const struct cordon_e
 
 static _Noreturn void egress_main(struct egress_daemon *d) {
   daemon_confine(d);
+  struct cordon_error *err = NULL;
+  /* The proxy's seccomp filter, before anything from the sandbox arrives; the bridge inherits
+   * it. */
+  if (net_proxy_confine(&err) < 0) {
+    daemon_failed(d->events_fd, "confine", err);
+    _exit(1);
+  }
   int listener = receive_listener(d->handoff);
   if (listener < 0)
     _exit(0);
-  struct cordon_error *err = NULL;
   pid_t bridge = fork();
   if (bridge == 0) {
     close(d->proxy_listen);
