@@ -303,3 +303,54 @@ gone() {
   done
   [ -z "$new" ]
 }
+
+# ---- cordon agent --mechanism ns ------------------------------------------------------------------
+
+@test "egress agent ns: allowed through the proxy, others refused (flags and policy file)" {
+  need_ns
+  need_tools
+  run "$CORDON" agent --mechanism ns --net restricted --allow-domain allowed.test \
+    --allow-cidr 127.0.0.0/8 --resolve allowed.test:127.0.0.1 --resolve other.test:127.0.0.1 -- \
+    sh -c "curl -sS --max-time 20 http://allowed.test:$HTTP_PORT/hello.txt; echo; \
+      curl -sS --max-time 20 -w '%{http_code}' http://other.test:$HTTP_PORT/hello.txt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"hello from loopback"* ]]
+  [[ "$output" == *"not-allowlisted"*403* ]]
+  cat >policy.yaml <<YAML
+net: restricted
+allow_domains: [allowed.test]
+allow_cidrs: [127.0.0.0/8]
+resolve: [allowed.test:127.0.0.1]
+YAML
+  run "$CORDON" agent --mechanism ns --policy policy.yaml -- \
+    curl -sS --max-time 20 "http://allowed.test:$HTTP_PORT/hello.txt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"hello from loopback"* ]]
+  # Direct connections go nowhere: the agent's 127.0.0.1 is its own.
+  run "$CORDON" agent --mechanism ns --policy policy.yaml -- \
+    /usr/bin/python3 -c "import socket
+try:
+    socket.create_connection(('127.0.0.1', $HTTP_PORT), timeout=5); print('CONNECTED')
+except OSError as e:
+    print('refused', e)"
+  echo "$output"
+  [[ "$output" == *refused* && "$output" != *CONNECTED* ]]
+}
+
+@test "egress agent: rules without restricted are a usage error; other mechanisms refuse it" {
+  run "$CORDON" agent --allow-domain allowed.test -- true
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--allow-domain"*"--net restricted"* ]]
+  printf 'allow_domains: [allowed.test]\n' >policy.yaml
+  run "$CORDON" agent --policy policy.yaml -- true
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"allow_domains"*"restricted"* ]]
+  run "$CORDON" agent --mechanism bwrap --net restricted -- true
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"restricted"*"mechanism ns"* ]]
+  run "$CORDON" agent --mechanism landlock --net restricted -- true
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"restricted"*"mechanism ns"* ]]
+}
