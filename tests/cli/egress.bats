@@ -239,6 +239,25 @@ except OSError as e:
   [[ "$output" == *failed* && "$output" != *ANSWERED* ]]
 }
 
+@test "egress ns: a stalled client does not block others; the proxy's socket is not inside" {
+  need_ns
+  need_tools
+  # One connection to the proxy that never sends a byte, then a request beside it.
+  run_allowed -- /usr/bin/python3 -c "import socket, subprocess
+stalled = socket.create_connection(('127.0.0.1', 3128), timeout=5)
+r = subprocess.run(['curl', '-sS', '--max-time', '20', 'http://allowed.test:$HTTP_PORT/hello.txt'],
+                   capture_output=True, text=True)
+print(r.stdout, r.stderr)
+stalled.close()"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"hello from loopback"* ]]
+  # Nothing of the host side is mounted in: no unix socket of the proxy anywhere inside.
+  run_allowed -- sh -c 'find / -xdev -name egress.sock 2>/dev/null; find /tmp /run /workspace -type s 2>/dev/null; echo done'
+  echo "$output"
+  [ "$output" = done ]
+}
+
 # ---- the event log and the proxy's life ------------------------------------------------------------
 
 # The egress daemons (their comm) holding session $1's event log open.
