@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,8 @@
 
 #define EGRESS_SOCKET_NAME "egress.sock"
 #define EVENTS_NAME "events.jsonl"
+/* nobody: the proxy's uid and gid when cordon runs as root */
+#define OVERFLOW_ID 65534
 
 struct egress_daemon {
   const struct net_rules *rules;
@@ -144,6 +147,17 @@ static _Noreturn void egress_main(struct egress_daemon *d) {
     _exit(r < 0);
   }
   close(listener);
+  /* The proxy needs no one's files: as root, it serves as nobody (no capability left). The
+   * bridge keeps the caller's uid: it connects to the socket in the caller's 0700 runtime
+   * directory. */
+  if (geteuid() == 0 &&
+      (setgroups(0, NULL) < 0 || setresgid(OVERFLOW_ID, OVERFLOW_ID, OVERFLOW_ID) < 0 ||
+       setresuid(OVERFLOW_ID, OVERFLOW_ID, OVERFLOW_ID) < 0)) {
+    cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "cannot drop to uid %d", OVERFLOW_ID);
+    daemon_failed(d->events_fd, "proxy", err);
+    kill(bridge, SIGKILL);
+    _exit(1);
+  }
   struct net_proxy_options o = {.rules = d->rules, .events_fd = d->events_fd};
   int r = bridge < 0 ? -1 : net_proxy_serve(&o, d->proxy_listen, d->handoff, &err);
   if (r < 0)
