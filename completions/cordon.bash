@@ -46,7 +46,7 @@ _cordon() {
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
-    --user --monitor"
+    --user --monitor --allow-domain --allow-cidr --resolve"
 
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$verbs --help --version -V" -- "$cur"))
@@ -180,7 +180,8 @@ _cordon() {
   agent)
     opts="--project --ro --hide --policy --allow-ro --env-allow --mechanism
       --no-require-enforcement --net --tmp-size --print --host-isolation
-      --host-isolation-evidence --adapter --protect --help"
+      --host-isolation-evidence --adapter --protect --allow-domain --allow-cidr --resolve
+      --help"
     ;;
   gate)
     subs="baseline check"

@@ -52,6 +52,15 @@ int agent_mechanism_choose(enum agent_mechanism_kind *kind, const struct agent_p
                             "its profile)");
   if (*kind == AGENT_MECHANISM_OFF)
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "agent mechanism off confines nothing");
+  /* restricted needs a network namespace and the host-side proxy, which only ns sets up. */
+  bool restricted = policy->net && !strcmp(policy->net, "restricted");
+  if (restricted && *kind != AGENT_MECHANISM_AUTO && *kind != AGENT_MECHANISM_NS)
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "net restricted is enforced only by agent mechanism ns (its proxy "
+                            "outside the sandbox), not by %s",
+                            agent_mechanism_kind_name(*kind));
+  if (restricted)
+    *kind = AGENT_MECHANISM_NS;
   if (*kind != AGENT_MECHANISM_AUTO) {
     *out = agent_mechanism_of(*kind);
     return (*out)->preflight(policy, err);

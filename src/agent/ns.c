@@ -17,6 +17,7 @@
 #include "base/strv.h"
 #include "confine/policy.h"
 #include "exec/pty.h"
+#include "net/proxy.h"
 
 static int find_ns(struct cordon_registry **reg, const struct cordon_backend **b,
                    struct cordon_error **err) {
@@ -43,6 +44,7 @@ struct ns_manifest {
   char **hidden;
   struct cordon_volume *volumes;
   char **read_only; /* the policy's, and .cordon/agent-visible shown inside the mask of .cordon */
+  struct cordon_egress_rules egress_rules; /* net restricted: the policy's lists (borrowed) */
 };
 
 static void ns_manifest_clear(struct ns_manifest *nm) {
@@ -76,6 +78,13 @@ static int build_manifest(const struct agent_policy *p, struct cordon_manifest *
   m->policy.allow_ro = (const char *const *)p->allow_ro;
   if (cordon_egress_parse(p->net, &m->policy.egress) < 0)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "net %s", p->net);
+  nm->egress_rules = (struct cordon_egress_rules){
+      .allow_domains = (const char *const *)p->allow_domains,
+      .allow_cidrs = (const char *const *)p->allow_cidrs,
+      .resolve = (const char *const *)p->resolve,
+  };
+  if (m->policy.egress == CORDON_EGRESS_RESTRICTED)
+    m->egress_rules = &nm->egress_rules;
   m->policy.limits.tmp_bytes = p->tmp_bytes;
   m->policy.require_enforcement = true;
   m->volumes = n_rw ? nm->volumes : NULL;
@@ -94,10 +103,18 @@ static const char *relative_cwd(const struct agent_policy *p) {
 static int exec_agent(struct cordon_session *s, const struct agent_launch *launch, int *exit_code,
                       struct cordon_error **err) {
   const struct agent_policy *p = launch->policy;
+  /* The agent's environment is whole (clear_env): under restricted it gets the proxy's
+   * variables itself, under its own (which may override them). */
+  _cleanup_(strv_freep) char **env =
+      !strcmp(p->net, "restricted")
+          ? strv_env_merge(net_proxy_environment, (const char *const *)p->env)
+          : strv_copy((const char *const *)p->env);
+  if (!env)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "agent environment");
   struct cordon_exec_request req = {
       .argv = launch->argv,
       .cwd = relative_cwd(p),
-      .env = (const char *const *)p->env,
+      .env = (const char *const *)env,
       .clear_env = true,
       .timeout = -1,
       .caller_stdio = true,

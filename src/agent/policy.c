@@ -33,6 +33,9 @@ void agent_policy_free(struct agent_policy *policy) {
   strv_free(policy->allow_rw);
   strv_free(policy->env);
   free(policy->net);
+  strv_free(policy->allow_domains);
+  strv_free(policy->allow_cidrs);
+  strv_free(policy->resolve);
   free(policy);
 }
 
@@ -43,6 +46,9 @@ void agent_policy_file_clear(struct agent_policy_file *file) {
   strv_free(file->allow_rw);
   strv_free(file->env_allow);
   free(file->net);
+  strv_free(file->allow_domains);
+  strv_free(file->allow_cidrs);
+  strv_free(file->resolve);
   memset(file, 0, sizeof(*file));
 }
 
@@ -62,11 +68,10 @@ static int parse_entry(yaml_document_t *doc, const char *key, yaml_node_t *value
   struct {
     const char *key;
     char ***list;
-  } lists[] = {{"read_only", &out->read_only},
-               {"hidden", &out->hidden},
-               {"allow_ro", &out->allow_ro},
-               {"allow_rw", &out->allow_rw},
-               {"env_allow", &out->env_allow}};
+  } lists[] = {{"read_only", &out->read_only},     {"hidden", &out->hidden},
+               {"allow_ro", &out->allow_ro},       {"allow_rw", &out->allow_rw},
+               {"env_allow", &out->env_allow},     {"allow_domains", &out->allow_domains},
+               {"allow_cidrs", &out->allow_cidrs}, {"resolve", &out->resolve}};
   for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
     if (strcmp(key, lists[i].key))
       continue;
@@ -87,7 +92,7 @@ static int parse_entry(yaml_document_t *doc, const char *key, yaml_node_t *value
   }
   return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                           "%s: unknown key '%s' (known: read_only, hidden, allow_ro, allow_rw, "
-                          "env_allow, net)",
+                          "env_allow, net, allow_domains, allow_cidrs, resolve)",
                           name, key);
 }
 
@@ -317,14 +322,39 @@ static int set_cwd(const struct agent_policy_input *in, struct agent_policy *p,
   return 0;
 }
 
-static int set_net(const char *net, struct agent_policy *p, struct cordon_error **err) {
+/* One rule list of net restricted: the flags' entries, then the file's. */
+static int join_rules(const char *const *flags, char *const *file, char ***out) {
+  if (!flags && !file)
+    return 0;
+  *out = strv_copy(flags);
+  for (size_t i = 0; *out && file && file[i]; i++)
+    if (strv_push(out, file[i]) < 0)
+      return -1;
+  return *out ? 0 : -1;
+}
+
+static int set_net(const char *net, const struct agent_policy_input *in,
+                   const struct agent_policy_file *file, struct agent_policy *p,
+                   struct cordon_error **err) {
   if (!net)
     net = "loopback";
-  if (strcmp(net, "none") && strcmp(net, "loopback") && strcmp(net, "open"))
+  if (strcmp(net, "none") && strcmp(net, "loopback") && strcmp(net, "restricted") &&
+      strcmp(net, "open"))
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
-                            "net must be none, loopback or open, not '%s'", net);
-  if (!(p->net = strdup(net)))
+                            "net must be none, loopback, restricted or open, not '%s'", net);
+  if (!(p->net = strdup(net)) ||
+      join_rules(in->allow_domains, file->allow_domains, &p->allow_domains) < 0 ||
+      join_rules(in->allow_cidrs, file->allow_cidrs, &p->allow_cidrs) < 0 ||
+      join_rules(in->resolve, file->resolve, &p->resolve) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
+  /* The rules shape restricted and nothing else: with another class they would be ignored. */
+  const char *given = p->allow_domains ? "--allow-domain (allow_domains)"
+                      : p->allow_cidrs ? "--allow-cidr (allow_cidrs)"
+                      : p->resolve     ? "--resolve (resolve)"
+                                       : NULL;
+  if (given && strcmp(net, "restricted"))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "%s needs --net restricted (net is %s)",
+                            given, net);
   return 0;
 }
 
@@ -374,7 +404,7 @@ static int build(const struct agent_policy_input *in, const struct agent_policy_
   if (!names)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy");
   if (agent_env_filter(in->environ, (const char *const *)names, &p->env, err) < 0 ||
-      set_net(in->net ? in->net : file->net, p, err) < 0)
+      set_net(in->net ? in->net : file->net, in, file, p, err) < 0)
     return -1;
   p->tmp_bytes = in->tmp_bytes ? in->tmp_bytes : CORDON_DEFAULT_TMP_BYTES;
   return 0;

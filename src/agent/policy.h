@@ -29,8 +29,11 @@ struct agent_policy {
   char **allow_ro;
   char **allow_rw;
   char **env;         /* the agent's whole environment, NAME=VALUE, already filtered */
-  char *net;          /* "none", "loopback" or "open" */
+  char *net;          /* "none", "loopback", "restricted" (mechanism ns only) or "open" */
   uint64_t tmp_bytes; /* the private /tmp's size */
+  /* net restricted: what its proxy lets through (flags and file joined; NULL-terminated, or
+   * NULL when none given) */
+  char **allow_domains, **allow_cidrs, **resolve;
 };
 
 void agent_policy_free(struct agent_policy *policy);
@@ -58,16 +61,20 @@ struct agent_policy_input {
   /* Host paths a caller grants read-write (an adapter's state directories): absolute,
    * existing, outside the project; they join the file's allow_rw. */
   const char *const *extra_allow_rw;
+  /* --allow-domain, --allow-cidr, --resolve: net restricted only */
+  const char *const *allow_domains, *const *allow_cidrs, *const *resolve;
 };
 
 /* The lists of a policy file (pure parse; every list NULL-terminated or NULL). */
 struct agent_policy_file {
   char **read_only, **hidden, **allow_ro, **allow_rw, **env_allow;
   char *net;
+  char **allow_domains, **allow_cidrs, **resolve; /* net restricted's rules */
 };
 void agent_policy_file_clear(struct agent_policy_file *file);
 /* Parse a policy file's YAML text (pure): a mapping whose keys are read_only, hidden, allow_ro,
- * allow_rw, env_allow (lists of strings) and net (a string). An unknown key or a value of the
+ * allow_rw, env_allow, allow_domains, allow_cidrs, resolve (lists of strings) and net (a
+ * string). An unknown key or a value of the
  * wrong type is CORDON_ERR_USAGE naming the key. */
 int agent_policy_file_parse(const char *text, size_t length, const char *name,
                             struct agent_policy_file *out, struct cordon_error **err);

@@ -44,7 +44,8 @@ static const char agent_usage[] =
     "                        (beneath a --hide directory: that part shown read-only)\n"
     "  --hide PATH           project path the agent cannot read (repeatable; must exist)\n"
     "  --policy FILE         a policy file (YAML): read_only, hidden, allow_ro, allow_rw\n"
-    "                        (lists), env_allow (names), net; joins the flags\n"
+    "                        (lists), env_allow (names), net, allow_domains, allow_cidrs,\n"
+    "                        resolve (lists); joins the flags\n"
     "  --allow-ro HOSTPATH   host path outside the project granted read-only (repeatable;\n"
     "                        also CORDON_SANDBOX_ALLOW=a:b)\n"
     "  --env-allow NAME      pass the caller's variable NAME through (repeatable)\n"
@@ -53,7 +54,12 @@ static const char agent_usage[] =
     "  --no-require-enforcement\n"
     "                        allow --mechanism off: the agent runs UNCONFINED, said loudly on\n"
     "                        stderr and recorded in the project's audit log\n"
-    "  --net CLASS           none, loopback (default: a private lo only) or open\n"
+    "  --net CLASS           none, loopback (default: a private lo only), restricted\n"
+    "                        (mechanism ns: lo, and a proxy outside the sandbox that lets\n"
+    "                        through the --allow-domain names) or open\n"
+    "  --allow-domain NAME --allow-cidr CIDR --resolve NAME:ADDR\n"
+    "                        with --net restricted, as for `cordon run` (repeatable; the\n"
+    "                        policy file's allow_domains, allow_cidrs, resolve join them)\n"
     "  --tmp-size SIZE       size of the private /tmp (K, M, G; default 1G)\n"
     "  --print bwrap|seatbelt\n"
     "                        print the generated bubblewrap argv (one shell-quoted line) or\n"
@@ -90,6 +96,9 @@ enum {
   AGENT_OPT_HOST_EVIDENCE,
   AGENT_OPT_ADAPTER,
   AGENT_OPT_PROTECT,
+  AGENT_OPT_ALLOW_DOMAIN,
+  AGENT_OPT_ALLOW_CIDR,
+  AGENT_OPT_RESOLVE,
 };
 
 struct agent_opts {
@@ -99,6 +108,7 @@ struct agent_opts {
   uint64_t tmp_bytes;
   const char *host_isolation, *host_evidence, *adapter;
   char **protect;
+  char **allow_domains, **allow_cidrs, **resolve; /* net restricted */
 };
 
 static void agent_opts_free(struct agent_opts *o) {
@@ -107,6 +117,9 @@ static void agent_opts_free(struct agent_opts *o) {
   strv_free(o->allow_ro);
   strv_free(o->env_allow);
   strv_free(o->protect);
+  strv_free(o->allow_domains);
+  strv_free(o->allow_cidrs);
+  strv_free(o->resolve);
 }
 
 /* 0 parsed, -1 --help printed, else an exit code. */
@@ -127,6 +140,9 @@ static int parse_options(int argc, char **argv, struct agent_opts *o) {
       {"host-isolation-evidence", required_argument, NULL, AGENT_OPT_HOST_EVIDENCE},
       {"adapter", required_argument, NULL, AGENT_OPT_ADAPTER},
       {"protect", required_argument, NULL, AGENT_OPT_PROTECT},
+      {"allow-domain", required_argument, NULL, AGENT_OPT_ALLOW_DOMAIN},
+      {"allow-cidr", required_argument, NULL, AGENT_OPT_ALLOW_CIDR},
+      {"resolve", required_argument, NULL, AGENT_OPT_RESOLVE},
       {"help", no_argument, NULL, 'h'},
       {0}};
   int c;
@@ -160,6 +176,9 @@ static int parse_options(int argc, char **argv, struct agent_opts *o) {
     case AGENT_OPT_ALLOW_RO: list = &o->allow_ro; break;
     case AGENT_OPT_ENV_ALLOW: list = &o->env_allow; break;
     case AGENT_OPT_PROTECT: list = &o->protect; break;
+    case AGENT_OPT_ALLOW_DOMAIN: list = &o->allow_domains; break;
+    case AGENT_OPT_ALLOW_CIDR: list = &o->allow_cidrs; break;
+    case AGENT_OPT_RESOLVE: list = &o->resolve; break;
     default: return cli_option_error("agent");
     }
     if (list && strv_push(list, optarg) < 0)
@@ -478,6 +497,9 @@ int cmd_agent(int argc, char **argv) {
       .tmp_bytes = o.tmp_bytes,
       .environ = (const char *const *)environ,
       .extra_allow_rw = (const char *const *)extras.state_dirs,
+      .allow_domains = (const char *const *)o.allow_domains,
+      .allow_cidrs = (const char *const *)o.allow_cidrs,
+      .resolve = (const char *const *)o.resolve,
   };
   if (agent_policy_build(&in, &policy, &err) < 0) {
     code = cli_fail(err);

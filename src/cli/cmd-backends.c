@@ -16,13 +16,32 @@ static const char backends_usage[] =
     "with the reason when it is not. A plugin that failed to load is listed with the reason.\n"
     "--json also lists the policy features each backend enforces (read_only_paths,\n"
     "hidden_paths, host_grants, memory, pids, cpu, nofile, fsize, tmp_size, net_none,\n"
-    "net_loopback, net_restricted); asking a backend for another is refused.\n";
+    "net_loopback, net_restricted); asking a backend for another is refused; and its egress\n"
+    "classes: none, loopback, restricted where it enforces them, open where it has network.\n";
 
 static json_t *features_json(uint32_t features) {
   json_t *a = json_array();
   for (unsigned i = 0; i < CORDON_FEATURE_COUNT; i++)
     if (features & (1u << i))
       json_array_append_new(a, json_string(cordon_feature_name(1u << i)));
+  return a;
+}
+
+/* The --net classes a backend can be asked for without a waiver: each class it enforces, and
+ * open (which restricts nothing) wherever commands have a network at all. */
+static json_t *egress_json(const struct cordon_backend *b) {
+  static const struct {
+    uint32_t feature;
+    enum cordon_egress egress;
+  } classes[] = {{CORDON_FEATURE_NET_NONE, CORDON_EGRESS_NONE},
+                 {CORDON_FEATURE_NET_LOOPBACK, CORDON_EGRESS_LOOPBACK},
+                 {CORDON_FEATURE_NET_RESTRICTED, CORDON_EGRESS_RESTRICTED}};
+  json_t *a = json_array();
+  for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++)
+    if (b->enforces & classes[i].feature)
+      json_array_append_new(a, json_string(cordon_egress_name(classes[i].egress)));
+  if (b->capabilities & CORDON_CAP_NETWORK)
+    json_array_append_new(a, json_string(cordon_egress_name(CORDON_EGRESS_OPEN)));
   return a;
 }
 
@@ -72,6 +91,7 @@ int cmd_backends(int argc, char **argv) {
         json_object_set_new(o, "capabilities", capabilities_json(b->capabilities));
         json_object_set_new(o, "enforces", features_json(b->enforces));
         json_object_set_new(o, "summary", json_string(b->summary ? b->summary : ""));
+        json_object_set_new(o, "egress", egress_json(b));
       }
       if (why)
         json_object_set_new(o, b ? "unavailable_reason" : "load_error", json_string(why));

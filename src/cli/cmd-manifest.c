@@ -24,6 +24,9 @@ void manifest_opts_free(struct manifest_opts *o) {
   strv_free(o->hidden);
   strv_free(o->allow_ro);
   strv_free(o->hidden_if_exists);
+  strv_free(o->allow_domains);
+  strv_free(o->allow_cidrs);
+  strv_free(o->resolve);
   for (size_t i = 0; i < o->n_files; i++) {
     free((void *)o->files[i].path);
     free((void *)o->files[i].content);
@@ -186,6 +189,9 @@ int manifest_option(const char *verb, int c, const char *arg, struct manifest_op
                              microvm_monitor_names());
     o->monitor = arg;
     return 0;
+  case OPT_ALLOW_DOMAIN: return strv_push(&o->allow_domains, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_ALLOW_CIDR: return strv_push(&o->allow_cidrs, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_RESOLVE: return strv_push(&o->resolve, arg) < 0 ? EXIT_FAILURE_ : 0;
   }
   return 1;
 }
@@ -228,6 +234,29 @@ static int hide_existing(struct manifest_opts *o, struct cordon_manifest *m) {
         strv_push(&o->hidden, o->hidden_if_exists[i]) < 0)
       return EXIT_FAILURE_;
   m->policy.hidden = (const char *const *)o->hidden;
+  return 0;
+}
+
+/* --allow-domain, --allow-cidr and --resolve shape the class restricted and nothing else: with
+ * another class (or none named) they would be silently ignored, so they are refused. Their
+ * entries themselves are checked by the backend (net_rules_parse), which names a bad one. */
+static int egress_rules(struct manifest_opts *o, struct cordon_manifest *m) {
+  const char *given = o->allow_domains ? "--allow-domain"
+                      : o->allow_cidrs ? "--allow-cidr"
+                      : o->resolve     ? "--resolve"
+                                       : NULL;
+  if (!given)
+    return 0;
+  if (!o->egress_set || o->egress != CORDON_EGRESS_RESTRICTED) {
+    cli_error("%s needs --net restricted (it shapes what that class lets through)", given);
+    return EXIT_USAGE;
+  }
+  o->egress_rules = (struct cordon_egress_rules){
+      .allow_domains = (const char *const *)o->allow_domains,
+      .allow_cidrs = (const char *const *)o->allow_cidrs,
+      .resolve = (const char *const *)o->resolve,
+  };
+  m->egress_rules = &o->egress_rules;
   return 0;
 }
 
@@ -275,6 +304,8 @@ int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
   m->n_volumes = o->n_volumes;
   m->user_root = o->user_root;
   m->monitor = o->monitor;
+  if (egress_rules(o, m) != 0)
+    return EXIT_USAGE;
   return hide_existing(o, m);
 }
 

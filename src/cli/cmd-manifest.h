@@ -48,6 +48,12 @@ struct manifest_opts {
   bool user_root;          /* --user root */
   char **hidden_if_exists; /* --hide-if-exists: joins hidden when it exists in the workspace */
   const char *monitor;     /* --monitor NAME: the microvm backend's monitor */
+  /* --net restricted: --allow-domain, --allow-cidr, --resolve (strv, owned), and the rules
+   * the manifest points at (build_manifest) */
+  char **allow_domains;
+  char **allow_cidrs;
+  char **resolve;
+  struct cordon_egress_rules egress_rules;
 };
 
 void manifest_opts_free(struct manifest_opts *o);
@@ -87,6 +93,9 @@ enum {
   OPT_USER,
   OPT_HIDE_IF_EXISTS,
   OPT_MONITOR,
+  OPT_ALLOW_DOMAIN,
+  OPT_ALLOW_CIDR,
+  OPT_RESOLVE,
 };
 
 #define MANIFEST_OPTIONS                                                                          \
@@ -109,7 +118,10 @@ enum {
       {"user", required_argument, NULL, OPT_USER}, {"quiet", no_argument, NULL, OPT_QUIET},       \
       {"json", no_argument, NULL, OPT_JSON}, {"volume", required_argument, NULL, 'v'},            \
       {"hide-if-exists", required_argument, NULL, OPT_HIDE_IF_EXISTS},                            \
-      {"monitor", required_argument, NULL, OPT_MONITOR}, {                                        \
+      {"monitor", required_argument, NULL, OPT_MONITOR},                                          \
+      {"allow-domain", required_argument, NULL, OPT_ALLOW_DOMAIN},                                \
+      {"allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR},                                    \
+      {"resolve", required_argument, NULL, OPT_RESOLVE}, {                                        \
     "help", no_argument, NULL, OPT_HELP                                                           \
   }
 
@@ -136,6 +148,15 @@ enum {
   "  --net CLASS           egress: none, loopback, restricted, open (default: loopback,\n"    \
   "                        a private lo only, on ns and docker; worktree: open)\n"            \
   "                        (none: no interface at all, lo down; ns only)\n"                   \
+  "                        (restricted: only lo, and a proxy outside the sandbox at\n"        \
+  "                        127.0.0.1:3128 that lets through the --allow-domain names;\n"      \
+  "                        HTTP_PROXY, HTTPS_PROXY, ALL_PROXY are set; ns only)\n"            \
+  "  --allow-domain NAME   with --net restricted: NAME may be reached (repeatable;\n"         \
+  "                        *.NAME: its subdomains, never NAME itself)\n"                      \
+  "  --allow-cidr CIDR     with --net restricted: open a range the proxy always blocks\n"     \
+  "                        (loopback, private, link-local...) (repeatable)\n"                 \
+  "  --resolve NAME:ADDR   with --net restricted: the proxy resolves NAME to ADDR\n"          \
+  "                        (repeatable, like curl's; [ADDR] for IPv6)\n"                      \
   "  --memory SIZE --pids N --cpus X --nofile N --fsize SIZE\n"                               \
   "                        resource limits (SIZE takes K, M, G); refused if unenforceable;\n" \
   "                        --fsize (largest file a command may write) defaults to 4G on ns\n" \

@@ -446,11 +446,8 @@ int confine_check_egress(enum cordon_egress egress, struct cordon_error **err) {
   switch (egress) {
   case CORDON_EGRESS_NONE:
   case CORDON_EGRESS_LOOPBACK:
+  case CORDON_EGRESS_RESTRICTED: /* lo, and the host-side proxy (backends/ns/egress.h) */
   case CORDON_EGRESS_OPEN: return 0;
-  case CORDON_EGRESS_RESTRICTED:
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
-                            "egress class restricted is not implemented by the ns backend yet "
-                            "(use none, loopback or open)");
   }
   return cordon_error_set(err, CORDON_ERR_USAGE, 0, "unknown egress class %d", (int)egress);
 }

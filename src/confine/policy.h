@@ -158,7 +158,7 @@ int confine_check_limits(const struct cordon_limits *limits, struct cordon_error
  * limit, else CORDON_DEFAULT_TMP_BYTES. Never 0 (to tmpfs, size=0 means unbounded). */
 uint64_t confine_tmp_bytes(const struct cordon_limits *limits);
 
-/* Egress classes the ns backend implements: none, loopback, open. */
+/* Egress classes the ns backend implements: none, loopback, restricted (with its proxy), open. */
 int confine_check_egress(enum cordon_egress egress, struct cordon_error **err);
 
 /* CFS quota for `cpus` cores per CONFINE_CPU_PERIOD_US. */

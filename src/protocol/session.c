@@ -23,6 +23,7 @@
 #include <cordon/session.h>
 
 #include "exec/stdio.h"
+#include "net/proxy.h"
 #include "protocol/context.h"
 #include "protocol/persist.h"
 #include "protocol/registry.h"
@@ -285,7 +286,10 @@ static int session_new(struct cordon_context *ctx, const struct cordon_backend *
   s->ephemeral = m->ephemeral;
   s->one_shot = m->one_shot;
   s->root = strdup(m->root ? m->root : DEFAULT_ROOT);
-  s->env = strv_copy(m->env);
+  /* restricted: the proxy's variables under the session's own (which may override them) */
+  s->env = m->policy.egress == CORDON_EGRESS_RESTRICTED
+               ? strv_env_merge(net_proxy_environment, m->env)
+               : strv_copy(m->env);
   if (!s->root || !s->env || fs_random_hex(8, &s->id, err) < 0 ||
       asprintf(&s->state_dir, "%s/%s", sessions, s->id) < 0) {
     session_free(s);

@@ -234,11 +234,20 @@ static void test_policy_refusals(void **state) {
   assert_non_null(strstr(err->message, "overlaps"));
   cordon_error_free(err);
 
+  /* restricted: a bad rule is refused, named, before anything is made */
   m = project_manifest();
   m.policy.egress = CORDON_EGRESS_RESTRICTED;
+  struct cordon_egress_rules bad_rules = {.allow_domains = LIST("ok.example", "*")};
+  m.egress_rules = &bad_rules;
   err = create_fails(&m);
-  /* ns does not declare restricted egress: the library refuses it by name */
-  assert_non_null(strstr(err->message, "net_restricted"));
+  assert_non_null(strstr(err->message, "*"));
+  cordon_error_free(err);
+  /* rules with another class would be ignored: refused */
+  m = project_manifest();
+  struct cordon_egress_rules rules = {.allow_domains = LIST("ok.example")};
+  m.egress_rules = &rules;
+  err = create_fails(&m);
+  assert_non_null(strstr(err->message, "restricted"));
   cordon_error_free(err);
 
   m = project_manifest();

@@ -135,6 +135,12 @@ static void test_lists_normalised(void **state) {
   assert_int_equal(plan.rlimits.nofile, 64);
   assert_int_equal(plan.rlimits.fsize, 4096);
   ns_plan_clear(&plan);
+  /* restricted: its own network namespace with lo up, where the bridge to the proxy listens */
+  m.policy.egress = CORDON_EGRESS_RESTRICTED;
+  build(&m, &rootless, &plan);
+  assert_true(plan.new_network);
+  assert_true(plan.loopback);
+  ns_plan_clear(&plan);
 }
 
 static void test_one_shot_and_overlay(void **state) {

@@ -48,6 +48,10 @@ struct ns_holder_config {
   /* `--cpus N`, N whole: pid 1 narrows its affinity to N CPUs, which every command inherits
    * (nproc says N); 0: unchanged. */
   unsigned cpus_visible;
+  /* Egress restricted: pid 1 listens on 127.0.0.1:NET_BRIDGE_PORT in its network namespace and
+   * hands that socket out over this fd, which it keeps for its life (backends/ns/egress.h);
+   * -1 for every other class. */
+  int egress_fd;
 };
 
 #endif

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backends/ns/egress.h"
 #include "backends/ns/holder.h"
 #include "backends/ns/proto.h"
 #include "backends/ns/worker.h"
@@ -141,6 +142,8 @@ static int sandbox_setup(const struct ns_holder_config *cfg, struct cordon_error
   if (sethostname(HOSTNAME, strlen(HOSTNAME)) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "sethostname");
   if (cfg->new_network && cfg->loopback && confine_loopback_up(err) < 0)
+    return -1;
+  if (cfg->egress_fd >= 0 && ns_egress_handoff(cfg->egress_fd, err) < 0)
     return -1;
   if (cfg->cpus_visible && confine_limit_affinity(cfg->cpus_visible, err) < 0)
     return -1;
@@ -406,8 +409,8 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
     cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "cannot listen on the session socket");
     fail_setup(ready_fd, err);
   }
-  int keep[] = {ready_fd, cfg->listen_fd, cfg->cgroup_fd, cfg->socket_file_fd,
-                busy[0],  busy[1],        signal_fd,      cfg->memory_join_fd};
+  int keep[] = {ready_fd, cfg->listen_fd, cfg->cgroup_fd,      cfg->socket_file_fd, busy[0],
+                busy[1],  signal_fd,      cfg->memory_join_fd, cfg->egress_fd};
   close_all_except(keep, ARRAY_SIZE(keep));
 
   /* From here on nothing needs a privilege: give them all up, so that every worker and
@@ -677,7 +680,8 @@ ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
   if (sandbox_drop_privileges(&err) < 0)
     oneshot_fail(o, err);
   int keep[] = {o->report[1],     o->go[0],         o->cmd->stdio[0],
-                o->cmd->stdio[1], o->cmd->stdio[2], o->cfg->memory_join_fd};
+                o->cmd->stdio[1], o->cmd->stdio[2], o->cfg->memory_join_fd,
+                o->cfg->egress_fd};
   close_all_except(keep, ARRAY_SIZE(keep));
   /* The sandbox dies with the caller (killed, crashed): its thread's death kills us, and with
    * us the namespace. Asked only now: the setup's change of uid clears the parent-death signal.

@@ -58,6 +58,8 @@ void ns_pending_free(struct ns_pending *p) {
     close(p->memory_join_fd);
   if (p->home_fd >= 0)
     close(p->home_fd);
+  if (p->egress_fd >= 0)
+    close(p->egress_fd); /* the egress daemon sees its hang-up, if pid 1 never took it */
   free(p);
 }
 

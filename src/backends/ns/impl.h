@@ -91,7 +91,8 @@ struct ns_pending {
   int cgroup_fd;
   int join_fds[CONFINE_CG_MAX_DIRS];
   int memory_join_fd;
-  int home_fd; /* cfg.root.home.tree_fd */
+  int home_fd;   /* cfg.root.home.tree_fd */
+  int egress_fd; /* cfg.egress_fd: pid 1's end of the egress daemon's handoff, or -1 */
 };
 
 /* impl.c: the in-process data, and what the state file records of it. */

@@ -693,11 +693,12 @@ const struct cordon_backend cordon_backend_ns = {
                     CORDON_CAP_SNAPSHOT | CORDON_CAP_PERSISTENT_VOLUMES | CORDON_CAP_CALLER_STDIO,
     .tier = CORDON_TIER_CONTAINER,
     /* Limits it cannot set on this host (rootless without a delegated cgroup) it refuses by
-     * name at create; restricted egress is not implemented. */
+     * name at create. restricted: lo only, and the host-side proxy (egress.h). */
     .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
                 CORDON_FEATURE_HOST_GRANTS | CORDON_FEATURE_MEMORY | CORDON_FEATURE_PIDS |
                 CORDON_FEATURE_CPU | CORDON_FEATURE_NOFILE | CORDON_FEATURE_FSIZE |
-                CORDON_FEATURE_TMP_SIZE | CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK,
+                CORDON_FEATURE_TMP_SIZE | CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK |
+                CORDON_FEATURE_NET_RESTRICTED,
     .available = ns_available,
     .create = ns_create,
     .resume = ns_resume,

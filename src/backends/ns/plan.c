@@ -161,7 +161,9 @@ int ns_plan_build(const struct cordon_manifest *m, const struct ns_plan_host *ho
   p.oom_shield = p.limits.memory_bytes > 0;
   p.tmp_bytes = confine_tmp_bytes(&policy->limits);
   p.new_network = policy->egress != CORDON_EGRESS_OPEN;
-  p.loopback = policy->egress == CORDON_EGRESS_LOOPBACK;
+  /* restricted: lo too, where the bridge to the proxy listens */
+  p.loopback =
+      policy->egress == CORDON_EGRESS_LOOPBACK || policy->egress == CORDON_EGRESS_RESTRICTED;
   *out = p;
   return 0;
 }

@@ -22,6 +22,7 @@
 #include <cordon/snapshot.h>
 
 #include "backends/ns/holder.h"
+#include "backends/ns/egress.h"
 #include "backends/ns/impl.h"
 #include "backends/ns/plan.h"
 #include "backends/ns/proto.h"
@@ -37,6 +38,7 @@
 #include "confine/userns.h"
 #include "crypto/digest.h"
 #include "protocol/persist.h"
+#include "net/proxy.h"
 #include "protocol/rundir.h"
 #include "protocol/workspace.h"
 
@@ -179,6 +181,8 @@ struct start {
   int memory_join_fd;
   int listen_fd, socket_file_fd;
   int home_tree_fd; /* it as the sandbox mounts it (as root), or -1: the holder clones it */
+  struct net_rules *egress_rules; /* egress restricted: the manifest's rules, parsed */
+  int egress_fd;                  /* pid 1's end of the egress daemon's handoff, or -1 */
 };
 
 static void close_fd(int *fd) {
@@ -199,6 +203,7 @@ static void start_close_fds(struct start *st) {
   close_fd(&st->listen_fd);
   close_fd(&st->socket_file_fd);
   close_fd(&st->home_tree_fd);
+  close_fd(&st->egress_fd);
 }
 
 static void start_clear(struct start *st) {
@@ -207,6 +212,7 @@ static void start_clear(struct start *st) {
   ns_resolved_clear(&st->resolved);
   free(st->overlay_upper);
   free(st->overlay_work);
+  net_rules_free(st->egress_rules);
 }
 
 /* The plan: the caller's facts read here, so that ns_plan_build stays pure. */
@@ -488,6 +494,7 @@ static void holder_config(struct start *st) {
       .auth = st->impl->auth,
       .socket_file_fd = st->socket_file_fd,
       .cpus_visible = confine_cpus_visible(plan->limits.cpus),
+      .egress_fd = st->egress_fd,
   };
   memcpy(st->cfg.cgroup_join_fds, st->join_fds, sizeof(st->join_fds));
   /* The operator as the holder's user namespace sees it: rootless, the sandbox uid (ours); as
@@ -538,7 +545,9 @@ static int keep_for_exec(struct start *st, struct cordon_error **err) {
   memcpy(p->join_fds, st->join_fds, sizeof(p->join_fds));
   p->memory_join_fd = st->memory_join_fd;
   p->home_fd = st->home_tree_fd;
+  p->egress_fd = st->egress_fd;
   st->workspace_tree_fd = st->cgroup_fd = st->memory_join_fd = st->home_tree_fd = -1;
+  st->egress_fd = -1;
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
     st->join_fds[i] = -1;
   impl->pending = p;
@@ -590,6 +599,18 @@ static int spawn_holder(struct start *st, struct cordon_error **err) {
   return r;
 }
 
+/* Step, egress restricted: the proxy's daemon, started before the sandbox (it waits for pid 1's
+ * listening socket, and ends with pid 1); the session gets a runtime directory for its socket
+ * when it has none yet (one-shot). The daemon took its copy of the rules. */
+static int start_egress(struct start *st, struct cordon_error **err) {
+  if (!st->egress_rules)
+    return 0;
+  struct ns_impl *impl = st->impl;
+  if (impl->run_fd < 0 && (impl->run_fd = session_rundir(st->s, true, err)) < 0)
+    return -1;
+  return ns_egress_start(st->egress_rules, impl->run_fd, st->s->state_dir, &st->egress_fd, err);
+}
+
 /* create() and resume(): snapshot_id non-NULL restores that snapshot as the session's own
  * workspace before anything else. */
 int ns_start(struct cordon_session *s, const struct cordon_manifest *m, const char *snapshot_id,
@@ -620,7 +641,17 @@ int ns_start(struct cordon_session *s, const struct cordon_manifest *m, const ch
       .listen_fd = -1,
       .socket_file_fd = -1,
       .home_tree_fd = -1,
+      .egress_fd = -1,
   };
+  /* The rules first: a bad entry is refused (named) before anything is made. */
+  if (m->egress_rules && policy->egress != CORDON_EGRESS_RESTRICTED)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "egress rules (allowed domains, ranges, pinned names) need egress "
+                            "class restricted, not %s",
+                            cordon_egress_name(policy->egress));
+  if (policy->egress == CORDON_EGRESS_RESTRICTED &&
+      net_rules_parse(m->egress_rules, &st.egress_rules, err) < 0)
+    return -1;
   /* What the sandbox will be, then what it is on this host. */
   if (build_plan(&st, snapshot_id, err) < 0 ||
       confine_private_set(s->ctx ? cordon_context_state_dir(s->ctx) : NULL,
@@ -633,7 +664,7 @@ int ns_start(struct cordon_session *s, const struct cordon_manifest *m, const ch
   /* Carried out: each step's fds stay in st, closed by start_clear if a later step fails. */
   if (make_cgroups(&st, err) < 0 ||
       (!impl->one_shot && make_control(s, impl, &st.listen_fd, &st.socket_file_fd, err) < 0) ||
-      map_identity(&st, err) < 0 || prepare_home(&st, err) < 0)
+      map_identity(&st, err) < 0 || prepare_home(&st, err) < 0 || start_egress(&st, err) < 0)
     return -1;
   holder_config(&st);
   return impl->one_shot ? keep_for_exec(&st, err) : spawn_holder(&st, err);
