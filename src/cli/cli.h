@@ -110,4 +110,11 @@ int cmd_agent(int argc, char **argv);  /* cmd-agent.c */
 int cmd_gate(int argc, char **argv);   /* cmd-gate.c */
 int cmd_build(int argc, char **argv);  /* cmd-build.c */
 
+/* `cordon serve` and `cordon token` (cmd-serve.c, cmd-token.c). The server is src/server/, on
+ * this floor: its one entry is declared here rather than included (src/server/serve.h). */
+int cmd_serve(int argc, char **argv);
+int cmd_token(int argc, char **argv);
+int server_run(const char *listen_spec, const char *socket_path, const char *token_file,
+               FILE *announce, struct cordon_error **err);
+
 #endif

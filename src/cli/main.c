@@ -48,6 +48,9 @@ static const char main_usage[] =
     "  build (--rev REV | --from ID) --output PATH... -- ARGV...\n"
     "                                  a candidate build: fresh checkout, confined, outputs\n"
     "                                  verified and recorded; build show ID reads a record\n"
+    "  serve [--listen ADDR:PORT | --socket PATH]\n"
+    "                                  the HTTP API, /metrics and the JWKS (docs/api.md)\n"
+    "  token create|revoke             bearer tokens for `cordon serve` over TCP\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -170,6 +173,8 @@ int main(int argc, char **argv) {
       {"agent", cmd_agent},
       {"gate", cmd_gate},
       {"build", cmd_build},
+      {"serve", cmd_serve},
+      {"token", cmd_token},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
