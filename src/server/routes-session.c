@@ -89,6 +89,17 @@ enum MHD_Result route_session_create(struct request *req, const char *unused) {
   const struct cordon_backend *b = NULL;
   const char *name = m.backend ? m.backend : cordon_registry_default_name();
   int r = cordon_registry_find(req->srv->reg, name, &b, &err);
+  /* A backend that isolates nothing runs commands as the server's user on its host, and a
+   * waiver runs without what was asked: either is an admin's choice, never a client's. */
+  if (r == 0 && (b->tier == CORDON_TIER_NONE || !m.manifest.policy.require_enforcement) &&
+      !jwt_scope_allows(req->scopes, JWT_SCOPE_ADMIN)) {
+    manifest_json_clear(&m);
+    json_decref(doc);
+    return reply_error(req, 403, "forbidden",
+                       "backend %s isolates nothing, or enforcement is waived: scope admin "
+                       "needed",
+                       b->name);
+  }
   if (r == 0) {
     /* No "net": the backend's default class, as the CLI without --net. */
     if (!m.egress_given)
