@@ -24,6 +24,7 @@
 #include "crypto/jwt.h"
 #include "protocol/tokens.h"
 #include "server/metrics.h"
+#include "server/races.h"
 #include "server/serve.h"
 #include "server/server.h"
 
@@ -160,6 +161,9 @@ static const struct route {
     {"GET", "/v1/snapshots/*/export", ACCESS_READ, route_snapshot_export},
     {"POST", "/v1/receipts/verify", ACCESS_READ, route_receipt_verify},
     {"POST", "/v1/audit/verify", ACCESS_ADMIN, route_audit_verify},
+    {"POST", "/v1/races", ACCESS_EXEC, route_race_start},
+    {"GET", "/v1/races/*", ACCESS_READ, route_race_status},
+    {"GET", "/v1/races/*/receipt", ACCESS_READ, route_race_receipt},
 };
 
 /* Whether url matches pattern; the one '*' segment is copied to id (id_size bytes). */
@@ -437,6 +441,7 @@ static void server_clear(struct server *srv) {
   free(srv->project_dir);
   free(srv->state_dir);
   free(srv->jwks);
+  races_free(srv->races);
   metrics_free(srv->metrics);
 }
 
@@ -453,7 +458,8 @@ static int server_setup(struct server *srv, const char *listen_spec, const char 
   if (fs_mkdir_p(srv->state_dir, 0755, err) < 0 || cordon_registry_load(&srv->reg, err) < 0)
     return -1;
   srv->metrics = metrics_new(srv->state_dir);
-  if (!srv->metrics)
+  srv->races = races_new();
+  if (!srv->metrics || !srv->races)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "metrics");
   srv->require_token = listen_spec != NULL;
   srv->unix_socket = listen_spec == NULL;

@@ -19,6 +19,7 @@
 #define SERVER_MAX_BODY (64u << 20)
 
 struct metrics;
+struct races;
 
 struct server {
   struct cordon_registry *reg;
@@ -30,6 +31,7 @@ struct server {
   char kid[CORDON_KEY_ID_LEN + 1];
   char *jwks; /* the install key's JWKS document, NULL when there is no key */
   struct metrics *metrics;
+  struct races *races; /* races started through the API */
 };
 
 /* One request: its body (bounded) and what the route matched. */
@@ -84,6 +86,9 @@ enum MHD_Result route_audit_verify(struct request *req, const char *id);
 enum MHD_Result route_metrics(struct request *req, const char *id);
 enum MHD_Result route_jwks(struct request *req, const char *id);
 enum MHD_Result route_healthz(struct request *req, const char *id);
+enum MHD_Result route_race_start(struct request *req, const char *id);
+enum MHD_Result route_race_status(struct request *req, const char *id);
+enum MHD_Result route_race_receipt(struct request *req, const char *id);
 
 /* exec-stream.c: POST .../exec?stream=1 on an open session (takes ownership of s and ctx). */
 enum MHD_Result exec_stream_start(struct request *req, struct cordon_context *ctx,

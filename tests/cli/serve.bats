@@ -486,3 +486,40 @@ print(int(value) if value == int(value) else value)
   [ "$(echo "$output" | metric sandbox_exec_count_total backend=docker,exit_code=5)" = 1 ]
   [ "$(echo "$output" | metric sandbox_exec_count_total backend=docker,exit_code=0)" = 1 ]
 }
+
+@test "serve: a race: start, status while and after, the receipt, verified through the API" {
+  need_ns
+  "$CORDON" key init >/dev/null
+  mkdir tree && echo base >tree/a
+  snap=$("$CORDON" snapshot take tree)
+  serve
+  run -0 api POST /v1/races -d "{\"base\": \"${snap:0:12}\", \"k\": 3, \"backend\": \"ns\",
+    \"argv\": [\"sh\", \"-c\", \"sleep 1; echo \$CORDON_CANDIDATE_INDEX > out\"]}"
+  [ "$(status)" = 202 ]
+  rid=$(echo "$output" | jq -r .id)
+  [ "$(echo "$output" | jq -r .base)" = "$snap" ]
+  st=
+  for i in $(seq 600); do
+    st=$(api GET "/v1/races/$rid")
+    [ "$(echo "$st" | jq -r .status)" = running ] || break
+    # While it runs the receipt is not there yet.
+    [ "$(api GET "/v1/races/$rid/receipt" >/dev/null; status)" = 409 ] || true
+    sleep 0.2
+  done
+  [ "$(echo "$st" | jq -r .status)" = done ]
+  [ "$(echo "$st" | jq -r '.phases | join(",")')" = done,done,done ]
+  [ "$(echo "$st" | jq -r '.candidates | length')" = 3 ]
+  winner=$(echo "$st" | jq -r .winner_snapshot)
+  api GET "/v1/races/$rid/receipt" >/dev/null
+  [ "$(status)" = 200 ]
+  cp body.out receipt.json
+  run -0 api POST "/v1/receipts/verify?expected_keyid=$("$CORDON" key show --kid)" --data-binary @receipt.json
+  [ "$(echo "$output" | jq -r .verdict)" = verified ]
+  [ "$(echo "$output" | jq -r .winner_snapshot)" = "$winner" ]
+  run -0 "$CORDON" receipt verify receipt.json --expected-keyid "$("$CORDON" key show --kid)"
+  run -0 api GET /v1/races/0123456789abcdef
+  [ "$(status)" = 404 ]
+  run -0 api POST /v1/races -d '{"base": "x", "k": 0, "argv": ["true"]}'
+  [ "$(status)" = 400 ]
+  [ "$(echo "$output" | jq -r .error.code)" = bad_race ]
+}
