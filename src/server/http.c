@@ -507,7 +507,7 @@ int server_run(const char *listen_spec, const char *given_socket, const char *to
   struct MHD_Daemon *d = MHD_start_daemon(
       MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, on_request,
       &srv, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0, MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVE_IDLE_TIMEOUT, MHD_OPTION_END);
   if (!d) {
     close(fd);
     cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "cannot start the HTTP server");

@@ -8,6 +8,9 @@
 #include <cordon/error.h>
 
 #define SERVE_DEFAULT_SOCKET "serve.sock"
+/* A connection idle this long (seconds) is closed; a request being answered (an exec, a
+ * stream) is not idle. */
+#define SERVE_IDLE_TIMEOUT 600
 /* How long the --token-file token lives: a day, then the client asks for a new server. */
 #define SERVE_TOKEN_FILE_TTL (24 * 3600)
 
