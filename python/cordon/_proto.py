@@ -211,11 +211,69 @@ def receipt_bytes(receipt: str | os.PathLike[str] | Mapping[str, Any] | bytes) -
     """A receipt given as a path, the parsed document or its bytes, as the bytes to send.
     A path is read here (it names a file of the caller, not of the server)."""
     if isinstance(receipt, Mapping):
-        return json.dumps(receipt).encode()
+        # A signed document verifies only in its one canonical spelling (plus a newline).
+        return canonical_json(receipt) + b"\n"
     if isinstance(receipt, (bytes, bytearray, memoryview)):
         return bytes(receipt)
     with open(receipt, "rb") as f:
         return f.read()
+
+
+def _js_number(x: float) -> str:
+    """A double as ECMAScript's Number.prototype.toString writes it (RFC 8785 §3.2.2.3)."""
+    if x != x or x in (float("inf"), float("-inf")):
+        raise ValueError("NaN and the infinities have no canonical JSON")
+    if x == 0:
+        return "0"
+    sign = "-" if x < 0 else ""
+    # repr is the shortest decimal that reads back to the same double; only its layout
+    # differs from ECMAScript's.
+    mantissa, _, exp = repr(abs(x)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac).lstrip("0")
+    point = len(whole) + int(exp or 0) - (len(whole + frac) - len((whole + frac).lstrip("0")))
+    digits = digits.rstrip("0") or "0"
+    k, n = len(digits), point
+    if k <= n <= 21:
+        out = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        out = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        out = "0." + "0" * -n + digits
+    else:
+        e = n - 1
+        out = digits[0] + ("." + digits[1:] if k > 1 else "") + ("e+" if e > 0 else "e-") + str(abs(e))
+    return sign + out
+
+
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 (JCS) bytes of a JSON value, as cordon signs and verifies them (docs/formats.md,
+    "Canonical JSON"): members sorted by UTF-16 code units, no whitespace, ECMAScript strings
+    and numbers."""
+
+    def enc(v: Any) -> str:
+        if v is None:
+            return "null"
+        if v is True:
+            return "true"
+        if v is False:
+            return "false"
+        if isinstance(v, int):
+            if abs(v) > 2**53:
+                raise ValueError(f"an integer beyond 2^53 has no exact canonical JSON: {v}")
+            return str(v)
+        if isinstance(v, float):
+            return _js_number(v)
+        if isinstance(v, str):
+            return json.dumps(v, ensure_ascii=False)
+        if isinstance(v, Mapping):
+            keys = sorted(v, key=lambda name: str(name).encode("utf-16-be"))
+            return "{" + ",".join(enc(str(k)) + ":" + enc(v[k]) for k in keys) + "}"
+        if isinstance(v, (list, tuple)):
+            return "[" + ",".join(enc(i) for i in v) + "]"
+        raise TypeError(f"not a JSON value: {type(v).__name__}")
+
+    return enc(value).encode("utf-8")
 
 
 def query(route: str, /, **params: Any) -> str:
