@@ -41,7 +41,7 @@ _cordon() {
   COMPREPLY=()
 
   local verbs="run session backends conformance key audit gc cas snapshot race receipt volume agent version
-    gate build"
+    gate build serve token"
   verbs="$verbs events plan"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
@@ -172,6 +172,12 @@ _cordon() {
   receipt)
     subs="verify"
     opts="--expected-keyid --json --help"
+    ;;
+  serve) opts="--listen --socket --token-file --help" ;;
+  token)
+    subs="create revoke"
+    opts="--help"
+    [[ $sub == create ]] && opts="--scope --ttl --sub --json --help"
     ;;
   volume)
     subs="list remove"

@@ -112,4 +112,11 @@ int cmd_build(int argc, char **argv);  /* cmd-build.c */
 int cmd_events(int argc, char **argv); /* cmd-events.c */
 int cmd_plan(int argc, char **argv);   /* cmd-plan.c */
 
+/* `cordon serve` and `cordon token` (cmd-serve.c, cmd-token.c). The server is src/server/, on
+ * this floor: its one entry is declared here rather than included (src/server/serve.h). */
+int cmd_serve(int argc, char **argv);
+int cmd_token(int argc, char **argv);
+int server_run(const char *listen_spec, const char *socket_path, const char *token_file,
+               FILE *announce, struct cordon_error **err);
+
 #endif

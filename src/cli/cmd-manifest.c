@@ -16,6 +16,7 @@
 #include "base/strv.h"
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
+#include "protocol/exec-json.h"
 
 void manifest_opts_free(struct manifest_opts *o) {
   strv_free(o->sparse);
@@ -485,19 +486,9 @@ int emit_failure(struct cordon_error *err, bool json, int code) {
 
 int emit_result(const struct cordon_exec_result *r, bool json, double timeout) {
   if (json) {
-    json_t *o = json_pack("{s:i, s:i, s:b, s:o, s:o, s:I, s:I, s:b, s:b, s:f}", "exit_code",
-                          r->exit_code, "signal", r->term_signal, "timed_out", r->timed_out,
-                          "stdout", bytes_json(r->stdout_data, r->stdout_length), "stderr",
-                          bytes_json(r->stderr_data, r->stderr_length), "stdout_bytes",
-                          (json_int_t)r->stdout_total, "stderr_bytes", (json_int_t)r->stderr_total,
-                          "stdout_truncated", r->stdout_truncated, "stderr_truncated",
-                          r->stderr_truncated, "duration_seconds", r->duration);
-    json_object_set_new(o, "oom_killed", json_boolean(r->oom_killed));
-    /* Only when the backend could not execve the command: a command that exits 126/127
-     * itself has none. */
-    if (r->exec_failure == 127 || r->exec_failure == 126)
-      json_object_set_new(o, "exec_failure",
-                          json_string(r->exec_failure == 127 ? "not_found" : "cannot_execute"));
+    json_t *o = exec_result_json(r, false); /* the shape the HTTP API gives too */
+    if (!o)
+      return EXIT_CORDON;
     json_dumpf(o, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(o);

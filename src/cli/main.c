@@ -52,6 +52,9 @@ static const char main_usage[] =
     "                                  the project's event log: session create, destroy, exec\n"
     "  plan run PLAN.yaml [--dry-run] [--json]\n"
     "                                  run a plan's stages in order, each in a session\n"
+    "  serve [--listen ADDR:PORT | --socket PATH]\n"
+    "                                  the HTTP API, /metrics and the JWKS (docs/api.md)\n"
+    "  token create|revoke             bearer tokens for `cordon serve` over TCP\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -176,6 +179,8 @@ int main(int argc, char **argv) {
       {"build", cmd_build},
       {"events", cmd_events},
       {"plan", cmd_plan},
+      {"serve", cmd_serve},
+      {"token", cmd_token},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
