@@ -294,13 +294,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (req->length + *upload_size > SERVER_MAX_BODY) {
       req->too_large = true; /* read on and drop, to answer 413 at the end */
     } else if (!req->too_large) {
-      char *grown = realloc(req->body, req->length + *upload_size + 1);
-      if (!grown)
-        return MHD_NO;
-      memcpy(grown + req->length, upload_data, *upload_size);
+      size_t need = req->length + *upload_size + 1;
+      if (need > req->capacity) {
+        size_t capacity = req->capacity ? req->capacity : 4096;
+        while (capacity < need)
+          capacity *= 2;
+        char *grown = realloc(req->body, capacity);
+        if (!grown)
+          return MHD_NO;
+        req->body = grown;
+        req->capacity = capacity;
+      }
+      memcpy(req->body + req->length, upload_data, *upload_size);
       req->length += *upload_size;
-      grown[req->length] = 0;
-      req->body = grown;
+      req->body[req->length] = 0;
     }
     *upload_size = 0;
     return MHD_YES;

@@ -42,6 +42,7 @@ struct request {
   const char *url;
   char *body;
   size_t length;
+  size_t capacity; /* of body: grown by doubling, so a large body is not copied per chunk */
   bool too_large;
   uint32_t scopes; /* what the caller may do: the token's, or everything on the unix socket */
 };
