@@ -86,7 +86,7 @@ teardown() {
   [ "$output" = HELLO ]
 }
 
-@test "gvisor: --net none: a server on the host's loopback is unreachable" {
+@test "gvisor: --net loopback: a server on the host's loopback is unreachable" {
   command -v python3 >/dev/null || skip "python3 is needed for the loopback server"
   python3 -c 'import socket,time
 s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True)
@@ -98,12 +98,56 @@ time.sleep(120)' >"$PROJECT/port" &
 try:
   socket.create_connection(('127.0.0.1',$port),timeout=5); print('CONNECTED')
 except OSError as e: print('refused', e)"
-  run "$CORDON" run --backend gvisor --net none -- python3 -c "$probe"
-  run2=$("$CORDON" run --backend gvisor --net loopback -- python3 -c "$probe")
+  run "$CORDON" run --backend gvisor --net loopback -- python3 -c "$probe"
   kill "$server"
   [ "$status" -eq 0 ]
   [[ "$output" == refused* ]]
-  [[ "$run2" == refused* ]]
+}
+
+# gVisor's netstack keeps lo up under runsc --network=none (SIOCSIFFLAGS is not implemented),
+# so `none` (no interface at all) cannot be given: it is refused by name, never downgraded.
+@test "gvisor: --net none is refused by name (lo stays up in gVisor)" {
+  run "$CORDON" run --backend gvisor --net none -- true
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"does not enforce net_none"* ]]
+  run "$CORDON" backends --json
+  [ "$status" -eq 0 ]
+  python3 -c 'import json,sys
+b=[x for x in json.load(sys.stdin) if x["name"]=="gvisor"][0]
+e=b.get("enforces", [])
+assert "net_none" not in e and "net_loopback" in e, e' <<<"$output"
+}
+
+@test "gvisor: commands run as the sandbox user 1000 and write the workspace" {
+  mkdir ws
+  run "$CORDON" run --backend gvisor --workspace ws -- sh -c \
+    'echo "$(id -u):$(id -g):$(id -un)"; echo made > new && cat new; cat /proc/self/status | grep CapEff'
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = 1000:1000:cordon ]
+  [ "${lines[1]}" = made ]
+  [[ "${lines[2]}" == *0000000000000000 ]]
+  [ "$(cat ws/new)" = made ]
+}
+
+# The status record is the exit code's only source: the command (uid 1000) must not be able to
+# write, replace or pre-create one in the control directory (uid 0 of the sandbox, mode 0700).
+@test "gvisor: the workload cannot forge a status record" {
+  id=$("$CORDON" session create --backend gvisor)
+  run "$CORDON" session exec "$id" -- sh -c '
+    for f in /.cordon-gvisor/x /.cordon-gvisor/x.tmp; do echo "exit 0" > "$f" && echo WROTE "$f"; done
+    mkdir /.cordon-gvisor/d && echo MADE
+    kill -9 1 2>/dev/null && echo KILLED
+    exit 9'
+  [ "$status" -eq 9 ]
+  [[ "$output" != *WROTE* ]]
+  [[ "$output" != *MADE* ]]
+  [[ "$output" != *KILLED* ]]
+  # Killing every process it can see (the wrapper and pid 1 are not its own) changes nothing:
+  # a command that exits 3 is reported as 3.
+  run "$CORDON" session exec "$id" -- sh -c \
+    'for p in /proc/[0-9]*; do q=${p#/proc/}; [ "$q" = $$ ] || kill -9 "$q" 2>/dev/null; done; exit 3'
+  [ "$status" -eq 3 ]
+  "$CORDON" session destroy "$id"
 }
 
 @test "gvisor: host processes and files beyond the workspace are out of sight" {

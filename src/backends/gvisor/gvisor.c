@@ -268,6 +268,28 @@ static int split_hidden(const char *workspace, const char *const *hidden, char *
   return 0;
 }
 
+/* /etc/passwd and /etc/group of the sandbox: only its own ids, the sandbox user named cordon
+ * with its private home (the same names ns gives). */
+static int write_identity_files(struct cordon_session *s, int rundir, char **passwd, char **group,
+                                struct cordon_error **err) {
+  _cleanup_free_ char *users = NULL, *groups = NULL;
+  if (asprintf(&users,
+               "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+               "cordon:x:%u:%u:cordon sandbox:%s:/bin/sh\n"
+               "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+               CONFINE_SANDBOX_UID, CONFINE_SANDBOX_GID, CORDON_SANDBOX_HOME) < 0)
+    users = NULL;
+  if (asprintf(&groups, "root:x:0:\ncordon:x:%u:\nnogroup:x:65534:\n", CONFINE_SANDBOX_GID) < 0)
+    groups = NULL;
+  if (!users || !groups)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
+  if (fs_write_atomic_at(rundir, "passwd", users, strlen(users), 0444, err) < 0 ||
+      fs_write_atomic_at(rundir, "group", groups, strlen(groups), 0444, err) < 0 ||
+      session_path(s, "passwd", passwd, err) < 0 || session_path(s, "group", group, err) < 0)
+    return -1;
+  return 0;
+}
+
 static int write_bundle(struct cordon_session *s, const struct cordon_manifest *m, int rundir,
                         struct cordon_error **err) {
   _cleanup_free_ char *bundle = NULL, *rootfs = NULL, *control = NULL, *empty = NULL;
@@ -283,6 +305,22 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
       openat(rundir, "empty", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0);
   if (empty_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: empty file", s->id);
+  /* The control directory belongs to uid 0 of the sandbox (the wrapper), mode 0700: the command,
+   * uid 1000, can neither write a status record nor replace one. */
+  if (fchownat(rundir, "control", GVISOR_WRAPPER_HOST_ID, GVISOR_WRAPPER_HOST_ID,
+               AT_SYMLINK_NOFOLLOW) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: control directory", s->id);
+  struct stat owner;
+  if (stat(s->workspace, &owner) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "workspace %s", s->workspace);
+  if (owner.st_uid == GVISOR_WRAPPER_HOST_ID || owner.st_gid == GVISOR_WRAPPER_HOST_ID)
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                            "gvisor: the workspace %s is owned by the overflow id %u, which the "
+                            "sandbox keeps for its wrapper",
+                            s->workspace, GVISOR_WRAPPER_HOST_ID);
+  _cleanup_free_ char *passwd = NULL, *group = NULL;
+  if (write_identity_files(s, rundir, &passwd, &group, err) < 0)
+    return -1;
   _cleanup_(strv_freep) char **binds = NULL, **hidden_dirs = NULL, **hidden_files = NULL;
   if (make_rootfs(rootfs, &m->policy, s->root, &binds, err) < 0 ||
       split_hidden(s->workspace, m->policy.hidden, &hidden_dirs, &hidden_files, err) < 0)
@@ -298,6 +336,10 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
       .policy = &m->policy,
       .hidden_dirs = hidden_dirs,
       .hidden_files = hidden_files,
+      .owner_uid = owner.st_uid,
+      .owner_gid = owner.st_gid,
+      .passwd_file = passwd,
+      .group_file = group,
   };
   _cleanup_(json_decrefp) json_t *spec = NULL;
   if (gvisor_spec(&params, &spec, err) < 0)
@@ -487,8 +529,13 @@ static int exec_argv(struct cordon_session *s, const struct cordon_exec_request 
   if (!id || !cwd || asprintf(&status, "%s/%s", GVISOR_CONTROL_TARGET, token) < 0 ||
       asprintf(&timeout, "%lld", (long long)(req->timeout > 0 ? req->timeout * 1000 + 0.5 : 0)) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
-  const char *const head[] = {"exec", "--user", "0:0", id,  GVISOR_HELPER_TARGET,
-                              status, timeout,  cwd,         NULL};
+  /* The wrapper runs as uid 0 of the sandbox with the capabilities it needs to become the
+   * sandbox user for the command and to kill the command's tree: more than the command, so it
+   * alone writes the record. */
+  const char *const head[] = {
+      "exec",       "--user", "0:0",      "--cap", "CAP_SETUID",         "--cap",
+      "CAP_SETGID", "--cap",  "CAP_KILL", id,      GVISOR_HELPER_TARGET, status,
+      timeout,      cwd,      NULL};
   int r = 0;
   for (const char *const *h = head; r == 0 && *h; h++)
     r = strv_push(argv, *h);
@@ -537,6 +584,12 @@ static int gvisor_exec(struct cordon_session *s, const struct cordon_exec_reques
   res->timed_out = false;
   res->term_signal = 0;
   res->exec_failure = 0;
+  if (!strcmp(kind, "identity")) {
+    cordon_exec_result_clear(res);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, value,
+                            "session %s: the exec wrapper could not become the sandbox user",
+                            s->id);
+  }
   if (!strcmp(kind, "chdir")) {
     cordon_exec_result_clear(res);
     return cordon_error_set(err, CORDON_ERR_NOT_FOUND, value, "cannot run %s in %s", req->argv[0],
@@ -566,8 +619,8 @@ const struct cordon_backend cordon_backend_gvisor = {
                "command and the host",
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
     .tier = CORDON_TIER_CONTAINER,
-    .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
-                CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK,
+    .enforces =
+        CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS | CORDON_FEATURE_NET_LOOPBACK,
     .available = gvisor_available,
     .create = gvisor_create,
     .resume = gvisor_resume,

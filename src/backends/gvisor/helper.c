@@ -9,6 +9,7 @@
  *   timeout 0    TIMEOUT_MS passed; the tree was killed
  *   execfail N   execve failed: N is 127 (not found) or 126 (cannot execute)
  *   chdir E      CWD could not be entered (errno E)
+ *   identity E   the wrapper could not become the sandbox user (errno E)
  *
  * It is the child subreaper of its command, so everything the command starts (daemonised
  * grandchildren too) stays its descendant; when the command ends, or the timeout fires, it
@@ -20,12 +21,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#define SANDBOX_ID 1000 /* uid and gid of the sandbox user (confine/policy.h) */
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 static volatile sig_atomic_t timed_out;
@@ -167,6 +170,15 @@ int main(int argc, char **argv) {
   if (child == 0) {
     setsid();
     int stage[2] = {0, 0};
+    /* The wrapper is uid 0 of the sandbox (owner of the control directory) with CAP_SETUID,
+     * CAP_SETGID and CAP_KILL only; the command is the sandbox user, with nothing: it cannot
+     * write the control directory, signal the wrapper or trace it. */
+    if (setgroups(0, NULL) < 0 || setgid(SANDBOX_ID) < 0 || setuid(SANDBOX_ID) < 0) {
+      stage[0] = 'u', stage[1] = errno;
+      if (write(report_pipe[1], stage, sizeof(stage)) < 0)
+        _exit(125);
+      _exit(125);
+    }
     if (chdir(cwd) < 0) {
       stage[0] = 'c', stage[1] = errno;
     } else {
@@ -203,6 +215,11 @@ int main(int argc, char **argv) {
     return 137;
   }
   kill_tree(child); /* what it left running goes with it */
+  if (got == (ssize_t)sizeof(stage) && stage[0] == 'u') {
+    fprintf(stderr, "cordon-gvisor-exec: cannot become the sandbox user: %s\n", strerror(stage[1]));
+    report(status_path, "identity", stage[1]);
+    return 125;
+  }
   if (got == (ssize_t)sizeof(stage) && stage[0] == 'c') {
     report(status_path, "chdir", stage[1]);
     return 125;

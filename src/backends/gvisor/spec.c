@@ -77,20 +77,36 @@ static json_t *build_mounts(const struct gvisor_spec_params *p) {
   for (char *const *d = p->system_binds; d && *d; d++)
     if (bind(mounts, *d, *d, false) < 0)
       return NULL;
+  /* After /etc: the sandbox's own identity files name uid 1000 "cordon", as on ns. */
+  if ((p->passwd_file &&
+       add_mount(mounts, "/etc/passwd", "bind", p->passwd_file, helper_opts) < 0) ||
+      (p->group_file && add_mount(mounts, "/etc/group", "bind", p->group_file, helper_opts) < 0))
+    return NULL;
   if (workspace_mounts(mounts, p) < 0)
     return NULL;
   return steal_ptr(&mounts);
 }
 
+/* Two single-id ranges: the sandbox user is the workspace's owner (so it writes the workspace
+ * and what it makes there is the owner's), 0 is the overflow id (so the wrapper owns the
+ * control directory and nothing else of the host's). Every other host id is unmapped inside. */
+static json_t *id_mappings(unsigned owner) {
+  return json_pack("[{s:I, s:I, s:I}, {s:I, s:I, s:I}]", "containerID", (json_int_t)0, "hostID",
+                   (json_int_t)GVISOR_WRAPPER_HOST_ID, "size", (json_int_t)1, "containerID",
+                   (json_int_t)CONFINE_SANDBOX_UID, "hostID", (json_int_t)owner, "size",
+                   (json_int_t)1);
+}
+
 int gvisor_spec(const struct gvisor_spec_params *p, json_t **out, struct cordon_error **err) {
   json_t *mounts = build_mounts(p);
-  json_t *namespaces = json_pack("[{s:s}, {s:s}, {s:s}, {s:s}]", "type", "pid", "type", "ipc",
-                                 "type", "uts", "type", "mount");
+  json_t *namespaces = json_pack("[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]", "type", "pid", "type",
+                                 "ipc", "type", "uts", "type", "mount", "type", "user");
   if (namespaces && p->policy->egress != CORDON_EGRESS_OPEN)
     json_array_append_new(namespaces, json_pack("{s:s}", "type", "network"));
-  /* uid 0 of the Sentry (not of the host) with empty capability sets: gVisor has no id-mapped
-   * mounts, so only the owner of the host's files (root) can write the workspace; without
-   * capabilities it still cannot override a file's mode, mount or leave its namespaces. */
+  json_t *uids = id_mappings(p->owner_uid), *gids = id_mappings(p->owner_gid);
+  /* pid 1 is uid 0 of the sandbox with empty capability sets: it only reaps. Each exec's wrapper
+   * starts as uid 0 too, with CAP_SETUID and CAP_SETGID alone, and drops to 1000 for the
+   * command. */
   json_t *spec =
       mounts && namespaces
           ? json_pack("{s:s, s:{s:b, s:{s:I, s:I}, s:[s, s], s:[s], s:s, s:b, "
@@ -102,11 +118,20 @@ int gvisor_spec(const struct gvisor_spec_params *p, json_t **out, struct cordon_
                       "ambient", "root", "path", p->rootfs, "readonly", 1, "hostname", "cordon",
                       "mounts", mounts, "linux", "namespaces", namespaces)
           : NULL;
-  if (!spec) {
-    if (!mounts || !namespaces) {
+  if (spec && uids && gids) {
+    json_t *linux_ = json_object_get(spec, "linux");
+    json_object_set_new(linux_, "uidMappings", uids);
+    json_object_set_new(linux_, "gidMappings", gids);
+    uids = gids = NULL;
+  }
+  json_decref(uids);
+  json_decref(gids);
+  if (!spec || !json_object_get(json_object_get(spec, "linux"), "uidMappings")) {
+    if (!spec && (!mounts || !namespaces)) {
       json_decref(mounts);
       json_decref(namespaces);
     }
+    json_decref(spec);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gvisor: building the OCI spec");
   }
   *out = spec;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -25,13 +26,24 @@ struct gvisor_spec_params {
   const struct cordon_policy *policy;
   char *const *hidden_dirs; /* workspace-relative hidden paths split by kind */
   char *const *hidden_files;
+  uid_t owner_uid; /* the workspace's owner on the host: the sandbox user (1000) inside */
+  gid_t owner_gid;
+  const char *passwd_file; /* host files bound over /etc/passwd and /etc/group */
+  const char *group_file;
 };
 
+/* The host id that uid and gid 0 of the sandbox (the wrapper, and runsc's gofer) map to: the
+ * overflow id, which owns nothing of the host's but the control directory. */
+#define GVISOR_WRAPPER_HOST_ID 65534u
+
 /* runsc's --network for an egress class: "host" for open, else "none" (gVisor's own network
- * stack with loopback only: nothing leaves the sandbox). */
+ * stack with loopback only: nothing leaves the sandbox; lo stays up, which is why the backend
+ * offers loopback but not none). */
 const char *gvisor_network(enum cordon_egress egress);
 
-/* The spec: pid 1 the wrapper's "pause", the sandbox user, no capabilities, no_new_privs. */
+/* The spec: pid 1 the wrapper's "pause" as uid 0 of the sandbox with no capabilities, a user
+ * namespace mapping the sandbox user 1000 to the workspace's owner and 0 to the overflow id
+ * (runsc's gofer joins it, so files are seen and made with those ids), no_new_privs. */
 int gvisor_spec(const struct gvisor_spec_params *p, json_t **out, struct cordon_error **err);
 
 #endif
