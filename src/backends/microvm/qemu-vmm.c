@@ -194,6 +194,12 @@ void qemu_argv_free(char **argv) {
   "i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd 8250.nr_uarts=1 cryptomgr.notests "   \
   "random.trust_cpu=on nomodeset pci=off"
 
+/* Under TCG only: the guest's speculation mitigations (page table isolation above all: a CR3
+ * switch on every syscall, which software emulation pays as a TLB flush) cost the emulated CPU
+ * much and protect nothing, since emulated code does not speculate on the host's CPU. Under
+ * KVM the guest kernel keeps them. */
+#define QEMU_KERNEL_CMDLINE_TCG " mitigations=off"
+
 char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, bool kvm,
                        const char *kernel, const char *initrd, const char *workspace) {
   char **argv = calloc(64, sizeof(*argv));
@@ -215,8 +221,8 @@ char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, boo
             argv_add(argv, &n, "chardev:con") && argv_add(argv, &n, "-kernel") &&
             argv_add(argv, &n, "%s", kernel) && argv_add(argv, &n, "-initrd") &&
             argv_add(argv, &n, "%s", initrd) && argv_add(argv, &n, "-append") &&
-            argv_add(argv, &n, QEMU_KERNEL_CMDLINE " cordon.root=%s cordon.user=%s cordon.net=%s",
-                     root, cfg->user_root ? "root" : "user",
+            argv_add(argv, &n, QEMU_KERNEL_CMDLINE "%s cordon.root=%s cordon.user=%s cordon.net=%s",
+                     kvm ? "" : QEMU_KERNEL_CMDLINE_TCG, root, cfg->user_root ? "root" : "user",
                      cfg->egress == CORDON_EGRESS_NONE ? "none" : "loopback") &&
             /* The workspace read-write; the host's /usr and /etc read-only, as on ns. */
             argv_add(argv, &n, "-fsdev") &&
