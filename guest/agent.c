@@ -308,7 +308,16 @@ static void read_port(struct agent *a) {
   }
 }
 
+/* Is a host connected to the port now? POLLHUP without POLLIN: none. */
+static bool host_there(struct agent *a) {
+  struct pollfd q = {a->port, POLLIN, 0};
+  return poll(&q, 1, 0) >= 0 && (!(q.revents & POLLHUP) || (q.revents & POLLIN));
+}
+
 static void serve(struct agent *a, int sigfd) {
+  /* A host that connected before the port was opened sends no SIGIO: look once now, or its
+   * first PING would wait for the idle tick. */
+  a->host_connected = host_there(a);
   for (;;) {
     struct exec_state *x = &a->x;
     struct pollfd p[6];
@@ -348,9 +357,7 @@ static void serve(struct agent *a, int sigfd) {
     else if (port_at >= 0 && (p[port_at].revents & (POLLHUP | POLLERR)))
       host_gone(a);
     if (!a->host_connected) {
-      /* Is a host there now? POLLHUP without POLLIN: still none. */
-      struct pollfd q = {a->port, POLLIN, 0};
-      if (poll(&q, 1, 0) >= 0 && (!(q.revents & POLLHUP) || (q.revents & POLLIN))) {
+      if (host_there(a)) {
         a->host_connected = true;
         a->gone_since = 0;
       } else if (a->gone_since && now_s() - a->gone_since > HOST_GONE_GRACE) {

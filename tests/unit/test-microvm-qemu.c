@@ -340,20 +340,38 @@ static void test_argv(void **state) {
                                .memory_bytes = 512ull << 20,
                                .vcpus = 2,
                                .egress = CORDON_EGRESS_NONE};
-  char **argv = qemu_argv_build("/usr/bin/qemu", &cfg, false, "/g/vmlinux", "/c/initrd.img", "/w");
+  char **argv =
+      qemu_argv_build("/usr/bin/qemu", &cfg, false, false, "/g/vmlinux", "/c/initrd.img", "/w");
   assert_non_null(argv);
-  bool tcg = false, mem = false, smp = false, sandbox = false, net = false;
+  bool tcg = false, mem = false, smp = false, sandbox = false, net = false, acpi_off = false;
+  bool mitigations_off = false;
   for (size_t i = 0; argv[i]; i++) {
     tcg |= strcmp(argv[i], "tcg") == 0;
     mem |= strcmp(argv[i], "512M") == 0;
     smp |= i > 0 && strcmp(argv[i - 1], "-smp") == 0 && strcmp(argv[i], "2") == 0;
     sandbox |= strncmp(argv[i], "on,obsolete=deny", 16) == 0;
     net |= strstr(argv[i], "netdev") || strstr(argv[i], "virtio-net");
-    if (strstr(argv[i], "cordon.root="))
+    acpi_off |= strstr(argv[i], "acpi=off") != NULL;
+    if (strstr(argv[i], "cordon.root=")) {
       assert_non_null(strstr(argv[i], "cordon.net=none"));
+      mitigations_off |= strstr(argv[i], "mitigations=off") != NULL;
+    }
   }
   assert_true(tcg && mem && smp && sandbox);
-  assert_false(net); /* no NIC at all */
+  assert_false(net);            /* no NIC at all */
+  assert_false(acpi_off);       /* Debian's kernel needs ACPI on microvm */
+  assert_true(mitigations_off); /* TCG: nothing to protect, much to pay */
+  qemu_argv_free(argv);
+  /* The minimal kernel: no ACPI on the machine; under KVM the guest keeps its mitigations. */
+  argv = qemu_argv_build("/usr/bin/qemu", &cfg, true, true, "/g/vmlinux", "/c/initrd.img", "/w");
+  assert_non_null(argv);
+  acpi_off = mitigations_off = false;
+  for (size_t i = 0; argv[i]; i++) {
+    acpi_off |= strcmp(argv[i], "microvm,rtc=off,acpi=off") == 0;
+    mitigations_off |= strstr(argv[i], "mitigations=off") != NULL;
+  }
+  assert_true(acpi_off);
+  assert_false(mitigations_off);
   qemu_argv_free(argv);
 }
 

@@ -134,6 +134,15 @@ char *qemu_guest_check(const char *dir) {
   return strdup("");
 }
 
+bool qemu_guest_minimal(const char *dir) {
+  _cleanup_close_ int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int fd =
+      dirfd < 0 ? -1 : openat(dirfd, QEMU_GUEST_KERNEL_VERSION, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  char head[sizeof(QEMU_GUEST_MINIMAL)] = {0};
+  return fd >= 0 && read(fd, head, sizeof(head) - 1) == (ssize_t)sizeof(head) - 1 &&
+         strcmp(head, QEMU_GUEST_MINIMAL) == 0;
+}
+
 /* ---- pure: the agent's cpio and qemu's argv ------------------------------------------------ */
 
 static size_t cpio_entry(unsigned char *out, const char *name, unsigned mode, size_t filesize,
@@ -186,6 +195,10 @@ void qemu_argv_free(char **argv) {
   free(argv);
 }
 
+/* Debian's generic kernel finds its devices through ACPI (it hangs at boot on microvm without
+ * it); the minimal kernel has no ACPI at all, and boots faster without the tables to build:
+ * qemu then puts the virtio-mmio devices on the kernel command line itself. */
+
 /* The kernel command line: quiet (the console is a serial port, slow under TCG), no probing
  * of hardware microvm does not have, tsc_early_khz (without it TCG boots sometimes hang
  * calibrating), and what the agent reads (cordon.*). */
@@ -194,7 +207,13 @@ void qemu_argv_free(char **argv) {
   "i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd 8250.nr_uarts=1 cryptomgr.notests "   \
   "random.trust_cpu=on nomodeset pci=off"
 
-char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, bool kvm,
+/* Under TCG only: the guest's speculation mitigations (page table isolation above all: a CR3
+ * switch on every syscall, which software emulation pays as a TLB flush) cost the emulated CPU
+ * much and protect nothing, since emulated code does not speculate on the host's CPU. Under
+ * KVM the guest kernel keeps them. */
+#define QEMU_KERNEL_CMDLINE_TCG " mitigations=off"
+
+char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, bool kvm, bool minimal,
                        const char *kernel, const char *initrd, const char *workspace) {
   char **argv = calloc(64, sizeof(*argv));
   if (!argv)
@@ -204,8 +223,9 @@ char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, boo
   unsigned vcpus = cfg->vcpus ? cfg->vcpus : MICROVM_DEFAULT_VCPUS;
   const char *root = cfg->root && cfg->root[0] == '/' ? cfg->root : MICROVM_DEFAULT_ROOT;
   bool ok = argv_add(argv, &n, "%s", binary) && argv_add(argv, &n, "-M") &&
-            argv_add(argv, &n, "microvm,rtc=off") && argv_add(argv, &n, "-accel") &&
-            argv_add(argv, &n, "%s", kvm ? "kvm" : "tcg") && argv_add(argv, &n, "-m") &&
+            argv_add(argv, &n, "%s", minimal ? "microvm,rtc=off,acpi=off" : "microvm,rtc=off") &&
+            argv_add(argv, &n, "-accel") && argv_add(argv, &n, "%s", kvm ? "kvm" : "tcg") &&
+            argv_add(argv, &n, "-m") &&
             argv_add(argv, &n, "%lluM", (unsigned long long)(mem >> 20)) &&
             argv_add(argv, &n, "-smp") && argv_add(argv, &n, "%u", vcpus) &&
             argv_add(argv, &n, "-nodefaults") && argv_add(argv, &n, "-no-user-config") &&
@@ -215,8 +235,8 @@ char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, boo
             argv_add(argv, &n, "chardev:con") && argv_add(argv, &n, "-kernel") &&
             argv_add(argv, &n, "%s", kernel) && argv_add(argv, &n, "-initrd") &&
             argv_add(argv, &n, "%s", initrd) && argv_add(argv, &n, "-append") &&
-            argv_add(argv, &n, QEMU_KERNEL_CMDLINE " cordon.root=%s cordon.user=%s cordon.net=%s",
-                     root, cfg->user_root ? "root" : "user",
+            argv_add(argv, &n, QEMU_KERNEL_CMDLINE "%s cordon.root=%s cordon.user=%s cordon.net=%s",
+                     kvm ? "" : QEMU_KERNEL_CMDLINE_TCG, root, cfg->user_root ? "root" : "user",
                      cfg->egress == CORDON_EGRESS_NONE ? "none" : "loopback") &&
             /* The workspace read-write; the host's /usr and /etc read-only, as on ns. */
             argv_add(argv, &n, "-fsdev") &&
@@ -410,7 +430,8 @@ int qemu_vmm_spawn(const struct microvm_config *cfg, bool kvm, pid_t *pid,
   snprintf(kernel, sizeof(kernel), "/proc/self/fd/%d", QEMU_FD_KERNEL);
   snprintf(initrd, sizeof(initrd), "/proc/self/fd/%d", QEMU_FD_INITRD);
   snprintf(workspace, sizeof(workspace), "/proc/self/fd/%d", QEMU_FD_WORKSPACE);
-  char **argv = qemu_argv_build(binary, cfg, kvm, kernel, initrd, workspace);
+  char **argv =
+      qemu_argv_build(binary, cfg, kvm, qemu_guest_minimal(gdir), kernel, initrd, workspace);
   if (!argv) {
     vmm_files_close(&files);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "qemu: command line");

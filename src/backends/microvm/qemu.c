@@ -30,6 +30,10 @@
 /* How long an exec waits for the line (the lock, the connection, the agent's PONG). */
 #define QEMU_CONNECT_TIMEOUT 30.0
 #define QEMU_PING_INTERVAL 0.5
+/* While the guest boots the PING waits in the socket until the agent opens its port; a PING
+ * sent soon after that is answered at once, so the boot wait ends within this of the agent's
+ * start (a stale PONG of an earlier PING is skipped by its id). */
+#define QEMU_BOOT_PING_INTERVAL 0.05
 /* After the command's own timeout, the agent kills its tree; the host waits this long for the
  * record, then sends KILL, then gives up the same time later. */
 #define QEMU_EXEC_GRACE 5.0
@@ -157,8 +161,8 @@ static void inbox_drop(struct inbox *in, size_t n) {
 
 /* Connect, PING with a fresh id, and wait for its PONG: frames of other ids and bytes that
  * start no frame (left by an earlier connection) are skipped. Returns the socket. */
-static int line_open(struct qemu_vm *q, uint32_t id, double deadline, struct inbox *in,
-                     struct cordon_error **err) {
+static int line_open(struct qemu_vm *q, uint32_t id, double deadline, double ping_interval,
+                     struct inbox *in, struct cordon_error **err) {
   int s = -1;
   while (s < 0) {
     struct cordon_error *e = NULL;
@@ -182,7 +186,7 @@ static int line_open(struct qemu_vm *q, uint32_t id, double deadline, struct inb
     if (fs_now() >= next_ping) {
       if (send_frame(s, GUEST_WIRE_PING, id, NULL, 0, deadline, err) < 0)
         goto fail;
-      next_ping = fs_now() + QEMU_PING_INTERVAL;
+      next_ping = fs_now() + ping_interval;
     }
     struct guest_wire_header h;
     int r = guest_wire_parse(GUEST_WIRE_TO_HOST, in->data, in->length, &h, NULL);
@@ -292,8 +296,8 @@ static int qemu_boot(const struct microvm_config *cfg, struct microvm_vm *vm,
     if (!vm->vmm_start || proc_start_time(pid) != vm->vmm_start)
       break;
     double attempt = fs_now() + 1.0;
-    s = line_open(q, q->next_id++, attempt < started + bound ? attempt : started + bound, &in,
-                  NULL);
+    s = line_open(q, q->next_id++, attempt < started + bound ? attempt : started + bound,
+                  QEMU_BOOT_PING_INTERVAL, &in, NULL);
   }
   free(in.data);
   if (s < 0) {
@@ -538,7 +542,7 @@ static int qemu_exec(struct microvm_vm *vm, const struct microvm_config *cfg,
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "qemu: exec output");
     goto done;
   }
-  int s = line_open(q, id, start + QEMU_CONNECT_TIMEOUT, &in, err);
+  int s = line_open(q, id, start + QEMU_CONNECT_TIMEOUT, QEMU_PING_INTERVAL, &in, err);
   if (s < 0)
     goto done;
   if (send_frame(s, GUEST_WIRE_REQUEST, id, request, request_length,

@@ -8,6 +8,7 @@
 #ifndef CORDON_BACKENDS_MICROVM_QEMU_H
 #define CORDON_BACKENDS_MICROVM_QEMU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -31,6 +32,9 @@
 #define QEMU_GUEST_KERNEL "vmlinux"
 #define QEMU_GUEST_INITRAMFS "initramfs.cpio"
 #define QEMU_GUEST_SUMS "SHA256SUMS"
+/* Names the kernel; scripts/build-guest's own minimal kernel's starts QEMU_GUEST_MINIMAL. */
+#define QEMU_GUEST_KERNEL_VERSION "kernel-version"
+#define QEMU_GUEST_MINIMAL "cordon-minimal "
 /* Where the agent binary is found before the built and installed copies. */
 #define QEMU_GUEST_AGENT_ENV "CORDON_GUEST_AGENT"
 
@@ -41,6 +45,9 @@ char *qemu_agent_path(void);
 /* "" when every file SHA256SUMS lists in dir is present with its checksum (and the kernel and
  * initramfs are among them), else a malloc'd phrase naming what is wrong; NULL on ENOMEM. */
 char *qemu_guest_check(const char *dir);
+/* Whether dir holds build-guest's minimal kernel (no ACPI: qemu's microvm then runs without
+ * ACPI and names the virtio-mmio devices on the kernel command line) rather than Debian's. */
+bool qemu_guest_minimal(const char *dir);
 /* QEMU_BINARY's path in PATH (malloc'd), or NULL. */
 char *qemu_binary_path(void);
 
@@ -50,9 +57,10 @@ int qemu_cpio_single(const char *name, const unsigned char *data, size_t length,
                      unsigned char **out, size_t *out_length);
 
 /* Pure: qemu's argv (NULL-terminated, malloc'd strings in a malloc'd vector: free with
- * qemu_argv_free). kvm: the accelerator; kernel, initrd and workspace: the paths qemu opens
+ * qemu_argv_free). kvm: the accelerator; minimal: the kernel is build-guest's minimal one
+ * (qemu_guest_minimal); kernel, initrd and workspace: the paths qemu opens
  * (no commas: /proc/self/fd/N in practice). */
-char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, bool kvm,
+char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, bool kvm, bool minimal,
                        const char *kernel, const char *initrd, const char *workspace);
 void qemu_argv_free(char **argv);
 
