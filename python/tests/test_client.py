@@ -250,6 +250,36 @@ def test_audit_metrics_jwks(project, need_ns):
     client.close()
 
 
+def exec_count(text: str, exit_code: str) -> float:
+    """sandbox_exec_count_total{backend="ns",exit_code=...}, read with the reference parser."""
+    parser = pytest.importorskip(
+        "prometheus_client.parser", reason="python3-prometheus-client is not installed"
+    )
+    for family in parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "sandbox_exec_count_total" and sample.labels == {
+                "backend": "ns",
+                "exit_code": exit_code,
+            }:
+                return sample.value
+    return 0.0
+
+
+def test_metrics_count_each_exec_once(client, need_ns):
+    """The library logs every exec, the server's too; /metrics reads only that log, so N execs
+    through the SDK and M through the CLI move the counter by N + M, never twice."""
+    before = exec_count(client.metrics(), "0")
+    with client.create() as sb:
+        for _ in range(3):
+            assert sb.exec(["true"]).exit_code == 0
+        assert list(sb.stream(["true"]))[-1] == ("exit", 0)
+        for _ in range(2):
+            run_cordon("session", "exec", sb.id, "--", "true")
+        text = client.metrics()
+    assert exec_count(text, "0") == before + 4 + 2
+    assert exec_count(client.metrics(), "0") == before + 6
+
+
 def test_threads_share_one_client(client, need_ns):
     with client.create() as sb:
         failures: list[BaseException] = []

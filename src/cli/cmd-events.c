@@ -1,19 +1,13 @@
 /* `cordon events`: the project's event log (.cordon/events.jsonl, src/obs/events.h) as human
  * lines or its raw JSON lines, the rotated file first; --follow keeps printing what is
  * appended, across rotations, until interrupted. */
-#include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cordon/session.h>
 
-#include "base/cleanup.h"
 #include "cli/cli.h"
 #include "obs/events.h"
 
@@ -43,91 +37,45 @@ static bool before(const struct timespec *a, const struct timespec *b) {
   return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
-static int print_line(void *data, const char *line, size_t n) {
+static int print_event(void *data, const struct obs_event *e) {
   const struct printer *p = data;
-  struct obs_event e;
-  if (obs_event_parse(line, n, &e) < 0)
-    return 0; /* torn or foreign: skipped */
-  if (p->since_set && before(&e.time, &p->since))
+  if (p->since_set && before(&e->time, &p->since))
     return 0;
   if (p->json) {
     /* A torn line that still held a whole event prints as that event alone. */
     char out[OBS_EVENT_LINE_MAX];
-    int len = obs_event_format(&e, out, sizeof(out));
+    int len = obs_event_format(e, out, sizeof(out));
     if (len > 0)
       fwrite(out, 1, (size_t)len, stdout);
   } else {
     char when[40], code[16] = "-";
-    obs_time_format(&e.time, when, sizeof(when));
-    if (e.has_exit_code)
-      snprintf(code, sizeof(code), "%d", e.exit_code);
-    printf("%s  %-7s  %-10s  %-16s  %4s  %9.3fs%s\n", when, e.verb, e.backend,
-           e.session[0] ? e.session : "-", code, e.duration_seconds, e.failed ? "  failed" : "");
+    obs_time_format(&e->time, when, sizeof(when));
+    if (e->has_exit_code)
+      snprintf(code, sizeof(code), "%d", e->exit_code);
+    printf("%s  %-7s  %-10s  %-16s  %4s  %9.3fs%s\n", when, e->verb, e->backend,
+           e->session[0] ? e->session : "-", code, e->duration_seconds,
+           e->failed ? "  failed" : "");
   }
   return 0;
 }
 
-/* Print the whole of a file (for the rotated one), or from *offset on. */
-static int print_from(int fd, off_t *offset, struct printer *p) {
+/* The whole log, then (--follow) what is appended, polled until interrupted; the follower
+ * (obs/events.h) carries the reading across rotations. */
+static int print_log(const char *dir, bool follow, struct printer *p) {
   struct cordon_error *err = NULL;
-  if (fd < 0)
-    return EXIT_OK; /* no log yet */
-  if (obs_events_read_fd(fd, offset, print_line, p, &err) < 0)
+  struct obs_events_follower *f = NULL;
+  if (obs_events_follow_new(dir, true, &f, &err) < 0)
     return cli_fail(err);
-  fflush(stdout);
-  return EXIT_OK;
-}
-
-static int open_in(const char *dir, const char *name) {
-  _cleanup_free_ char *path = NULL;
-  if (asprintf(&path, "%s/%s", dir, name) < 0)
-    return -1;
-  return open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-/* Follow the log: poll for appended lines; when the name holds another file (a rotation),
- * finish the old one, then read the new one from its start. */
-static int follow(const char *dir, int fd, off_t offset, struct printer *p) {
-  for (;;) {
-    int r = print_from(fd, &offset, p);
-    if (r != EXIT_OK) {
-      if (fd >= 0)
-        close(fd);
-      return r;
-    }
+  int r;
+  while ((r = obs_events_follow_poll(f, print_event, p, &err)) == 0) {
+    fflush(stdout);
+    if (!follow)
+      break;
     struct timespec pause = {.tv_nsec = 100 * 1000 * 1000};
     nanosleep(&pause, NULL);
-    int named = open_in(dir, OBS_EVENTS_FILE);
-    struct stat a, b;
-    bool replaced = named >= 0 && (fd < 0 || (fstat(fd, &a) == 0 && fstat(named, &b) == 0 &&
-                                              (a.st_ino != b.st_ino || a.st_dev != b.st_dev)));
-    if (!replaced) {
-      if (named >= 0)
-        close(named);
-      continue;
-    }
-    if (fd >= 0) {
-      r = print_from(fd, &offset, p); /* what was written before the rename */
-      /* Rotated more than once since the last look: the file between the one read and the
-       * new one is now the .1; older ones are gone. */
-      int rotated = open_in(dir, OBS_EVENTS_ROTATED);
-      struct stat c;
-      if (r == EXIT_OK && rotated >= 0 && fstat(fd, &a) == 0 && fstat(rotated, &c) == 0 &&
-          (a.st_ino != c.st_ino || a.st_dev != c.st_dev)) {
-        off_t whole = 0;
-        r = print_from(rotated, &whole, p);
-      }
-      if (rotated >= 0)
-        close(rotated);
-      close(fd);
-      if (r != EXIT_OK) {
-        close(named);
-        return r;
-      }
-    }
-    fd = named;
-    offset = 0;
   }
+  obs_events_follow_free(f);
+  return r < 0 ? cli_fail(err) : EXIT_OK;
 }
 
 int cmd_events(int argc, char **argv) {
@@ -165,30 +113,7 @@ int cmd_events(int argc, char **argv) {
   struct cordon_context *ctx = NULL;
   if (cordon_context_open(NULL, &ctx, &err) < 0)
     return cli_fail(err);
-  const char *dir = cordon_context_state_dir(ctx);
-  int r = EXIT_OK;
-  int fd = open_in(dir, OBS_EVENTS_ROTATED);
-  if (fd >= 0) {
-    off_t offset = 0;
-    r = print_from(fd, &offset, &p);
-    close(fd);
-  }
-  fd = open_in(dir, OBS_EVENTS_FILE);
-  if (r == EXIT_OK && fd < 0 && errno != ENOENT) {
-    cli_error("cannot read %s/%s: %s", dir, OBS_EVENTS_FILE, strerror(errno));
-    r = EXIT_FAILURE_;
-  }
-  if (r == EXIT_OK) {
-    off_t offset = 0;
-    if (fd >= 0)
-      r = print_from(fd, &offset, &p);
-    if (r == EXIT_OK && follow_log) {
-      r = follow(dir, fd, offset, &p); /* closes fd */
-      fd = -1;
-    }
-  }
-  if (fd >= 0)
-    close(fd);
+  int r = print_log(cordon_context_state_dir(ctx), follow_log, &p);
   cordon_context_free(ctx);
   return r;
 }

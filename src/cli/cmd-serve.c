@@ -21,6 +21,8 @@ static const char serve_usage[] =
     "  --token-file FILE   write an admin token (valid 24 hours) to FILE (0600) at start,\n"
     "                      for the client that started the server\n"
     "\n"
+    "/metrics counts what the project's event log records from the server's start on: every\n"
+    "create, destroy and exec, the server's and the CLI's, each once.\n"
     "Request bodies are bounded at 64 MiB. Exit codes: 0 stopped by a signal, 1 failed,\n"
     "2 usage, 4 unavailable (another server answers on the socket).\n";
 

@@ -276,37 +276,173 @@ int obs_events_read_fd(int fd, off_t *offset, int (*fn)(void *data, const char *
   }
 }
 
-struct read_all {
-  int (*fn)(void *data, const struct obs_event *event);
+/* ---- the follower ------------------------------------------------------------------------- */
+
+struct obs_events_follower {
+  char *state_dir;
+  int dir;              /* O_PATH of state_dir; -1 until it exists */
+  int fd;               /* the file followed; -1 before there is one */
+  off_t offset;         /* in fd, after the last complete line handed over */
+  bool rotated_pending; /* from_start: the .1 is read before the first file is taken up */
+};
+
+struct parsed_lines {
+  obs_event_fn fn;
   void *data;
 };
 
-static int read_all_line(void *data, const char *line, size_t n) {
-  struct read_all *r = data;
+static int parsed_line(void *data, const char *line, size_t n) {
+  struct parsed_lines *p = data;
   struct obs_event e;
-  return obs_event_parse(line, n, &e) < 0 ? 0 : r->fn(r->data, &e);
+  return obs_event_parse(line, n, &e) < 0 ? 0 : p->fn(p->data, &e);
 }
 
-int obs_events_read_all(const char *state_dir, int (*fn)(void *data, const struct obs_event *event),
-                        void *data, struct cordon_error **err) {
-  _cleanup_close_ int dir = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0)
-    return errno == ENOENT
-               ? 0
-               : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", state_dir);
-  struct read_all r = {fn, data};
-  const char *const names[] = {OBS_EVENTS_ROTATED, OBS_EVENTS_FILE};
-  for (size_t i = 0; i < 2; i++) {
-    _cleanup_close_ int fd = openat(dir, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT)
-      continue;
-    if (fd < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot read %s/%s", state_dir,
-                              names[i]);
-    off_t offset = 0;
-    int rc = obs_events_read_fd(fd, &offset, read_all_line, &r, err);
-    if (rc < 0)
-      return rc;
+static int read_events(int fd, off_t *offset, obs_event_fn fn, void *data,
+                       struct cordon_error **err) {
+  struct parsed_lines p = {fn, data};
+  return obs_events_read_fd(fd, offset, parsed_line, &p, err);
+}
+
+static bool same_file(int a, int b) {
+  struct stat sa, sb;
+  return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
+         sa.st_dev == sb.st_dev;
+}
+
+#define NAMED_ABSENT (-1) /* open_named: the name holds no file, which is no error */
+#define NAMED_FAILED (-2) /* open_named: err is set */
+
+/* A file of the log by name: its descriptor, NAMED_ABSENT or NAMED_FAILED. */
+static int open_named(const struct obs_events_follower *f, const char *name,
+                      struct cordon_error **err) {
+  int fd = openat(f->dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 || errno == ENOENT)
+    return fd >= 0 ? fd : NAMED_ABSENT;
+  cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot read %s/%s", f->state_dir, name);
+  return NAMED_FAILED;
+}
+
+/* The state directory, once it exists: 1 when it is open, 0 when not yet, -1 on error. */
+static int open_state_dir(struct obs_events_follower *f, struct cordon_error **err) {
+  if (f->dir >= 0)
+    return 1;
+  f->dir = open(f->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (f->dir >= 0)
+    return 1;
+  return errno == ENOENT
+             ? 0
+             : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", f->state_dir);
+}
+
+int obs_events_follow_new(const char *state_dir, bool from_start, struct obs_events_follower **out,
+                          struct cordon_error **err) {
+  *out = NULL;
+  struct obs_events_follower *f = calloc(1, sizeof(*f));
+  if (!f || !(f->state_dir = strdup(state_dir))) {
+    free(f);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "event log reader");
   }
+  f->dir = f->fd = -1;
+  f->rotated_pending = from_start;
+  int r = from_start ? 0 : open_state_dir(f, err);
+  if (r > 0) {
+    /* From the end: what the file holds now is history; a file made later is read whole. */
+    struct stat st;
+    f->fd = open_named(f, OBS_EVENTS_FILE, err);
+    if (f->fd == NAMED_FAILED)
+      r = -1;
+    else if (f->fd >= 0 && fstat(f->fd, &st) < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/%s", state_dir, OBS_EVENTS_FILE);
+    else if (f->fd >= 0)
+      f->offset = st.st_size;
+  }
+  if (r < 0) {
+    obs_events_follow_free(f);
+    return -1;
+  }
+  *out = f;
   return 0;
+}
+
+void obs_events_follow_free(struct obs_events_follower *f) {
+  if (!f)
+    return;
+  if (f->fd >= 0)
+    close(f->fd);
+  if (f->dir >= 0)
+    close(f->dir);
+  free(f->state_dir);
+  free(f);
+}
+
+/* The name holds `named`, not the file followed: a rotation. Finish the old file (a writer that
+ * opened it before the rename may have appended since), then the file between when the log
+ * was rotated twice since the last poll, and take up `named` from its start. */
+static int follow_rotation(struct obs_events_follower *f, int named, obs_event_fn fn, void *data,
+                           struct cordon_error **err) {
+  int r = read_events(f->fd, &f->offset, fn, data, err);
+  if (r < 0)
+    return r;
+  _cleanup_close_ int between = open_named(f, OBS_EVENTS_ROTATED, err);
+  if (between == NAMED_FAILED)
+    return -1;
+  off_t whole = 0;
+  if (between >= 0 && !same_file(between, f->fd) && !same_file(between, named) &&
+      (r = read_events(between, &whole, fn, data, err)) < 0)
+    return r;
+  close(f->fd);
+  f->fd = named;
+  f->offset = 0;
+  return 0;
+}
+
+int obs_events_follow_poll(struct obs_events_follower *f, obs_event_fn fn, void *data,
+                           struct cordon_error **err) {
+  int r = open_state_dir(f, err);
+  if (r <= 0)
+    return r;
+  if (f->rotated_pending) {
+    _cleanup_close_ int rotated = open_named(f, OBS_EVENTS_ROTATED, err);
+    off_t whole = 0;
+    if (rotated == NAMED_FAILED)
+      return -1;
+    if (rotated >= 0 && (r = read_events(rotated, &whole, fn, data, err)) < 0)
+      return r;
+    f->rotated_pending = false;
+  }
+  for (;;) {
+    if (f->fd >= 0) {
+      struct stat st;
+      if (fstat(f->fd, &st) == 0 && st.st_size < f->offset)
+        f->offset = 0; /* truncated: what it holds now is new */
+      if ((r = read_events(f->fd, &f->offset, fn, data, err)) < 0)
+        return r;
+    }
+    int named = open_named(f, OBS_EVENTS_FILE, err);
+    if (named == NAMED_ABSENT)
+      return 0; /* between a rename and the next append: nothing new */
+    if (named == NAMED_FAILED)
+      return -1;
+    if (f->fd >= 0 && same_file(named, f->fd)) {
+      close(named);
+      return 0;
+    }
+    if (f->fd < 0) {
+      f->fd = named;
+      f->offset = 0;
+    } else if ((r = follow_rotation(f, named, fn, data, err)) < 0) {
+      close(named);
+      return r;
+    }
+  }
+}
+
+int obs_events_read_all(const char *state_dir, obs_event_fn fn, void *data,
+                        struct cordon_error **err) {
+  struct obs_events_follower *f = NULL;
+  if (obs_events_follow_new(state_dir, true, &f, err) < 0)
+    return -1;
+  int r = obs_events_follow_poll(f, fn, data, err);
+  obs_events_follow_free(f);
+  return r;
 }

@@ -68,10 +68,28 @@ int obs_events_append(const char *state_dir, const struct obs_event *e, uint64_t
 int obs_events_read_fd(int fd, off_t *offset, int (*fn)(void *data, const char *line, size_t n),
                        void *data, struct cordon_error **err);
 
+typedef int (*obs_event_fn)(void *data, const struct obs_event *event);
+
 /* Every event of state_dir's log, oldest first: events.jsonl.1, then events.jsonl; lines that do
- * not parse are skipped. A missing file is no error. fn returning < 0 stops with that value.
- * (For a one-shot reader such as /metrics; `cordon events --follow` reads by descriptor.) */
-int obs_events_read_all(const char *state_dir, int (*fn)(void *data, const struct obs_event *event),
-                        void *data, struct cordon_error **err);
+ * not parse are skipped. A missing file is no error. fn returning < 0 stops with that value. */
+int obs_events_read_all(const char *state_dir, obs_event_fn fn, void *data,
+                        struct cordon_error **err);
+
+/* A reader that follows state_dir's log as it grows, for `cordon events --follow` and the
+ * server's /metrics: each poll hands fn the events of the complete lines appended since the
+ * last. It holds the file it follows open, so a rotation loses nothing: when the name holds
+ * another file, the rest of the old one is read first, then the file between when there were
+ * two rotations since the last poll (it is then the .1), then the new one from its start. A
+ * followed file that shrank was truncated and is read again from its start. Lines that do not
+ * parse (obs_event_parse) are skipped. A state_dir that does not exist yet is waited for.
+ *
+ * from_start: the first poll hands over the whole log (events.jsonl.1, then events.jsonl);
+ * else only what is appended after this call. Not thread-safe: one poller at a time. */
+struct obs_events_follower;
+int obs_events_follow_new(const char *state_dir, bool from_start, struct obs_events_follower **out,
+                          struct cordon_error **err);
+int obs_events_follow_poll(struct obs_events_follower *f, obs_event_fn fn, void *data,
+                           struct cordon_error **err);
+void obs_events_follow_free(struct obs_events_follower *f);
 
 #endif

@@ -7,23 +7,15 @@
 #include <string.h>
 
 #include "protocol/exec-json.h"
+#include "server/manifest-json.h"
 #include "server/server.h"
-
-/* The "KEY=VALUE" strings of env are kept after the vector's terminator, as in
- * manifest-json.c, so that clear frees exactly what parse made. */
-static size_t env_count(const char *const *env) {
-  size_t n = 0;
-  while (env && env[n])
-    n++;
-  return n;
-}
 
 void exec_request_clear(struct cordon_exec_request *x) {
   free((void *)x->argv);
-  size_t n = env_count(x->env);
-  for (size_t i = 0; x->env && i < n; i++)
-    free((char *)x->env[n + 1 + i]);
-  free((void *)x->env);
+  size_t n = 0;
+  while (x->env && x->env[n])
+    n++;
+  json_env_free((const char **)x->env, n);
   free((void *)x->stdin_data);
   memset(x, 0, sizeof(*x));
 }
@@ -51,52 +43,18 @@ static int parse_argv(json_t *doc, struct cordon_exec_request *x, char **why) {
   return 0;
 }
 
-static int parse_env(json_t *doc, struct cordon_exec_request *x, char **why) {
-  json_t *env = json_object_get(doc, "env");
-  if (!env || json_is_null(env))
-    return 0;
-  if (!json_is_object(env))
-    return refuse(why, "'env' must be an object of strings");
-  size_t n = json_object_size(env);
-  const char **list = calloc(2 * n + 1, sizeof(*list));
-  if (!list)
-    return refuse(why, "out of memory");
-  x->env = list;
-  size_t i = 0;
-  const char *key;
-  json_t *value;
-  json_object_foreach(env, key, value) {
-    char *entry = NULL;
-    if (!json_is_string(value) || !*key || strchr(key, '='))
-      return refuse(why, "'env' must map names without '=' to strings");
-    if (asprintf(&entry, "%s=%s", key, json_string_value(value)) < 0)
-      return refuse(why, "out of memory");
-    list[i] = entry;
-    list[n + 1 + i] = entry;
-    i++;
-  }
-  return 0;
-}
-
 int exec_request_parse(json_t *doc, struct cordon_exec_request *x, char **why) {
   static const char *const keys[] = {"argv",  "cwd",        "env", "clear_env", "timeout_seconds",
                                      "stdin", "max_output", NULL};
   memset(x, 0, sizeof(*x));
   x->stdio_fds[0] = x->stdio_fds[1] = x->stdio_fds[2] = -1;
-  const char *key;
-  json_t *value;
-  json_object_foreach(doc, key, value) {
-    size_t i = 0;
-    while (keys[i] && strcmp(keys[i], key))
-      i++;
-    if (!keys[i]) {
-      if (asprintf(why, "unknown field '%s'", key) < 0)
-        *why = NULL;
-      return -1;
-    }
-  }
-  if (parse_argv(doc, x, why) < 0 || parse_env(doc, x, why) < 0)
+  if (json_only_keys(doc, "", keys, why) < 0)
     return -1;
+  const char **env = NULL;
+  size_t n_env = 0;
+  if (parse_argv(doc, x, why) < 0 || json_env_parse(doc, &env, &n_env, why) < 0)
+    return -1;
+  x->env = env;
   json_t *cwd = json_object_get(doc, "cwd");
   if (cwd && !json_is_null(cwd) && !json_is_string(cwd))
     return refuse(why, "'cwd' must be a string");

@@ -19,7 +19,6 @@
 
 #include "base/cleanup.h"
 #include "protocol/exec-json.h"
-#include "server/metrics.h"
 #include "server/server.h"
 
 /* Output is read and sent in pieces of at most this many bytes (before base64). */
@@ -108,8 +107,6 @@ static void stream_free(void *cls) {
       kill_pipe_holders(st);
     pthread_join(st->thread, NULL);
   }
-  if (st->thread_started && st->rc == 0)
-    metrics_exec(st->srv->metrics, st->s->backend->name, st->res.exit_code, st->res.duration);
   for (int i = 0; i < 2; i++) {
     if (st->out[i] >= 0)
       close(st->out[i]);

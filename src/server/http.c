@@ -452,6 +452,31 @@ static void server_clear(struct server *srv) {
   metrics_free(srv->metrics);
 }
 
+/* The sessions that exist as the server starts, for sandbox_active_sessions; the event log
+ * (followed from before this listing) brings the creates and destroys after it. A session that
+ * cannot be opened is not counted: it cannot be used either. */
+static int count_present_sessions(const struct cordon_registry *reg, struct metrics *m,
+                                  struct cordon_error **err) {
+  struct cordon_context *ctx = NULL;
+  char **ids = NULL;
+  if (cordon_context_open(NULL, &ctx, err) < 0 || cordon_session_list(ctx, &ids, err) < 0) {
+    cordon_context_free(ctx);
+    return -1;
+  }
+  for (size_t i = 0; ids[i]; i++) {
+    struct cordon_session *s = NULL;
+    struct cordon_error *open_err = NULL;
+    if (cordon_session_open(ctx, reg, ids[i], &s, &open_err) == 0) {
+      metrics_session_present(m, s->id, s->backend->name);
+      cordon_session_close(s);
+    }
+    cordon_error_free(open_err);
+  }
+  cordon_strv_free(ids);
+  cordon_context_free(ctx);
+  return 0;
+}
+
 static int server_setup(struct server *srv, const char *listen_spec, const char *token_file,
                         struct cordon_error **err) {
   struct cordon_context *ctx = NULL;
@@ -464,10 +489,12 @@ static int server_setup(struct server *srv, const char *listen_spec, const char 
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "serve");
   if (fs_mkdir_p(srv->state_dir, 0755, err) < 0 || cordon_registry_load(&srv->reg, err) < 0)
     return -1;
-  srv->metrics = metrics_new(srv->state_dir);
+  if (metrics_new(srv->state_dir, &srv->metrics, err) < 0 ||
+      count_present_sessions(srv->reg, srv->metrics, err) < 0)
+    return -1;
   srv->races = races_new();
-  if (!srv->metrics || !srv->races)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "metrics");
+  if (!srv->races)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "races");
   srv->require_token = listen_spec != NULL;
   srv->unix_socket = listen_spec == NULL;
   struct cordon_signing_key *key = NULL;

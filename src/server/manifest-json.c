@@ -17,8 +17,7 @@ __attribute__((format(printf, 2, 3))) static int refuse(char **why, const char *
   return -1;
 }
 
-/* Refuse any key of object not in allowed (NULL-terminated). */
-static int only_keys(json_t *object, const char *where, const char *const *allowed, char **why) {
+int json_only_keys(json_t *object, const char *where, const char *const *allowed, char **why) {
   const char *key;
   json_t *value;
   json_object_foreach(object, key, value) {
@@ -84,32 +83,49 @@ static int get_seconds(json_t *object, const char *key, double *out, char **why)
   return 0;
 }
 
-static int parse_env(json_t *doc, struct manifest_json *m, char **why) {
-  json_t *env = json_object_get(doc, "env");
-  if (!env || json_is_null(env))
+int json_env_parse(json_t *doc, const char ***env, size_t *n, char **why) {
+  json_t *object = json_object_get(doc, "env");
+  *env = NULL;
+  *n = 0;
+  if (!object || json_is_null(object))
     return 0;
-  if (!json_is_object(env))
+  if (!json_is_object(object))
     return refuse(why, "'env' must be an object of strings");
   /* "KEY=VALUE" strings are built here and kept after the vector's NULL, freed with it. */
-  size_t n = json_object_size(env);
-  m->env = calloc(2 * n + 1, sizeof(*m->env));
-  if (!m->env)
+  size_t size = json_object_size(object), made = 0;
+  const char **list = calloc(2 * size + 1, sizeof(*list));
+  if (!list)
     return refuse(why, "out of memory");
-  m->n_env = n;
-  size_t i = 0;
   const char *key;
   json_t *value;
-  json_object_foreach(env, key, value) {
-    if (!json_is_string(value) || !*key || strchr(key, '='))
-      return refuse(why, "'env.%s' must be a string under a name without '='", key);
+  int r = 0;
+  json_object_foreach(object, key, value) {
     char *entry = NULL;
-    if (asprintf(&entry, "%s=%s", key, json_string_value(value)) < 0)
-      return refuse(why, "out of memory");
-    m->env[i] = entry;
-    m->env[n + 1 + i] = entry; /* the owned copy, past the terminator */
-    i++;
+    if (!json_is_string(value) || !*key || strchr(key, '='))
+      r = refuse(why, "'env.%s' must be a string under a name without '='", key);
+    else if (asprintf(&entry, "%s=%s", key, json_string_value(value)) < 0)
+      r = refuse(why, "out of memory");
+    if (r < 0)
+      break;
+    list[made] = entry;
+    list[size + 1 + made] = entry; /* the owned copy, past the terminator */
+    made++;
   }
+  if (r < 0) {
+    for (size_t i = 0; i < made; i++)
+      free((char *)list[i]);
+    free(list);
+    return -1;
+  }
+  *env = list;
+  *n = size;
   return 0;
+}
+
+void json_env_free(const char **env, size_t n) {
+  for (size_t i = 0; env && i < n; i++)
+    free((char *)env[n + 1 + i]);
+  free(env);
 }
 
 static int parse_files(json_t *doc, struct manifest_json *m, char **why) {
@@ -125,7 +141,7 @@ static int parse_files(json_t *doc, struct manifest_json *m, char **why) {
   json_t *f;
   json_array_foreach(files, i, f) {
     static const char *const keys[] = {"path", "content", "mode", NULL};
-    if (!json_is_object(f) || only_keys(f, "files[]", keys, why) < 0)
+    if (!json_is_object(f) || json_only_keys(f, "files[]", keys, why) < 0)
       return *why ? -1 : refuse(why, "'files' entries must be objects");
     const char *path = json_string_value(json_object_get(f, "path"));
     const char *content = json_string_value(json_object_get(f, "content"));
@@ -156,7 +172,7 @@ static int parse_policy(json_t *doc, struct manifest_json *m, char **why) {
   if (policy && !json_is_null(policy)) {
     if (!json_is_object(policy))
       return refuse(why, "'policy' must be an object");
-    if (only_keys(policy, "policy", policy_keys, why) < 0 ||
+    if (json_only_keys(policy, "policy", policy_keys, why) < 0 ||
         get_strings(policy, "read_only", &m->read_only, why) < 0 ||
         get_strings(policy, "hidden", &m->hidden, why) < 0 ||
         get_strings(policy, "allow_ro", &m->allow_ro, why) < 0)
@@ -170,7 +186,7 @@ static int parse_policy(json_t *doc, struct manifest_json *m, char **why) {
   if (limits && !json_is_null(limits)) {
     if (!json_is_object(limits))
       return refuse(why, "'limits' must be an object");
-    if (only_keys(limits, "limits", limit_keys, why) < 0 ||
+    if (json_only_keys(limits, "limits", limit_keys, why) < 0 ||
         get_u64(limits, "memory_bytes", &p->limits.memory_bytes, why) < 0 ||
         get_u64(limits, "pids", &p->limits.pids, why) < 0 ||
         get_seconds(limits, "cpus", &p->limits.cpus, why) < 0 ||
@@ -201,7 +217,7 @@ static int parse_repo(json_t *doc, struct manifest_json *m, char **why) {
   json_t *repo = json_object_get(doc, "repo");
   if (!repo || json_is_null(repo))
     return 0;
-  if (!json_is_object(repo) || only_keys(repo, "repo", keys, why) < 0)
+  if (!json_is_object(repo) || json_only_keys(repo, "repo", keys, why) < 0)
     return *why ? -1 : refuse(why, "'repo' must be an object");
   if (get_string(repo, "source", &m->repo.source, why) < 0 ||
       get_string(repo, "branch", &m->repo.branch, why) < 0 ||
@@ -231,23 +247,22 @@ int manifest_json_parse(json_t *doc, struct manifest_json *out, char **why) {
                                      NULL};
   memset(out, 0, sizeof(*out));
   *why = NULL;
-  if (only_keys(doc, "", keys, why) < 0 || get_string(doc, "backend", &out->backend, why) < 0 ||
+  if (json_only_keys(doc, "", keys, why) < 0 ||
+      get_string(doc, "backend", &out->backend, why) < 0 ||
       get_string(doc, "from", &out->from, why) < 0 ||
       get_string(doc, "workspace", &out->manifest.workspace, why) < 0 ||
       get_string(doc, "root", &out->manifest.root, why) < 0 ||
       get_string(doc, "image", &out->manifest.image, why) < 0 ||
       get_seconds(doc, "timeout_seconds", &out->manifest.default_timeout, why) < 0 ||
       parse_repo(doc, out, why) < 0 || parse_files(doc, out, why) < 0 ||
-      parse_env(doc, out, why) < 0 || parse_policy(doc, out, why) < 0)
+      json_env_parse(doc, &out->env, &out->n_env, why) < 0 || parse_policy(doc, out, why) < 0)
     return -1;
   out->manifest.env = out->env;
   return 0;
 }
 
 void manifest_json_clear(struct manifest_json *m) {
-  for (size_t i = 0; m->env && i < m->n_env; i++)
-    free((char *)m->env[m->n_env + 1 + i]);
-  free(m->env);
+  json_env_free(m->env, m->n_env);
   for (size_t i = 0; m->files && i < m->manifest.n_files; i++)
     free((void *)m->files[i].content);
   free(m->files);

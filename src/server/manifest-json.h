@@ -30,4 +30,16 @@ struct manifest_json {
 int manifest_json_parse(json_t *doc, struct manifest_json *out, char **why);
 void manifest_json_clear(struct manifest_json *m);
 
+/* The helpers the API's other bodies (exec-request.c) parse with, so that every body is as
+ * strict in the same words. */
+
+/* Refuse any key of object not in allowed (NULL-terminated); where ("" at the top) prefixes
+ * the name given in *why. */
+int json_only_keys(json_t *object, const char *where, const char *const *allowed, char **why);
+/* doc's "env" (absent or null: *env is NULL) as a vector of "KEY=VALUE": *n entries, NULL,
+ * then the same *n strings again, the owned copies that json_env_free frees (so a caller may
+ * reorder the first ones). On failure nothing is left to free. */
+int json_env_parse(json_t *doc, const char ***env, size_t *n, char **why);
+void json_env_free(const char **env, size_t n);
+
 #endif

@@ -1,6 +1,7 @@
 /* The server's Prometheus metrics (metrics.h): a few families kept in small arrays under one
  * lock, rendered in text format 0.0.4. Labels are escaped: a backend name read from the event
  * log is data, not trusted text. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -8,14 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
-#include <jansson.h>
-
+#include "obs/events.h"
 #include "server/metrics.h"
 
 #define METRICS_MAX_BACKENDS 32
 #define METRICS_MAX_EXEC_SERIES 512
 #define METRICS_NAME_MAX 64
+/* The exit code the log gives an exec that did not run (as `cordon run` reports it). */
+#define METRICS_EXEC_FAILED_CODE 125
 
 /* Buckets in seconds: execs are short (Prometheus' default buckets), sessions live longer. */
 static const double exec_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
@@ -31,6 +34,7 @@ struct histogram {
 struct backend_series {
   char name[METRICS_NAME_MAX];
   uint64_t created, destroyed;
+  uint64_t active; /* the live sessions of this backend (struct metrics' live) */
   struct histogram session_duration;
   struct histogram exec_duration;
 };
@@ -41,6 +45,14 @@ struct exec_series {
   uint64_t count;
 };
 
+/* A session alive as far as the server knows: present at its start, or created since, and no
+ * destroy of it seen. Kept by id so that sandbox_active_sessions is what exists, whatever the
+ * order in which the listing at the start and the log saw it. */
+struct live_session {
+  char id[OBS_EVENT_NAME_MAX + 1];
+  int backend;
+};
+
 struct metrics {
   pthread_mutex_t lock;
   pthread_mutex_t reading; /* one reader of the event log at a time */
@@ -48,23 +60,30 @@ struct metrics {
   size_t n_backends;
   struct exec_series execs[METRICS_MAX_EXEC_SERIES];
   size_t n_execs;
-  struct events_reader *events;
+  struct live_session *live;
+  size_t n_live, live_capacity;
+  struct obs_events_follower *events;
 };
 
-struct metrics *metrics_new(const char *state_dir) {
+int metrics_new(const char *state_dir, struct metrics **out, struct cordon_error **err) {
   struct metrics *m = calloc(1, sizeof(*m));
   if (!m)
-    return NULL;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "metrics");
   pthread_mutex_init(&m->lock, NULL);
   pthread_mutex_init(&m->reading, NULL);
-  m->events = state_dir ? events_reader_new(state_dir) : NULL;
-  return m;
+  if (state_dir && obs_events_follow_new(state_dir, false, &m->events, err) < 0) {
+    metrics_free(m);
+    return -1;
+  }
+  *out = m;
+  return 0;
 }
 
 void metrics_free(struct metrics *m) {
   if (!m)
     return;
-  events_reader_free(m->events);
+  obs_events_follow_free(m->events);
+  free(m->live);
   pthread_mutex_destroy(&m->lock);
   pthread_mutex_destroy(&m->reading);
   free(m);
@@ -82,6 +101,8 @@ static int backend_index(struct metrics *m, const char *name) {
 }
 
 static void observe(struct histogram *h, const double *bounds, double value) {
+  if (value < 0 || !isfinite(value))
+    return;
   for (int i = 0; i < N_BUCKETS; i++)
     if (value <= bounds[i]) {
       h->counts[i]++;
@@ -91,64 +112,85 @@ static void observe(struct histogram *h, const double *bounds, double value) {
   h->sum += value;
 }
 
-void metrics_session_created(struct metrics *m, const char *backend) {
+static ssize_t live_find(const struct metrics *m, const char *id) {
+  for (size_t i = 0; i < m->n_live; i++)
+    if (!strcmp(m->live[i].id, id))
+      return (ssize_t)i;
+  return -1;
+}
+
+/* Lock held. A session already known is not added again; without memory it goes uncounted. */
+static void live_add(struct metrics *m, const char *id, int backend) {
+  if (!*id || live_find(m, id) >= 0)
+    return;
+  if (m->n_live == m->live_capacity) {
+    size_t want = m->live_capacity ? 2 * m->live_capacity : 16;
+    struct live_session *grown = realloc(m->live, want * sizeof(*grown));
+    if (!grown)
+      return;
+    m->live = grown;
+    m->live_capacity = want;
+  }
+  struct live_session *l = &m->live[m->n_live++];
+  snprintf(l->id, sizeof(l->id), "%s", id);
+  l->backend = backend;
+  m->backends[backend].active++;
+}
+
+/* Lock held. A session not known (destroyed before the listing at the start) changes nothing. */
+static void live_remove(struct metrics *m, const char *id) {
+  ssize_t i = live_find(m, id);
+  if (i < 0)
+    return;
+  m->backends[m->live[i].backend].active--;
+  m->live[i] = m->live[--m->n_live];
+}
+
+void metrics_session_present(struct metrics *m, const char *session, const char *backend) {
   pthread_mutex_lock(&m->lock);
   int b = backend_index(m, backend);
   if (b >= 0)
+    live_add(m, session, b);
+  pthread_mutex_unlock(&m->lock);
+}
+
+/* Lock held. */
+static void count_exec(struct metrics *m, int b, int exit_code, double seconds) {
+  observe(&m->backends[b].exec_duration, exec_buckets, seconds);
+  size_t i = 0;
+  while (i < m->n_execs && (m->execs[i].backend != b || m->execs[i].exit_code != exit_code))
+    i++;
+  if (i == m->n_execs && m->n_execs < METRICS_MAX_EXEC_SERIES)
+    m->execs[m->n_execs++] = (struct exec_series){.backend = b, .exit_code = exit_code};
+  if (i < m->n_execs)
+    m->execs[i].count++;
+}
+
+void metrics_apply(struct metrics *m, const struct obs_event *e) {
+  bool create = !strcmp(e->verb, "create"), destroy = !strcmp(e->verb, "destroy");
+  bool exec = !strcmp(e->verb, "exec");
+  if (((create || destroy) && e->failed) || !(create || destroy || exec) ||
+      (exec && !e->has_exit_code && !e->failed))
+    return;
+  pthread_mutex_lock(&m->lock);
+  int b = backend_index(m, e->backend);
+  if (b >= 0 && create) {
     m->backends[b].created++;
-  pthread_mutex_unlock(&m->lock);
-}
-
-void metrics_session_destroyed(struct metrics *m, const char *backend, double lifetime_seconds) {
-  pthread_mutex_lock(&m->lock);
-  int b = backend_index(m, backend);
-  if (b >= 0) {
+    live_add(m, e->session, b);
+  } else if (b >= 0 && destroy) {
     m->backends[b].destroyed++;
-    if (lifetime_seconds >= 0 && isfinite(lifetime_seconds))
-      observe(&m->backends[b].session_duration, session_buckets, lifetime_seconds);
+    observe(&m->backends[b].session_duration, session_buckets, e->duration_seconds);
+    live_remove(m, e->session);
+  } else if (b >= 0) {
+    count_exec(m, b, e->has_exit_code ? e->exit_code : METRICS_EXEC_FAILED_CODE,
+               e->duration_seconds);
   }
   pthread_mutex_unlock(&m->lock);
 }
 
-void metrics_exec(struct metrics *m, const char *backend, int exit_code, double seconds) {
-  pthread_mutex_lock(&m->lock);
-  int b = backend_index(m, backend);
-  if (b >= 0) {
-    if (seconds >= 0 && isfinite(seconds))
-      observe(&m->backends[b].exec_duration, exec_buckets, seconds);
-    size_t i = 0;
-    while (i < m->n_execs && (m->execs[i].backend != b || m->execs[i].exit_code != exit_code))
-      i++;
-    if (i == m->n_execs && m->n_execs < METRICS_MAX_EXEC_SERIES)
-      m->execs[m->n_execs++] = (struct exec_series){.backend = b, .exit_code = exit_code};
-    if (i < m->n_execs)
-      m->execs[i].count++;
-  }
-  pthread_mutex_unlock(&m->lock);
-}
-
-bool metrics_apply_event(struct metrics *m, const char *line, size_t length) {
-  json_t *e = json_loadb(line, length, 0, NULL);
-  const char *verb = json_string_value(json_object_get(e, "verb"));
-  const char *backend = json_string_value(json_object_get(e, "backend"));
-  json_t *duration = json_object_get(e, "duration_seconds");
-  double seconds = json_is_number(duration) ? json_number_value(duration) : -1;
-  bool applied = verb && backend;
-  if (applied && !strcmp(verb, "create")) {
-    metrics_session_created(m, backend);
-  } else if (applied && !strcmp(verb, "destroy")) {
-    metrics_session_destroyed(m, backend, seconds);
-  } else if (applied && !strcmp(verb, "exec")) {
-    json_t *code = json_object_get(e, "exit_code");
-    if (json_is_integer(code))
-      metrics_exec(m, backend, (int)json_integer_value(code), seconds);
-    else
-      applied = false;
-  } else {
-    applied = false;
-  }
-  json_decref(e);
-  return applied;
+static int apply_event(void *data, const struct obs_event *e) {
+  metrics_apply(data, e);
+  return 0;
 }
 
 /* ---- rendering ---------------------------------------------------------------------------- */
@@ -216,9 +258,12 @@ static void put_histogram(struct text *t, const char *name, const char *backend,
 
 char *metrics_render(struct metrics *m) {
   if (m->events) {
+    /* A log that cannot be read leaves the counters where they were: /metrics still answers. */
+    struct cordon_error *err = NULL;
     pthread_mutex_lock(&m->reading);
-    events_reader_poll(m->events, m);
+    obs_events_follow_poll(m->events, apply_event, m, &err);
     pthread_mutex_unlock(&m->reading);
+    cordon_error_free(err);
   }
   struct text t = {0};
   char b[2 * METRICS_NAME_MAX + 1];
@@ -237,13 +282,13 @@ char *metrics_render(struct metrics *m) {
     put(&t, "sandbox_session_destroyed_total{backend=\"%s\"} %llu\n", b,
         (unsigned long long)m->backends[i].destroyed);
   }
-  put(&t, "# HELP sandbox_active_sessions Sessions created and not yet destroyed.\n"
+  put(&t, "# HELP sandbox_active_sessions Sessions that exist: those at the server's start and "
+          "those created since, less those destroyed.\n"
           "# TYPE sandbox_active_sessions gauge\n");
   for (size_t i = 0; i < m->n_backends; i++) {
-    const struct backend_series *s = &m->backends[i];
-    label(s->name, b, sizeof(b));
+    label(m->backends[i].name, b, sizeof(b));
     put(&t, "sandbox_active_sessions{backend=\"%s\"} %llu\n", b,
-        (unsigned long long)(s->created > s->destroyed ? s->created - s->destroyed : 0));
+        (unsigned long long)m->backends[i].active);
   }
   put(&t, "# HELP sandbox_session_duration_seconds Lifetime of destroyed sessions.\n"
           "# TYPE sandbox_session_duration_seconds histogram\n");

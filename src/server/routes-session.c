@@ -3,17 +3,13 @@
  * Each request opens its own context and session handle, exactly as one CLI invocation does,
  * and closes them when it has answered. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include "base/cleanup.h"
 #include "protocol/exec-json.h"
 #include "server/manifest-json.h"
-#include "server/metrics.h"
 #include "server/server.h"
 
 /* An open session for one request; closed (not destroyed) by session_handle_clear. */
@@ -48,19 +44,6 @@ static int session_handle_open(struct request *req, const char *given, struct se
 static json_t *session_json(const struct cordon_session *s) {
   return json_pack("{s:s, s:s, s:s?, s:s?, s:b}", "id", s->id, "backend", s->backend->name,
                    "workspace", s->workspace, "root", s->root, "shut_down", s->shut_down);
-}
-
-/* A session's age from its state directory's birth (else its last change): what the duration
- * histogram is fed when the session is destroyed. */
-static double session_age(const struct cordon_session *s) {
-  struct statx stx;
-  if (!s->state_dir || statx(AT_FDCWD, s->state_dir, 0, STATX_BTIME | STATX_CTIME, &stx) < 0)
-    return -1;
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  const struct statx_timestamp *t = (stx.stx_mask & STATX_BTIME) ? &stx.stx_btime : &stx.stx_ctime;
-  double age = (double)(now.tv_sec - t->tv_sec) + (now.tv_nsec - (long)t->tv_nsec) / 1e9;
-  return age < 0 ? 0 : age;
 }
 
 enum MHD_Result route_session_create(struct request *req, const char *unused) {
@@ -115,7 +98,6 @@ enum MHD_Result route_session_create(struct request *req, const char *unused) {
     cordon_context_free(ctx);
     return reply_cordon_error(req, err);
   }
-  metrics_session_created(req->srv->metrics, b->name);
   json_t *out = session_json(s);
   cordon_session_close(s);
   cordon_context_free(ctx);
@@ -165,15 +147,12 @@ enum MHD_Result route_session_destroy(struct request *req, const char *id) {
   enum MHD_Result replied;
   if (session_handle_open(req, id, &h, &replied) < 0)
     return replied;
-  _cleanup_free_ char *backend = strdup(h.s->backend->name);
   _cleanup_free_ char *session_id = strdup(h.s->id);
-  double age = session_age(h.s);
   struct cordon_error *err = NULL;
   int r = cordon_session_destroy(steal_ptr(&h.s), &err); /* frees the handle either way */
   session_handle_clear(&h);
   if (r < 0)
     return reply_cordon_error(req, err);
-  metrics_session_destroyed(req->srv->metrics, backend ? backend : "?", age);
   return reply_json(req, 200, json_pack("{s:s?, s:b}", "id", session_id, "destroyed", 1));
 }
 
@@ -284,13 +263,11 @@ enum MHD_Result route_session_exec(struct request *req, const char *id) {
   struct cordon_exec_result res = {0};
   struct cordon_error *err = NULL;
   int r = cordon_session_exec(h.s, &x, &res, &err);
-  _cleanup_free_ char *backend = strdup(h.s->backend->name);
   session_handle_clear(&h);
   exec_request_clear(&x);
   json_decref(doc);
   if (r < 0)
     return reply_cordon_error(req, err);
-  metrics_exec(req->srv->metrics, backend ? backend : "?", res.exit_code, res.duration);
   json_t *out = exec_result_json(&res, true);
   cordon_exec_result_clear(&res);
   return reply_json(req, 200, out);

@@ -465,26 +465,75 @@ print(int(value) if value == int(value) else value)
   [ "$(echo "$output" | metric sandbox_session_duration_seconds_bucket backend=ns,le=+Inf)" = 1 ]
   # The CLI's work arrives through the event log, read on from where the last scrape stopped,
   # across a rotation (events.jsonl renamed to events.jsonl.1), a torn last line waiting.
-  ev() { printf '{"time":"2026-01-01T00:00:00Z","verb":"%s","backend":"docker","session":"s1"%s}\n' "$@"; }
-  { ev create ''; ev exec ',"exit_code":0,"duration_seconds":0.02'; } >>.cordon/events.jsonl
+  ev() {
+    printf '{"time": "2026-01-01T00:00:00.000Z", "verb": "%s", "backend": "docker", "session": "s1"%s}\n' "$@"
+  }
+  { ev create ', "duration_seconds": 0.5'; ev exec ', "exit_code": 0, "duration_seconds": 0.02'; } >>.cordon/events.jsonl
   run -0 scrape
   [ "$(echo "$output" | metric sandbox_session_created_total backend=docker)" = 1 ]
+  [ "$(echo "$output" | metric sandbox_active_sessions backend=docker)" = 1 ]
   [ "$(echo "$output" | metric sandbox_exec_count_total backend=docker,exit_code=0)" = 1 ]
-  ev exec ',"exit_code":2,"duration_seconds":0.5' >>.cordon/events.jsonl
+  ev exec ', "exit_code": 2, "duration_seconds": 0.5' >>.cordon/events.jsonl
   mv .cordon/events.jsonl .cordon/events.jsonl.1
-  { ev destroy ',"duration_seconds":12'; printf '{"verb":"exec","backend":"docker"' ; } >.cordon/events.jsonl
+  { ev destroy ', "duration_seconds": 12'
+    printf '{"time": "2026-01-01T00:00:00.000Z", "verb": "exec", "backend": "docker"'; } >.cordon/events.jsonl
   run -0 scrape
   [ "$(echo "$output" | metric sandbox_exec_count_total backend=docker,exit_code=2)" = 1 ]
   [ "$(echo "$output" | metric sandbox_session_destroyed_total backend=docker)" = 1 ]
   [ "$(echo "$output" | metric sandbox_active_sessions backend=docker)" = 0 ]
   [ "$(echo "$output" | metric sandbox_session_duration_seconds_sum backend=docker)" = 12 ]
   # The torn line is completed later and counted once.
-  printf ',"exit_code":5,"duration_seconds":1}\n' >>.cordon/events.jsonl
+  printf ', "session": "s1", "exit_code": 5, "duration_seconds": 1}\n' >>.cordon/events.jsonl
   run -0 scrape
   [ "$(echo "$output" | metric sandbox_exec_count_total backend=docker,exit_code=5)" = 1 ]
   run -0 scrape
   [ "$(echo "$output" | metric sandbox_exec_count_total backend=docker,exit_code=5)" = 1 ]
   [ "$(echo "$output" | metric sandbox_exec_count_total backend=docker,exit_code=0)" = 1 ]
+}
+
+# The library logs every create, destroy and exec, the server's own too; /metrics reads that
+# log and nothing else, so each operation moves a counter by exactly one, whoever asked for it.
+@test "serve: /metrics counts each operation once: N execs by the API and M by the CLI move it by N+M" {
+  need_ns
+  PROM_PY=$(prom_python) || skip "python3-prometheus-client is not installed"
+  # History before the server starts is not counted; a session that exists then is active.
+  old=$("$CORDON" session create --backend ns)
+  "$CORDON" session exec "$old" -- true
+  serve
+  scrape() { api GET /metrics; }
+  run -0 scrape
+  [ "$(echo "$output" | metric sandbox_exec_count_total backend=ns,exit_code=0)" = 0 ]
+  [ "$(echo "$output" | metric sandbox_session_created_total backend=ns)" = 0 ]
+  [ "$(echo "$output" | metric sandbox_active_sessions backend=ns)" = 1 ]
+  id=$(api POST /v1/sessions -d '{"backend": "ns"}' | jq -r .id)
+  [ "$(status)" = 201 ]
+  # N = 4 through the API (one streamed, one exiting 7), M = 3 through the CLI.
+  for argv in '["true"]' '["true"]' '["sh", "-c", "exit 7"]'; do
+    api POST "/v1/sessions/$id/exec" -d "{\"argv\": $argv}" >/dev/null
+    [ "$(status)" = 200 ]
+  done
+  curl -sSN --unix-socket "${ADDR#unix:}" -X POST "http://cordon/v1/sessions/$id/exec?stream=1" \
+    -d '{"argv": ["true"]}' >/dev/null
+  "$CORDON" session exec "$id" -- true
+  "$CORDON" session exec "$old" -- true
+  run -7 "$CORDON" session exec "$old" -- sh -c 'exit 7'
+  run -0 scrape
+  [ "$(echo "$output" | metric sandbox_exec_count_total backend=ns,exit_code=0)" = 5 ]
+  [ "$(echo "$output" | metric sandbox_exec_count_total backend=ns,exit_code=7)" = 2 ]
+  [ "$(echo "$output" | metric sandbox_exec_duration_seconds_count backend=ns)" = 7 ]
+  [ "$(echo "$output" | metric sandbox_session_created_total backend=ns)" = 1 ]
+  [ "$(echo "$output" | metric sandbox_active_sessions backend=ns)" = 2 ]
+  # Scraped again with nothing new: nothing moves.
+  run -0 scrape
+  [ "$(echo "$output" | metric sandbox_exec_count_total backend=ns,exit_code=0)" = 5 ]
+  # One destroy through the API, one through the CLI: two, once each.
+  api DELETE "/v1/sessions/$id" >/dev/null
+  [ "$(status)" = 200 ]
+  "$CORDON" session destroy "$old"
+  run -0 scrape
+  [ "$(echo "$output" | metric sandbox_session_destroyed_total backend=ns)" = 2 ]
+  [ "$(echo "$output" | metric sandbox_session_duration_seconds_count backend=ns)" = 2 ]
+  [ "$(echo "$output" | metric sandbox_active_sessions backend=ns)" = 0 ]
 }
 
 @test "serve: a race: start, status while and after, the receipt, verified through the API" {

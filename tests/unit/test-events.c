@@ -1,5 +1,6 @@
 /* obs/events: the line format and its parse, time forms, rotation at the bound, appenders in
- * many processes at once (every line whole), and the reader's handling of a torn last line. */
+ * many processes at once (every line whole), the reader's handling of a torn last line, and
+ * the follower across one and two rotations, a truncation, and a state directory made late. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -280,11 +281,128 @@ static void test_torn_reader(void **state) {
   remove_dir(dir);
 }
 
+/* Append a line by hand (the log's own format, or a torn piece) to dir's log. */
+static void put_text(const char *dir, const char *name, const char *text, size_t n) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, text, n), (ssize_t)n);
+  close(fd);
+}
+
+static void put_event(const char *dir, int code) {
+  char line[OBS_EVENT_LINE_MAX];
+  struct obs_event e = exec_event(code);
+  int n = obs_event_format(&e, line, sizeof(line));
+  put_text(dir, OBS_EVENTS_FILE, line, (size_t)n);
+}
+
+static void rotate_by_hand(const char *dir) {
+  char from[512], to[512];
+  snprintf(from, sizeof(from), "%s/%s", dir, OBS_EVENTS_FILE);
+  snprintf(to, sizeof(to), "%s/%s", dir, OBS_EVENTS_ROTATED);
+  assert_int_equal(rename(from, to), 0);
+}
+
+/* The codes handed over by one poll. */
+static struct codes poll_codes(struct obs_events_follower *f) {
+  struct codes c = {0};
+  struct cordon_error *err = NULL;
+  assert_int_equal(obs_events_follow_poll(f, remember_code, &c, &err), 0);
+  return c;
+}
+
+static void test_follow(void **state) {
+  (void)state;
+  char *dir = make_dir();
+  put_event(dir, 1);
+  rotate_by_hand(dir);
+  put_event(dir, 2);
+  struct obs_events_follower *all = NULL, *tail = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(obs_events_follow_new(dir, true, &all, &err), 0);
+  assert_int_equal(obs_events_follow_new(dir, false, &tail, &err), 0);
+  /* From the start: the .1, then the file; from the end: nothing yet. */
+  struct codes c = poll_codes(all);
+  assert_int_equal(c.n, 2);
+  assert_int_equal(c.v[0], 1);
+  assert_int_equal(c.v[1], 2);
+  assert_int_equal(poll_codes(tail).n, 0);
+  assert_int_equal(poll_codes(all).n, 0);
+  /* A torn line waits; one rotation: the rest of the old file, then the new one. */
+  char line[OBS_EVENT_LINE_MAX];
+  struct obs_event e = exec_event(3);
+  int n = obs_event_format(&e, line, sizeof(line));
+  put_text(dir, OBS_EVENTS_FILE, line, 20);
+  assert_int_equal(poll_codes(tail).n, 0);
+  put_text(dir, OBS_EVENTS_FILE, line + 20, (size_t)n - 20);
+  rotate_by_hand(dir);
+  put_event(dir, 4);
+  c = poll_codes(tail);
+  assert_int_equal(c.n, 2);
+  assert_int_equal(c.v[0], 3);
+  assert_int_equal(c.v[1], 4);
+  /* Two rotations between polls: the file between is now the .1, read whole. */
+  put_event(dir, 5);
+  rotate_by_hand(dir);
+  put_event(dir, 6);
+  rotate_by_hand(dir);
+  put_event(dir, 7);
+  c = poll_codes(tail);
+  assert_int_equal(c.n, 3);
+  assert_int_equal(c.v[0], 5);
+  assert_int_equal(c.v[1], 6);
+  assert_int_equal(c.v[2], 7);
+  /* Three rotations since its last poll: the rest of the file it holds open, the .1, the new
+   * file; the one before the .1 (4 and 5) is gone, as the log keeps one rotated file. */
+  c = poll_codes(all);
+  assert_int_equal(c.n, 3);
+  assert_int_equal(c.v[0], 3);
+  assert_int_equal(c.v[1], 6);
+  assert_int_equal(c.v[2], 7);
+  /* Truncated in place: read again from its start. */
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s", dir, OBS_EVENTS_FILE);
+  assert_int_equal(truncate(path, 0), 0);
+  assert_int_equal(poll_codes(tail).n, 0);
+  put_event(dir, 8);
+  c = poll_codes(tail);
+  assert_int_equal(c.n, 1);
+  assert_int_equal(c.v[0], 8);
+  obs_events_follow_free(all);
+  obs_events_follow_free(tail);
+  remove_dir(dir);
+}
+
+/* A state directory that does not exist yet is waited for; read_all finds nothing there. */
+static void test_follow_late_dir(void **state) {
+  (void)state;
+  char *dir = make_dir();
+  char late[600];
+  snprintf(late, sizeof(late), "%s/state", dir);
+  struct obs_events_follower *f = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(obs_events_follow_new(late, false, &f, &err), 0);
+  assert_int_equal(poll_codes(f).n, 0);
+  struct codes c = {0};
+  assert_int_equal(obs_events_read_all(late, remember_code, &c, &err), 0);
+  assert_int_equal(c.n, 0);
+  assert_int_equal(mkdir(late, 0755), 0);
+  put_event(late, 9);
+  c = poll_codes(f);
+  assert_int_equal(c.n, 1);
+  assert_int_equal(c.v[0], 9);
+  obs_events_follow_free(f);
+  remove_dir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_format),     cmocka_unit_test(test_parse),
       cmocka_unit_test(test_time),       cmocka_unit_test(test_rotation),
       cmocka_unit_test(test_concurrent), cmocka_unit_test(test_torn_reader),
+      cmocka_unit_test(test_follow),     cmocka_unit_test(test_follow_late_dir),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /* Unit tests of the server's pure parts beside its tokens (test-jwt.c): the session manifest
- * and exec request from the API's JSON (src/server/manifest-json.c, exec-request.c), the
- * Prometheus rendering (metrics.c) and the event log's follower across a rotation and a torn
- * last line (events.c). */
+ * and exec request from the API's JSON (src/server/manifest-json.c, exec-request.c), and the
+ * Prometheus metrics (metrics.c) fed from the event log: each event counted once, failures as
+ * the log records them, the active sessions by id. (The log's follower: test-events.c.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "base/fs.h"
+#include "obs/events.h"
 #include "server/manifest-json.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -124,90 +125,116 @@ static bool has_line(const char *text, const char *line) {
   return false;
 }
 
+static struct obs_event event(const char *verb, const char *backend, const char *session,
+                              int exit_code, double seconds, bool failed) {
+  struct obs_event e = {.has_exit_code = exit_code >= 0,
+                        .exit_code = exit_code,
+                        .duration_seconds = seconds,
+                        .failed = failed};
+  obs_event_set(&e, verb, backend, session);
+  return e;
+}
+
+static void apply(struct metrics *m, struct obs_event e) {
+  metrics_apply(m, &e);
+}
+
+static struct metrics *metrics_for(const char *state_dir) {
+  struct metrics *m = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(metrics_new(state_dir, &m, &err), 0);
+  return m;
+}
+
 static void test_metrics_render(void **state) {
   (void)state;
-  struct metrics *m = metrics_new(NULL);
-  metrics_session_created(m, "ns");
-  metrics_session_created(m, "ns");
-  metrics_session_destroyed(m, "ns", 3);
-  metrics_exec(m, "ns", 0, 0.003);
-  metrics_exec(m, "ns", 0, 0.2);
-  metrics_exec(m, "ns", 1, 20);
-  metrics_session_created(m, "we\"ird\\");
-  assert_false(metrics_apply_event(m, "{\"verb\": \"exec\", \"backend\": \"ns\"}", 34));
-  assert_false(metrics_apply_event(m, "garbage", 7));
+  struct metrics *m = metrics_for(NULL);
+  apply(m, event("create", "ns", "a1", -1, 0.1, false));
+  apply(m, event("create", "ns", "a2", -1, 0.1, false));
+  apply(m, event("destroy", "ns", "a1", -1, 3, false));
+  apply(m, event("exec", "ns", "a2", 0, 0.003, false));
+  apply(m, event("exec", "ns", "a2", 0, 0.2, false));
+  apply(m, event("exec", "ns", "a2", 1, 20, false));
+  apply(m, event("create", "we\"ird\\", "b1", -1, 0.1, false));
+  /* Failures: a create or destroy that failed moves nothing; an exec that did not run counts
+   * under the 125 the log gives it; an unknown verb is skipped. */
+  apply(m, event("create", "ns", "", -1, 0.1, true));
+  apply(m, event("destroy", "ns", "a2", -1, 0.1, true));
+  apply(m, event("exec", "ns", "a2", 125, 0.01, true));
+  apply(m, event("resize", "ns", "a2", -1, 0.1, false));
   char *text = metrics_render(m);
   assert_true(has_line(text, "# TYPE sandbox_session_created_total counter"));
   assert_true(has_line(text, "sandbox_session_created_total{backend=\"ns\"} 2"));
+  assert_true(has_line(text, "sandbox_session_destroyed_total{backend=\"ns\"} 1"));
   assert_true(has_line(text, "sandbox_active_sessions{backend=\"ns\"} 1"));
   assert_true(has_line(text, "sandbox_session_duration_seconds_bucket{backend=\"ns\",le=\"1\"} 0"));
   assert_true(has_line(text, "sandbox_session_duration_seconds_bucket{backend=\"ns\",le=\"5\"} 1"));
   assert_true(has_line(text, "sandbox_exec_count_total{backend=\"ns\",exit_code=\"0\"} 2"));
   assert_true(has_line(text, "sandbox_exec_count_total{backend=\"ns\",exit_code=\"1\"} 1"));
+  assert_true(has_line(text, "sandbox_exec_count_total{backend=\"ns\",exit_code=\"125\"} 1"));
   assert_true(
       has_line(text, "sandbox_exec_duration_seconds_bucket{backend=\"ns\",le=\"0.005\"} 1"));
-  assert_true(has_line(text, "sandbox_exec_duration_seconds_bucket{backend=\"ns\",le=\"10\"} 2"));
-  assert_true(has_line(text, "sandbox_exec_duration_seconds_bucket{backend=\"ns\",le=\"+Inf\"} 3"));
-  assert_true(has_line(text, "sandbox_exec_duration_seconds_count{backend=\"ns\"} 3"));
+  assert_true(has_line(text, "sandbox_exec_duration_seconds_bucket{backend=\"ns\",le=\"10\"} 3"));
+  assert_true(has_line(text, "sandbox_exec_duration_seconds_bucket{backend=\"ns\",le=\"+Inf\"} 4"));
+  assert_true(has_line(text, "sandbox_exec_duration_seconds_count{backend=\"ns\"} 4"));
   assert_true(has_line(text, "sandbox_session_created_total{backend=\"we\\\"ird\\\\\"} 1"));
   free(text);
   metrics_free(m);
 }
 
-static void append(const char *path, const char *text) {
-  FILE *f = fopen(path, "a");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
-static void test_events_follow(void **state) {
+/* sandbox_active_sessions by id: the sessions present at the start count once even when the
+ * log also shows their create; a destroy of a session never known moves nothing. */
+static void test_metrics_active(void **state) {
   (void)state;
-  char dir[] = "/tmp/cordon-test-events.XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  char *log = NULL, *rotated = NULL;
-  assert_true(asprintf(&log, "%s/events.jsonl", dir) > 0);
-  assert_true(asprintf(&rotated, "%s/events.jsonl.1", dir) > 0);
-  struct metrics *m = metrics_new(dir);
-  char *text = metrics_render(m); /* no log yet */
-  free(text);
-  append(log, "{\"verb\":\"create\",\"backend\":\"d\"}\n{\"verb\":\"exec\",\"backend\":\"d\","
-              "\"exit_code\":0}\n"
-              "{\"verb\":\"exec\",\"backend\":\"d\"");
-  text = metrics_render(m);
-  assert_true(has_line(text, "sandbox_session_created_total{backend=\"d\"} 1"));
-  assert_true(has_line(text, "sandbox_exec_count_total{backend=\"d\",exit_code=\"0\"} 1"));
-  free(text);
-  /* The torn line completed, one more, then rotated, and a new file begun. */
-  append(log,
-         ",\"exit_code\":4}\n{\"verb\":\"destroy\",\"backend\":\"d\",\"duration_seconds\":2}\n");
-  assert_int_equal(rename(log, rotated), 0);
-  append(log, "{\"verb\":\"exec\",\"backend\":\"d\",\"exit_code\":4}\n");
-  text = metrics_render(m);
-  assert_true(has_line(text, "sandbox_exec_count_total{backend=\"d\",exit_code=\"4\"} 2"));
-  assert_true(has_line(text, "sandbox_session_destroyed_total{backend=\"d\"} 1"));
-  assert_true(has_line(text, "sandbox_active_sessions{backend=\"d\"} 0"));
-  free(text);
-  /* Nothing new: nothing counted twice. */
-  text = metrics_render(m);
-  assert_true(has_line(text, "sandbox_exec_count_total{backend=\"d\",exit_code=\"4\"} 2"));
-  free(text);
-  /* Truncated in place: read again from its start. */
-  assert_int_equal(fs_write_atomic(log, "", 0, 0644, NULL), 0);
-  text = metrics_render(m);
+  struct metrics *m = metrics_for(NULL);
+  metrics_session_present(m, "p1", "ns");
+  metrics_session_present(m, "p2", "ns");
+  metrics_session_present(m, "p2", "ns");
+  apply(m, event("create", "ns", "p2", -1, 0.1, false));  /* made while the server listed */
+  apply(m, event("destroy", "ns", "gone", -1, 1, false)); /* destroyed before the listing */
+  apply(m, event("create", "docker", "d1", -1, 0.1, false));
+  apply(m, event("destroy", "ns", "p1", -1, 1, false));
+  char *text = metrics_render(m);
+  assert_true(has_line(text, "sandbox_active_sessions{backend=\"ns\"} 1"));
+  assert_true(has_line(text, "sandbox_active_sessions{backend=\"docker\"} 1"));
+  assert_true(has_line(text, "sandbox_session_created_total{backend=\"ns\"} 1"));
+  assert_true(has_line(text, "sandbox_session_destroyed_total{backend=\"ns\"} 2"));
   free(text);
   metrics_free(m);
-  free(log);
-  free(rotated);
+}
+
+static void append_event(const char *dir, struct obs_event e) {
+  struct cordon_error *err = NULL;
+  clock_gettime(CLOCK_REALTIME, &e.time);
+  assert_int_equal(obs_events_append(dir, &e, OBS_EVENTS_DEFAULT_MAX_BYTES, &err), 0);
+}
+
+/* From the log: what it held before the server started is history, not counted; what is
+ * appended is counted once, however many scrapes read it. */
+static void test_metrics_from_log(void **state) {
+  (void)state;
+  char dir[] = "/tmp/cordon-test-metrics.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  append_event(dir, event("exec", "ns", "s1", 0, 0.1, false));
+  struct metrics *m = metrics_for(dir);
+  append_event(dir, event("exec", "ns", "s1", 0, 0.1, false));
+  append_event(dir, event("exec", "ns", "s1", 2, 0.1, false));
+  char *text = metrics_render(m);
+  assert_true(has_line(text, "sandbox_exec_count_total{backend=\"ns\",exit_code=\"0\"} 1"));
+  assert_true(has_line(text, "sandbox_exec_count_total{backend=\"ns\",exit_code=\"2\"} 1"));
+  free(text);
+  text = metrics_render(m);
+  assert_true(has_line(text, "sandbox_exec_count_total{backend=\"ns\",exit_code=\"0\"} 1"));
+  free(text);
+  metrics_free(m);
   fs_remove_tree(dir, NULL);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_manifest),
-      cmocka_unit_test(test_exec_request),
-      cmocka_unit_test(test_metrics_render),
-      cmocka_unit_test(test_events_follow),
+      cmocka_unit_test(test_manifest),         cmocka_unit_test(test_exec_request),
+      cmocka_unit_test(test_metrics_render),   cmocka_unit_test(test_metrics_active),
+      cmocka_unit_test(test_metrics_from_log),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
