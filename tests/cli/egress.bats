@@ -500,3 +500,40 @@ except OSError as e:
   [ "$status" -ne 0 ]
   [[ "$output" == *restricted* ]]
 }
+
+# ---- cordon race -----------------------------------------------------------------------------------
+
+@test "egress race: the rules reach every candidate and its judge; the receipt binds them" {
+  need_ns
+  need_tools
+  local keys
+  keys=$(mktemp -d "${TMPDIR:-/tmp}/cordon-egress-keys.XXXXXX")
+  export CORDON_KEY_DIR=$keys
+  "$CORDON" key init >/dev/null
+  mkdir tree
+  echo base >tree/a
+  local base
+  base=$("$CORDON" snapshot take tree)
+  # Every candidate fetches through the proxy; other.test is refused; the judge too.
+  run "$CORDON" race --backend ns --base "$base" --k 2 --out r.json \
+    --net restricted --allow-domain Allowed.Test. --allow-domain '*.z.test' \
+    --allow-cidr 127.0.0.0/8 --resolve allowed.test:127.0.0.1 --resolve other.test:127.0.0.1 \
+    --judge-cmd "[\"sh\", \"-c\", \"curl -sS --max-time 20 http://allowed.test:$HTTP_PORT/hello.txt | grep -q loopback && ! curl -sf --max-time 20 http://other.test:$HTTP_PORT/hello.txt\"]" \
+    -- sh -c "curl -sS --max-time 20 http://allowed.test:$HTTP_PORT/hello.txt > got && ! curl -sf --max-time 20 http://other.test:$HTTP_PORT/hello.txt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  jq -c .body.manifest r.json
+  [ "$(jq -c .body.manifest.net r.json)" = '"restricted"' ]
+  [ "$(jq -c .body.manifest.egress r.json)" = \
+    '{"allow_cidrs":["127.0.0.0/8"],"allow_domains":["*.z.test","allowed.test"],"resolve":["allowed.test:127.0.0.1","other.test:127.0.0.1"]}' ]
+  # Both candidates passed (their fetch worked, other.test was refused), judges included.
+  [ "$(jq '[.body.candidates[] | select(.scores.correctness == 1)] | length' r.json)" -eq 2 ]
+  run "$CORDON" receipt verify --expected-keyid "$("$CORDON" key show | sed -n 's/^kid: //p')" r.json
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # Without the rules the receipt differs: a receipt says what egress its candidates had.
+  run "$CORDON" race --backend ns --base "$base" --k 1 --out r2.json --net loopback -- true
+  [ "$status" -eq 0 ]
+  [ "$(jq -c .body.manifest.egress r2.json)" = null ]
+  rm -rf "$keys"
+}
