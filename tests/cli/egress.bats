@@ -472,7 +472,7 @@ except OSError as e:
   [ -n "$pids" ]
   "$CORDON" session destroy "$id"
   for pid in $pids; do
-    for i in $(seq 1 100); do
+    for i in $(seq 1 300); do
       gone "$pid" && break
       sleep 0.1
     done
@@ -483,7 +483,7 @@ except OSError as e:
   before=$(pgrep -x cordon-egress | sort || true)
   run "$CORDON" run --backend docker --net restricted -- true
   [ "$status" -eq 0 ]
-  for i in $(seq 1 100); do
+  for i in $(seq 1 300); do
     after=$(pgrep -x cordon-egress | sort || true)
     new=$(comm -13 <(echo "$before") <(echo "$after") | while read -r pid; do
       if [ -n "$pid" ] && ! gone "$pid"; then echo "$pid"; fi
