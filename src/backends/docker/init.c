@@ -662,7 +662,7 @@ static bool is_wrapper(pid_t pid, const char *token) {
          (!token || !strcmp(args[3], token));
 }
 
-/* Is pid the egress bridge (argv: INIT bridge)? */
+/* Is pid the egress bridge (argv exactly: DOCKER_INIT_TARGET bridge)? */
 static bool is_bridge(pid_t pid) {
   char path[64], buf[256];
   snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
@@ -675,7 +675,8 @@ static bool is_bridge(pid_t pid) {
     return false;
   buf[n] = 0;
   const char *verb = buf + strlen(buf) + 1;
-  return verb < buf + n && !strcmp(verb, "bridge");
+  return !strcmp(buf, DOCKER_INIT_TARGET) && verb < buf + n && !strcmp(verb, "bridge") &&
+         verb + sizeof("bridge") == buf + n;
 }
 
 static int kill_exec_main(const char *token) {
