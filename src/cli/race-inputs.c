@@ -31,9 +31,18 @@ static const struct {
   const char *name;
   int code;
 } shared_options[] = {
-    {"env", OPT_ENV},   {"file", OPT_FILE},     {"allow-ro", OPT_ALLOW_RO},
-    {"net", OPT_NET},   {"memory", OPT_MEMORY}, {"pids", OPT_PIDS},
-    {"cpus", OPT_CPUS}, {"image", OPT_IMAGE},   {"monitor", OPT_MONITOR},
+    {"env", OPT_ENV},
+    {"file", OPT_FILE},
+    {"allow-ro", OPT_ALLOW_RO},
+    {"net", OPT_NET},
+    {"memory", OPT_MEMORY},
+    {"pids", OPT_PIDS},
+    {"cpus", OPT_CPUS},
+    {"image", OPT_IMAGE},
+    {"monitor", OPT_MONITOR},
+    {"allow-domain", OPT_ALLOW_DOMAIN},
+    {"allow-cidr", OPT_ALLOW_CIDR},
+    {"resolve", OPT_RESOLVE},
 };
 
 int cli_race_inputs_option(const char *name, const char *arg, struct cli_race_inputs **inp) {

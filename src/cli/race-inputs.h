@@ -11,21 +11,24 @@ struct cli_race_inputs;
 
 /* The race's option table rows for these options, every one with the value val: the option's
  * name tells them apart (cli_race_inputs_option). */
-#define RACE_INPUT_OPTIONS(val)                                                          \
-  {"env", required_argument, NULL, val}, {"file", required_argument, NULL, val},         \
-      {"allow-ro", required_argument, NULL, val}, {"net", required_argument, NULL, val}, \
-      {"memory", required_argument, NULL, val}, {"pids", required_argument, NULL, val},  \
-      {"cpus", required_argument, NULL, val}, {"image", required_argument, NULL, val},   \
-      {"candidate", required_argument, NULL, val},                                       \
-      {"candidate-env", required_argument, NULL, val}, {                                 \
-    "patch", required_argument, NULL, val                                                \
+#define RACE_INPUT_OPTIONS(val)                                                                  \
+  {"env", required_argument, NULL, val}, {"file", required_argument, NULL, val},                 \
+      {"allow-ro", required_argument, NULL, val}, {"net", required_argument, NULL, val},         \
+      {"memory", required_argument, NULL, val}, {"pids", required_argument, NULL, val},          \
+      {"cpus", required_argument, NULL, val}, {"image", required_argument, NULL, val},           \
+      {"candidate", required_argument, NULL, val},                                               \
+      {"candidate-env", required_argument, NULL, val},                                           \
+      {"allow-domain", required_argument, NULL, val},                                            \
+      {"allow-cidr", required_argument, NULL, val}, {"resolve", required_argument, NULL, val}, { \
+    "patch", required_argument, NULL, val                                                        \
   }
 
 #define RACE_INPUT_HELP                                                                          \
   "  --env KEY=VALUE --file PATH=SRC --allow-ro HOSTPATH --net CLASS --memory SIZE --pids N\n"   \
-  "  --cpus X --image IMAGE\n"                                                                   \
+  "  --cpus X --image IMAGE --allow-domain NAME --allow-cidr CIDR --resolve NAME:ADDR\n"         \
   "                     as for 'cordon run', for every candidate and judge (repeatable where\n"  \
-  "                     run's are)\n"                                                            \
+  "                     run's are); the receipt's manifest binds --net restricted's rules,\n"    \
+  "                     canonical and sorted\n"                                                  \
   "  --candidate I:FILE=SRC\n"                                                                   \
   "                     host file SRC placed at workspace path FILE in candidate I only\n"       \
   "  --candidate-env I:KEY=VALUE\n"                                                              \

@@ -3,6 +3,7 @@
  * in the receipt as digests: a receipt binds what each candidate was given without carrying
  * the bytes, the host paths or the secret values themselves. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,72 @@ static json_t *files_json(const struct cordon_file_spec *files, size_t n) {
   return j;
 }
 
+static int compare_strings(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* One list of egress rules, canonical: each entry as the proxy compares it (a domain
+ * lower-cased, one trailing dot dropped), sorted, duplicates once. */
+static json_t *rule_list_json(const char *const *list, bool domains) {
+  size_t n = 0;
+  while (list && list[n])
+    n++;
+  json_t *j = json_array();
+  char **copy = calloc(n + 1, sizeof(*copy));
+  for (size_t i = 0; j && copy && i < n; i++) {
+    if (!(copy[i] = strdup(list[i])))
+      goto fail;
+    size_t len = strlen(copy[i]);
+    if (domains) {
+      for (char *c = copy[i]; *c; c++)
+        if (*c >= 'A' && *c <= 'Z')
+          *c = (char)(*c - 'A' + 'a');
+      if (len > 1 && copy[i][len - 1] == '.')
+        copy[i][len - 1] = 0;
+    }
+  }
+  if (!j || !copy)
+    goto fail;
+  qsort(copy, n, sizeof(*copy), compare_strings);
+  for (size_t i = 0; i < n; i++)
+    if ((i == 0 || strcmp(copy[i], copy[i - 1])) && json_array_append_new(j, json_string(copy[i])))
+      goto fail;
+  for (size_t i = 0; i < n; i++)
+    free(copy[i]);
+  free(copy);
+  return j;
+fail:
+  for (size_t i = 0; copy && i < n; i++)
+    free(copy[i]);
+  free(copy);
+  json_decref(j);
+  return NULL;
+}
+
+/* Egress restricted's rules, so that a receipt says what the candidates (and judges: they
+ * share the manifest) could reach: {allow_domains, allow_cidrs, resolve}, each canonical;
+ * empty lists left out. */
+static json_t *egress_json(const struct cordon_egress_rules *rules) {
+  json_t *j = json_object();
+  if (!j || !rules)
+    return j;
+  json_t *domains = rule_list_json(rules->allow_domains, true);
+  json_t *cidrs = rule_list_json(rules->allow_cidrs, false);
+  json_t *pins = rule_list_json(rules->resolve, false);
+  int r = (domains && json_array_size(domains) ? json_object_set(j, "allow_domains", domains) : 0) |
+          (cidrs && json_array_size(cidrs) ? json_object_set(j, "allow_cidrs", cidrs) : 0) |
+          (pins && json_array_size(pins) ? json_object_set(j, "resolve", pins) : 0);
+  bool failed = r != 0 || !domains || !cidrs || !pins;
+  json_decref(domains);
+  json_decref(cidrs);
+  json_decref(pins);
+  if (failed) {
+    json_decref(j);
+    return NULL;
+  }
+  return j;
+}
+
 /* Set key to value unless value is an empty object/array (nothing to bind); steals value. */
 static int set_nonempty(json_t *obj, const char *key, json_t *value) {
   if (!value)
@@ -157,6 +224,7 @@ json_t *race_manifest_receipt(const struct cordon_manifest *m) {
   if (set_nonempty(j, "allow_ro", steal_ptr(&allow)) < 0 ||
       set_nonempty(j, "env", env_json(m->env)) < 0 ||
       set_nonempty(j, "files", files_json(m->files, m->n_files)) < 0 ||
+      set_nonempty(j, "egress", egress_json(m->egress_rules)) < 0 ||
       (m->image && json_object_set_new(j, "image", json_string(m->image)) < 0))
     goto fail;
   return j;
@@ -236,13 +304,33 @@ static bool whole_number(const json_t *v) {
   return d >= 0 && d <= 18446744073709551615.0 && d == (double)(uint64_t)d;
 }
 
+/* Absent, or a non-empty object of non-empty lists of strings (egress_json). */
+static bool egress_valid(const json_t *e) {
+  static const char *const members[] = {"allow_cidrs", "allow_domains", "resolve"};
+  if (!e)
+    return true;
+  if (!only_members(e, members, 3) || json_object_size(e) == 0)
+    return false;
+  const char *key;
+  const json_t *list;
+  json_object_foreach((json_t *)e, key, list) {
+    if (!json_is_array(list) || json_array_size(list) == 0)
+      return false;
+    for (size_t i = 0; i < json_array_size(list); i++)
+      if (!json_is_string(json_array_get(list, i)))
+        return false;
+  }
+  return true;
+}
+
 static const char *check_manifest(const json_t *m) {
-  static const char *const members[] = {"allow_ro", "env", "files", "image", "limits", "net"};
+  static const char *const members[] = {"allow_ro", "egress", "env", "files",
+                                        "image",    "limits", "net"};
   static const char *const limits[] = {"cpus",   "fsize_bytes", "memory_bytes",
                                        "nofile", "pids",        "tmp_bytes"};
-  if (!only_members(m, members, 6) || !json_object_get(m, "limits") || !json_object_get(m, "net"))
-    return "the manifest must have limits and net, and only allow_ro, env, files and image "
-           "besides";
+  if (!only_members(m, members, 7) || !json_object_get(m, "limits") || !json_object_get(m, "net"))
+    return "the manifest must have limits and net, and only allow_ro, egress, env, files and "
+           "image besides";
   enum cordon_egress egress;
   const char *net = json_string_value(json_object_get(m, "net"));
   if (!net || cordon_egress_parse(net, &egress) < 0)
@@ -265,6 +353,9 @@ static const char *check_manifest(const json_t *m) {
   const json_t *env = json_object_get(m, "env"), *files = json_object_get(m, "files");
   if ((env && !digest_map(env)) || (files && !digest_map(files)))
     return "the manifest's env and files must map names to digests";
+  if (!egress_valid(json_object_get(m, "egress")))
+    return "the manifest's egress must hold non-empty lists of strings: allow_domains, "
+           "allow_cidrs, resolve";
   const json_t *image = json_object_get(m, "image");
   if (image && (!json_is_string(image) || json_string_length(image) == 0))
     return "the manifest's image must be a non-empty string";

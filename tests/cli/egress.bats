@@ -103,7 +103,7 @@ need_tools() {
   [[ "$output" == *"10.0.0.0/99"* ]]
 }
 
-@test "egress: --help names the options, cordon backends lists restricted for ns" {
+@test "egress: --help names the options, cordon backends lists restricted for ns and docker" {
   run "$CORDON" run --help
   [[ "$output" == *"--allow-domain NAME"* && "$output" == *"--allow-cidr CIDR"* ]]
   [[ "$output" == *"--resolve NAME:ADDR"* ]]
@@ -113,6 +113,7 @@ need_tools() {
 import json, sys
 b = {x["name"]: x for x in json.loads(sys.argv[1])}
 assert "restricted" in b["ns"]["egress"], b["ns"]
+assert "restricted" in b["docker"]["egress"], b["docker"]
 assert "restricted" not in b["worktree"]["egress"]
 for x in b.values():
     if "egress" in x:
@@ -372,4 +373,167 @@ except OSError as e:
   run "$CORDON" agent --mechanism landlock --net restricted -- true
   [ "$status" -ne 0 ]
   [[ "$output" == *"restricted"*"mechanism ns"* ]]
+}
+
+# ---- the proxy's own confinement ------------------------------------------------------------------
+
+# The root of the proxy's daemon process $1 as root sees it (/proc/PID/root): its own mount
+# namespace, a tmpfs with only what name resolution reads.
+@test "egress: the proxy's daemon sees no host file system (no /root, no project, no passwd)" {
+  need_ns
+  [ "$(id -u)" -eq 0 ] || skip "the proxy gets its own mount namespace only when cordon runs as root"
+  local id pids pid root
+  echo secret >"$PROJECT/project-file"
+  id=$("$CORDON" session create --net restricted --allow-domain allowed.test)
+  [ -n "$id" ]
+  pids=$(egress_pids "$id")
+  [ -n "$pids" ]
+  for pid in $pids; do
+    root=/proc/$pid/root
+    ls -la "$root" "$root/etc"
+    [ -e "$root/etc/resolv.conf" ] || [ ! -e /etc/resolv.conf ]
+    [ ! -e "$root/root" ]
+    [ ! -e "$root/home" ]
+    [ ! -e "$root/proc" ]
+    [ ! -e "$root/etc/passwd" ]
+    [ ! -e "$root/etc/shadow" ]
+    [ ! -e "$root$PROJECT/project-file" ]
+    [ ! -e "$root$PROJECT" ]
+    # Read-only: nothing can be written into its root.
+    ! touch "$root/planted" 2>/dev/null
+    ! touch "$root/etc/hosts" 2>/dev/null
+  done
+  "$CORDON" session destroy "$id"
+}
+
+# ---- docker ---------------------------------------------------------------------------------------
+
+@test "egress docker: only lo, the proxy variables, an allowed name works, others get 403" {
+  need_docker
+  local id i
+  id=$("$CORDON" session create --backend docker --net restricted --allow-domain allowed.test \
+    --allow-cidr 127.0.0.0/8 --resolve allowed.test:127.0.0.1 --resolve other.test:127.0.0.1)
+  [ -n "$id" ]
+  run "$CORDON" session exec "$id" -- sh -c 'env; cat /proc/net/dev'
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"HTTP_PROXY=http://127.0.0.1:3128"* ]]
+  [[ "$output" == *"ALL_PROXY=socks5h://127.0.0.1:3128"* && "$output" == *"NO_PROXY=localhost,127.0.0.1"* ]]
+  ! echo "$output" | grep -Eq '^ *(eth|ens|enp|veth|wl)[^ ]*:'
+  # HTTP forwarding through init's bridge and the host's proxy (busybox wget uses http_proxy).
+  run "$CORDON" session exec "$id" -- timeout 60 wget -q -O - "http://allowed.test:$HTTP_PORT/hello.txt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"hello from loopback"* ]]
+  run "$CORDON" session exec "$id" -- timeout 60 wget -q -O - "http://other.test:$HTTP_PORT/hello.txt"
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ "$output" != *"hello from loopback"* ]]
+  # An IP literal without --allow-cidr for it: refused too (127.0.0.0/8 is open, so name one
+  # outside it that nothing answers on; the proxy refuses before connecting).
+  run "$CORDON" session exec "$id" -- timeout 60 wget -q -O - "http://10.0.0.1:$HTTP_PORT/hello.txt"
+  [ "$status" -ne 0 ]
+  for i in $(seq 1 50); do
+    grep -q other.test ".cordon/sessions/$id/events.jsonl" && break
+    sleep 0.1
+  done
+  cat ".cordon/sessions/$id/events.jsonl"
+  grep other.test ".cordon/sessions/$id/events.jsonl" | grep -q not-allowlisted
+  grep '"host":"allowed.test"' ".cordon/sessions/$id/events.jsonl" | grep -q '"decision":"allowed"'
+  grep -q '"host":"10.0.0.1".*"decision":"refused"' ".cordon/sessions/$id/events.jsonl"
+  "$CORDON" session destroy "$id"
+}
+
+@test "egress docker: no direct TCP past the bridge; the bridge outlives an exec's orphans" {
+  need_docker
+  local id
+  id=$("$CORDON" session create --backend docker --net restricted --allow-domain allowed.test \
+    --allow-cidr 127.0.0.0/8 --resolve allowed.test:127.0.0.1)
+  [ -n "$id" ]
+  # Without the proxy: the container's 127.0.0.1 is its own, the host's server is not there,
+  # and no other address has a route.
+  run "$CORDON" session exec "$id" -- timeout 60 wget -Y off -q -O - "http://127.0.0.1:$HTTP_PORT/hello.txt"
+  [ "$status" -ne 0 ]
+  [[ "$output" != *"hello from loopback"* ]]
+  run "$CORDON" session exec "$id" -- timeout 60 wget -Y off -q -O - "http://192.0.2.1:$HTTP_PORT/"
+  [ "$status" -ne 0 ]
+  # The bridge is init's child and survives an exec that leaves orphans behind.
+  run "$CORDON" session exec "$id" -- sh -c 'sleep 60 & exit 0'
+  run "$CORDON" session exec "$id" -- timeout 60 wget -q -O - "http://allowed.test:$HTTP_PORT/hello.txt"
+  [[ "$output" == *"hello from loopback"* ]]
+  "$CORDON" session destroy "$id"
+}
+
+@test "egress docker: the proxy lives exactly as long as the container" {
+  need_docker
+  local id pids pid i
+  id=$("$CORDON" session create --backend docker --net restricted --allow-domain allowed.test)
+  [ -n "$id" ]
+  pids=$(egress_pids "$id")
+  [ -n "$pids" ]
+  "$CORDON" session destroy "$id"
+  for pid in $pids; do
+    for i in $(seq 1 300); do
+      gone "$pid" && break
+      sleep 0.1
+    done
+    gone "$pid"
+  done
+  # A one-shot run leaves no proxy either.
+  local before after new
+  before=$(pgrep -x cordon-egress | sort || true)
+  run "$CORDON" run --backend docker --net restricted -- true
+  [ "$status" -eq 0 ]
+  for i in $(seq 1 300); do
+    after=$(pgrep -x cordon-egress | sort || true)
+    new=$(comm -13 <(echo "$before") <(echo "$after") | while read -r pid; do
+      if [ -n "$pid" ] && ! gone "$pid"; then echo "$pid"; fi
+    done)
+    [ -z "$new" ] && break
+    sleep 0.1
+  done
+  [ -z "$new" ]
+}
+
+@test "egress docker: rules without restricted are refused" {
+  need_docker
+  run "$CORDON" run --backend docker --net loopback --allow-domain allowed.test -- true
+  [ "$status" -ne 0 ]
+  [[ "$output" == *restricted* ]]
+}
+
+# ---- cordon race -----------------------------------------------------------------------------------
+
+@test "egress race: the rules reach every candidate and its judge; the receipt binds them" {
+  need_ns
+  need_tools
+  local keys
+  keys=$(mktemp -d "${TMPDIR:-/tmp}/cordon-egress-keys.XXXXXX")
+  export CORDON_KEY_DIR=$keys
+  "$CORDON" key init >/dev/null
+  mkdir tree
+  echo base >tree/a
+  local base
+  base=$("$CORDON" snapshot take tree)
+  # Every candidate fetches through the proxy; other.test is refused; the judge too.
+  run "$CORDON" race --backend ns --base "$base" --k 2 --out r.json \
+    --net restricted --allow-domain Allowed.Test. --allow-domain '*.z.test' \
+    --allow-cidr 127.0.0.0/8 --resolve allowed.test:127.0.0.1 --resolve other.test:127.0.0.1 \
+    --judge-cmd "[\"sh\", \"-c\", \"curl -sS --max-time 20 http://allowed.test:$HTTP_PORT/hello.txt | grep -q loopback && ! curl -sf --max-time 20 http://other.test:$HTTP_PORT/hello.txt\"]" \
+    -- sh -c "curl -sS --max-time 20 http://allowed.test:$HTTP_PORT/hello.txt > got && ! curl -sf --max-time 20 http://other.test:$HTTP_PORT/hello.txt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  jq -c .body.manifest r.json
+  [ "$(jq -c .body.manifest.net r.json)" = '"restricted"' ]
+  [ "$(jq -c .body.manifest.egress r.json)" = \
+    '{"allow_cidrs":["127.0.0.0/8"],"allow_domains":["*.z.test","allowed.test"],"resolve":["allowed.test:127.0.0.1","other.test:127.0.0.1"]}' ]
+  # Both candidates passed (their fetch worked, other.test was refused), judges included.
+  [ "$(jq '[.body.candidates[] | select(.scores.correctness == 1)] | length' r.json)" -eq 2 ]
+  run "$CORDON" receipt verify --expected-keyid "$("$CORDON" key show | sed -n 's/^kid: //p')" r.json
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # Without the rules the receipt differs: a receipt says what egress its candidates had.
+  run "$CORDON" race --backend ns --base "$base" --k 1 --out r2.json --net loopback -- true
+  [ "$status" -eq 0 ]
+  [ "$(jq -c .body.manifest.egress r2.json)" = null ]
+  rm -rf "$keys"
 }

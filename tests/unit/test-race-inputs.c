@@ -49,6 +49,21 @@ static void test_accepts_the_written_form(void **state) {
   json_t *root = json_pack("{s:o, s:o}", "manifest", mj, "inputs", ij);
   assert_null(race_inputs_check(root));
   json_decref(root);
+  /* Egress rules: canonical (lower-cased, trailing dot dropped), sorted, once each. */
+  const char *domains[] = {"b.test", "A.Test.", "a.test", NULL};
+  const char *pins[] = {"a.test:127.0.0.1", NULL};
+  struct cordon_egress_rules rules = {.allow_domains = domains, .resolve = pins};
+  struct cordon_manifest restricted = {.policy.egress = CORDON_EGRESS_RESTRICTED,
+                                       .egress_rules = &rules};
+  json_t *rj = race_manifest_receipt(&restricted);
+  assert_non_null(rj);
+  char *text = json_dumps(json_object_get(rj, "egress"), JSON_COMPACT | JSON_SORT_KEYS);
+  assert_string_equal(
+      text, "{\"allow_domains\":[\"a.test\",\"b.test\"],\"resolve\":[\"a.test:127.0.0.1\"]}");
+  free(text);
+  root = json_pack("{s:o}", "manifest", rj);
+  assert_null(race_inputs_check(root));
+  json_decref(root);
   struct cordon_race_inputs none[1] = {{0}};
   assert_int_equal(race_inputs_receipt(none, 1, &ij), 0);
   assert_null(ij);
@@ -64,6 +79,10 @@ static void test_refuses_other_forms(void **state) {
       "{\"manifest\":{\"limits\":{\"cpus\":-1},\"net\":\"none\"}}",            /* short, negative */
       "{\"manifest\":{" LIMITS ",\"net\":\"none\",\"env\":{\"A\":\"zero\"}}}", /* a value */
       "{\"manifest\":{" LIMITS ",\"net\":\"none\",\"allow_ro\":[\"/home\"]}}", /* a path */
+      "{\"manifest\":{" LIMITS ",\"net\":\"restricted\",\"egress\":{}}}",      /* empty */
+      "{\"manifest\":{" LIMITS ",\"net\":\"restricted\",\"egress\":{\"resolve\":[]}}}",
+      "{\"manifest\":{" LIMITS ",\"net\":\"restricted\",\"egress\":{\"ports\":[\"1\"]}}}",
+      "{\"manifest\":{" LIMITS ",\"net\":\"restricted\",\"egress\":{\"resolve\":[1]}}}",
       "{\"inputs\":{}}",
       "{\"inputs\":{\"candidate-0\":{}}}",
       "{\"inputs\":{\"winner\":{\"patch\":" D "}}}",

@@ -400,12 +400,15 @@ int docker_network_mode(enum cordon_egress egress, const char *open_network, con
                         struct cordon_error **err) {
   switch (egress) {
   case CORDON_EGRESS_NONE:
-  case CORDON_EGRESS_LOOPBACK: *out = "none"; return 0;
+  case CORDON_EGRESS_LOOPBACK:
+  /* restricted: lo only too; the bridge inside reaches the host's proxy through a socket in
+   * the agent's directory (session.c, start_egress). */
+  case CORDON_EGRESS_RESTRICTED: *out = "none"; return 0;
   case CORDON_EGRESS_OPEN: *out = open_network && *open_network ? open_network : "bridge"; return 0;
   default:
     return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
                             "egress class %s is not implemented by the docker backend (use none, "
-                            "loopback or open)",
+                            "loopback, restricted or open)",
                             cordon_egress_name(egress));
   }
 }

@@ -143,12 +143,14 @@ const struct cordon_backend cordon_backend_docker = {
     /* Limits the engine reports it cannot set are refused by name at create. Egress loopback is
      * NetworkMode none: the container's own lo, up, and no other interface. Egress none (no
      * interface up at all) is not declared: the engine brings lo up and commands hold no
-     * capability to take it down, so `--net none` is refused by name. restricted is not
-     * implemented. /tmp is a capped tmpfs (HostConfig.Tmpfs), /dev/shm as large (ShmSize). */
+     * capability to take it down, so `--net none` is refused by name. restricted is NetworkMode
+     * none plus the host-side proxy and init's bridge (session.c, start_egress). /tmp is a capped
+     * tmpfs (HostConfig.Tmpfs), /dev/shm as large (ShmSize). */
     .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
                 CORDON_FEATURE_HOST_GRANTS | CORDON_FEATURE_MEMORY | CORDON_FEATURE_PIDS |
                 CORDON_FEATURE_CPU | CORDON_FEATURE_NOFILE | CORDON_FEATURE_FSIZE |
-                CORDON_FEATURE_TMP_SIZE | CORDON_FEATURE_NET_LOOPBACK,
+                CORDON_FEATURE_TMP_SIZE | CORDON_FEATURE_NET_LOOPBACK |
+                CORDON_FEATURE_NET_RESTRICTED,
     .available = docker_available,
     .create = docker_create,
     .resume = docker_resume,

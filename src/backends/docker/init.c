@@ -9,6 +9,8 @@
  *   kill-exec TOKEN          fallback used by the host when a wrapper cannot finish its own
  *                            job: kills the wrapper started with --token TOKEN, its tree, and
  *                            every orphan (a process reparented to pid 1 lost its wrapper).
+ *   bridge                   egress restricted: started by init when the host's proxy socket
+ *                            is in the agent's directory; relays 127.0.0.1:3128 to it.
  *
  * The exec wrapper is what gives docker execs the semantics of cordon's process runner:
  *   - its keeper (a child of the wrapper) is a child subreaper, so everything the command
@@ -45,6 +47,7 @@
  *
  * Static (no loader, no libraries in the image needed), no allocation after the command
  * started but what /proc scanning needs. Written for Linux x86-64 containers. */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -61,6 +64,7 @@
 #include <sys/ioctl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -75,6 +79,8 @@
 #include "base/proc.h"
 #include "base/syscalls.h"
 #include "confine/seccomp.h"
+#include "net/daemon.h"
+#include "net/proxy.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 /* Upper bound on kill passes over /proc; each pass kills what it finds, so a tree ends in a
@@ -656,6 +662,23 @@ static bool is_wrapper(pid_t pid, const char *token) {
          (!token || !strcmp(args[3], token));
 }
 
+/* Is pid the egress bridge (argv exactly: DOCKER_INIT_TARGET bridge)? */
+static bool is_bridge(pid_t pid) {
+  char path[64], buf[256];
+  snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return false;
+  buf[n] = 0;
+  const char *verb = buf + strlen(buf) + 1;
+  return !strcmp(buf, DOCKER_INIT_TARGET) && verb < buf + n && !strcmp(verb, "bridge") &&
+         verb + sizeof("bridge") == buf + n;
+}
+
 static int kill_exec_main(const char *token) {
   pid_t self = getpid();
   struct proc_table t = {0};
@@ -665,9 +688,10 @@ static int kill_exec_main(const char *token) {
       struct proc *p = &t.items[i];
       /* The wrapper (and its keeper), and every orphan: a process reparented to pid 1 lost
        * its wrapper. The keepers of earlier execs are orphans too, and what they keep must
-       * outlive this exec: spared, with their trees. */
+       * outlive this exec: spared, with their trees. So is init's egress bridge. */
       p->marked = p->pid != 1 && p->pid != self &&
-                  (is_wrapper(p->pid, token) || (p->ppid == 1 && !is_wrapper(p->pid, NULL)));
+                  (is_wrapper(p->pid, token) ||
+                   (p->ppid == 1 && !is_wrapper(p->pid, NULL) && !is_bridge(p->pid)));
     }
     proc_table_mark_descendants(&t);
     size_t found = 0;
@@ -865,14 +889,14 @@ static bool monitors_remove(struct monitors *m, pid_t pid) {
 
 /* A monitor died without finishing its job: its tree was reparented to us. Kill every child
  * of ours that is not a live monitor, and everything below it. */
-static void kill_orphans(struct monitors *m) {
+static void kill_orphans(struct monitors *m, pid_t bridge) {
   pid_t self = getpid();
   struct proc_table t = {0};
   for (int pass = 0; pass < KILL_PASSES; pass++) {
     proc_table_scan(&t);
     for (size_t i = 0; i < t.count; i++)
       t.items[i].marked = t.items[i].ppid == self && t.items[i].pid != self &&
-                          !monitors_contains(m, t.items[i].pid);
+                          t.items[i].pid != bridge && !monitors_contains(m, t.items[i].pid);
     proc_table_mark_descendants(&t);
     size_t found = 0;
     for (size_t i = 0; i < t.count; i++)
@@ -889,6 +913,65 @@ static void kill_orphans(struct monitors *m) {
     nap_ms(1);
   }
   free(t.items);
+}
+
+/* ---- the egress bridge ---------------------------------------------------------------------- */
+
+/* Egress restricted: the host's proxy has put its socket in the agent's directory (the
+ * backend's egress.c). The bridge listens on 127.0.0.1:NET_BRIDGE_PORT of the container's own
+ * network namespace (lo only) and relays every connection to that socket; the proxy outside
+ * decides. A process of its own (exec'd, so kill-exec knows it by its verb), not dumpable. */
+static int bridge_connect(void *arg) {
+  (void)arg;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/%s", DOCKER_AGENT_TARGET, NET_EGRESS_SOCKET);
+  if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+static int bridge_main(void) {
+  prctl(PR_SET_DUMPABLE, 0);
+  signal(SIGPIPE, SIG_IGN); /* a client gone mid-relay ends that pair only */
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET,
+                             .sin_port = htons(NET_BRIDGE_PORT),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int one = 1;
+  if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+      bind(s, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(s, 128) < 0)
+    return 1;
+  /* It ends with the container: nothing ever stops it before. */
+  int never = eventfd(0, EFD_CLOEXEC);
+  struct cordon_error *err = NULL;
+  int r = never < 0 ? -1 : net_bridge_serve(s, bridge_connect, NULL, never, &err);
+  cordon_error_free(err);
+  return r < 0;
+}
+
+/* The bridge, when the proxy's socket is there; 0 when not (another class, or no agent). */
+static pid_t bridge_spawn(void) {
+  struct stat st;
+  if (stat(DOCKER_AGENT_TARGET "/" NET_EGRESS_SOCKET, &st) < 0 || !S_ISSOCK(st.st_mode))
+    return 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    char *argv[] = {DOCKER_INIT_TARGET, "bridge", NULL};
+    char *envp[] = {NULL};
+    execve(DOCKER_INIT_TARGET, argv, envp);
+    _exit(127);
+  }
+  return pid < 0 ? 0 : pid;
 }
 
 /* ---- init ----------------------------------------------------------------------------------- */
@@ -915,6 +998,7 @@ static int init_main(void) {
   if (lfd >= 0)
     agent_filter_ready = confine_seccomp_build(&agent_filter, &filter_err) == 0;
   cordon_error_free(filter_err);
+  pid_t bridge = bridge_spawn();
   struct monitors monitors = {0};
   for (;;) {
     struct pollfd pfds[2] = {{.fd = sfd, .events = POLLIN}, {.fd = lfd, .events = POLLIN}};
@@ -953,7 +1037,7 @@ static int init_main(void) {
         if (monitors_remove(&monitors, p) && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
           sweep = true;
       if (sweep)
-        kill_orphans(&monitors);
+        kill_orphans(&monitors, bridge);
     }
     if (lfd >= 0 && (pfds[1].revents & POLLIN)) {
       int conn;
@@ -987,8 +1071,10 @@ int main(int argc, char **argv) {
     }
     return exec_main(&o);
   }
+  if (argc == 2 && !strcmp(argv[1], "bridge"))
+    return bridge_main();
   if (argc == 3 && !strcmp(argv[1], "kill-exec"))
     return kill_exec_main(argv[2]);
-  say("cordon-docker-init: usage: init | exec [options] -- ARGV | kill-exec TOKEN\n");
+  say("cordon-docker-init: usage: init | exec [options] -- ARGV | kill-exec TOKEN | bridge\n");
   return 2;
 }

@@ -15,6 +15,7 @@
 #include "backends/docker/agent-dir.h"
 #include "backends/docker/config.h"
 #include "backends/docker/container.h"
+#include "backends/docker/egress.h"
 #include "backends/docker/engine.h"
 #include "backends/docker/internal.h"
 #include "backends/docker/session.h"
@@ -380,6 +381,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   _cleanup_free_ char *empty = NULL, *creator = NULL, *user = NULL, *id = NULL, *start = NULL,
                       *agent_dir = NULL, *passwd = NULL, *group = NULL;
   long agent_pid = 0;
+  _cleanup_close_ int egress_handoff = -1; /* restricted: the proxy's daemon waits on it */
   _cleanup_json_ json_t *config = NULL;
   struct docker_engine_features features = {0};
   const struct cordon_limits *l = &p->limits;
@@ -398,7 +400,8 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
    * is its own tmpfs, so a command cannot replace a tool a later command (a judge) uses. */
   bool resumed = snapshot_id != NULL && owned;
   if (command_identity(s, m, owned, &features, &uid, &gid, &passwd, &group, err) < 0 ||
-      docker_make_agent_dir(s, uid, gid, &agent_dir, err) < 0)
+      docker_make_agent_dir(s, uid, gid, &agent_dir, err) < 0 ||
+      docker_egress_start(s, m, agent_dir, uid, gid, &egress_handoff, err) < 0)
     goto out;
   if (asprintf(&user, "%u:%u", (unsigned)uid, (unsigned)gid) < 0) {
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "container");
@@ -446,6 +449,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
   /* Whatever fails from here on, the container must not outlive the attempt. */
   if (docker_engine_call(e, "POST", start, NULL, NULL, err) < 0 ||
       docker_agent_wait_ready(s, id, &agent_pid, err) < 0 ||
+      docker_egress_bind(egress_handoff, agent_pid, err) < 0 ||
       write_private_record(s, id, docker_engine_socket(e), agent_pid, err) < 0 ||
       save_backend_state(s, id, docker_engine_socket(e), image, owned, snapshot_id, agent_pid,
                          err) < 0) {

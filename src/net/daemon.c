@@ -1,0 +1,406 @@
+/* The egress proxy's daemon (daemon.h): its start, its confinement (no fd, signal, terminal
+ * or core of cordon's; as root a mount namespace of its own and then uid nobody; the proxy's
+ * seccomp filter), the handoff it waits for, and the serving. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/syscalls.h"
+#include "net/daemon.h"
+#include "net/proxy.h"
+
+#define EVENTS_NAME "events.jsonl"
+/* nobody: the proxy's uid and gid when cordon runs as root */
+#define OVERFLOW_ID 65534
+/* Where the daemon builds its root before pivoting into it (in its own mount namespace, so
+ * nobody else sees the tmpfs mounted there). */
+#define STAGING "/tmp"
+
+struct egress_daemon {
+  const struct net_rules *rules;
+  bool serves_bridge;
+  bool isolated;    /* in its own mount namespace (isolate_filesystem) */
+  int handoff;      /* the one fd arrives here; for a bridge, its hang-up ends us */
+  int proxy_listen; /* NET_EGRESS_SOCKET in the session's runtime directory */
+  int run_fd;       /* that directory; closed once the socket's path is no longer needed */
+  int events_fd;
+  char socket_path[108]; /* how the bridge reaches the proxy's socket */
+};
+
+/* The bridge's way to the proxy: a new connection to its socket for each client. */
+static int connect_proxy(void *arg) {
+  const struct egress_daemon *d = arg;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", d->socket_path);
+  if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+static int receive_handoff(int handoff, char *kind) {
+  struct iovec iov = {.iov_base = kind, .iov_len = 1};
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } control;
+  struct msghdr msg = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.buf,
+                       .msg_controllen = sizeof(control.buf)};
+  ssize_t n;
+  do
+    n = recvmsg(handoff, &msg, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  struct cmsghdr *c = n == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
+  if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+      c->cmsg_len != CMSG_LEN(sizeof(int)))
+    return -1; /* the sandbox ended (or failed) before its setup: nothing to serve */
+  int fd;
+  memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+  return fd;
+}
+
+int net_egress_hand(int handoff, enum net_egress_handoff kind, int fd, struct cordon_error **err) {
+  char byte = (char)kind;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } control;
+  memset(&control, 0, sizeof(control));
+  struct msghdr msg = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.buf,
+                       .msg_controllen = sizeof(control.buf)};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+  if (sendmsg(handoff, &msg, MSG_NOSIGNAL) != 1)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hand the egress proxy its %s",
+                            kind == NET_EGRESS_BRIDGE ? "bridge's socket" : "session's lifetime");
+  return 0;
+}
+
+/* Nothing of cordon's but what the daemon serves with: no other fd, no handler, no terminal,
+ * no core, no new privileges, not dumpable. */
+static void daemon_detach(const struct egress_daemon *d) {
+  int keep[] = {d->handoff, d->proxy_listen, d->run_fd, d->events_fd};
+  for (int fd = 3; fd < 1024; fd++) {
+    bool kept = false;
+    for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
+      kept |= keep[i] == fd;
+    if (!kept)
+      close(fd);
+  }
+  sys_close_range(1024, ~0U, 0);
+  /* Not even cordon's stdio: a reader of cordon's output (a pipe) must see its end when cordon
+   * exits, not when the session does. A failure is said in the event log (daemon_failed). */
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd >= 0) {
+    for (int i = 0; i < 3; i++)
+      dup2(null_fd, i);
+    if (null_fd > 2)
+      close(null_fd);
+  }
+  for (int sig = 1; sig < NSIG; sig++)
+    signal(sig, SIG_DFL);
+  signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is that connection's end only */
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  static const struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  (void)!chdir("/");
+  prctl(PR_SET_NAME, "cordon-egress", 0, 0, 0);
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+/* One line in the event log (the only output the daemon has) when the proxy or the bridge
+ * could not serve. */
+static void daemon_failed(int events_fd, const char *what, const struct cordon_error *err) {
+  char line[512];
+  const char *m = err && err->message ? err->message : "failed";
+  size_t k = 0;
+  for (const char *p = m; *p && k < 200; p++) /* a message in a JSON string: no quote, no \\ */
+    line[k++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? '?' : *p;
+  line[k] = 0;
+  dprintf(events_fd, "{\"kind\":\"egress.error\",\"in\":\"%s\",\"message\":\"%s\"}\n", what, line);
+}
+
+/* ---- the daemon's file system ------------------------------------------------------------ */
+
+/* What getaddrinfo reads: the name service's configuration, the loader's cache (dlopen of an
+ * NSS module finds multiarch directories only through it) and the libraries such a module may
+ * load. Absent ones are skipped. */
+static const char *const resolver_files[] = {
+    "etc/hosts",     "etc/resolv.conf", "etc/nsswitch.conf", "etc/gai.conf",
+    "etc/host.conf", "etc/services",    "etc/protocols",     "etc/ld.so.cache",
+};
+static const char *const library_dirs[] = {"lib", "lib64", "lib32", "usr/lib", "usr/lib64"};
+
+static int bind_read_only(const char *source, const char *target, unsigned long extra) {
+  if (mount(source, target, NULL, MS_BIND | extra, NULL) < 0)
+    return -1;
+  return mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | extra,
+               NULL);
+}
+
+/* An empty file (or directory) in the staging root for a bind mount to land on. */
+static int make_target(const char *path, bool dir) {
+  if (dir)
+    return mkdir(path, 0755) < 0 && errno != EEXIST ? -1 : 0;
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return -1;
+  close(fd);
+  return 0;
+}
+
+/* One host path into the staging root: a symlink (usrmerge's /lib -> usr/lib) is copied as a
+ * symlink, a directory or file is bound read-only. */
+static int stage_host_path(const char *rel, bool dir) {
+  char source[256], target[256], link[256];
+  snprintf(source, sizeof(source), "/%s", rel);
+  snprintf(target, sizeof(target), STAGING "/%s", rel);
+  struct stat st;
+  if (lstat(source, &st) < 0)
+    return errno == ENOENT ? 0 : -1;
+  if (S_ISLNK(st.st_mode) && dir) {
+    ssize_t n = readlink(source, link, sizeof(link) - 1);
+    if (n < 0)
+      return -1;
+    link[n] = 0;
+    return symlink(link, target);
+  }
+  if (dir ? !S_ISDIR(st.st_mode) : stat(source, &st) < 0 || !S_ISREG(st.st_mode))
+    return 0;
+  if (make_target(target, dir) < 0)
+    return -1;
+  return bind_read_only(source, target, dir ? MS_REC : 0);
+}
+
+/* As root: a mount namespace whose root is a tmpfs holding resolver_files, library_dirs and
+ * (for the bridge) the proxy's socket, read-only; the host's tree is gone (pivot_root, then
+ * detached). The fds the daemon holds stay its only other reach, and run_fd is closed by
+ * whoever no longer needs it. */
+static int isolate_filesystem(struct egress_daemon *d, struct cordon_error **err) {
+  /* The socket's path, named while the fd's mount is still in our namespace: a bind mount
+   * from a mount of another namespace (the fd's, after unshare) is refused. */
+  char fd_path[64], dir[PATH_MAX], source[PATH_MAX + sizeof(NET_EGRESS_SOCKET) + 1];
+  snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", d->run_fd);
+  ssize_t n = readlink(fd_path, dir, sizeof(dir) - 1);
+  const char *step = "runtime directory";
+  if (n < 0)
+    goto fail;
+  dir[n] = 0;
+  snprintf(source, sizeof(source), "%s/%s", dir, NET_EGRESS_SOCKET);
+  step = "unshare";
+  if (unshare(CLONE_NEWNS) < 0)
+    goto fail;
+  step = "private mounts";
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    goto fail;
+  step = "tmpfs";
+  if (mount("cordon-egress", STAGING, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            "mode=0755,size=64k") < 0)
+    goto fail;
+  step = "directories";
+  if (mkdir(STAGING "/etc", 0755) < 0 || mkdir(STAGING "/usr", 0755) < 0 ||
+      mkdir(STAGING "/.old", 0700) < 0)
+    goto fail;
+  for (size_t i = 0; i < ARRAY_SIZE(resolver_files); i++) {
+    step = resolver_files[i];
+    if (stage_host_path(resolver_files[i], false) < 0)
+      goto fail;
+  }
+  for (size_t i = 0; i < ARRAY_SIZE(library_dirs); i++) {
+    step = library_dirs[i];
+    if (stage_host_path(library_dirs[i], true) < 0)
+      goto fail;
+  }
+  if (d->serves_bridge) {
+    step = NET_EGRESS_SOCKET;
+    if (make_target(STAGING "/" NET_EGRESS_SOCKET, false) < 0 ||
+        mount(source, STAGING "/" NET_EGRESS_SOCKET, NULL, MS_BIND, NULL) < 0)
+      goto fail;
+    snprintf(d->socket_path, sizeof(d->socket_path), "/%s", NET_EGRESS_SOCKET);
+  }
+  step = "pivot_root";
+  if (sys_pivot_root(STAGING, STAGING "/.old") < 0 || chdir("/") < 0)
+    goto fail;
+  step = "detach the host's tree";
+  if (umount2("/.old", MNT_DETACH) < 0 || rmdir("/.old") < 0)
+    goto fail;
+  step = "read-only root";
+  if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+    goto fail;
+  d->isolated = true;
+  return 0;
+fail:
+  return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "egress proxy's file system: %s", step);
+}
+
+/* ---- serving ------------------------------------------------------------------------------- */
+
+static pid_t start_bridge(struct egress_daemon *d, int listener) {
+  pid_t bridge = fork();
+  if (bridge == 0) {
+    struct cordon_error *err = NULL;
+    close(d->proxy_listen);
+    if (d->isolated) /* the socket is bound into its root: no way out through the directory */
+      close(d->run_fd);
+    int r = net_bridge_serve(listener, connect_proxy, d, d->handoff, &err);
+    if (r < 0)
+      daemon_failed(d->events_fd, "bridge", err);
+    _exit(r < 0);
+  }
+  return bridge;
+}
+
+static _Noreturn void egress_main(struct egress_daemon *d) {
+  daemon_detach(d);
+  struct cordon_error *err = NULL;
+  snprintf(d->socket_path, sizeof(d->socket_path), "/proc/self/fd/%d/%s", d->run_fd,
+           NET_EGRESS_SOCKET);
+  /* Fail closed: a root daemon that cannot shed the host's file system does not serve. */
+  if (geteuid() == 0 && isolate_filesystem(d, &err) < 0) {
+    daemon_failed(d->events_fd, "confine", err);
+    _exit(1);
+  }
+  /* The proxy's seccomp filter, before anything from the sandbox arrives; the bridge inherits
+   * it. */
+  if (net_proxy_confine(&err) < 0) {
+    daemon_failed(d->events_fd, "confine", err);
+    _exit(1);
+  }
+  char kind = 0;
+  int received = receive_handoff(d->handoff, &kind);
+  if (received < 0)
+    _exit(0);
+  pid_t bridge = 0;
+  int stop_fd = d->handoff;
+  if (kind == NET_EGRESS_BRIDGE && d->serves_bridge) {
+    bridge = start_bridge(d, received);
+    close(received);
+  } else if (kind == NET_EGRESS_LIFETIME) {
+    stop_fd = received;
+  } else {
+    _exit(1);
+  }
+  /* The proxy reaches nothing through the runtime directory (the bridge has its own fds). */
+  close(d->run_fd);
+  /* The proxy needs no one's files: as root, it serves as nobody (no capability left). The
+   * bridge keeps the caller's uid: it connects to the socket in the caller's 0700 runtime
+   * directory. */
+  if (geteuid() == 0 &&
+      (setgroups(0, NULL) < 0 || setresgid(OVERFLOW_ID, OVERFLOW_ID, OVERFLOW_ID) < 0 ||
+       setresuid(OVERFLOW_ID, OVERFLOW_ID, OVERFLOW_ID) < 0)) {
+    cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "cannot drop to uid %d", OVERFLOW_ID);
+    daemon_failed(d->events_fd, "proxy", err);
+    if (bridge > 0)
+      kill(bridge, SIGKILL);
+    _exit(1);
+  }
+  struct net_proxy_options o = {.rules = d->rules, .events_fd = d->events_fd};
+  int r = bridge < 0 ? -1 : net_proxy_serve(&o, d->proxy_listen, stop_fd, &err);
+  if (r < 0)
+    daemon_failed(d->events_fd, "proxy", err);
+  if (bridge > 0) {
+    kill(bridge, SIGKILL);
+    while (waitpid(bridge, NULL, 0) < 0 && errno == EINTR)
+      ;
+  }
+  _exit(r < 0);
+}
+
+static int proxy_socket(const struct net_egress_daemon_spec *spec, struct cordon_error **err) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "socket");
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", spec->run_fd,
+           NET_EGRESS_SOCKET);
+  if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+      fchmodat(spec->run_fd, NET_EGRESS_SOCKET, 0600, 0) < 0 ||
+      ((spec->socket_uid != (uid_t)-1 || spec->socket_gid != (gid_t)-1) &&
+       fchownat(spec->run_fd, NET_EGRESS_SOCKET, spec->socket_uid, spec->socket_gid,
+                AT_SYMLINK_NOFOLLOW) < 0) ||
+      listen(fd, 128) < 0) {
+    int e = errno;
+    close(fd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create the egress proxy's socket");
+  }
+  return fd;
+}
+
+int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *handoff,
+                            struct cordon_error **err) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "socketpair");
+  _cleanup_close_ int ours = pair[0];
+  _cleanup_close_ int theirs = pair[1];
+  _cleanup_close_ int listen_fd = proxy_socket(spec, err);
+  if (listen_fd < 0)
+    return -1;
+  _cleanup_close_ int state_fd = open(spec->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int events_fd =
+      state_fd < 0 ? -1
+                   : openat(state_fd, EVENTS_NAME,
+                            O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (events_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s/%s", spec->state_dir,
+                            EVENTS_NAME);
+  struct egress_daemon d = {.rules = spec->rules,
+                            .serves_bridge = spec->serves_bridge,
+                            .handoff = ours,
+                            .proxy_listen = listen_fd,
+                            .run_fd = spec->run_fd,
+                            .events_fd = events_fd};
+  /* Twice, so that the daemon is nobody's child here: a caller that lives on (a race) must not
+   * find it among its children, and `session create` may exit at once. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(theirs);
+    setsid();
+    pid_t daemon = fork();
+    if (daemon != 0)
+      _exit(daemon < 0);
+    egress_main(&d);
+  }
+  if (pid < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot start the egress proxy");
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "cannot start the egress proxy");
+  *handoff = theirs;
+  theirs = -1;
+  return 0;
+}

@@ -1,0 +1,51 @@
+/* The egress proxy's daemon: the host-side process that runs one session's proxy (proxy.h) for
+ * exactly as long as the session, and, for a backend whose sandbox cannot run the bridge
+ * itself (ns), the bridge too. Backends start it before their sandbox and then hand it, over a
+ * socket pair, one fd that says what to serve and when to stop:
+ *
+ *   NET_EGRESS_BRIDGE    a TCP socket listening inside the sandbox's network namespace: the
+ *                        daemon runs the bridge on it; the pair's hang-up (its holder, the
+ *                        sandbox's pid 1, ended) is the session's end.
+ *   NET_EGRESS_LIFETIME  a pidfd of a process inside the sandbox (docker: the container's
+ *                        init), whose exit is the session's end; the bridge runs in the
+ *                        sandbox and connects to the proxy's socket.
+ *
+ * A pair closed before anything arrived (the sandbox never started) ends the daemon at once. */
+#ifndef CORDON_NET_DAEMON_H
+#define CORDON_NET_DAEMON_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include <cordon/error.h>
+
+struct net_rules;
+
+/* The proxy's socket, in the directory the daemon is given. */
+#define NET_EGRESS_SOCKET "egress.sock"
+
+enum net_egress_handoff {
+  NET_EGRESS_BRIDGE = 'L',
+  NET_EGRESS_LIFETIME = 'P',
+};
+
+struct net_egress_daemon_spec {
+  const struct net_rules *rules; /* read by the daemon's own copy of memory after the fork */
+  int run_fd;                    /* O_PATH of a directory private to the session: the socket */
+  const char *state_dir;         /* the session's state directory: events.jsonl */
+  bool serves_bridge;            /* accepts NET_EGRESS_BRIDGE (else only NET_EGRESS_LIFETIME) */
+  uid_t socket_uid;              /* the socket's owner (who runs the bridge); (uid_t)-1: ours */
+  gid_t socket_gid;
+};
+
+/* Fork the daemon (its own session, nobody's child here). *handoff: our end of the pair, for
+ * net_egress_hand (or to pass to the process that will hand; closing it unused ends the
+ * daemon). As root the daemon lives in its own mount namespace whose root is a read-only tmpfs
+ * holding only what name resolution reads (docs/security.md, "Restricted egress"). */
+int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *handoff,
+                            struct cordon_error **err);
+
+/* Send the one fd the daemon waits for over handoff. */
+int net_egress_hand(int handoff, enum net_egress_handoff kind, int fd, struct cordon_error **err);
+
+#endif
