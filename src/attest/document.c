@@ -146,19 +146,35 @@ static bool boundary_observed(const struct attest_probe *probes, size_t n, const
   return false;
 }
 
+/* The cap a declared_tier record puts on the tier; CORDON_TIER_VM when there is none. */
+static enum cordon_isolation_tier declared_cap(const struct attest_probe *probes, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(probes[i].capability, ATTEST_BOUNDARY) &&
+        !strcmp(probes[i].name, ATTEST_DECLARED_TIER) && !strncmp(probes[i].reason, "tier_", 5))
+      for (int t = CORDON_TIER_NONE; t <= CORDON_TIER_VM; t++)
+        if (!strcmp(probes[i].reason + 5, cordon_tier_name((enum cordon_isolation_tier)t)))
+          return (enum cordon_isolation_tier)t;
+  return CORDON_TIER_VM;
+}
+
 enum cordon_isolation_tier attest_tier(const struct attest_probe *probes, size_t n) {
   bool processes = boundary_observed(probes, n, ATTEST_HOST_PROCESSES_INVISIBLE);
   bool files = boundary_observed(probes, n, ATTEST_HOST_FILES_INVISIBLE);
   bool not_root = boundary_observed(probes, n, ATTEST_NOT_ROOT_ON_HOST);
-  if (processes && files && not_root && boundary_observed(probes, n, ATTEST_OWN_KERNEL))
-    return CORDON_TIER_VM;
-  if (processes && files && not_root && boundary_observed(probes, n, ATTEST_SECCOMP_IN_FORCE) &&
-      boundary_observed(probes, n, ATTEST_MEMORY_LIMIT) &&
-      boundary_observed(probes, n, ATTEST_PIDS_LIMIT))
-    return CORDON_TIER_CONTAINER;
-  if (files && not_root)
-    return CORDON_TIER_PROCESS;
-  return CORDON_TIER_NONE;
+  bool own_kernel = boundary_observed(probes, n, ATTEST_OWN_KERNEL);
+  enum cordon_isolation_tier tier = CORDON_TIER_NONE;
+  if (processes && files && not_root && own_kernel)
+    tier = CORDON_TIER_VM;
+  /* The host kernel's surface narrowed by a filter, or not the host kernel at all. */
+  else if (processes && files && not_root &&
+           (boundary_observed(probes, n, ATTEST_SECCOMP_IN_FORCE) || own_kernel))
+    tier = CORDON_TIER_CONTAINER;
+  else if (files && not_root)
+    tier = CORDON_TIER_PROCESS;
+  /* A probe from inside can show a boundary missing, not that a kernel of its own sits behind
+   * hardware virtualisation (gVisor's Sentry has one too): never above the declared tier. */
+  enum cordon_isolation_tier cap = declared_cap(probes, n);
+  return tier < cap ? tier : cap;
 }
 
 static int probe_order(const void *a, const void *b) {

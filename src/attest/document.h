@@ -31,6 +31,9 @@ enum attest_verdict {
 #define ATTEST_PIDS_LIMIT "pids_limit_enforced"
 #define ATTEST_OWN_KERNEL "own_kernel"
 #define ATTEST_NO_ROUTE_OFF "no_route_off"
+/* Not a probe but the record of the backend's declared tier (reason tier_NAME), the cap of the
+ * measured one. */
+#define ATTEST_DECLARED_TIER "declared_tier"
 
 /* Evidence is short: longer text is cut. */
 #define ATTEST_EVIDENCE_MAX 200
@@ -66,8 +69,10 @@ void attest_partition(const struct attest_backend *b, uint32_t *observed, uint32
 int attest_partition_check(uint32_t declared, uint32_t observed, uint32_t refuted,
                            uint32_t unverifiable);
 /* The tier the boundary probes show: vm (own kernel, host processes and files invisible, not
- * root on the host), container (host processes and files invisible, not root, seccomp, memory
- * and pids limits), process (host files invisible, not root), else none. */
+ * root on the host), container (host processes and files invisible, not root, and seccomp in
+ * force or a kernel of its own), process (host files invisible, not root), else none; never
+ * above the declared_tier record when there is one. Limits and no_route_off are recorded but
+ * do not count: they bound resources and egress, not what the sandbox can reach. */
 enum cordon_isolation_tier attest_tier(const struct attest_probe *probes, size_t n);
 
 /* The body (without signer) as canonical JSON: backends and probes sorted, every probe's

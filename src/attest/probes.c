@@ -41,6 +41,9 @@ static const char boundary_script[] =
     "elif command -v python3 >/dev/null 2>&1; then\n"
     "  python3 -c \"import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), "
     "5)\" \"$port\" 2>/dev/null && echo connect=ok || echo connect=refused\n"
+    "elif command -v nc >/dev/null 2>&1; then\n"
+    "  nc -w 3 127.0.0.1 \"$port\" </dev/null >/dev/null 2>&1 && echo connect=ok || "
+    "echo connect=refused\n"
     "else echo connect=notool; fi\n";
 
 /* ---- pure: what the script printed, and what it means ---------------------------------- */
@@ -301,6 +304,11 @@ static int all_unverifiable(struct attest_backend *b, const char *reason, const 
                           evidence);
 }
 
+static const char *declared_tier_reason(enum cordon_isolation_tier tier) {
+  static const char *const reasons[] = {"tier_none", "tier_process", "tier_container", "tier_vm"};
+  return (unsigned)tier < 4 ? reasons[tier] : "tier_none";
+}
+
 /* The second session: the snapshot resumed (its file and a new snapshot's id compared) and
  * the volume's data read back. */
 static int second_session(struct cordon_context *ctx, const struct cordon_backend *backend,
@@ -376,7 +384,11 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
                           "plugin_boundary_unobservable",
                           "a plugin's commands may run off this host");
   else if (seen)
-    r |= attest_boundary_probes(b, &in, host, egress == CORDON_EGRESS_NONE);
+    r |= attest_boundary_probes(b, &in, host, egress == CORDON_EGRESS_NONE) |
+         attest_probe_add(b, ATTEST_DECLARED_TIER, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
+                          declared_tier_reason(backend->tier),
+                          "declared %s: the measured tier is never above it",
+                          cordon_tier_name(backend->tier));
   else
     r |= attest_probe_add(b, "boundary", ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "needs_exec",
                           "no command could run inside");

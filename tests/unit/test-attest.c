@@ -91,8 +91,12 @@ static void test_tier(void **state) {
       {{ATTEST_HOST_FILES_INVISIBLE, NULL}, CORDON_TIER_NONE},
       {{ATTEST_HOST_FILES_INVISIBLE, ATTEST_NOT_ROOT_ON_HOST, NULL}, CORDON_TIER_PROCESS},
       {{ATTEST_HOST_FILES_INVISIBLE, ATTEST_NOT_ROOT_ON_HOST, ATTEST_HOST_PROCESSES_INVISIBLE,
-        ATTEST_SECCOMP_IN_FORCE, ATTEST_MEMORY_LIMIT, NULL},
+        NULL},
        CORDON_TIER_PROCESS},
+      /* Limits do not count towards the tier; seccomp does. */
+      {{ATTEST_HOST_FILES_INVISIBLE, ATTEST_NOT_ROOT_ON_HOST, ATTEST_HOST_PROCESSES_INVISIBLE,
+        ATTEST_SECCOMP_IN_FORCE, NULL},
+       CORDON_TIER_CONTAINER},
       {{ATTEST_HOST_FILES_INVISIBLE, ATTEST_NOT_ROOT_ON_HOST, ATTEST_HOST_PROCESSES_INVISIBLE,
         ATTEST_SECCOMP_IN_FORCE, ATTEST_MEMORY_LIMIT, ATTEST_PIDS_LIMIT, NULL},
        CORDON_TIER_CONTAINER},
@@ -108,6 +112,13 @@ static void test_tier(void **state) {
     struct attest_backend b = {0};
     boundary(&b, cases[i].observed);
     assert_int_equal(attest_tier(b.probes, b.n_probes), cases[i].tier);
+    /* The declared tier caps what the probes show, never raises it. */
+    add(&b, ATTEST_DECLARED_TIER, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE);
+    free(b.probes[b.n_probes - 1].reason);
+    b.probes[b.n_probes - 1].reason = strdup("tier_process");
+    enum cordon_isolation_tier capped = attest_tier(b.probes, b.n_probes);
+    assert_int_equal(capped,
+                     cases[i].tier < CORDON_TIER_PROCESS ? cases[i].tier : CORDON_TIER_PROCESS);
     attest_backend_clear(&b);
   }
 }
