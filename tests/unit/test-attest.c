@@ -15,6 +15,7 @@
 #include "attest/document.h"
 #include "attest/probes.h"
 #include "crypto/jcs.h"
+#include "crypto/keys.h"
 
 static json_t *facts(void) {
   return json_pack("{s:s, s:s}", "architecture", "x86_64", "kernel_release", "6.1.0");
@@ -224,11 +225,44 @@ static void test_inside_parse(void **state) {
   attest_inside_clear(&in);
 }
 
+/* A signed attestation verifies (anchored and not); every single byte flipped fails. */
+static void test_every_byte_flip(void **state) {
+  (void)state;
+  uint8_t seed[32];
+  memset(seed, 7, sizeof(seed));
+  struct cordon_signing_key *key = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(keys_signing_key_from_seed(seed, &key, &err), 0);
+  char *body = build_two(), *doc = NULL;
+  size_t length = 0;
+  assert_int_equal(cordon_document_sign(key, body, strlen(body), &doc, &length, &err), 0);
+  const char *kid = cordon_signing_key_id(key);
+  struct cordon_attest_report report;
+  assert_int_equal(cordon_attest_verify(doc, length, kid, &report, &err), 0);
+  assert_int_equal(report.verdict, CORDON_VERDICT_VERIFIED);
+  assert_int_equal(report.n_backends, 2);
+  cordon_attest_report_clear(&report);
+  assert_int_equal(cordon_attest_verify(doc, length, NULL, &report, &err), 0);
+  assert_int_equal(report.verdict, CORDON_VERDICT_UNANCHORED);
+  cordon_attest_report_clear(&report);
+  for (size_t i = 0; i < length; i++) {
+    doc[i] ^= 0x01;
+    assert_int_equal(cordon_attest_verify(doc, length, kid, &report, &err), 0);
+    if (report.verdict != CORDON_VERDICT_FAILED)
+      fail_msg("byte %zu flipped: %s", i, cordon_verdict_name(report.verdict));
+    cordon_attest_report_clear(&report);
+    doc[i] ^= 0x01;
+  }
+  free(doc);
+  free(body);
+  cordon_signing_key_free(key);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_partition),    cmocka_unit_test(test_tier),
       cmocka_unit_test(test_build_sorted), cmocka_unit_test(test_body_check),
-      cmocka_unit_test(test_inside_parse),
+      cmocka_unit_test(test_inside_parse), cmocka_unit_test(test_every_byte_flip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
