@@ -18,8 +18,9 @@ int main(int argc, char **argv) {
   if (f)
     fclose(f);
   long n = atol(argv[3]);
-  struct timespec t0, t1;
+  struct timespec t0, t1, c0, c1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
   for (long i = 0; i < n; i++) {
     struct cordon_attest_report report;
     struct cordon_error *err = NULL;
@@ -31,8 +32,12 @@ int main(int argc, char **argv) {
     cordon_attest_report_clear(&report);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
   double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-  printf("verified %ld attestations (%zu bytes each) in %.3f s: %.0f/s (goal >= 1000/s)\n", n,
-         length, s, (double)n / s);
+  double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
+  /* On a shared machine the wall-clock rate is the machine's load; the CPU rate is ours. */
+  printf("verified %ld attestations (%zu bytes each) in %.3f s: %.0f/s wall, %.0f/s of CPU time "
+         "(goal >= 1000/s)\n",
+         n, length, s, (double)n / s, (double)n / cpu);
   return 0;
 }
