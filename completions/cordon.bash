@@ -43,6 +43,7 @@ _cordon() {
   local verbs="run session backends conformance key audit gc cas snapshot race receipt volume agent version
     gate build serve token"
   verbs="$verbs events plan"
+  verbs="$verbs attest"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
@@ -173,6 +174,11 @@ _cordon() {
     subs="verify"
     opts="--expected-keyid --json --help"
     ;;
+  attest)
+    subs="verify"
+    opts="--backend --host-facts --out --json --help"
+    [[ $sub == verify ]] && opts="--expected-keyid --json --help"
+    ;;
   serve) opts="--listen --socket --token-file --help" ;;
   token)
     subs="create revoke"
@@ -235,6 +241,9 @@ _cordon() {
     [[ $sub == put ]] && COMPREPLY=($(compgen -f -- "$cur"))
     ;;
   receipt)
+    [[ $sub == verify ]] && COMPREPLY=($(compgen -f -- "$cur"))
+    ;;
+  attest)
     [[ $sub == verify ]] && COMPREPLY=($(compgen -f -- "$cur"))
     ;;
   plan)

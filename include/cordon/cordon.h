@@ -2,6 +2,7 @@
 #ifndef CORDON_CORDON_H
 #define CORDON_CORDON_H
 
+#include <cordon/attest.h>
 #include <cordon/audit.h>
 #include <cordon/backend.h>
 #include <cordon/cas.h>

@@ -119,4 +119,6 @@ int cmd_token(int argc, char **argv);
 int server_run(const char *listen_spec, const char *socket_path, const char *token_file,
                FILE *announce, struct cordon_error **err);
 
+int cmd_attest(int argc, char **argv); /* cmd-attest.c */
+
 #endif

@@ -55,6 +55,9 @@ static const char main_usage[] =
     "  serve [--listen ADDR:PORT | --socket PATH]\n"
     "                                  the HTTP API, /metrics and the JWKS (docs/api.md)\n"
     "  token create|revoke             bearer tokens for `cordon serve` over TCP\n"
+    "  attest [--backend NAME]... [--out FILE]\n"
+    "                                  probe this host's backends, sign what was measured;\n"
+    "                                  attest verify FILE [--expected-keyid KID] checks one\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -181,6 +184,7 @@ int main(int argc, char **argv) {
       {"plan", cmd_plan},
       {"serve", cmd_serve},
       {"token", cmd_token},
+      {"attest", cmd_attest},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)

@@ -1,0 +1,466 @@
+/* The probes: one backend driven through the public session API (never its operations
+ * directly), each declared capability exercised and the boundary examined from inside by one
+ * small POSIX sh script. What is seen inside is parsed and judged by pure functions; the rest
+ * of this file only creates, runs and destroys sessions. Evidence names what was seen in words
+ * that do not change from run to run (no pids, ids, times or temporary paths), so an unchanged
+ * host attests to the same bytes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cordon/session.h>
+
+#include "attest/probes.h"
+#include "base/cleanup.h"
+
+#define PROBE_TIMEOUT 30.0
+#define FILE_PROBE_PATH "attest-probe/file"
+#define FILE_PROBE_CONTENT "cordon attest file_rw probe\n"
+#define VOLUME_TARGET "/attest-volume"
+#define VOLUME_CONTENT "cordon attest volume probe"
+#define MEMORY_LIMIT (64ull << 20)
+#define PIDS_LIMIT 48u
+
+/* Prints key=value lines: what the sandbox sees of the host. $1 the marker pid, $2 the marker
+ * file, $3 the listener's port. Only POSIX sh and coreutils; bash or python3 for the connect. */
+static const char boundary_script[] =
+    "p=$1 f=$2 port=$3\n"
+    "[ -r /proc/self/status ] && echo proc=yes || echo proc=no\n"
+    "echo \"comm=$(cat /proc/$p/comm 2>/dev/null)\"\n"
+    "[ -e \"$f\" ] && echo file=visible || echo file=hidden\n"
+    "echo \"uid=$(id -u 2>/dev/null)\"\n"
+    "echo \"uid_map=$(cat /proc/self/uid_map 2>/dev/null | tr -s ' \\n' '  ')\"\n"
+    "echo \"seccomp=$(sed -n 's/^Seccomp:[[:space:]]*//p' /proc/self/status 2>/dev/null)\"\n"
+    "echo \"kernel=$(uname -r 2>/dev/null)\"\n"
+    "echo \"interfaces=$(tail -n +3 /proc/net/dev 2>/dev/null | cut -d: -f1 | tr -d ' ' | "
+    "sort | tr '\\n' ,)\"\n"
+    "if command -v bash >/dev/null 2>&1; then\n"
+    "  bash -c \"exec 3<>/dev/tcp/127.0.0.1/$port\" 2>/dev/null && echo connect=ok || "
+    "echo connect=refused\n"
+    "elif command -v python3 >/dev/null 2>&1; then\n"
+    "  python3 -c \"import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), "
+    "5)\" \"$port\" 2>/dev/null && echo connect=ok || echo connect=refused\n"
+    "elif command -v nc >/dev/null 2>&1; then\n"
+    "  nc -w 3 127.0.0.1 \"$port\" </dev/null >/dev/null 2>&1 && echo connect=ok || "
+    "echo connect=refused\n"
+    "else echo connect=notool; fi\n";
+
+/* ---- pure: what the script printed, and what it means ---------------------------------- */
+
+void attest_inside_clear(struct attest_inside *in) {
+  char **fields[] = {&in->proc,    &in->marker_comm, &in->file,       &in->uid,    &in->uid_map,
+                     &in->seccomp, &in->kernel,      &in->interfaces, &in->connect};
+  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    free(*fields[i]);
+    *fields[i] = NULL;
+  }
+}
+
+int attest_inside_parse(const char *text, struct attest_inside *out) {
+  memset(out, 0, sizeof(*out));
+  static const char *const keys[] = {"proc",    "comm",   "file",       "uid",    "uid_map",
+                                     "seccomp", "kernel", "interfaces", "connect"};
+  char **fields[] = {&out->proc,   &out->marker_comm, &out->file,
+                     &out->uid,    &out->uid_map,     &out->seccomp,
+                     &out->kernel, &out->interfaces,  &out->connect};
+  for (const char *line = text; line && *line;) {
+    const char *end = strchr(line, '\n');
+    size_t length = end ? (size_t)(end - line) : strlen(line);
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+      size_t kl = strlen(keys[k]);
+      if (length > kl && !strncmp(line, keys[k], kl) && line[kl] == '=' && !*fields[k]) {
+        *fields[k] = strndup(line + kl + 1, length - kl - 1);
+        if (!*fields[k])
+          return -1;
+      }
+    }
+    line = end ? end + 1 : NULL;
+  }
+  for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
+    if (!*fields[k] && !(*fields[k] = strdup("")))
+      return -1;
+  return 0;
+}
+
+long long attest_host_uid(const char *uid_map, long long uid) {
+  long long inside, outside, count;
+  int used = 0;
+  for (const char *s = uid_map;
+       s && sscanf(s, "%lld %lld %lld%n", &inside, &outside, &count, &used) == 3; s += used)
+    if (uid >= inside && uid - inside < count)
+      return outside + (uid - inside);
+  return -1;
+}
+
+static int host_uid_probe(struct attest_backend *b, const struct attest_inside *in) {
+  char *end = NULL;
+  long long uid = strtoll(in->uid, &end, 10);
+  long long host = (*in->uid && end && !*end) ? attest_host_uid(in->uid_map, uid) : -1;
+  if (host < 0)
+    return attest_probe_add(b, ATTEST_NOT_ROOT_ON_HOST, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
+                            "uid_map_unreadable",
+                            "the uid inside or its map to the host could not be read");
+  if (host == 0)
+    return attest_probe_add(b, ATTEST_NOT_ROOT_ON_HOST, ATTEST_BOUNDARY, ATTEST_REFUTED,
+                            "host_root", "commands run as uid 0 of the host (uid %lld inside)",
+                            uid);
+  return attest_probe_add(b, ATTEST_NOT_ROOT_ON_HOST, ATTEST_BOUNDARY, ATTEST_OBSERVED,
+                          "host_uid_unprivileged",
+                          "uid %lld inside maps to a host uid other than 0", uid);
+}
+
+int attest_boundary_probes(struct attest_backend *b, const struct attest_inside *in,
+                           const struct attest_host *host, bool net_none) {
+  int r = 0;
+  if (strcmp(in->proc, "yes"))
+    r |= attest_probe_add(b, ATTEST_HOST_PROCESSES_INVISIBLE, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
+                          "no_proc", "/proc is not readable inside");
+  else if (!strcmp(in->marker_comm, ATTEST_MARKER_COMM))
+    r |= attest_probe_add(b, ATTEST_HOST_PROCESSES_INVISIBLE, ATTEST_BOUNDARY, ATTEST_REFUTED,
+                          "host_process_visible", "a host process is visible in /proc inside");
+  else
+    r |= attest_probe_add(b, ATTEST_HOST_PROCESSES_INVISIBLE, ATTEST_BOUNDARY, ATTEST_OBSERVED,
+                          "host_process_hidden", "a host process is not visible in /proc inside");
+  if (!strcmp(in->file, "visible"))
+    r |= attest_probe_add(b, ATTEST_HOST_FILES_INVISIBLE, ATTEST_BOUNDARY, ATTEST_REFUTED,
+                          "host_file_visible", "a host file outside the grant is visible inside");
+  else
+    r |= attest_probe_add(b, ATTEST_HOST_FILES_INVISIBLE, ATTEST_BOUNDARY, ATTEST_OBSERVED,
+                          "host_file_hidden", "a host file outside the grant is not visible");
+  r |= host_uid_probe(b, in);
+  if (!strcmp(in->seccomp, "2"))
+    r |= attest_probe_add(b, ATTEST_SECCOMP_IN_FORCE, ATTEST_BOUNDARY, ATTEST_OBSERVED,
+                          "seccomp_filter", "the kernel reports a seccomp filter (mode 2)");
+  else if (*in->seccomp)
+    r |= attest_probe_add(b, ATTEST_SECCOMP_IN_FORCE, ATTEST_BOUNDARY, ATTEST_REFUTED,
+                          "seccomp_mode", "the kernel reports seccomp mode %s", in->seccomp);
+  else
+    r |= attest_probe_add(b, ATTEST_SECCOMP_IN_FORCE, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
+                          "seccomp_unreported", "/proc/self/status has no Seccomp line");
+  if (!*in->kernel)
+    r |= attest_probe_add(b, ATTEST_OWN_KERNEL, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "no_uname",
+                          "uname -r printed nothing inside");
+  else if (!strcmp(in->kernel, host->kernel_release))
+    r |= attest_probe_add(b, ATTEST_OWN_KERNEL, ATTEST_BOUNDARY, ATTEST_REFUTED, "host_kernel",
+                          "uname -r inside is the host's");
+  else
+    r |= attest_probe_add(b, ATTEST_OWN_KERNEL, ATTEST_BOUNDARY, ATTEST_OBSERVED, "own_kernel",
+                          "uname -r inside is %s, not the host's", in->kernel);
+  if (!net_none)
+    r |= attest_probe_add(b, ATTEST_NO_ROUTE_OFF, ATTEST_BOUNDARY, ATTEST_REFUTED,
+                          "net_none_not_enforced", "the backend does not enforce egress none");
+  else if (!*in->interfaces)
+    r |= attest_probe_add(b, ATTEST_NO_ROUTE_OFF, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
+                          "no_interface_list", "/proc/net/dev is not readable inside");
+  else if (!strcmp(in->interfaces, "lo,") && strcmp(in->connect, "ok"))
+    r |= attest_probe_add(b, ATTEST_NO_ROUTE_OFF, ATTEST_BOUNDARY, ATTEST_OBSERVED, "lo_only",
+                          "with egress none only lo is up inside");
+  else
+    r |= attest_probe_add(b, ATTEST_NO_ROUTE_OFF, ATTEST_BOUNDARY, ATTEST_REFUTED, "route_off",
+                          "with egress none: interfaces %s host loopback %s", in->interfaces,
+                          strcmp(in->connect, "ok") ? "unreachable" : "reached");
+  return r ? -1 : 0;
+}
+
+/* ---- effects: sessions ------------------------------------------------------------------ */
+
+static int run_sh(struct cordon_session *s, const char *script, const char *const *args,
+                  struct cordon_exec_result *res) {
+  const char *argv[8] = {"sh", "-c", script, "attest"};
+  for (size_t i = 0; args && args[i] && i < 4; i++)
+    argv[4 + i] = args[i];
+  struct cordon_exec_request req = {.argv = argv, .timeout = PROBE_TIMEOUT, .max_output = 65536};
+  struct cordon_error *err = NULL;
+  memset(res, 0, sizeof(*res));
+  int r = cordon_session_exec(s, &req, res, &err);
+  cordon_error_free(err);
+  return r;
+}
+
+static int exec_probe(struct attest_backend *b, struct cordon_session *s) {
+  struct cordon_exec_result res;
+  if (run_sh(s, "echo attest-exec; exit 3", NULL, &res) < 0)
+    return attest_probe_add(b, "exec", "exec", ATTEST_REFUTED, "exec_error",
+                            "the exec call failed");
+  bool ok = res.exit_code == 3 && res.stdout_length == 12 &&
+            !memcmp(res.stdout_data, "attest-exec\n", 12);
+  int r =
+      ok ? attest_probe_add(b, "exec", "exec", ATTEST_OBSERVED, "exit_and_output",
+                            "sh -c printed what it was asked to and exited 3")
+         : attest_probe_add(b, "exec", "exec", ATTEST_REFUTED, "wrong_result",
+                            "exit code %d, %zu bytes of output", res.exit_code, res.stdout_length);
+  cordon_exec_result_clear(&res);
+  return r;
+}
+
+static int file_probe(struct attest_backend *b, struct cordon_session *s) {
+  struct cordon_error *err = NULL;
+  _cleanup_free_ unsigned char *data = NULL;
+  size_t length = 0;
+  const size_t want = strlen(FILE_PROBE_CONTENT);
+  if (cordon_session_write(s, FILE_PROBE_PATH, FILE_PROBE_CONTENT, want, 0644, &err) < 0 ||
+      cordon_session_read(s, FILE_PROBE_PATH, &data, &length, &err) < 0) {
+    cordon_error_free(err);
+    return attest_probe_add(b, "write_read_back", "file_rw", ATTEST_REFUTED, "io_error",
+                            "writing or reading the file failed");
+  }
+  if (length != want || memcmp(data, FILE_PROBE_CONTENT, want))
+    return attest_probe_add(b, "write_read_back", "file_rw", ATTEST_REFUTED, "content_differs",
+                            "the file read back is not what was written");
+  if (attest_probe_add(b, "write_read_back", "file_rw", ATTEST_OBSERVED, "content_equal",
+                       "a file written was read back byte for byte") < 0)
+    return -1;
+  if (!(b->declared & CORDON_CAP_EXEC))
+    return 0;
+  struct cordon_exec_result res;
+  const char *args[] = {FILE_PROBE_PATH, NULL};
+  int rc = run_sh(s, "cat \"$1\"", args, &res);
+  bool seen = rc == 0 && res.exit_code == 0 && res.stdout_length == want &&
+              !memcmp(res.stdout_data, FILE_PROBE_CONTENT, want);
+  cordon_exec_result_clear(&res);
+  return seen ? attest_probe_add(b, "visible_inside", "file_rw", ATTEST_OBSERVED, "content_equal",
+                                 "the command inside reads the file as written")
+              : attest_probe_add(b, "visible_inside", "file_rw", ATTEST_REFUTED, "content_differs",
+                                 "the command inside does not see the file");
+}
+
+/* Egress none (or loopback): the host's listener must be unreachable; open: reachable. */
+static int network_probe(struct attest_backend *b, const struct attest_inside *in,
+                         enum cordon_egress egress) {
+  const char *class = cordon_egress_name(egress);
+  if (!(b->declared & CORDON_CAP_EXEC) || !strcmp(in->connect, "notool") || !*in->connect)
+    return attest_probe_add(b, "egress_class", "network", ATTEST_UNVERIFIABLE, "no_client",
+                            "no way to open a connection inside (class %s)", class);
+  bool reached = !strcmp(in->connect, "ok");
+  if (egress == CORDON_EGRESS_RESTRICTED)
+    return attest_probe_add(b, "egress_class", "network", ATTEST_UNVERIFIABLE, "restricted",
+                            "class restricted is not probed");
+  bool want = egress == CORDON_EGRESS_OPEN;
+  return attest_probe_add(b, "egress_class", "network",
+                          reached == want ? ATTEST_OBSERVED : ATTEST_REFUTED,
+                          reached == want ? "class_holds" : "class_broken",
+                          "class %s: a listener on the host's loopback was %s", class,
+                          reached ? "reached" : "unreachable");
+}
+
+static int gpu_probe(struct attest_backend *b, struct cordon_session *s) {
+  struct cordon_exec_result res;
+  int rc = run_sh(s,
+                  "for d in /dev/nvidia[0-9]* /dev/dri/renderD* /dev/dri/card*; do "
+                  "[ -c \"$d\" ] && head -c 0 <\"$d\" 2>/dev/null && { echo usable; exit 0; }; "
+                  "done; echo none",
+                  NULL, &res);
+  bool usable = rc == 0 && res.stdout_length >= 6 && !memcmp(res.stdout_data, "usable", 6);
+  cordon_exec_result_clear(&res);
+  return usable ? attest_probe_add(b, "device_node", "gpu", ATTEST_OBSERVED, "device_opens",
+                                   "a GPU device node is visible and opens inside")
+                : attest_probe_add(b, "device_node", "gpu", ATTEST_REFUTED, "no_device",
+                                   "no GPU device node opens inside");
+}
+
+static int limit_probe(struct attest_backend *b, struct cordon_session *s, const char *name,
+                       bool enforced, const char *script, const char *what) {
+  if (!enforced)
+    return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_REFUTED, "not_enforced",
+                            "the backend does not enforce a %s limit", what);
+  struct cordon_exec_result res;
+  int rc = run_sh(s, script, NULL, &res);
+  bool survived = rc == 0 && res.exit_code == 0 && strstr((char *)res.stdout_data, "survived");
+  bool ran = rc == 0 && !res.timed_out;
+  cordon_exec_result_clear(&res);
+  if (!ran)
+    return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "probe_failed",
+                            "the %s probe could not run", what);
+  return survived ? attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_REFUTED, "limit_exceeded",
+                                     "going past the %s limit was not stopped", what)
+                  : attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_OBSERVED, "limit_stopped",
+                                     "going past the %s limit was stopped", what);
+}
+
+/* One buffer twice the limit, touched by the read: bounded (128 MiB) where the limit is a lie,
+ * and stopped at the limit where it holds (no slow pipe into a growing string). */
+static const char memory_script[] =
+    "dd if=/dev/zero of=/dev/null bs=128M count=1 2>/dev/null && echo survived";
+/* Counts the children that started ($! changes only when a fork succeeded), without a fork of
+ * its own for the count. */
+static const char pids_script[] =
+    "n=0 i=0 last= pids=\n"
+    "while [ $i -lt 96 ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
+    "  if [ \"$!\" != \"$last\" ]; then n=$((n+1)); last=$!; pids=\"$pids $!\"; fi; done\n"
+    "[ $n -ge 96 ] && echo survived; kill $pids 2>/dev/null; exit 0\n";
+
+/* Every declared capability unverifiable, for one reason, and the boundary too. */
+static int all_unverifiable(struct attest_backend *b, const char *reason, const char *evidence) {
+  static const uint32_t caps[] = {CORDON_CAP_EXEC,     CORDON_CAP_FILE_RW,
+                                  CORDON_CAP_GPU,      CORDON_CAP_NETWORK,
+                                  CORDON_CAP_SNAPSHOT, CORDON_CAP_PERSISTENT_VOLUMES};
+  for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+    if ((b->declared & caps[i]) &&
+        attest_probe_add(b, cordon_capability_name(caps[i]), cordon_capability_name(caps[i]),
+                         ATTEST_UNVERIFIABLE, reason, "%s", evidence) < 0)
+      return -1;
+  return attest_probe_add(b, "boundary", ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, reason, "%s",
+                          evidence);
+}
+
+static const char *declared_tier_reason(enum cordon_isolation_tier tier) {
+  static const char *const reasons[] = {"tier_none", "tier_process", "tier_container", "tier_vm"};
+  return (unsigned)tier < 4 ? reasons[tier] : "tier_none";
+}
+
+/* The second session: the snapshot resumed (its file and a new snapshot's id compared) and
+ * the volume's data read back. */
+static int second_session(struct cordon_context *ctx, const struct cordon_backend *backend,
+                          const struct cordon_manifest *m, const char *snapshot_id,
+                          struct attest_backend *b) {
+  struct cordon_session *s = NULL;
+  struct cordon_error *err = NULL;
+  int rc = snapshot_id ? cordon_session_resume(ctx, backend, m, snapshot_id, &s, &err)
+                       : cordon_session_create(ctx, backend, m, &s, &err);
+  cordon_error_free(err);
+  err = NULL;
+  int r = 0;
+  if (snapshot_id) {
+    _cleanup_free_ unsigned char *data = NULL;
+    _cleanup_free_ char *again = NULL;
+    size_t length = 0;
+    bool same = rc == 0 && cordon_session_read(s, FILE_PROBE_PATH, &data, &length, &err) == 0 &&
+                length == strlen(FILE_PROBE_CONTENT) && !memcmp(data, FILE_PROBE_CONTENT, length) &&
+                cordon_session_snapshot(s, &again, &err) == 0 && !strcmp(again, snapshot_id);
+    cordon_error_free(err);
+    err = NULL;
+    r |= same ? attest_probe_add(b, "take_resume_compare", "snapshot", ATTEST_OBSERVED, "same_id",
+                                 "a resumed snapshot holds the file and snapshots to "
+                                 "the same id")
+              : attest_probe_add(b, "take_resume_compare", "snapshot", ATTEST_REFUTED, "differs",
+                                 "the resumed snapshot differs or could not be made");
+  }
+  if (b->declared & CORDON_CAP_PERSISTENT_VOLUMES) {
+    struct cordon_exec_result res = {0};
+    const char *args[] = {VOLUME_TARGET "/v", NULL};
+    bool kept = rc == 0 && run_sh(s, "cat \"$1\"", args, &res) == 0 && res.exit_code == 0 &&
+                res.stdout_length == strlen(VOLUME_CONTENT) &&
+                !memcmp(res.stdout_data, VOLUME_CONTENT, res.stdout_length);
+    cordon_exec_result_clear(&res);
+    r |= kept ? attest_probe_add(b, "survives_session", "persistent_volumes", ATTEST_OBSERVED,
+                                 "data_kept", "data written in one session is read in the next")
+              : attest_probe_add(b, "survives_session", "persistent_volumes", ATTEST_REFUTED,
+                                 "data_lost", "data written in one session is not in the next");
+  }
+  if (s && cordon_session_destroy(s, &err) < 0)
+    cordon_error_free(err);
+  return r ? -1 : 0;
+}
+
+/* The first session's probes: exec, file_rw, network, gpu, the volume's write, the boundary,
+ * the limits; then its snapshot for the second session. */
+static int first_session(struct cordon_session *s, const struct cordon_backend *backend,
+                         bool plugin, const struct attest_host *host, enum cordon_egress egress,
+                         struct attest_backend *b, char **snapshot_id) {
+  bool can_exec = b->declared & CORDON_CAP_EXEC;
+  int r = 0;
+  if (can_exec)
+    r |= exec_probe(b, s);
+  if (b->declared & CORDON_CAP_FILE_RW)
+    r |= file_probe(b, s);
+  struct attest_inside in = {0};
+  struct cordon_exec_result res = {0};
+  char pid[16], port[16];
+  snprintf(pid, sizeof(pid), "%d", host->marker_pid);
+  snprintf(port, sizeof(port), "%d", host->listener_port);
+  const char *args[] = {pid, host->marker_file, port, NULL};
+  bool seen = can_exec && run_sh(s, boundary_script, args, &res) == 0 && res.exit_code == 0 &&
+              attest_inside_parse((const char *)res.stdout_data, &in) == 0;
+  cordon_exec_result_clear(&res);
+  if (b->declared & CORDON_CAP_NETWORK)
+    r |= seen ? network_probe(b, &in, egress)
+              : attest_probe_add(b, "egress_class", "network", ATTEST_UNVERIFIABLE, "needs_exec",
+                                 "no command could run inside to connect");
+  if (plugin)
+    /* A plugin may run its commands anywhere, another machine included: what it shows of a
+     * boundary cannot be told from a remote host's, so none is taken as observed. */
+    r |= attest_probe_add(b, "boundary", ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
+                          "plugin_boundary_unobservable",
+                          "a plugin's commands may run off this host");
+  else if (seen)
+    r |= attest_boundary_probes(b, &in, host, egress == CORDON_EGRESS_NONE) |
+         attest_probe_add(b, ATTEST_DECLARED_TIER, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
+                          declared_tier_reason(backend->tier),
+                          "declared %s: the measured tier is never above it",
+                          cordon_tier_name(backend->tier));
+  else
+    r |= attest_probe_add(b, "boundary", ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "needs_exec",
+                          "no command could run inside");
+  attest_inside_clear(&in);
+  if (b->declared & CORDON_CAP_GPU)
+    r |= can_exec ? gpu_probe(b, s)
+                  : attest_probe_add(b, "device_node", "gpu", ATTEST_UNVERIFIABLE, "needs_exec",
+                                     "no command could run inside");
+  if (b->declared & CORDON_CAP_PERSISTENT_VOLUMES) {
+    const char *vargs[] = {VOLUME_TARGET "/v", NULL};
+    if (!can_exec || run_sh(s, "printf %s '" VOLUME_CONTENT "' >\"$1\"", vargs, &res) < 0)
+      r |= attest_probe_add(b, "write_in_session", "persistent_volumes", ATTEST_UNVERIFIABLE,
+                            "needs_exec", "no command could write the volume");
+    cordon_exec_result_clear(&res);
+  }
+  struct cordon_error *err = NULL;
+  if ((b->declared & CORDON_CAP_SNAPSHOT) && cordon_session_snapshot(s, snapshot_id, &err) < 0) {
+    cordon_error_free(err);
+    r |= attest_probe_add(b, "take_resume_compare", "snapshot", ATTEST_REFUTED, "take_failed",
+                          "taking a snapshot failed");
+  }
+  if (!plugin && seen) {
+    r |= limit_probe(b, s, ATTEST_MEMORY_LIMIT, backend->enforces & CORDON_FEATURE_MEMORY,
+                     memory_script, "memory");
+    r |= limit_probe(b, s, ATTEST_PIDS_LIMIT, backend->enforces & CORDON_FEATURE_PIDS, pids_script,
+                     "pids");
+  }
+  return r ? -1 : 0;
+}
+
+int attest_probe_backend(struct cordon_context *ctx, const struct cordon_backend *backend,
+                         bool plugin, const struct attest_host *host, struct attest_backend *out,
+                         struct cordon_error **err) {
+  memset(out, 0, sizeof(*out));
+  out->declared = backend->capabilities & CORDON_ATTEST_CAPABILITIES;
+  if (!(out->name = strdup(backend->name)))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "attestation");
+  _cleanup_free_ char *why = NULL;
+  if (backend->available && backend->available(backend, &why) != 1)
+    return all_unverifiable(out, "backend_unavailable", why ? why : "unavailable") < 0
+               ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "attestation")
+               : 0;
+  enum cordon_egress egress = (backend->enforces & CORDON_FEATURE_NET_NONE)
+                                  ? CORDON_EGRESS_NONE
+                                  : cordon_backend_default_egress(backend);
+  struct cordon_volume volume = {.source = host->volume_dir, .target = VOLUME_TARGET};
+  bool volumes = out->declared & CORDON_CAP_PERSISTENT_VOLUMES;
+  struct cordon_manifest m = {
+      .ephemeral = true,
+      .default_timeout = PROBE_TIMEOUT,
+      .volumes = volumes ? &volume : NULL,
+      .n_volumes = volumes ? 1 : 0,
+      .policy = {.egress = egress, .require_enforcement = true},
+  };
+  if (!plugin && (backend->enforces & CORDON_FEATURE_MEMORY))
+    m.policy.limits.memory_bytes = MEMORY_LIMIT;
+  if (!plugin && (backend->enforces & CORDON_FEATURE_PIDS))
+    m.policy.limits.pids = PIDS_LIMIT;
+  struct cordon_session *s = NULL;
+  struct cordon_error *create_err = NULL;
+  if (cordon_session_create(ctx, backend, &m, &s, &create_err) < 0) {
+    cordon_error_free(create_err);
+    return all_unverifiable(out, "session_failed", "a session could not be created") < 0
+               ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "attestation")
+               : 0;
+  }
+  _cleanup_free_ char *snapshot_id = NULL;
+  int r = first_session(s, backend, plugin, host, egress, out, &snapshot_id);
+  struct cordon_error *destroy_err = NULL;
+  if (cordon_session_destroy(s, &destroy_err) < 0)
+    cordon_error_free(destroy_err);
+  if (r == 0 && (snapshot_id || volumes))
+    r = second_session(ctx, backend, &m, snapshot_id, out);
+  return r < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "attestation") : 0;
+}
