@@ -190,3 +190,49 @@ assert "net_none" not in e and "net_loopback" in e, e' <<<"$output"
   [ "$output" = one ]
   "$CORDON" session destroy "$r"
 }
+
+# --pids is gVisor's RLIMIT_NPROC on the sandbox user (a host pids cgroup would count the
+# Sentry's own threads, and the Sentry dies at the limit): a fork bomb is stopped, fork fails
+# inside, the command goes on, and the command cannot raise the limit again.
+@test "gvisor: --pids stops a fork bomb and the command cannot lift it" {
+  # Fork children that stay alive until counted; stop at the first fork that fails.
+  bomb='import os, resource, time
+kids = []
+for i in range(100):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    kids.append(pid)
+print("started", len(kids))
+for k in kids:
+    os.kill(k, 9)
+    os.waitpid(k, 0)
+try:
+    resource.setrlimit(resource.RLIMIT_NPROC, (4096, 4096))
+    print("raised")
+except (OSError, ValueError) as e:
+    print("kept", e)'
+  run "$CORDON" run --backend gvisor --pids 32 -- python3 -c "$bomb"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  n=$(echo "$output" | awk '$1 == "started" {print $2}')
+  [ "$n" -le 32 ]
+  [[ "$output" == *kept* ]]
+  # Without the limit the same loop starts all 100.
+  run "$CORDON" run --backend gvisor -- python3 -c "$bomb"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"started 100"* ]]
+}
+
+# --memory stays refused by name: a host memory cgroup's OOM killer picks gVisor's Sentry, which
+# would take the whole sandbox (and the command's status) down, never the command alone.
+@test "gvisor: --memory is refused by name, never dropped" {
+  run "$CORDON" run --backend gvisor --memory 64M -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *memory* ]]
+}

@@ -380,6 +380,9 @@ static int start_sandbox(struct cordon_session *s, const struct cordon_manifest 
   json_t *state = json_pack("{s:s, s:b}", "container", id, "owned_workspace", !m->workspace);
   if (state && snapshot_id)
     json_object_set_new(state, "from_snapshot", json_string(snapshot_id));
+  /* Every exec's wrapper sets it as the command's RLIMIT_NPROC (see exec_argv). */
+  if (state && m->policy.limits.pids)
+    json_object_set_new(state, "pids", json_integer((json_int_t)m->policy.limits.pids));
   free(s->backend_state);
   s->backend_state = state ? json_dumps(state, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(state);
@@ -541,6 +544,16 @@ static int exec_argv(struct cordon_session *s, const struct cordon_exec_request 
     r = strv_push(argv, *h);
   for (const char *const *e = req->env; r == 0 && e && *e; e++)
     r = strv_push(argv, "--env") < 0 ? -1 : strv_push(argv, *e);
+  /* --pids: gVisor's Sentry enforces RLIMIT_NPROC on the sandbox user's processes (a host pids
+   * cgroup would count the Sentry's own threads and stubs, and the Sentry dies at the limit
+   * instead of fork failing). All execs run as that user, so the limit spans the session. */
+  json_t *state = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
+  json_int_t pids = json_integer_value(json_object_get(state, "pids"));
+  json_decref(state);
+  char nproc[32];
+  snprintf(nproc, sizeof(nproc), "%lld", (long long)pids);
+  if (r == 0 && pids > 0)
+    r = strv_push(argv, "--nproc") < 0 ? -1 : strv_push(argv, nproc);
   r = r < 0 ? r : strv_push(argv, "--");
   for (const char *const *a = req->argv; r == 0 && *a; a++)
     r = strv_push(argv, *a);
@@ -612,6 +625,12 @@ static int gvisor_exec(struct cordon_session *s, const struct cordon_exec_reques
   return 0;
 }
 
+/* --memory stays refused: runsc can put the sandbox in a host memory cgroup (linux.cgroupsPath
+ * with linux.resources.memory, v1 here), but gVisor's memory is the Sentry's, so the host's OOM
+ * killer picks the Sentry (runsc-sandbox) itself: the whole sandbox dies and the command's
+ * status record with it, rather than the command alone ending with SIGKILL; the Sentry's
+ * oom_score_adj cannot be lowered from outside its user namespace, and this runsc has no
+ * memory limit of its own. */
 const struct cordon_backend cordon_backend_gvisor = {
     .abi_version = CORDON_BACKEND_ABI_VERSION,
     .name = "gvisor",
@@ -619,8 +638,8 @@ const struct cordon_backend cordon_backend_gvisor = {
                "command and the host",
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
     .tier = CORDON_TIER_CONTAINER,
-    .enforces =
-        CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS | CORDON_FEATURE_NET_LOOPBACK,
+    .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
+                CORDON_FEATURE_NET_LOOPBACK | CORDON_FEATURE_PIDS,
     .available = gvisor_available,
     .create = gvisor_create,
     .resume = gvisor_resume,

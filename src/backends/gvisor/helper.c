@@ -1,5 +1,6 @@
 /* cordon-gvisor-exec: the static wrapper every gvisor exec runs under, inside the sandbox
- * (`runsc exec ... /.cordon-gvisor/cordon-gvisor-exec STATUS TIMEOUT_MS CWD [--env K=V]... --
+ * (`runsc exec ... /.cordon-gvisor/cordon-gvisor-exec STATUS TIMEOUT_MS CWD [--env K=V]...
+ * [--nproc N] --
  * ARGV`). runsc's own exit code cannot tell "the command exited 127" from "runsc could not
  * load it", nor "exited 137" from "killed by SIGKILL", so the wrapper reports how the command
  * ended in a status record: STATUS, a file in the session's control directory (outside the
@@ -23,6 +24,7 @@
 #include <dirent.h>
 #include <grp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -153,9 +155,12 @@ int main(int argc, char **argv) {
   char **envp = calloc((size_t)argc, sizeof(char *));
   size_t n_env = 0;
   int i = 4;
+  long nproc = 0;
   for (; i < argc && strcmp(argv[i], "--"); i += 2)
     if (!strcmp(argv[i], "--env") && i + 1 < argc)
       envp[n_env++] = argv[i + 1];
+    else if (!strcmp(argv[i], "--nproc") && i + 1 < argc)
+      nproc = strtol(argv[i + 1], NULL, 10);
   if (!envp || i + 1 >= argc)
     return 125;
   char **command = argv + i + 1;
@@ -173,7 +178,11 @@ int main(int argc, char **argv) {
     /* The wrapper is uid 0 of the sandbox (owner of the control directory) with CAP_SETUID,
      * CAP_SETGID and CAP_KILL only; the command is the sandbox user, with nothing: it cannot
      * write the control directory, signal the wrapper or trace it. */
-    if (setgroups(0, NULL) < 0 || setgid(SANDBOX_ID) < 0 || setuid(SANDBOX_ID) < 0) {
+    /* --pids: the Sentry counts the sandbox user's processes against it; soft = hard, so the
+     * command cannot raise it. */
+    struct rlimit procs = {(rlim_t)nproc, (rlim_t)nproc};
+    if ((nproc > 0 && setrlimit(RLIMIT_NPROC, &procs) < 0) || setgroups(0, NULL) < 0 ||
+        setgid(SANDBOX_ID) < 0 || setuid(SANDBOX_ID) < 0) {
       stage[0] = 'u', stage[1] = errno;
       if (write(report_pipe[1], stage, sizeof(stage)) < 0)
         _exit(125);
