@@ -33,6 +33,8 @@
 #include "base/fs.h"
 #include "base/strv.h"
 #include "confine/policy.h"
+#include "confine/private.h"
+#include "confine/resolve.h"
 #include "exec/runner.h"
 #include "protocol/rundir.h"
 #include "protocol/workspace.h"
@@ -271,6 +273,38 @@ static int split_hidden(const char *workspace, const char *const *hidden, char *
   return 0;
 }
 
+/* The ns and docker rules for the workspace's protected paths: no read-only or hidden file stays
+ * reachable through a hard link, the workspace is none of cordon's private directories, and
+ * cordon's own state (the project's .cordon/, the keys, the state home, other projects' .cordon/
+ * beneath the workspace) is always hidden. *hidden gets the policy's hidden paths and those.
+ * owned: the workspace is the one cordon made in the session's state directory. */
+static int protect_workspace(struct cordon_session *s, const struct cordon_policy *p, bool owned,
+                             char ***hidden, struct cordon_error **err) {
+  _cleanup_close_ int ws = open(s->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (ws < 0)
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", s->workspace);
+  _cleanup_(strv_freep) char **private_dirs = NULL, **beneath = NULL;
+  if (confine_check_hard_links(ws, p->read_only, p->hidden, err) < 0 ||
+      confine_private_set(cordon_context_state_dir(s->ctx), &private_dirs, err) < 0 ||
+      /* The owned workspace lives in the session's state directory: cordon made it. */
+      (!owned && confine_check_not_private(s->workspace, "workspace",
+                                           (const char *const *)private_dirs, err) < 0) ||
+      confine_private_beneath((const char *const *)private_dirs, s->workspace, true, &beneath,
+                              err) < 0)
+    return -1;
+  for (const char *const *h = p->hidden; h && *h; h++)
+    if (strv_push(hidden, *h) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
+  for (char **b = beneath; b && *b; b++) {
+    bool covered = false;
+    for (const char *const *h = p->hidden; h && *h; h++)
+      covered = covered || confine_path_covers(*h, *b);
+    if (!covered && strv_push(hidden, *b) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
+  }
+  return 0;
+}
+
 /* /etc/passwd and /etc/group of the sandbox: only its own ids, the sandbox user named cordon
  * with its private home (the same names ns gives). */
 static int write_identity_files(struct cordon_session *s, int rundir, char **passwd, char **group,
@@ -324,9 +358,11 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_free_ char *passwd = NULL, *group = NULL;
   if (write_identity_files(s, rundir, &passwd, &group, err) < 0)
     return -1;
-  _cleanup_(strv_freep) char **binds = NULL, **hidden_dirs = NULL, **hidden_files = NULL;
-  if (make_rootfs(rootfs, &m->policy, s->root, &binds, err) < 0 ||
-      split_hidden(s->workspace, m->policy.hidden, &hidden_dirs, &hidden_files, err) < 0)
+  _cleanup_(strv_freep) char **binds = NULL, **hidden = NULL, **hidden_dirs = NULL,
+                             **hidden_files = NULL;
+  if (protect_workspace(s, &m->policy, !m->workspace, &hidden, err) < 0 ||
+      make_rootfs(rootfs, &m->policy, s->root, &binds, err) < 0 ||
+      split_hidden(s->workspace, (const char *const *)hidden, &hidden_dirs, &hidden_files, err) < 0)
     return -1;
   struct gvisor_spec_params params = {
       .rootfs = rootfs,
@@ -387,6 +423,13 @@ static int start_sandbox(struct cordon_session *s, const struct cordon_manifest 
     json_object_set_new(state, "one_shot", json_true());
     json_object_set_new(state, "network", json_string(gvisor_network(m->policy.egress)));
   }
+  /* Every exec's wrapper sets the file-size limit (the default when none is given, as on ns)
+   * as the command's RLIMIT_FSIZE, which gVisor enforces (see wrapper_argv). */
+  if (state)
+    json_object_set_new(
+        state, "fsize",
+        json_integer((json_int_t)(m->policy.limits.fsize_bytes ? m->policy.limits.fsize_bytes
+                                                               : CORDON_DEFAULT_FSIZE_BYTES)));
   /* Every exec's wrapper sets it as the command's RLIMIT_NPROC (see wrapper_argv). */
   if (state && m->policy.limits.pids)
     json_object_set_new(state, "pids", json_integer((json_int_t)m->policy.limits.pids));
@@ -580,11 +623,15 @@ static int wrapper_argv(struct cordon_session *s, const struct cordon_exec_reque
    * instead of fork failing). All execs run as that user, so the limit spans the session. */
   json_t *state = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
   json_int_t pids = json_integer_value(json_object_get(state, "pids"));
+  json_int_t fsize = json_integer_value(json_object_get(state, "fsize"));
   json_decref(state);
-  char nproc[32];
+  char nproc[32], fsize_text[32];
   snprintf(nproc, sizeof(nproc), "%lld", (long long)pids);
+  snprintf(fsize_text, sizeof(fsize_text), "%lld", (long long)fsize);
   if (r == 0 && pids > 0)
     r = strv_push(argv, "--nproc") < 0 ? -1 : strv_push(argv, nproc);
+  if (r == 0 && fsize > 0)
+    r = strv_push(argv, "--fsize") < 0 ? -1 : strv_push(argv, fsize_text);
   r = r < 0 ? r : strv_push(argv, "--");
   for (const char *const *a = req->argv; r == 0 && *a; a++)
     r = strv_push(argv, *a);
@@ -745,7 +792,7 @@ const struct cordon_backend cordon_backend_gvisor = {
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
     .tier = CORDON_TIER_CONTAINER,
     .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
-                CORDON_FEATURE_NET_LOOPBACK | CORDON_FEATURE_PIDS,
+                CORDON_FEATURE_NET_LOOPBACK | CORDON_FEATURE_PIDS | CORDON_FEATURE_FSIZE,
     .available = gvisor_available,
     .create = gvisor_create,
     .resume = gvisor_resume,

@@ -1,6 +1,6 @@
 /* cordon-gvisor-exec: the static wrapper every gvisor exec runs under, inside the sandbox
  * (`runsc exec ... /.cordon-gvisor/cordon-gvisor-exec STATUS TIMEOUT_MS CWD [--env K=V]...
- * [--nproc N] --
+ * [--nproc N] [--fsize BYTES] --
  * ARGV`). runsc's own exit code cannot tell "the command exited 127" from "runsc could not
  * load it", nor "exited 137" from "killed by SIGKILL", so the wrapper reports how the command
  * ended in a status record: STATUS, a file in the session's control directory (outside the
@@ -156,11 +156,14 @@ int main(int argc, char **argv) {
   size_t n_env = 0;
   int i = 4;
   long nproc = 0;
+  long long fsize = 0;
   for (; i < argc && strcmp(argv[i], "--"); i += 2)
     if (!strcmp(argv[i], "--env") && i + 1 < argc)
       envp[n_env++] = argv[i + 1];
     else if (!strcmp(argv[i], "--nproc") && i + 1 < argc)
       nproc = strtol(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--fsize") && i + 1 < argc)
+      fsize = strtoll(argv[i + 1], NULL, 10);
   if (!envp || i + 1 >= argc)
     return 125;
   char **command = argv + i + 1;
@@ -180,8 +183,9 @@ int main(int argc, char **argv) {
      * write the control directory, signal the wrapper or trace it. */
     /* --pids: the Sentry counts the sandbox user's processes against it; soft = hard, so the
      * command cannot raise it. */
-    struct rlimit procs = {(rlim_t)nproc, (rlim_t)nproc};
-    if ((nproc > 0 && setrlimit(RLIMIT_NPROC, &procs) < 0) || setgroups(0, NULL) < 0 ||
+    struct rlimit procs = {(rlim_t)nproc, (rlim_t)nproc}, files = {(rlim_t)fsize, (rlim_t)fsize};
+    if ((nproc > 0 && setrlimit(RLIMIT_NPROC, &procs) < 0) ||
+        (fsize > 0 && setrlimit(RLIMIT_FSIZE, &files) < 0) || setgroups(0, NULL) < 0 ||
         setgid(SANDBOX_ID) < 0 || setuid(SANDBOX_ID) < 0) {
       stage[0] = 'u', stage[1] = errno;
       if (write(report_pipe[1], stage, sizeof(stage)) < 0)
