@@ -236,3 +236,42 @@ except (OSError, ValueError) as e:
   [ "$status" -eq 125 ]
   [[ "$output" == *memory* ]]
 }
+
+# A one-shot run boots the sandbox with its command: pid 1 is the wrapper running it, not a
+# pause process, and runsc leaves nothing for a `runsc delete` to remove.
+@test "gvisor: cordon run boots no pause process" {
+  run "$CORDON" run --backend gvisor -- sh -c 'tr "\0" " " < /proc/1/cmdline'
+  [ "$status" -eq 0 ]
+  [[ "$output" == *cordon-gvisor-exec*" -- sh -c "* ]]
+  [[ "$output" != *pause* ]]
+}
+
+# gVisor's gofer would carry a set-id mode to the host's file: the wrapper's seccomp filter
+# refuses every such mode, and nothing in the workspace has a set-id bit afterwards.
+@test "gvisor: no set-id bit made inside reaches the host" {
+  run "$CORDON" run --backend gvisor --workspace . -- sh -c \
+    'echo x > f; chmod 4755 f; echo chmod $?; chmod 2755 f; mkdir d; chmod g+s d; python3 -c "import os; os.close(os.open(\"g\", os.O_CREAT | os.O_WRONLY, 0o6755))"; echo open $?'
+  echo "$output"
+  [[ "$output" == *"chmod 1"* ]]
+  [[ "$output" == *"open 1"* ]]
+  [ -z "$(find . -perm /6000)" ]
+}
+
+# The path rules of ns and docker: cordon's .cordon/ in the workspace is hidden, a workspace
+# inside it is refused, and a hidden file with a second name (a hard link) is refused by name.
+@test "gvisor: .cordon/ hidden, a workspace inside it refused, hard links refused" {
+  mkdir -p .cordon
+  echo state > .cordon/marker
+  run "$CORDON" run --backend gvisor --workspace . -- cat /workspace/.cordon/marker
+  [ "$status" -ne 0 ]
+  [[ "$output" != *state* ]]
+  run "$CORDON" run --backend gvisor --workspace .cordon -- true
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"cordon's state directory"* ]]
+  echo secret > s
+  ln s s2
+  run "$CORDON" run --backend gvisor --workspace . --hide s -- cat s2
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"hard link"* ]]
+  [[ "$output" != *secret* ]]
+}
