@@ -190,3 +190,88 @@ assert "net_none" not in e and "net_loopback" in e, e' <<<"$output"
   [ "$output" = one ]
   "$CORDON" session destroy "$r"
 }
+
+# --pids is gVisor's RLIMIT_NPROC on the sandbox user (a host pids cgroup would count the
+# Sentry's own threads, and the Sentry dies at the limit): a fork bomb is stopped, fork fails
+# inside, the command goes on, and the command cannot raise the limit again.
+@test "gvisor: --pids stops a fork bomb and the command cannot lift it" {
+  # Fork children that stay alive until counted; stop at the first fork that fails.
+  bomb='import os, resource, time
+kids = []
+for i in range(100):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    kids.append(pid)
+print("started", len(kids))
+for k in kids:
+    os.kill(k, 9)
+    os.waitpid(k, 0)
+try:
+    resource.setrlimit(resource.RLIMIT_NPROC, (4096, 4096))
+    print("raised")
+except (OSError, ValueError) as e:
+    print("kept", e)'
+  run "$CORDON" run --backend gvisor --pids 32 -- python3 -c "$bomb"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  n=$(echo "$output" | awk '$1 == "started" {print $2}')
+  [ "$n" -le 32 ]
+  [[ "$output" == *kept* ]]
+  # Without the limit the same loop starts all 100.
+  run "$CORDON" run --backend gvisor -- python3 -c "$bomb"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"started 100"* ]]
+}
+
+# --memory stays refused by name: a host memory cgroup's OOM killer picks gVisor's Sentry, which
+# would take the whole sandbox (and the command's status) down, never the command alone.
+@test "gvisor: --memory is refused by name, never dropped" {
+  run "$CORDON" run --backend gvisor --memory 64M -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *memory* ]]
+}
+
+# A one-shot run boots the sandbox with its command: pid 1 is the wrapper running it, not a
+# pause process, and runsc leaves nothing for a `runsc delete` to remove.
+@test "gvisor: cordon run boots no pause process" {
+  run "$CORDON" run --backend gvisor -- sh -c 'tr "\0" " " < /proc/1/cmdline'
+  [ "$status" -eq 0 ]
+  [[ "$output" == *cordon-gvisor-exec*" -- sh -c "* ]]
+  [[ "$output" != *pause* ]]
+}
+
+# gVisor's gofer would carry a set-id mode to the host's file: the wrapper's seccomp filter
+# refuses every such mode, and nothing in the workspace has a set-id bit afterwards.
+@test "gvisor: no set-id bit made inside reaches the host" {
+  run "$CORDON" run --backend gvisor --workspace . -- sh -c \
+    'echo x > f; chmod 4755 f; echo chmod $?; chmod 2755 f; mkdir d; chmod g+s d; python3 -c "import os; os.close(os.open(\"g\", os.O_CREAT | os.O_WRONLY, 0o6755))"; echo open $?'
+  echo "$output"
+  [[ "$output" == *"chmod 1"* ]]
+  [[ "$output" == *"open 1"* ]]
+  [ -z "$(find . -perm /6000)" ]
+}
+
+# The path rules of ns and docker: cordon's .cordon/ in the workspace is hidden, a workspace
+# inside it is refused, and a hidden file with a second name (a hard link) is refused by name.
+@test "gvisor: .cordon/ hidden, a workspace inside it refused, hard links refused" {
+  mkdir -p .cordon
+  echo state > .cordon/marker
+  run "$CORDON" run --backend gvisor --workspace . -- cat /workspace/.cordon/marker
+  [ "$status" -ne 0 ]
+  [[ "$output" != *state* ]]
+  run "$CORDON" run --backend gvisor --workspace .cordon -- true
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"cordon's state directory"* ]]
+  echo secret > s
+  ln s s2
+  run "$CORDON" run --backend gvisor --workspace . --hide s -- cat s2
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"hard link"* ]]
+  [[ "$output" != *secret* ]]
+}

@@ -13,6 +13,7 @@
  * status record; the exit code is taken from that record, never from runsc. read, write, ls
  * and snapshot work on the host side of the workspace (protocol/workspace.c), so a snapshot's
  * id is the same as ns's for the same tree. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -32,6 +33,8 @@
 #include "base/fs.h"
 #include "base/strv.h"
 #include "confine/policy.h"
+#include "confine/private.h"
+#include "confine/resolve.h"
 #include "exec/runner.h"
 #include "protocol/rundir.h"
 #include "protocol/workspace.h"
@@ -40,6 +43,8 @@
 #define RUNSC_TIMEOUT 120.0
 /* After an exec's own timeout, how long the host waits for the wrapper before killing runsc. */
 #define HOST_TIMEOUT_GRACE 10.0
+/* A one-shot exec boots its sandbox first (one_shot_argv): more grace for the boot. */
+#define ONE_SHOT_BOOT_GRACE 30.0
 
 static const char *find_runsc(void) {
   static const char *const candidates[] = {"/usr/bin/runsc", "/usr/sbin/runsc",
@@ -268,6 +273,38 @@ static int split_hidden(const char *workspace, const char *const *hidden, char *
   return 0;
 }
 
+/* The ns and docker rules for the workspace's protected paths: no read-only or hidden file stays
+ * reachable through a hard link, the workspace is none of cordon's private directories, and
+ * cordon's own state (the project's .cordon/, the keys, the state home, other projects' .cordon/
+ * beneath the workspace) is always hidden. *hidden gets the policy's hidden paths and those.
+ * owned: the workspace is the one cordon made in the session's state directory. */
+static int protect_workspace(struct cordon_session *s, const struct cordon_policy *p, bool owned,
+                             char ***hidden, struct cordon_error **err) {
+  _cleanup_close_ int ws = open(s->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (ws < 0)
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", s->workspace);
+  _cleanup_(strv_freep) char **private_dirs = NULL, **beneath = NULL;
+  if (confine_check_hard_links(ws, p->read_only, p->hidden, err) < 0 ||
+      confine_private_set(cordon_context_state_dir(s->ctx), &private_dirs, err) < 0 ||
+      /* The owned workspace lives in the session's state directory: cordon made it. */
+      (!owned && confine_check_not_private(s->workspace, "workspace",
+                                           (const char *const *)private_dirs, err) < 0) ||
+      confine_private_beneath((const char *const *)private_dirs, s->workspace, true, &beneath,
+                              err) < 0)
+    return -1;
+  for (const char *const *h = p->hidden; h && *h; h++)
+    if (strv_push(hidden, *h) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
+  for (char **b = beneath; b && *b; b++) {
+    bool covered = false;
+    for (const char *const *h = p->hidden; h && *h; h++)
+      covered = covered || confine_path_covers(*h, *b);
+    if (!covered && strv_push(hidden, *b) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
+  }
+  return 0;
+}
+
 /* /etc/passwd and /etc/group of the sandbox: only its own ids, the sandbox user named cordon
  * with its private home (the same names ns gives). */
 static int write_identity_files(struct cordon_session *s, int rundir, char **passwd, char **group,
@@ -321,9 +358,11 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_free_ char *passwd = NULL, *group = NULL;
   if (write_identity_files(s, rundir, &passwd, &group, err) < 0)
     return -1;
-  _cleanup_(strv_freep) char **binds = NULL, **hidden_dirs = NULL, **hidden_files = NULL;
-  if (make_rootfs(rootfs, &m->policy, s->root, &binds, err) < 0 ||
-      split_hidden(s->workspace, m->policy.hidden, &hidden_dirs, &hidden_files, err) < 0)
+  _cleanup_(strv_freep) char **binds = NULL, **hidden = NULL, **hidden_dirs = NULL,
+                             **hidden_files = NULL;
+  if (protect_workspace(s, &m->policy, !m->workspace, &hidden, err) < 0 ||
+      make_rootfs(rootfs, &m->policy, s->root, &binds, err) < 0 ||
+      split_hidden(s->workspace, (const char *const *)hidden, &hidden_dirs, &hidden_files, err) < 0)
     return -1;
   struct gvisor_spec_params params = {
       .rootfs = rootfs,
@@ -380,6 +419,20 @@ static int start_sandbox(struct cordon_session *s, const struct cordon_manifest 
   json_t *state = json_pack("{s:s, s:b}", "container", id, "owned_workspace", !m->workspace);
   if (state && snapshot_id)
     json_object_set_new(state, "from_snapshot", json_string(snapshot_id));
+  if (state && s->one_shot) {
+    json_object_set_new(state, "one_shot", json_true());
+    json_object_set_new(state, "network", json_string(gvisor_network(m->policy.egress)));
+  }
+  /* Every exec's wrapper sets the file-size limit (the default when none is given, as on ns)
+   * as the command's RLIMIT_FSIZE, which gVisor enforces (see wrapper_argv). */
+  if (state)
+    json_object_set_new(
+        state, "fsize",
+        json_integer((json_int_t)(m->policy.limits.fsize_bytes ? m->policy.limits.fsize_bytes
+                                                               : CORDON_DEFAULT_FSIZE_BYTES)));
+  /* Every exec's wrapper sets it as the command's RLIMIT_NPROC (see wrapper_argv). */
+  if (state && m->policy.limits.pids)
+    json_object_set_new(state, "pids", json_integer((json_int_t)m->policy.limits.pids));
   free(s->backend_state);
   s->backend_state = state ? json_dumps(state, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(state);
@@ -397,6 +450,8 @@ static int start_sandbox(struct cordon_session *s, const struct cordon_manifest 
   rundir = plain;
   if (write_bundle(s, m, rundir, err) < 0 || session_path(s, "bundle", &bundle, err) < 0)
     return -1;
+  if (s->one_shot)
+    return 0; /* booted by its one exec, with the command (one_shot_argv) */
   if (asprintf(&network, "--network=%s", gvisor_network(m->policy.egress)) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
   const char *const run[] = {"--platform=ptrace", network, "run", "--detach",
@@ -451,11 +506,29 @@ static int gvisor_attach(struct cordon_session *s, struct cordon_error **err) {
   return s->home ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "home");
 }
 
-/* Kill and delete the sandbox; a sandbox already gone is fine. */
+/* Whether runsc's state root holds anything (a container that was started and not removed). */
+static bool state_root_used(struct cordon_session *s) {
+  _cleanup_free_ char *state = NULL;
+  if (session_path(s, "state", &state, NULL) < 0)
+    return true;
+  DIR *d = opendir(state);
+  if (!d)
+    return errno != ENOENT;
+  bool used = false;
+  for (struct dirent *e; !used && (e = readdir(d));)
+    used = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return used;
+}
+
+/* Kill and delete the sandbox; a sandbox already gone is fine. A one-shot sandbox that `runsc
+ * run` removed at its end costs no further runsc call. */
 static int stop_sandbox(struct cordon_session *s) {
   _cleanup_free_ char *id = container_id(s);
   if (!id)
     return -1;
+  if (!state_root_used(s))
+    return 0;
   const char *const del[] = {"delete", "--force", id, NULL};
   runsc(s, del, true, NULL);
   return 0;
@@ -494,6 +567,14 @@ static int gvisor_snapshot(struct cordon_session *s, char **snapshot_id,
 
 /* ---- exec ---------------------------------------------------------------------------------- */
 
+/* Whether the session's sandbox is booted by its exec (start_sandbox recorded it). */
+static bool is_one_shot(struct cordon_session *s) {
+  json_t *state = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
+  bool one_shot = json_is_true(json_object_get(state, "one_shot"));
+  json_decref(state);
+  return one_shot;
+}
+
 /* The status record (helper.c's format): "KIND N". Missing: the wrapper never finished. */
 static int read_status(struct cordon_session *s, const char *token, char kind[16], int *value,
                        struct cordon_error **err) {
@@ -516,9 +597,11 @@ static int read_status(struct cordon_session *s, const char *token, char kind[16
   return 0;
 }
 
-static int exec_argv(struct cordon_session *s, const struct cordon_exec_request *req,
-                     const char *token, char ***argv, struct cordon_error **err) {
-  _cleanup_free_ char *id = container_id(s), *status = NULL, *timeout = NULL, *cwd = NULL;
+/* The wrapper's command line (helper.c): status record, timeout, cwd, environment, the pids
+ * limit, then the command. */
+static int wrapper_argv(struct cordon_session *s, const struct cordon_exec_request *req,
+                        const char *token, char ***argv, struct cordon_error **err) {
+  _cleanup_free_ char *status = NULL, *timeout = NULL, *cwd = NULL;
   const char *c = req->cwd;
   if (!c || !*c)
     cwd = strdup(s->root);
@@ -526,25 +609,103 @@ static int exec_argv(struct cordon_session *s, const struct cordon_exec_request 
     cwd = strdup(c);
   else if (asprintf(&cwd, "%s/%s", s->root, c) < 0)
     cwd = NULL;
-  if (!id || !cwd || asprintf(&status, "%s/%s", GVISOR_CONTROL_TARGET, token) < 0 ||
+  if (!cwd || asprintf(&status, "%s/%s", GVISOR_CONTROL_TARGET, token) < 0 ||
       asprintf(&timeout, "%lld", (long long)(req->timeout > 0 ? req->timeout * 1000 + 0.5 : 0)) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
-  /* The wrapper runs as uid 0 of the sandbox with the capabilities it needs to become the
-   * sandbox user for the command and to kill the command's tree: more than the command, so it
-   * alone writes the record. */
-  const char *const head[] = {
-      "exec",       "--user", "0:0",      "--cap", "CAP_SETUID",         "--cap",
-      "CAP_SETGID", "--cap",  "CAP_KILL", id,      GVISOR_HELPER_TARGET, status,
-      timeout,      cwd,      NULL};
+  const char *const head[] = {GVISOR_HELPER_TARGET, status, timeout, cwd, NULL};
   int r = 0;
   for (const char *const *h = head; r == 0 && *h; h++)
     r = strv_push(argv, *h);
   for (const char *const *e = req->env; r == 0 && e && *e; e++)
     r = strv_push(argv, "--env") < 0 ? -1 : strv_push(argv, *e);
+  /* --pids: gVisor's Sentry enforces RLIMIT_NPROC on the sandbox user's processes (a host pids
+   * cgroup would count the Sentry's own threads and stubs, and the Sentry dies at the limit
+   * instead of fork failing). All execs run as that user, so the limit spans the session. */
+  json_t *state = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
+  json_int_t pids = json_integer_value(json_object_get(state, "pids"));
+  json_int_t fsize = json_integer_value(json_object_get(state, "fsize"));
+  json_decref(state);
+  char nproc[32], fsize_text[32];
+  snprintf(nproc, sizeof(nproc), "%lld", (long long)pids);
+  snprintf(fsize_text, sizeof(fsize_text), "%lld", (long long)fsize);
+  if (r == 0 && pids > 0)
+    r = strv_push(argv, "--nproc") < 0 ? -1 : strv_push(argv, nproc);
+  if (r == 0 && fsize > 0)
+    r = strv_push(argv, "--fsize") < 0 ? -1 : strv_push(argv, fsize_text);
   r = r < 0 ? r : strv_push(argv, "--");
   for (const char *const *a = req->argv; r == 0 && *a; a++)
     r = strv_push(argv, *a);
   return r < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec") : 0;
+}
+
+/* The wrapper runs as uid 0 of the sandbox with the capabilities it needs to become the sandbox
+ * user for the command and to kill the command's tree: more than the command, so it alone
+ * writes the record. */
+static const char *const wrapper_caps[] = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL", NULL};
+
+/* In a running sandbox: `runsc exec` of the wrapper. */
+static int exec_argv(struct cordon_session *s, char *const *wrapper, char ***argv,
+                     struct cordon_error **err) {
+  _cleanup_free_ char *id = container_id(s);
+  if (!id)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  int r = strv_push(argv, "exec") < 0 || strv_push(argv, "--user") < 0 || strv_push(argv, "0:0") < 0
+              ? -1
+              : 0;
+  for (const char *const *c = wrapper_caps; r == 0 && *c; c++)
+    r = strv_push(argv, "--cap") < 0 ? -1 : strv_push(argv, *c);
+  r = r < 0 ? r : strv_push(argv, id);
+  for (char *const *w = wrapper; r == 0 && *w; w++)
+    r = strv_push(argv, *w);
+  return r < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec") : 0;
+}
+
+/* A one-shot session has no sandbox yet: the wrapper becomes the container's own process (pid 1,
+ * uid 0 with the wrapper's capabilities) and `runsc run` boots the sandbox with it, in the
+ * foreground. No pause process, no second runsc call: one boot, as `runsc run` of the bundle. */
+static int one_shot_argv(struct cordon_session *s, char *const *wrapper, char ***argv,
+                         struct cordon_error **err) {
+  _cleanup_free_ char *id = container_id(s), *bundle = NULL, *network = NULL, *config = NULL;
+  if (session_path(s, "bundle", &bundle, err) < 0)
+    return -1;
+  json_t *state = s->backend_state ? json_loads(s->backend_state, 0, NULL) : NULL;
+  const char *net = json_string_value(json_object_get(state, "network"));
+  int r = !id || asprintf(&network, "--network=%s", net ? net : "none") < 0 ||
+                  asprintf(&config, "%s/config.json", bundle) < 0
+              ? -1
+              : 0;
+  json_decref(state);
+  if (r < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  json_error_t jerr;
+  _cleanup_(json_decrefp) json_t *spec = json_load_file(config, 0, &jerr);
+  json_t *process = json_object_get(spec, "process");
+  json_t *args = json_array(), *caps = json_array();
+  for (char *const *w = wrapper; args && *w; w++)
+    json_array_append_new(args, json_string(*w));
+  for (const char *const *c = wrapper_caps; caps && *c; c++)
+    json_array_append_new(caps, json_string(*c));
+  json_t *sets = json_object_get(process, "capabilities");
+  if (!process || !sets || !args || !caps) {
+    json_decref(args);
+    json_decref(caps);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "session %s: bundle %s", s->id, config);
+  }
+  json_object_set_new(process, "args", args);
+  json_object_set(sets, "bounding", caps);
+  json_object_set(sets, "effective", caps);
+  json_object_set_new(sets, "permitted", caps);
+  _cleanup_free_ char *text = json_dumps(spec, JSON_INDENT(2));
+  _cleanup_close_ int bundle_fd = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (!text || bundle_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : ENOMEM, "bundle");
+  if (fs_write_atomic_at(bundle_fd, "config.json", text, strlen(text), 0600, err) < 0)
+    return -1;
+  const char *const run[] = {"--platform=ptrace", network, "run", "--bundle", bundle, id, NULL};
+  for (const char *const *a = run; *a; a++)
+    if (strv_push(argv, *a) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  return 0;
 }
 
 static int gvisor_exec(struct cordon_session *s, const struct cordon_exec_request *req,
@@ -560,7 +721,10 @@ static int gvisor_exec(struct cordon_session *s, const struct cordon_exec_reques
   if (asprintf(&root, "--root=%s", state) < 0 || strv_push(&argv, binary) < 0 ||
       strv_push(&argv, root) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
-  if (exec_argv(s, req, token, &argv, err) < 0)
+  _cleanup_(strv_freep) char **wrapper = NULL;
+  bool one_shot = is_one_shot(s);
+  if (wrapper_argv(s, req, token, &wrapper, err) < 0 ||
+      (one_shot ? one_shot_argv(s, wrapper, &argv, err) : exec_argv(s, wrapper, &argv, err)) < 0)
     return -1;
   const char *const envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                               NULL};
@@ -570,7 +734,9 @@ static int gvisor_exec(struct cordon_session *s, const struct cordon_exec_reques
       .stdin_data = req->stdin_data,
       .stdin_length = req->stdin_length,
       .max_output = req->max_output,
-      .timeout = req->timeout > 0 ? req->timeout + HOST_TIMEOUT_GRACE : 0,
+      .timeout = req->timeout > 0
+                     ? req->timeout + HOST_TIMEOUT_GRACE + (one_shot ? ONE_SHOT_BOOT_GRACE : 0)
+                     : 0,
   };
   if (exec_run(&spec, res, err) < 0)
     return -1;
@@ -612,6 +778,12 @@ static int gvisor_exec(struct cordon_session *s, const struct cordon_exec_reques
   return 0;
 }
 
+/* --memory stays refused: runsc can put the sandbox in a host memory cgroup (linux.cgroupsPath
+ * with linux.resources.memory, v1 here), but gVisor's memory is the Sentry's, so the host's OOM
+ * killer picks the Sentry (runsc-sandbox) itself: the whole sandbox dies and the command's
+ * status record with it, rather than the command alone ending with SIGKILL; the Sentry's
+ * oom_score_adj cannot be lowered from outside its user namespace, and this runsc has no
+ * memory limit of its own. */
 const struct cordon_backend cordon_backend_gvisor = {
     .abi_version = CORDON_BACKEND_ABI_VERSION,
     .name = "gvisor",
@@ -619,8 +791,8 @@ const struct cordon_backend cordon_backend_gvisor = {
                "command and the host",
     .capabilities = CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_NETWORK | CORDON_CAP_SNAPSHOT,
     .tier = CORDON_TIER_CONTAINER,
-    .enforces =
-        CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS | CORDON_FEATURE_NET_LOOPBACK,
+    .enforces = CORDON_FEATURE_READ_ONLY_PATHS | CORDON_FEATURE_HIDDEN_PATHS |
+                CORDON_FEATURE_NET_LOOPBACK | CORDON_FEATURE_PIDS | CORDON_FEATURE_FSIZE,
     .available = gvisor_available,
     .create = gvisor_create,
     .resume = gvisor_resume,

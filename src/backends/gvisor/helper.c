@@ -1,5 +1,6 @@
 /* cordon-gvisor-exec: the static wrapper every gvisor exec runs under, inside the sandbox
- * (`runsc exec ... /.cordon-gvisor/cordon-gvisor-exec STATUS TIMEOUT_MS CWD [--env K=V]... --
+ * (`runsc exec ... /.cordon-gvisor/cordon-gvisor-exec STATUS TIMEOUT_MS CWD [--env K=V]...
+ * [--nproc N] [--fsize BYTES] --
  * ARGV`). runsc's own exit code cannot tell "the command exited 127" from "runsc could not
  * load it", nor "exited 137" from "killed by SIGKILL", so the wrapper reports how the command
  * ended in a status record: STATUS, a file in the session's control directory (outside the
@@ -22,7 +23,14 @@
 #include <string.h>
 #include <dirent.h>
 #include <grp.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -105,6 +113,54 @@ static void report(const char *status_path, const char *kind, int value) {
     rename(tmp, status_path);
 }
 
+/* No set-id mode bit may reach a file: gVisor's gofer applies modes to the host's files (the
+ * workspace), so a set-uid file made inside would be one on the host. A seccomp filter (which
+ * gVisor runs for its own tasks) refuses with EPERM every call whose mode argument holds
+ * S_ISUID or S_ISGID, openat2 (its mode sits behind a pointer: ENOSYS, so libc falls back to
+ * openat), and every call not of the x86-64 ABI (the 32-bit and x32 entry points). */
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+#define ARG_LOW(n) (offsetof(struct seccomp_data, args) + 8 * (n))
+#define MODE_CHECK(call, arg)                                        \
+  BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (call), 0, 3),                 \
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LOW(arg)),              \
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, S_ISUID | S_ISGID, 0, 1), \
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),          \
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
+
+static int deny_setid_modes(void) {
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1), /* x32 */
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      MODE_CHECK(SYS_chmod, 1),
+      MODE_CHECK(SYS_fchmod, 1),
+      MODE_CHECK(SYS_fchmodat, 2),
+      MODE_CHECK(SYS_fchmodat2, 2),
+      MODE_CHECK(SYS_open, 2),
+      MODE_CHECK(SYS_openat, 3),
+      MODE_CHECK(SYS_creat, 1),
+      MODE_CHECK(SYS_mknod, 1),
+      MODE_CHECK(SYS_mknodat, 2),
+      MODE_CHECK(SYS_mkdir, 1),
+      MODE_CHECK(SYS_mkdirat, 2),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {(unsigned short)(sizeof(filter) / sizeof(filter[0])), filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    return -1;
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
 /* execve with PATH search in the command's own environment; returns the errno. */
 static int exec_command(char **argv, char **envp) {
   if (strchr(argv[0], '/')) {
@@ -153,9 +209,15 @@ int main(int argc, char **argv) {
   char **envp = calloc((size_t)argc, sizeof(char *));
   size_t n_env = 0;
   int i = 4;
+  long nproc = 0;
+  long long fsize = 0;
   for (; i < argc && strcmp(argv[i], "--"); i += 2)
     if (!strcmp(argv[i], "--env") && i + 1 < argc)
       envp[n_env++] = argv[i + 1];
+    else if (!strcmp(argv[i], "--nproc") && i + 1 < argc)
+      nproc = strtol(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--fsize") && i + 1 < argc)
+      fsize = strtoll(argv[i + 1], NULL, 10);
   if (!envp || i + 1 >= argc)
     return 125;
   char **command = argv + i + 1;
@@ -173,7 +235,12 @@ int main(int argc, char **argv) {
     /* The wrapper is uid 0 of the sandbox (owner of the control directory) with CAP_SETUID,
      * CAP_SETGID and CAP_KILL only; the command is the sandbox user, with nothing: it cannot
      * write the control directory, signal the wrapper or trace it. */
-    if (setgroups(0, NULL) < 0 || setgid(SANDBOX_ID) < 0 || setuid(SANDBOX_ID) < 0) {
+    /* --pids: the Sentry counts the sandbox user's processes against it; soft = hard, so the
+     * command cannot raise it. */
+    struct rlimit procs = {(rlim_t)nproc, (rlim_t)nproc}, files = {(rlim_t)fsize, (rlim_t)fsize};
+    if ((nproc > 0 && setrlimit(RLIMIT_NPROC, &procs) < 0) ||
+        (fsize > 0 && setrlimit(RLIMIT_FSIZE, &files) < 0) || setgroups(0, NULL) < 0 ||
+        setgid(SANDBOX_ID) < 0 || setuid(SANDBOX_ID) < 0 || deny_setid_modes() < 0) {
       stage[0] = 'u', stage[1] = errno;
       if (write(report_pipe[1], stage, sizeof(stage)) < 0)
         _exit(125);
