@@ -88,7 +88,7 @@ int cmd_backends(int argc, char **argv) {
                             "available", available, "default", strcmp(e->name, default_name) == 0);
       if (b) {
         json_object_set_new(o, "tier", json_string(cordon_tier_name(b->tier)));
-        json_object_set_new(o, "capabilities", capabilities_json(b->capabilities));
+        json_object_set_new(o, "capabilities", capabilities_json(cordon_backend_capabilities(b)));
         json_object_set_new(o, "enforces", features_json(b->enforces));
         json_object_set_new(o, "summary", json_string(b->summary ? b->summary : ""));
         json_object_set_new(o, "egress", egress_json(b));
@@ -98,8 +98,9 @@ int cmd_backends(int argc, char **argv) {
       json_array_append_new(list, o);
     } else {
       char caps[128] = "";
+      uint32_t have = b ? cordon_backend_capabilities(b) : 0;
       for (unsigned k = 0; b && k < CORDON_CAP_COUNT; k++)
-        if (b->capabilities & (1u << k)) {
+        if (have & (1u << k)) {
           if (*caps)
             strcat(caps, ",");
           strcat(caps, cordon_capability_name(1u << k));
