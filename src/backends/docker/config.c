@@ -13,6 +13,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "confine/devices.h"
 #include "confine/policy.h"
 #include "confine/private.h"
 #include "confine/resolve.h"
@@ -254,6 +255,26 @@ static void add_home_tmpfs(json_t *host, const char *user, uint64_t bytes) {
   json_object_set_new(json_object_get(host, "Tmpfs"), CORDON_SANDBOX_HOME, json_string(options));
 }
 
+/* HostConfig.Devices: each node at its target with a device cgroup rule for it alone ("rwm":
+ * read, write, mknod of that one node; the container has no CAP_MKNOD anyway). */
+static int devices_json(const char *const *devices, json_t **out, struct cordon_error **err) {
+  json_t *a = json_array();
+  for (size_t i = 0; a && devices && devices[i]; i++) {
+    _cleanup_free_ char *host = NULL, *target = NULL;
+    if (confine_device_parse(devices[i], &host, &target, err) < 0 ||
+        confine_device_check(host, err) < 0) {
+      json_decref(a);
+      return -1;
+    }
+    json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "PathOnHost", host, "PathInContainer",
+                                       target, "CgroupPermissions", "rwm"));
+  }
+  if (!a)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "devices");
+  *out = a;
+  return 0;
+}
+
 int docker_container_config(const struct docker_container_spec *spec, json_t **out,
                             struct cordon_error **err) {
   const struct cordon_limits *l = spec->limits;
@@ -316,6 +337,14 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
                             "Docker engine API carries text only)");
   if (spec->read_only_root)
     json_object_set_new(host, "ReadonlyRootfs", json_true());
+  if (spec->devices && spec->devices[0]) {
+    json_t *devices = NULL;
+    if (devices_json(spec->devices, &devices, err) < 0) {
+      json_decref(host);
+      return -1;
+    }
+    json_object_set_new(host, "Devices", devices);
+  }
   if (l->memory_bytes) {
     json_object_set_new(host, "Memory", json_integer((json_int_t)l->memory_bytes));
     /* No swap beyond the limit, where the host accounts swap at all. */

@@ -83,6 +83,8 @@ struct docker_container_spec {
   const char *passwd, *group;
   bool workspace_read_only; /* `--ro .`: the workspace and every bind inside it read-only */
   const char *cpuset; /* CpusetCpus ("0,1") for `--cpus N` with N whole; NULL: the quota only */
+  /* Device nodes (--device, --gpu): the manifest's entries, HOST[:TARGET]; NULL: none. */
+  const char *const *devices;
 };
 
 /* The body of POST /containers/create. Refuses (by name) limits the engine cannot enforce. */

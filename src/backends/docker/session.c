@@ -433,6 +433,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       .group = group,
       .workspace_read_only = workspace_read_only,
       .cpuset = cpuset[0] ? cpuset : NULL,
+      .devices = m->devices,
   };
   if (docker_container_config(&spec, &config, err) < 0)
     goto out;
