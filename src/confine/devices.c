@@ -22,7 +22,7 @@ static const char *const reserved[] = {"null",  "zero",   "full",   "random", "u
 
 /* NVIDIA's control nodes: every GPU needs them, so any NVIDIA GPU grant takes those found. */
 static const char *const nvidia_control[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
-                                             "nvidia-modeset"};
+                                             "nvidia-modeset", NULL};
 
 const char *confine_devices_root(void) {
   const char *root = getenv("CORDON_DEV_ROOT");
@@ -125,7 +125,7 @@ static int select_index(const char *const *names, long index, const char *dev_ro
     *found = true;
     if (push_entry(out, dev_root, name) < 0)
       return -1;
-    for (size_t i = 0; i < sizeof(nvidia_control) / sizeof(nvidia_control[0]); i++)
+    for (size_t i = 0; nvidia_control[i]; i++)
       if (has_name(names, nvidia_control[i]) && push_entry(out, dev_root, nvidia_control[i]) < 0)
         return -1;
   }
