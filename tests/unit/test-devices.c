@@ -1,5 +1,6 @@
-/* Unit tests of devices (src/confine/devices.c): manifest entries, GPU selection (pure), and
- * the scan of a directory of fake nodes (plain files: the scan goes by name only). No root. */
+/* Unit tests of devices (src/confine/devices.c): manifest entries, GPU selection (pure), the
+ * scan of a directory of fake nodes (plain files: the scan goes by name only), and the docker
+ * backend's HostConfig for granted nodes (src/backends/docker/config.c). No root. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +12,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
+#include "backends/docker/config.h"
 #include "base/fs.h"
 #include "base/strv.h"
 #include "confine/devices.h"
@@ -148,11 +151,72 @@ static void test_scan(void **state) {
   assert_int_equal(fs_remove_tree(dir, &err), 0);
 }
 
+/* docker: HostConfig.Devices for every node; NVIDIA nodes add a device request, and need the
+ * engine's nvidia runtime (refused by name without it). /dev/null stands in for each node. */
+static void test_docker_config(void **state) {
+  (void)state;
+  struct docker_paths paths = {0};
+  struct cordon_limits limits = {0};
+  struct docker_engine_features features = {0};
+  const char *const plain[] = {"/dev/null:/dev/fake", NULL};
+  const char *const gpu[] = {"/dev/null:/dev/nvidia1", "/dev/null:/dev/nvidiactl", NULL};
+  struct docker_container_spec spec = {
+      .image = "img",
+      .session_id = "s",
+      .project_state_dir = "/p/.cordon",
+      .workspace = "/p/ws",
+      .root = "/workspace",
+      .init_path = "/init",
+      .empty_file = "/p/empty",
+      .user = "1000:1000",
+      .network = "none",
+      .paths = &paths,
+      .limits = &limits,
+      .features = &features,
+      .devices = plain,
+  };
+  json_t *config = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(docker_container_config(&spec, &config, &err), 0);
+  json_t *host = json_object_get(config, "HostConfig");
+  json_t *d = json_array_get(json_object_get(host, "Devices"), 0);
+  assert_string_equal(json_string_value(json_object_get(d, "PathOnHost")), "/dev/null");
+  assert_string_equal(json_string_value(json_object_get(d, "PathInContainer")), "/dev/fake");
+  assert_string_equal(json_string_value(json_object_get(d, "CgroupPermissions")), "rwm");
+  assert_null(json_object_get(host, "DeviceRequests"));
+  json_decref(config);
+
+  assert_false(docker_devices_need_nvidia(plain));
+  assert_true(docker_devices_need_nvidia(gpu));
+  assert_true(docker_devices_need_nvidia((const char *const[]){"/dev/nvidia0", NULL}));
+  assert_true(docker_devices_need_nvidia((const char *const[]){"/x/nvidia0", NULL}));
+  assert_false(docker_devices_need_nvidia((const char *const[]){"/x/nvidia0:/dev/gpu", NULL}));
+  spec.devices = gpu;
+  config = NULL;
+  assert_true(docker_container_config(&spec, &config, &err) < 0);
+  assert_non_null(strstr(err->message, "nvidia runtime"));
+  cordon_error_free(err);
+  err = NULL;
+  features.nvidia_runtime = true;
+  assert_int_equal(docker_container_config(&spec, &config, &err), 0);
+  host = json_object_get(config, "HostConfig");
+  assert_int_equal(json_array_size(json_object_get(host, "Devices")), 2);
+  json_t *req = json_array_get(json_object_get(host, "DeviceRequests"), 0);
+  assert_string_equal(json_string_value(json_object_get(req, "Driver")), "nvidia");
+  json_t *ids = json_object_get(req, "DeviceIDs");
+  assert_int_equal(json_array_size(ids), 1);
+  assert_string_equal(json_string_value(json_array_get(ids, 0)), "1");
+  json_t *caps = json_array_get(json_object_get(req, "Capabilities"), 0);
+  assert_string_equal(json_string_value(json_array_get(caps, 0)), "gpu");
+  json_decref(config);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse),
       cmocka_unit_test(test_select),
       cmocka_unit_test(test_scan),
+      cmocka_unit_test(test_docker_config),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
