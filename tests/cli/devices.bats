@@ -90,6 +90,20 @@ sys.exit(0 if any(b["name"] == "docker" and b["available"] for b in json.load(sy
   [[ "$output" == *$'\n0'* ]]
 }
 
+@test "ns: even as --user root a node cannot be made, and the granted one stays the only one" {
+  ns_or_skip
+  make_nodes
+  run "$CORDON" run --backend ns --user root --device "$NODES/granted" -- sh -c '
+    mknod /tmp/other c 1 5 2>/dev/null && echo MADE-IN-TMP
+    mknod /dev/other c 1 5 2>/dev/null && echo MADE-IN-DEV
+    ls /dev/other 2>/dev/null || echo other-absent
+    test -c /dev/granted && echo is-char'
+  [ "$status" -eq 0 ]
+  [[ "$output" != *MADE-IN* ]]
+  [[ "$output" == *other-absent* ]]
+  [[ "$output" == *is-char* ]]
+}
+
 @test "ns: without --device no such node exists inside (today's /dev)" {
   ns_or_skip
   make_nodes
