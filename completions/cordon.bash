@@ -48,6 +48,7 @@ _cordon() {
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
     --user --monitor --allow-domain --allow-cidr --resolve"
+  manifest="$manifest --device --gpu"
 
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$verbs --help --version -V" -- "$cur"))
@@ -81,6 +82,14 @@ _cordon() {
     ;;
   --monitor)
     COMPREPLY=($(compgen -W "qemu firecracker libkrun fake" -- "$cur"))
+    return
+    ;;
+  --device)
+    COMPREPLY=($(compgen -f -- "${cur:-/dev/}"))
+    return
+    ;;
+  --gpu)
+    COMPREPLY=($(compgen -W "all 0 1 2 3" -- "$cur"))
     return
     ;;
   --workspace | --repo | --allow-ro | --project)

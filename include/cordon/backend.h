@@ -193,6 +193,12 @@ struct cordon_manifest {
   /* microvm: the monitor that runs the VM ("qemu", "firecracker", "libkrun", "fake"); NULL:
    * the backend's default. Any other backend refuses a non-NULL value by name. */
   const char *monitor;
+  /* Device nodes granted to the sandbox (--device, --gpu), NULL-terminated: "HOST" or
+   * "HOST:TARGET", HOST a character device node on the host, TARGET (beneath /dev) where it
+   * appears inside; without it a node under /dev keeps its path, any other appears as
+   * /dev/BASENAME. Only ns and docker take devices: the library refuses them for any other
+   * backend, plugins included, by name. */
+  const char *const *devices;
 };
 
 /* The rules of egress class `restricted`, enforced by a proxy outside the sandbox. */
@@ -368,6 +374,10 @@ CORDON_API uint32_t cordon_backend_unenforced(const struct cordon_backend *backe
  * backend enforces it (ns, docker), else the most restrictive one it enforces, open when it
  * enforces none (worktree). */
 CORDON_API enum cordon_egress cordon_backend_default_egress(const struct cordon_backend *backend);
+/* The capabilities the backend has on this host: its declared ones, plus `gpu` for ns and
+ * docker where this host has GPU device nodes (CORDON_DEV_ROOT, for tests, names the directory
+ * searched instead of /dev). What `cordon backends` reports. */
+CORDON_API uint32_t cordon_backend_capabilities(const struct cordon_backend *backend);
 /* Names of the features in mask, comma-separated ("memory, net_none"); malloc'd, NULL on ENOMEM. */
 CORDON_API char *cordon_features_describe(uint32_t mask);
 

@@ -14,6 +14,7 @@ static const char backends_usage[] =
     "List every backend (built-in and plugins from CORDON_PLUGIN_PATH) with its capabilities,\n"
     "isolation tier (none < process < container < vm) and whether it is available on this host,\n"
     "with the reason when it is not. A plugin that failed to load is listed with the reason.\n"
+    "gpu is listed for ns and docker only where this host has GPU device nodes (--gpu).\n"
     "--json also lists the policy features each backend enforces (read_only_paths,\n"
     "hidden_paths, host_grants, memory, pids, cpu, nofile, fsize, tmp_size, net_none,\n"
     "net_loopback, net_restricted); asking a backend for another is refused; and its egress\n"
@@ -88,7 +89,7 @@ int cmd_backends(int argc, char **argv) {
                             "available", available, "default", strcmp(e->name, default_name) == 0);
       if (b) {
         json_object_set_new(o, "tier", json_string(cordon_tier_name(b->tier)));
-        json_object_set_new(o, "capabilities", capabilities_json(b->capabilities));
+        json_object_set_new(o, "capabilities", capabilities_json(cordon_backend_capabilities(b)));
         json_object_set_new(o, "enforces", features_json(b->enforces));
         json_object_set_new(o, "summary", json_string(b->summary ? b->summary : ""));
         json_object_set_new(o, "egress", egress_json(b));
@@ -98,8 +99,9 @@ int cmd_backends(int argc, char **argv) {
       json_array_append_new(list, o);
     } else {
       char caps[128] = "";
+      uint32_t have = b ? cordon_backend_capabilities(b) : 0;
       for (unsigned k = 0; b && k < CORDON_CAP_COUNT; k++)
-        if (b->capabilities & (1u << k)) {
+        if (have & (1u << k)) {
           if (*caps)
             strcat(caps, ",");
           strcat(caps, cordon_capability_name(1u << k));

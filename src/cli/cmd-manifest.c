@@ -16,6 +16,8 @@
 #include "base/strv.h"
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
+#include "confine/devices.h"
+#include "protocol/devices.h"
 #include "protocol/exec-json.h"
 
 void manifest_opts_free(struct manifest_opts *o) {
@@ -28,6 +30,7 @@ void manifest_opts_free(struct manifest_opts *o) {
   strv_free(o->allow_domains);
   strv_free(o->allow_cidrs);
   strv_free(o->resolve);
+  strv_free(o->devices);
   for (size_t i = 0; i < o->n_files; i++) {
     free((void *)o->files[i].path);
     free((void *)o->files[i].content);
@@ -38,6 +41,22 @@ void manifest_opts_free(struct manifest_opts *o) {
     free((void *)o->volumes[i].target);
   }
   free(o->volumes);
+}
+
+/* --device HOST[:PATH] is checked here (a character device node, a target beneath /dev) so a
+ * mistake is named before any sandbox is made; --gpu is resolved into the nodes it means. */
+static int device_option(const char *verb, int c, const char *arg, struct manifest_opts *o) {
+  struct cordon_error *err = NULL;
+  _cleanup_free_ char *host = NULL, *target = NULL;
+  int r = c == OPT_GPU ? confine_gpu_resolve(arg, &o->devices, &err)
+          : confine_device_parse(arg, &host, &target, &err) < 0 ? -1
+                                                                : confine_device_check(host, &err);
+  if (r < 0) {
+    int code = cli_usage_error(verb, "%s", err->message);
+    cordon_error_free(err);
+    return code;
+  }
+  return c == OPT_DEVICE && strv_push(&o->devices, arg) < 0 ? EXIT_FAILURE_ : 0;
 }
 
 /* -v SOURCE:TARGET[:ro]: SOURCE a volume name or an absolute host directory; the library checks
@@ -193,6 +212,8 @@ int manifest_option(const char *verb, int c, const char *arg, struct manifest_op
   case OPT_ALLOW_DOMAIN: return strv_push(&o->allow_domains, arg) < 0 ? EXIT_FAILURE_ : 0;
   case OPT_ALLOW_CIDR: return strv_push(&o->allow_cidrs, arg) < 0 ? EXIT_FAILURE_ : 0;
   case OPT_RESOLVE: return strv_push(&o->resolve, arg) < 0 ? EXIT_FAILURE_ : 0;
+  case OPT_DEVICE:
+  case OPT_GPU: return device_option(verb, c, arg, o);
   }
   return 1;
 }
@@ -305,6 +326,7 @@ int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
   m->n_volumes = o->n_volumes;
   m->user_root = o->user_root;
   m->monitor = o->monitor;
+  m->devices = (const char *const *)o->devices;
   if (egress_rules(o, m) != 0)
     return EXIT_USAGE;
   return hide_existing(o, m);
@@ -391,6 +413,9 @@ int apply_backend(const struct cordon_backend *b, const struct manifest_opts *o,
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                             "--monitor %s: only the microvm backend has a monitor, not %s",
                             o->monitor, b->name);
+  /* Devices neither: a grant a backend cannot make is refused by name (the library's check). */
+  if (o->devices && protocol_refuse_devices(b, m, err) < 0)
+    return -1;
   /* Volumes cannot be waived: a backend that cannot mount them is refused them by name. */
   if (o->n_volumes && !(b->capabilities & CORDON_CAP_PERSISTENT_VOLUMES))
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,

@@ -54,6 +54,8 @@ struct manifest_opts {
   char **allow_cidrs;
   char **resolve;
   struct cordon_egress_rules egress_rules;
+  /* --device and --gpu: manifest device entries (HOST[:TARGET]; --gpu's resolved), owned */
+  char **devices;
 };
 
 void manifest_opts_free(struct manifest_opts *o);
@@ -96,6 +98,8 @@ enum {
   OPT_ALLOW_DOMAIN,
   OPT_ALLOW_CIDR,
   OPT_RESOLVE,
+  OPT_DEVICE,
+  OPT_GPU,
 };
 
 #define MANIFEST_OPTIONS                                                                          \
@@ -121,7 +125,9 @@ enum {
       {"monitor", required_argument, NULL, OPT_MONITOR},                                          \
       {"allow-domain", required_argument, NULL, OPT_ALLOW_DOMAIN},                                \
       {"allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR},                                    \
-      {"resolve", required_argument, NULL, OPT_RESOLVE}, {                                        \
+      {"resolve", required_argument, NULL, OPT_RESOLVE},                                          \
+      {"device", required_argument, NULL, OPT_DEVICE}, {"gpu", required_argument, NULL, OPT_GPU}, \
+  {                                                                                               \
     "help", no_argument, NULL, OPT_HELP                                                           \
   }
 
@@ -188,7 +194,13 @@ enum {
   "  --monitor NAME        microvm: qemu, firecracker, libkrun or fake (default:\n"           \
   "                        $CORDON_MICROVM_MONITOR, else qemu); one that cannot run\n"        \
   "                        is refused naming what it lacks, never replaced (fake:\n"          \
-  "                        commands on the host, unconfined, for tests)\n"
+  "                        commands on the host, unconfined, for tests)\n"                    \
+  "  --device HOST[:PATH]  pass the character device node HOST into the sandbox, read-\n"     \
+  "                        write, at PATH beneath /dev (default: HOST when under /dev,\n"     \
+  "                        else /dev/BASENAME) (repeatable; ns and docker only)\n"            \
+  "  --gpu all|N[,N...]    pass GPUs in: /dev/nvidiaN with the NVIDIA control nodes,\n"       \
+  "                        /dev/dri/cardN and renderD(128+N); all: every one found; an\n"     \
+  "                        index not found, or no GPU at all, is refused by name\n"
 
 /* Returns 0 when the option was handled, 1 when it is not a manifest option, or an exit code
  * (> 1) to stop with. */

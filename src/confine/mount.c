@@ -17,6 +17,7 @@
 #include "base/fs.h"
 #include "base/strv.h"
 #include "base/syscalls.h"
+#include "confine/devices.h"
 #include "confine/mount.h"
 #include "confine/policy.h"
 
@@ -129,6 +130,11 @@ int confine_root_prepare_trees(struct confine_root_spec *spec, struct cordon_err
     struct confine_tree *v = &spec->volumes[i];
     if (v->tree_fd < 0 &&
         (v->tree_fd = confine_volume_prepare(v->source, v->writable, -1, err)) < 0)
+      return -1;
+  }
+  for (size_t i = 0; i < spec->n_devices; i++) {
+    struct confine_tree *d = &spec->devices[i];
+    if (d->tree_fd < 0 && (d->tree_fd = confine_device_prepare(d->source, err)) < 0)
       return -1;
   }
   if (spec->home.target && spec->home.tree_fd < 0) {
@@ -256,7 +262,29 @@ static int tmpfs_options(char *buf, size_t size, uint64_t bytes, struct cordon_e
   return 0;
 }
 
-static int setup_dev(int rootfd, uint64_t tmp_bytes, struct cordon_error **err) {
+/* A granted device node at its target beneath /dev (parents made in the /dev tmpfs). */
+static int bind_device(int dev, const struct confine_tree *d, struct cordon_error **err) {
+  const char *rel = d->target + strlen("/dev/");
+  const char *slash = strrchr(rel, '/');
+  _cleanup_free_ char *dir = slash ? strndup(rel, (size_t)(slash - rel)) : strdup("");
+  if (!dir)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", d->target);
+  _cleanup_close_ int parent = fs_mkdirs_beneath(dev, dir, "the sandbox's /dev", err);
+  if (parent < 0)
+    return -1;
+  const char *base = slash ? slash + 1 : rel;
+  int fd = openat(parent, base, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
+  if (fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", d->target);
+  close(fd);
+  if (sys_move_mount(d->tree_fd, "", parent, base, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot mount device %s at %s",
+                            d->source, d->target);
+  return 0;
+}
+
+static int setup_dev(int rootfd, const struct confine_root_spec *spec, struct cordon_error **err) {
+  uint64_t tmp_bytes = spec->tmp_bytes;
   static const char *const nodes[] = {"null", "zero", "full", "random", "urandom"};
   static const char *const links[][2] = {
       {"fd", "/proc/self/fd"},
@@ -293,6 +321,9 @@ static int setup_dev(int rootfd, uint64_t tmp_bytes, struct cordon_error **err) 
   if (tmpfs_options(options, sizeof(options), tmp_bytes, err) < 0 ||
       mount_fs_at(dev, "shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options, err) < 0)
     return -1;
+  for (size_t i = 0; i < spec->n_devices; i++)
+    if (bind_device(dev, &spec->devices[i], err) < 0)
+      return -1;
   /* Device binds keep their device access but lose suid/exec; the /dev tmpfs itself becomes
    * read-only so nothing can be planted there. */
   if (set_attr_at(dev, "", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, true, err) < 0 ||
@@ -579,8 +610,7 @@ int confine_build_root(const struct confine_root_spec *spec, struct cordon_error
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open the new root");
 
   /* What the sandbox provides first: grants may land under /tmp. */
-  if (setup_dev(rootfd, spec->tmp_bytes, err) < 0 ||
-      setup_proc(rootfd, spec->deny_user_namespaces, err) < 0)
+  if (setup_dev(rootfd, spec, err) < 0 || setup_proc(rootfd, spec->deny_user_namespaces, err) < 0)
     return -1;
   if (mkdirat(rootfd, "tmp", 01777) < 0 && errno != EEXIST)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create /tmp");

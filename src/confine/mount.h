@@ -51,6 +51,10 @@ struct confine_root_spec {
    * the host already; target NULL: none. */
   struct confine_tree home;
   bool workspace_read_only; /* the whole workspace read-only (`--ro .`), recursively */
+  /* Granted device nodes (--device, --gpu): source the host node, target beneath /dev
+   * (confine/devices.h); each bound into the sandbox's /dev before it turns read-only. */
+  struct confine_tree *devices;
+  size_t n_devices;
 };
 
 /* Clone host path `source` into a detached tree (recursively) with `attr_set` (MOUNT_ATTR_*)

@@ -25,6 +25,7 @@
 #include "exec/stdio.h"
 #include "net/proxy.h"
 #include "protocol/context.h"
+#include "protocol/devices.h"
 #include "protocol/persist.h"
 #include "protocol/registry.h"
 #include "protocol/rundir.h"
@@ -356,7 +357,8 @@ static int refuse_monitor(const struct cordon_backend *backend, const struct cor
  * enforce is refused by name before anything is made, unless enforcement is waived. */
 static int refuse_unenforced(const struct cordon_backend *backend, const struct cordon_manifest *m,
                              struct cordon_error **err) {
-  if (refuse_user_root(backend, m, err) < 0 || refuse_monitor(backend, m, err) < 0)
+  if (refuse_user_root(backend, m, err) < 0 || refuse_monitor(backend, m, err) < 0 ||
+      protocol_refuse_devices(backend, m, err) < 0)
     return -1;
   uint32_t missing = cordon_backend_unenforced(backend, &m->policy);
   if (!missing || !m->policy.require_enforcement)

@@ -13,6 +13,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "confine/devices.h"
 #include "confine/policy.h"
 #include "confine/private.h"
 #include "confine/resolve.h"
@@ -254,6 +255,67 @@ static void add_home_tmpfs(json_t *host, const char *user, uint64_t bytes) {
   json_object_set_new(json_object_get(host, "Tmpfs"), CORDON_SANDBOX_HOME, json_string(options));
 }
 
+bool docker_devices_need_nvidia(const char *const *devices) {
+  for (size_t i = 0; devices && devices[i]; i++) {
+    const char *colon = strchr(devices[i], ':');
+    const char *target = colon ? colon + 1 : devices[i];
+    /* without a target, a node outside /dev appears as /dev/BASENAME (confine/devices.h) */
+    if (!colon && strncmp(target, "/dev/", 5) != 0) {
+      const char *base = strrchr(target, '/');
+      if (base && !strncmp(base + 1, "nvidia", 6))
+        return true;
+    } else if (!strncmp(target, "/dev/nvidia", 11)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* HostConfig.Devices: each node at its target with a device cgroup rule for it alone ("rwm":
+ * read, write, mknod of that one node; the container has no CAP_MKNOD anyway). NVIDIA nodes
+ * also take a device request for their GPUs (the runtime's hook brings the driver's libraries,
+ * without which the nodes are of no use), and so the engine's nvidia runtime, refused by name
+ * when it has none. */
+static int devices_json(const char *const *devices, const struct docker_engine_features *f,
+                        json_t *host, struct cordon_error **err) {
+  json_t *a = json_array(), *ids = json_array();
+  for (size_t i = 0; a && ids && devices && devices[i]; i++) {
+    _cleanup_free_ char *path = NULL, *target = NULL;
+    if (confine_device_parse(devices[i], &path, &target, err) < 0 ||
+        confine_device_check(path, err) < 0) {
+      json_decref(a);
+      json_decref(ids);
+      return -1;
+    }
+    json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "PathOnHost", path, "PathInContainer",
+                                       target, "CgroupPermissions", "rwm"));
+    const char *n = target + strlen("/dev/nvidia");
+    if (!strncmp(target, "/dev/nvidia", 11) && *n >= '0' && *n <= '9' &&
+        strspn(n, "0123456789") == strlen(n))
+      json_array_append_new(ids, json_string(n));
+  }
+  if (!a || !ids) {
+    json_decref(a);
+    json_decref(ids);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "devices");
+  }
+  json_object_set_new(host, "Devices", a);
+  if (!docker_devices_need_nvidia(devices)) {
+    json_decref(ids);
+    return 0;
+  }
+  if (!f || !f->nvidia_runtime) {
+    json_decref(ids);
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "docker: NVIDIA GPUs need the engine's nvidia runtime "
+                            "(nvidia-container-toolkit), which this engine does not have");
+  }
+  json_object_set_new(host, "DeviceRequests",
+                      json_pack("[{s:s, s:o, s:[[s]]}]", "Driver", "nvidia", "DeviceIDs", ids,
+                                "Capabilities", "gpu"));
+  return 0;
+}
+
 int docker_container_config(const struct docker_container_spec *spec, json_t **out,
                             struct cordon_error **err) {
   const struct cordon_limits *l = spec->limits;
@@ -316,6 +378,10 @@ int docker_container_config(const struct docker_container_spec *spec, json_t **o
                             "Docker engine API carries text only)");
   if (spec->read_only_root)
     json_object_set_new(host, "ReadonlyRootfs", json_true());
+  if (spec->devices && spec->devices[0] && devices_json(spec->devices, f, host, err) < 0) {
+    json_decref(host);
+    return -1;
+  }
   if (l->memory_bytes) {
     json_object_set_new(host, "Memory", json_integer((json_int_t)l->memory_bytes));
     /* No swap beyond the limit, where the host accounts swap at all. */

@@ -50,6 +50,9 @@ void docker_paths_clear(struct docker_paths *paths);
 struct docker_engine_features {
   bool memory_limit, swap_limit, cpu_cfs_quota, pids_limit, seccomp;
   bool userns; /* the daemon runs with userns-remap: uid 0 inside is not the host's root */
+  /* The engine has the "nvidia" runtime (nvidia-container-toolkit): what a GPU's device
+   * request needs. Asked for only when NVIDIA nodes are granted. */
+  bool nvidia_runtime;
 };
 
 struct docker_container_spec {
@@ -83,7 +86,12 @@ struct docker_container_spec {
   const char *passwd, *group;
   bool workspace_read_only; /* `--ro .`: the workspace and every bind inside it read-only */
   const char *cpuset; /* CpusetCpus ("0,1") for `--cpus N` with N whole; NULL: the quota only */
+  /* Device nodes (--device, --gpu): the manifest's entries, HOST[:TARGET]; NULL: none. */
+  const char *const *devices;
 };
+
+/* Pure: whether a manifest's device entries grant an NVIDIA node (a target /dev/nvidia*). */
+bool docker_devices_need_nvidia(const char *const *devices);
 
 /* The body of POST /containers/create. Refuses (by name) limits the engine cannot enforce. */
 int docker_container_config(const struct docker_container_spec *spec, json_t **out,

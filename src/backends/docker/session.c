@@ -168,6 +168,7 @@ static int engine_features(struct docker_engine *e, struct docker_engine_feature
     if (v && !strncmp(v, "name=userns", 11))
       f->userns = true;
   }
+  f->nvidia_runtime = json_object_get(json_object_get(info, "Runtimes"), "nvidia") != NULL;
   return 0;
 }
 
@@ -392,8 +393,10 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
                      &hidden_grant_dirs, err) < 0 ||
       docker_engine_open(NULL, &e, err) < 0 || make_empty_file(s, &empty, err) < 0)
     goto out;
-  /* /info costs ~25 ms: ask only when there are limits (or --user root) to check. */
-  if ((limited || m->user_root) && engine_features(e, &features, err) < 0)
+  /* /info costs ~25 ms: ask only when there are limits (or --user root, or NVIDIA nodes) to
+   * check. */
+  if ((limited || m->user_root || docker_devices_need_nvidia(m->devices)) &&
+      engine_features(e, &features, err) < 0)
     goto out;
   /* A session resumed from a snapshot (race candidates and judges) never runs as root: its
    * fresh workspace goes to the sandbox user, its root file system is read-only and /tmp
@@ -436,6 +439,7 @@ static int start_session(struct cordon_session *s, const struct cordon_manifest 
       .group = group,
       .workspace_read_only = workspace_read_only,
       .cpuset = cpuset[0] ? cpuset : NULL,
+      .devices = m->devices,
   };
   if (docker_container_config(&spec, &config, err) < 0)
     goto out;

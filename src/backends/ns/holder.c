@@ -137,6 +137,12 @@ static int sandbox_setup(const struct ns_holder_config *cfg, struct cordon_error
   if (root.n_volumes)
     memcpy(volumes, root.volumes, root.n_volumes * sizeof(volumes[0]));
   root.volumes = volumes;
+  struct confine_tree devices[64]; /* and for the device nodes */
+  if (root.n_devices > ARRAY_SIZE(devices))
+    return cordon_error_set(err, CORDON_ERR_USAGE, E2BIG, "too many devices");
+  if (root.n_devices)
+    memcpy(devices, root.devices, root.n_devices * sizeof(devices[0]));
+  root.devices = devices;
   if (confine_root_prepare_trees(&root, err) < 0 || confine_build_root(&root, err) < 0)
     return -1;
   if (sethostname(HOSTNAME, strlen(HOSTNAME)) < 0)

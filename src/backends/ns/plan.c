@@ -9,6 +9,7 @@
 #include "backends/ns/plan.h"
 #include "base/cleanup.h"
 #include "base/strv.h"
+#include "confine/devices.h"
 #include "confine/policy.h"
 
 void ns_plan_clear(struct ns_plan *p) {
@@ -23,6 +24,11 @@ void ns_plan_clear(struct ns_plan *p) {
     free(p->volumes[i].target);
   }
   free(p->volumes);
+  for (size_t i = 0; i < p->n_devices; i++) {
+    free((char *)p->devices[i].source);
+    free((char *)p->devices[i].target);
+  }
+  free(p->devices);
   memset(p, 0, sizeof(*p));
 }
 
@@ -138,13 +144,36 @@ static int plan_volumes(struct ns_plan *p, const struct cordon_manifest *m,
   return 0;
 }
 
+/* The granted device nodes, checked by name (the holder checks each is a character device when
+ * it clones it); no two at one target. */
+static int plan_devices(struct ns_plan *p, const struct cordon_manifest *m,
+                        struct cordon_error **err) {
+  size_t n = strv_length(m->devices);
+  if (!n)
+    return 0;
+  p->devices = calloc(n, sizeof(*p->devices));
+  if (!p->devices)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "devices");
+  for (size_t i = 0; i < n; i++) {
+    char *source, *target;
+    if (confine_device_parse(m->devices[i], &source, &target, err) < 0)
+      return -1;
+    p->devices[p->n_devices++] =
+        (struct confine_tree){.source = source, .target = target, .tree_fd = -1};
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(p->devices[j].target, target) == 0)
+        return cordon_error_set(err, CORDON_ERR_USAGE, 0, "two devices at %s", target);
+  }
+  return 0;
+}
+
 int ns_plan_build(const struct cordon_manifest *m, const struct ns_plan_host *host,
                   struct ns_plan *out, struct cordon_error **err) {
   const struct cordon_policy *policy = &m->policy;
   struct ns_plan p = {0};
   if (plan_host_trees(&p, policy, host->root, err) < 0 ||
       plan_workspace_lists(&p, policy, err) < 0 || plan_identity_files(&p, err) < 0 ||
-      plan_volumes(&p, m, err) < 0) {
+      plan_volumes(&p, m, err) < 0 || plan_devices(&p, m, err) < 0) {
     ns_plan_clear(&p);
     return -1;
   }

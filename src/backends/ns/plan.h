@@ -71,6 +71,10 @@ struct ns_plan {
   struct ns_volume *volumes;
   size_t n_volumes;
   bool workspace_read_only; /* `--ro .`: the whole workspace is read-only */
+  /* Device nodes (--device, --gpu): source and target malloc'd, tree_fd -1 (the holder clones
+   * each, confine_root_prepare_trees). */
+  struct confine_tree *devices;
+  size_t n_devices;
 };
 
 /* Pure: the plan of the manifest's sandbox for this caller, or the first reason the policy

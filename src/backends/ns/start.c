@@ -524,6 +524,8 @@ static void holder_config(struct start *st) {
                .tree_fd = st->home_tree_fd,
                .is_dir = true},
       .workspace_read_only = plan->workspace_read_only,
+      .devices = plan->devices,
+      .n_devices = plan->n_devices,
   };
 }
 
