@@ -121,6 +121,36 @@ static void loopback_up(void) {
 /* 9p over virtio-mmio. The host's trees are read-only on both sides (qemu's fsdev readonly=on
  * too) and cached; the workspace is not cached, so what the host writes into it (the backend's
  * write and read go through the host side) is what the guest sees next. */
+/* The sandbox's own identities, as the ns backend gives them: root, cordon (the sandbox user,
+ * 1000) and the overflow id, never the host's names for those ids (the host's /etc is mounted
+ * above). Written on a root-owned tmpfs and bound read-only over the host's files. */
+static void write_file_or_log(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  size_t len = strlen(text);
+  if (fd < 0 || write(fd, text, len) != (ssize_t)len)
+    guest_log("cordon-guest: %s: %s", path, strerror(errno));
+  if (fd >= 0)
+    close(fd);
+}
+
+static void bind_read_only(const char *src, const char *target) {
+  if (mount(src, target, NULL, MS_BIND, NULL) < 0 ||
+      mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+    guest_log("cordon-guest: bind %s on %s: %s", src, target, strerror(errno));
+}
+
+static void identity_files(void) {
+  mount_or_log("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m");
+  mkdir_p("/run/cordon", 0755);
+  write_file_or_log("/run/cordon/passwd",
+                    "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                    "cordon:x:1000:1000:cordon sandbox:/home/user:/bin/sh\n"
+                    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+  write_file_or_log("/run/cordon/group", "root:x:0:\ncordon:x:1000:\nnogroup:x:65534:\n");
+  bind_read_only("/run/cordon/passwd", "/etc/passwd");
+  bind_read_only("/run/cordon/group", "/etc/group");
+}
+
 #define NINEP_CACHED "trans=virtio,version=9p2000.L,msize=262144,cache=loose"
 #define NINEP_SHARED "trans=virtio,version=9p2000.L,msize=262144,cache=mmap,access=any"
 
@@ -137,6 +167,7 @@ void guest_boot(struct guest_config *cfg) {
   load_modules();
   mount_or_log("usr", "/usr", "9p", MS_RDONLY | MS_NODEV, NINEP_CACHED);
   mount_or_log("etc", "/etc", "9p", MS_RDONLY | MS_NODEV, NINEP_CACHED);
+  identity_files();
   /* Debian's merged /usr: the same view of the host the ns backend gives. */
   static const char *const links[][2] = {
       {"usr/bin", "/bin"}, {"usr/sbin", "/sbin"}, {"usr/lib", "/lib"}, {"usr/lib64", "/lib64"}};

@@ -30,6 +30,8 @@
 static const char *const base_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/user",
                                        "LC_ALL=C", NULL};
 
+#define WORKSPACE_OWNER 4242
+
 struct fixture {
   char dir[64];
   char *workspace, *control;
@@ -95,8 +97,12 @@ static int group_setup(void **state) {
     return -1;
   if (asprintf(&f->workspace, "%s/ws", f->dir) < 0 || asprintf(&f->control, "%s/ctl", f->dir) < 0)
     return -1;
-  mkdir(f->workspace, 0777);
-  chmod(f->workspace, 0777);
+  /* Owned by someone other than root and the guest's uid, and not world-writable: only the
+   * guest's sandbox user, seen as the owner, can write in it. */
+  mkdir(f->workspace, 0755);
+  chmod(f->workspace, 0755);
+  if (chown(f->workspace, WORKSPACE_OWNER, WORKSPACE_OWNER) < 0)
+    return -1;
   mkdir(f->control, 0700);
   f->cfg = (struct microvm_config){
       .workspace = f->workspace,
@@ -291,7 +297,7 @@ static void test_vmm_confined(void **state) {
   assert_true(uid);
   assert_true(nnp);
   assert_true(seccomp);
-  static const char *const kinds[] = {"net", "mnt", "pid", "ipc", "uts"};
+  static const char *const kinds[] = {"net", "mnt", "pid", "ipc", "uts", "user"};
   for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
     struct stat ours, its;
     snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)booted->vm.vmm_pid, kinds[i]);
@@ -309,6 +315,35 @@ static void test_vmm_confined(void **state) {
   assert_int_equal(stat(booted->workspace, &ws), 0);
   assert_int_equal(stat(path, &owned), 0);
   assert_int_equal(owned.st_uid, ws.st_uid);
+}
+
+/* The guest's sandbox user (1000, named cordon by the guest's own /etc/passwd, not the host's)
+ * sees the workspace root as its own and can make a file and a symlink in it; on the host
+ * both are the workspace owner's. */
+static void test_guest_user_owns_workspace(void **state) {
+  NEED_VM();
+  struct cordon_exec_result res;
+  run(ARGV("sh", "-c",
+           "echo $(id -u) $(id -un) $(id -gn) $(stat -c '%u:%g' /workspace) $(getent passwd "
+           "nobody | cut -d: -f1); echo made >made && ln -s made link"),
+      NULL, 30, NULL, &res);
+  assert_int_equal(res.exit_code, 0);
+  assert_string_equal((char *)res.stdout_data, "1000 cordon cordon 1000:1000 nobody\n");
+  cordon_exec_result_clear(&res);
+  char path[128];
+  const char *names[] = {"made", "link"};
+  for (size_t i = 0; i < 2; i++) {
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s", booted->workspace, names[i]);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_int_equal(st.st_uid, WORKSPACE_OWNER);
+    assert_int_equal(st.st_gid, WORKSPACE_OWNER);
+    assert_int_equal(S_ISLNK(st.st_mode), i == 1);
+  }
+  /* The identity files are not the guest user's to change. */
+  run(ARGV("sh", "-c", "echo x >>/etc/passwd"), NULL, 30, NULL, &res);
+  assert_int_not_equal(res.exit_code, 0);
+  cordon_exec_result_clear(&res);
 }
 
 static void test_no_network_but_loopback(void **state) {
@@ -412,6 +447,7 @@ int main(void) {
       cmocka_unit_test(test_attach),
       cmocka_unit_test(test_vmm_confined),
       cmocka_unit_test(test_no_network_but_loopback),
+      cmocka_unit_test(test_guest_user_owns_workspace),
   };
   int failed = cmocka_run_group_tests_name("qemu-pure", pure, NULL, NULL);
   failed += cmocka_run_group_tests_name("qemu-vm", vm, group_setup, group_teardown);

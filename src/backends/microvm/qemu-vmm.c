@@ -306,10 +306,12 @@ static int write_initrd(const char *control_dir, const char *base, struct cordon
 struct vmm_files {
   int console, log, agent, kernel, initrd;
   int workspace_tree; /* the workspace, id-mapped to QEMU_VMM_UID */
+  int userns;         /* the VMM's user namespace: QEMU_VMM_INNER_UID is QEMU_VMM_UID */
 };
 
 static void vmm_files_close(struct vmm_files *f) {
-  int *all[] = {&f->console, &f->log, &f->agent, &f->kernel, &f->initrd, &f->workspace_tree};
+  int *all[] = {&f->console,        &f->log,   &f->agent, &f->kernel, &f->initrd,
+                &f->workspace_tree, &f->userns};
   for (size_t i = 0; i < ARRAY_SIZE(all); i++)
     if (*all[i] >= 0) {
       close(*all[i]);
@@ -347,7 +349,7 @@ static int open_in(const char *dir, const char *name, int flags, struct cordon_e
 static int vmm_files_open(const struct microvm_config *cfg, struct vmm_files *f,
                           struct cordon_error **err) {
   const char *gdir = qemu_guest_dir(cfg);
-  *f = (struct vmm_files){-1, -1, -1, -1, -1, -1};
+  *f = (struct vmm_files){-1, -1, -1, -1, -1, -1, -1};
   if ((f->console =
            open_in(cfg->control_dir, QEMU_CONSOLE_LOG, O_WRONLY | O_CREAT | O_TRUNC, err)) < 0 ||
       (f->log = open_in(cfg->control_dir, QEMU_VMM_LOG, O_WRONLY | O_CREAT | O_APPEND, err)) < 0 ||
@@ -372,6 +374,13 @@ static int vmm_files_open(const struct microvm_config *cfg, struct vmm_files *f,
     cordon_error_prefix(err, "qemu: the VMM runs unprivileged and needs the workspace id-mapped");
     goto fail;
   }
+  /* qemu (security_model=none) tells the guest the owner it sees itself: in a namespace where
+   * QEMU_VMM_UID is the sandbox's uid, the workspace's owner is the guest's uid 1000, and what
+   * the guest's 1000 creates lands on disk as the owner's. */
+  f->userns = confine_userns_idmap_fd(QEMU_VMM_INNER_UID, QEMU_VMM_UID, QEMU_VMM_INNER_GID,
+                                      QEMU_VMM_GID, err);
+  if (f->userns < 0)
+    goto fail;
   return 0;
 fail:
   vmm_files_close(f);
@@ -395,9 +404,11 @@ static _Noreturn void vmm_exec(const struct microvm_config *cfg, struct vmm_file
   for (size_t i = 0; i < ARRAY_SIZE(high); i++)
     if (dup2(high[i], (int)i) < 0)
       _exit(126);
-  if (chdir("/") < 0 || setgroups(0, NULL) < 0 ||
-      setresgid(QEMU_VMM_GID, QEMU_VMM_GID, QEMU_VMM_GID) < 0 ||
-      setresuid(QEMU_VMM_UID, QEMU_VMM_UID, QEMU_VMM_UID) < 0)
+  /* Into the VMM's user namespace last (its other namespaces stay owned by the host's, so it
+   * holds no capability over them), then its one mapped id: QEMU_VMM_UID on the host. */
+  if (chdir("/") < 0 || setns(f->userns, CLONE_NEWUSER) < 0 || setgroups(0, NULL) < 0 ||
+      setresgid(QEMU_VMM_INNER_GID, QEMU_VMM_INNER_GID, QEMU_VMM_INNER_GID) < 0 ||
+      setresuid(QEMU_VMM_INNER_UID, QEMU_VMM_INNER_UID, QEMU_VMM_INNER_UID) < 0)
     _exit(126);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
     _exit(126);

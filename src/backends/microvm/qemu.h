@@ -22,6 +22,9 @@
 /* The VMM's uid and gid (nobody): qemu holds nothing of root's. */
 #define QEMU_VMM_UID CONFINE_ROOT_HOST_UID
 #define QEMU_VMM_GID CONFINE_ROOT_HOST_GID
+/* The VMM's ids inside its own user namespace (the guest's sandbox user), mapped to the above. */
+#define QEMU_VMM_INNER_UID CONFINE_SANDBOX_UID
+#define QEMU_VMM_INNER_GID CONFINE_SANDBOX_GID
 /* The fds qemu is handed: its console goes to stdout (console.log), its own messages to
  * stderr (vmm.log). */
 #define QEMU_FD_AGENT 3
