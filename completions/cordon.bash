@@ -177,7 +177,7 @@ _cordon() {
       --max-snapshot-bytes --allow-no-pass --json --help --judge-cmd --ro --hide --protect
       --logs --log-limit --stream"
     opts="$opts --env --file --allow-ro --net --memory --pids --cpus --image --candidate
-      --candidate-env --patch --monitor"
+      --candidate-env --patch --monitor --allow-domain --allow-cidr --resolve"
     ;;
   receipt)
     subs="verify"

@@ -14,7 +14,7 @@ static const char backends_usage[] =
     "List every backend (built-in and plugins from CORDON_PLUGIN_PATH) with its capabilities,\n"
     "isolation tier (none < process < container < vm) and whether it is available on this host,\n"
     "with the reason when it is not. A plugin that failed to load is listed with the reason.\n"
-    "gpu is listed for ns and docker only where this host has GPU device nodes (--gpu).\n"
+    "gpu is listed for ns and docker only where this host has GPU device nodes.\n"
     "--json also lists the policy features each backend enforces (read_only_paths,\n"
     "hidden_paths, host_grants, memory, pids, cpu, nofile, fsize, tmp_size, net_none,\n"
     "net_loopback, net_restricted); asking a backend for another is refused; and its egress\n"
