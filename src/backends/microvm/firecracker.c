@@ -231,15 +231,7 @@ static int firecracker_boot(const struct microvm_config *cfg, struct microvm_vm 
 static int firecracker_attach(const struct microvm_config *cfg, const char *state,
                               struct microvm_vm *vm, struct cordon_error **err) {
   (void)cfg;
-  int pid = 0;
-  unsigned long long start = 0;
-  if (!state || sscanf(state, "{\"pid\":%d,\"start\":%llu}", &pid, &start) != 2 || pid <= 0)
-    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "firecracker: no VMM in the state");
-  /* A pid reused by another process is not our VMM: nothing to reach, nothing to stop. */
-  vm->vmm_pid = microvm_process_start(pid) == start ? pid : 0;
-  vm->vmm_start = start;
-  vm->state = strdup(state);
-  return vm->state ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "firecracker");
+  return microvm_vmm_attach("firecracker", state, vm, err);
 }
 
 static int firecracker_exec(struct microvm_vm *vm, const struct microvm_config *cfg,
@@ -255,11 +247,7 @@ static int firecracker_exec(struct microvm_vm *vm, const struct microvm_config *
 
 static int firecracker_shutdown(struct microvm_vm *vm, struct cordon_error **err) {
   (void)err;
-  if (vm->vmm_pid > 0 && microvm_process_start(vm->vmm_pid) == vm->vmm_start) {
-    kill(vm->vmm_pid, SIGKILL);
-    waitpid(vm->vmm_pid, NULL, 0); /* ours when this process booted it; else ECHILD */
-  }
-  vm->vmm_pid = 0;
+  microvm_vmm_stop(vm);
   return 0;
 }
 

@@ -1,6 +1,8 @@
 /* The table of monitors and how one is chosen: by the manifest's name, else the environment's,
  * else qemu. An unknown or unusable monitor is refused by name; none stands in for another.
  * Also the side-effect-free host lookups the monitors' preflights share. */
+#include <sys/wait.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -109,4 +111,27 @@ unsigned long long microvm_process_start(pid_t pid) {
   for (int field = 2; at && field < 22; field++)
     at = strchr(at + 1, ' ');
   return at && sscanf(at + 1, "%llu", &start) == 1 ? start : 0;
+}
+
+/* The state of a monitor whose only handle on its VM is the VMM process (firecracker,
+ * libkrun): its pid and start time, so a reused pid is never taken for it. */
+int microvm_vmm_attach(const char *monitor, const char *state, struct microvm_vm *vm,
+                       struct cordon_error **err) {
+  int pid = 0;
+  unsigned long long start = 0;
+  if (!state || sscanf(state, "{\"pid\":%d,\"start\":%llu}", &pid, &start) != 2 || pid <= 0)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "%s: no VMM in the state", monitor);
+  /* A pid reused by another process is not our VMM: nothing to reach, nothing to stop. */
+  vm->vmm_pid = microvm_process_start(pid) == start ? pid : 0;
+  vm->vmm_start = start;
+  vm->state = strdup(state);
+  return vm->state ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", monitor);
+}
+
+void microvm_vmm_stop(struct microvm_vm *vm) {
+  if (vm->vmm_pid > 0 && microvm_process_start(vm->vmm_pid) == vm->vmm_start) {
+    kill(vm->vmm_pid, SIGKILL);
+    waitpid(vm->vmm_pid, NULL, 0); /* ours when this process booted it; else ECHILD */
+  }
+  vm->vmm_pid = 0;
 }

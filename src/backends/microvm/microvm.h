@@ -18,7 +18,6 @@
 int microvm_monitor_choose(const char *asked, const struct microvm_monitor **out,
                            struct cordon_error **err);
 
-
 /* The guest directory of cfg: cfg->guest_dir, else $CORDON_GUEST_DIR, else the default. */
 const char *microvm_guest_dir(const struct microvm_config *cfg);
 
@@ -34,5 +33,9 @@ int microvm_preflight_kvm(struct microvm_preflight *p);
 /* The start time of process pid (/proc/PID/stat field 22), 0 when it is gone: with the pid,
  * what tells a VMM from an unrelated process that reused its pid. */
 unsigned long long microvm_process_start(pid_t pid);
+/* firecracker and libkrun: attach from {"pid","start"}, and stop the VMM when it is still ours. */
+int microvm_vmm_attach(const char *monitor, const char *state, struct microvm_vm *vm,
+                       struct cordon_error **err);
+void microvm_vmm_stop(struct microvm_vm *vm);
 
 #endif
