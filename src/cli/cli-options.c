@@ -6,10 +6,12 @@
  * later, longer option into a silent guess, so a token that is not the matched option's full
  * name is refused. And a refused option gets one message, made here. */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cleanup.h"
 #include "cli/cli.h"
 
 /* What the last '?' was about: the token as given, and what was wrong with it. */
@@ -95,4 +97,49 @@ int cli_option_error(const char *verb) {
   int code = cli_usage_error(verb, "%s", message ? message : "bad option");
   free(message);
   return code;
+}
+
+int cli_verify_usage_error(const char *verb, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *message = NULL;
+  int n = vasprintf(&message, fmt, ap);
+  va_end(ap);
+  if (cli_json_errors)
+    cli_json_error(n < 0 ? "usage error" : message, "usage", CLI_EXIT_VERIFY_USAGE);
+  else
+    cli_error("%s (see 'cordon %s --help')", n < 0 ? "usage error" : message, verb);
+  free(message);
+  return CLI_EXIT_VERIFY_USAGE;
+}
+
+int cli_verify_parse(int argc, char **argv, const char *verb, const char *usage, const char *what,
+                     struct cli_verify_args *out) {
+  static const struct option opts[] = {{"expected-keyid", required_argument, NULL, 'k'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {0}};
+  *out = (struct cli_verify_args){0};
+  optind = 0;
+  int c;
+  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'k': out->kid = optarg; break;
+    case 'j': out->json = true; break;
+    case 'h': fputs(usage, stdout); return EXIT_OK;
+    default: {
+      _cleanup_free_ char *message = cli_option_message();
+      return cli_verify_usage_error(verb, "%s", message ? message : "bad option");
+    }
+    }
+  }
+  if (optind != argc - 1)
+    return cli_verify_usage_error(verb, "give exactly one %s", what);
+  if (out->kid && strlen(out->kid) != CORDON_KEY_ID_LEN)
+    return cli_verify_usage_error(verb,
+                                  "--expected-keyid needs a key id (%d base64url characters, as "
+                                  "'cordon key show --kid' prints it)",
+                                  CORDON_KEY_ID_LEN);
+  out->path = argv[optind];
+  return -1;
 }

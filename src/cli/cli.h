@@ -45,6 +45,24 @@ int cli_dispatch(const char *verb, const char *usage, const struct cli_subverb *
 /* Report a usage problem with a hint to --help; returns EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Signed-document verifies (receipt, attestation) exit 64 on a usage error (EX_USAGE of
+ * sysexits.h), not the 2 other verbs use: 2 is already the verdict "incomplete", and a script
+ * must be able to tell them apart. */
+#define CLI_EXIT_VERIFY_USAGE 64
+int cli_verify_usage_error(const char *verb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The arguments every signed-document verify takes: exactly one FILE (`what` names it in the
+ * error), --expected-keyid KID (checked for length), --json, --help (prints `usage`).
+ * Returns -1 to go on with *out filled, else the exit code to return. */
+struct cli_verify_args {
+  const char *path;
+  const char *kid;
+  bool json;
+};
+int cli_verify_parse(int argc, char **argv, const char *verb, const char *usage, const char *what,
+                     struct cli_verify_args *out);
+
 /* The option parser of every verb (cli-options.c): getopt_long, but options may follow
  * positional arguments (unless shortopts starts with '+'), abbreviated long options are
  * refused, and a refused or unknown option returns '?' for cli_option_error to report. Set

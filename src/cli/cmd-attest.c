@@ -15,7 +15,6 @@
 #include "cli/cli.h"
 
 /* As for `receipt verify`: 2 is the verdict "incomplete", so usage errors of verify exit 64. */
-#define EXIT_ATTEST_USAGE 64
 #define MAX_BACKENDS 64
 
 static const char attest_usage[] =
@@ -46,47 +45,13 @@ static const char attest_usage[] =
     "precedence failed > unreadable > incomplete > unanchored, as 'cordon receipt verify'.\n"
     "attest itself exits 0, 1 failed, 2 usage, 3 no such backend.\n";
 
-static int __attribute__((format(printf, 1, 2))) verify_usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *message = NULL;
-  int n = vasprintf(&message, fmt, ap);
-  va_end(ap);
-  if (cli_json_errors)
-    cli_json_error(n < 0 ? "usage error" : message, "usage", EXIT_ATTEST_USAGE);
-  else
-    cli_error("%s (see 'cordon attest --help')", n < 0 ? "usage error" : message);
-  free(message);
-  return EXIT_ATTEST_USAGE;
-}
-
 static int attest_verify(int argc, char **argv) {
-  static const struct option opts[] = {{"expected-keyid", required_argument, NULL, 'k'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {0}};
-  const char *kid = NULL;
-  bool json = false;
-  optind = 0;
-  int c;
-  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'k': kid = optarg; break;
-    case 'j': json = true; break;
-    case 'h': fputs(attest_usage, stdout); return EXIT_OK;
-    default: {
-      _cleanup_free_ char *message = cli_option_message();
-      return verify_usage_error("%s", message ? message : "bad option");
-    }
-    }
-  }
-  if (optind != argc - 1)
-    return verify_usage_error("give exactly one attestation FILE");
-  if (kid && strlen(kid) != CORDON_KEY_ID_LEN)
-    return verify_usage_error("--expected-keyid needs a key id (%d base64url characters, as "
-                              "'cordon key show --kid' prints it)",
-                              CORDON_KEY_ID_LEN);
-  const char *path = argv[optind];
+  struct cli_verify_args args;
+  int usage = cli_verify_parse(argc, argv, "attest", attest_usage, "attestation FILE", &args);
+  if (usage >= 0)
+    return usage;
+  const char *path = args.path, *kid = args.kid;
+  bool json = args.json;
   struct cordon_attest_report report;
   struct cordon_error *err = NULL;
   if (cordon_attest_verify_file(path, kid, &report, &err) < 0) {

@@ -16,25 +16,6 @@
 #include "base/cleanup.h"
 #include "cli/cli.h"
 
-/* Usage errors of `receipt verify` exit 64 (EX_USAGE of sysexits.h), not the 2 other verbs use:
- * 2 is already the verdict "incomplete", and a script must be able to tell them apart. */
-#define EXIT_RECEIPT_USAGE 64
-
-/* A usage error of `receipt verify`: as cli_usage_error, with exit code 64. */
-static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *message = NULL;
-  int n = vasprintf(&message, fmt, ap);
-  va_end(ap);
-  if (cli_json_errors)
-    cli_json_error(n < 0 ? "usage error" : message, "usage", EXIT_RECEIPT_USAGE);
-  else
-    cli_error("%s (see 'cordon receipt verify --help')", n < 0 ? "usage error" : message);
-  free(message);
-  return EXIT_RECEIPT_USAGE;
-}
-
 /* Problems printed after the first, on a failed verify (the JSON output has them all). */
 #define SHOWN_PROBLEMS 10
 
@@ -150,32 +131,12 @@ static void print_text(const char *path, const struct cordon_receipt_report *r) 
 }
 
 static int receipt_verify(int argc, char **argv) {
-  static const struct option opts[] = {{"expected-keyid", required_argument, NULL, 'k'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {0}};
-  const char *kid = NULL;
-  bool json = false;
-  optind = 0;
-  int c;
-  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'k': kid = optarg; break;
-    case 'j': json = true; break;
-    case 'h': fputs(receipt_usage, stdout); return EXIT_OK;
-    default: {
-      _cleanup_free_ char *message = cli_option_message();
-      return usage_error("%s", message ? message : "bad option");
-    }
-    }
-  }
-  if (optind != argc - 1)
-    return usage_error("give exactly one RECEIPT file");
-  const char *path = argv[optind];
-  if (kid && strlen(kid) != CORDON_KEY_ID_LEN)
-    return usage_error("--expected-keyid needs a key id (%d base64url characters, as "
-                       "'cordon key show --kid' prints it)",
-                       CORDON_KEY_ID_LEN);
+  struct cli_verify_args args;
+  int usage = cli_verify_parse(argc, argv, "receipt verify", receipt_usage, "RECEIPT file", &args);
+  if (usage >= 0)
+    return usage;
+  const char *path = args.path, *kid = args.kid;
+  bool json = args.json;
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
   struct cordon_cas *cas = NULL;
@@ -210,9 +171,9 @@ int cmd_receipt(int argc, char **argv) {
   /* A missing or unknown subverb is a usage error too: 64, as for verify's own. */
   if (argc < 2) {
     fputs(receipt_usage, stderr);
-    return EXIT_RECEIPT_USAGE;
+    return CLI_EXIT_VERIFY_USAGE;
   }
   if (strcmp(argv[1], "verify") && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))
-    return usage_error("unknown receipt subverb '%s'", argv[1]);
+    return cli_verify_usage_error("receipt verify", "unknown receipt subverb '%s'", argv[1]);
   return CLI_DISPATCH("receipt", receipt_usage, subs, argc, argv);
 }
