@@ -328,3 +328,31 @@ def stream_event(line: bytes) -> tuple[str, Any] | None:
 
 def entry_names(reply: Mapping[str, Any]) -> list[str]:
     return [e["name"] for e in reply.get("entries", [])]
+
+
+def race_done(status: Mapping[str, Any], race_id: str, wait: float | None,
+              deadline: float | None, now: float) -> bool:
+    """One poll of a race, for both clients: True when it is done (fetch the receipt), False
+    to poll again; a failed race, or one still running past ``deadline``, raises."""
+    if status["status"] == "done":
+        return True
+    if status["status"] == "failed":
+        raise CordonError(status.get("error") or "the race failed", code="race_failed")
+    if deadline is not None and now > deadline:
+        raise CordonError(f"race {race_id} still runs after {wait:g} s", code="race_running")
+    return False
+
+
+class SandboxInfo:
+    """What both clients' sandboxes hold: the session's reply and its routes."""
+
+    def __init__(self, info: Mapping[str, Any]) -> None:
+        self.info = dict(info)
+        self.id: str = info["id"]
+        self.backend: str | None = info.get("backend")
+        self.workspace: str | None = info.get("workspace")
+        self.root: str | None = info.get("root")
+        self._destroyed = False
+
+    def _path(self, tail: str) -> str:
+        return f"/v1/sessions/{quote_id(self.id)}/{tail}"

@@ -274,35 +274,21 @@ class Client:
         """As ``cordon.Client.race``: run to the end, return the signed receipt."""
         race_id = (await self.start_race(base, k, argv, **options))["id"]
         deadline = None if wait is None else time.monotonic() + wait
-        while True:
-            st = await self.race_status(race_id)
-            if st["status"] == "done":
-                return await self.race_receipt(race_id)
-            if st["status"] == "failed":
-                raise CordonError(st.get("error") or "the race failed", code="race_failed")
-            if deadline is not None and time.monotonic() > deadline:
-                raise CordonError(f"race {race_id} still runs after {wait:g} s",
-                                  code="race_running")
+        while not _proto.race_done(await self.race_status(race_id), race_id, wait, deadline,
+                                   time.monotonic()):
             await asyncio.sleep(poll)
+        return await self.race_receipt(race_id)
 
 
-class Sandbox:
+class Sandbox(_proto.SandboxInfo):
     """The asyncio ``cordon.Sandbox``; ``async with`` destroys it at the end."""
 
     def __init__(self, client: Client, info: Mapping[str, Any]) -> None:
+        super().__init__(info)
         self.client = client
-        self.info = dict(info)
-        self.id: str = info["id"]
-        self.backend: str | None = info.get("backend")
-        self.workspace: str | None = info.get("workspace")
-        self.root: str | None = info.get("root")
-        self._destroyed = False
 
     def __repr__(self) -> str:
         return f"aio.Sandbox(id={self.id!r}, backend={self.backend!r})"
-
-    def _path(self, tail: str) -> str:
-        return f"/v1/sessions/{_proto.quote_id(self.id)}/{tail}"
 
     async def exec(self, argv: Iterable[str], cwd: str | None = None,
                    env: Mapping[str, str] | None = None, timeout: float | None = None,
