@@ -68,7 +68,7 @@ def test_aio_stream_first_line_then_abandoned(project, need_ns):
             assert events == [("stdout", b"first\n"), ("stderr", b"last\n"), ("exit", 2)]
             assert stream.result.exit_code == 2
 
-            stream = sb.stream(["sh", "-c", "echo started; "
+            stream = sb.stream(["sh", "-c", ": > ticks; echo started; "
                                 "while :; do echo t >> ticks; sleep 0.05; done"], timeout=-1)
             assert await stream.__anext__() == ("stdout", b"started\n")
             await stream.aclose()

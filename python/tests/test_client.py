@@ -134,7 +134,7 @@ def test_stream_delivers_the_first_line_before_the_command_ends(client, need_ns)
 
 def test_an_abandoned_stream_kills_the_command(client, need_ns):
     with client.create() as sb:
-        stream = sb.stream(["sh", "-c", "echo started; "
+        stream = sb.stream(["sh", "-c", ": > ticks; echo started; "
                             "while :; do echo tick >> ticks; sleep 0.05; done"], timeout=-1)
         assert next(stream) == ("stdout", b"started\n")
         assert wait_until(lambda: sb.exec(["test", "-s", "ticks"]).exit_code == 0)
