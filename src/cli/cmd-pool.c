@@ -17,6 +17,7 @@
 #include "base/fs.h"
 #include "cli/cli.h"
 #include "cli/cmd-pool.h"
+#include "crypto/jcs.h"
 #include "pool/pool.h"
 
 extern char **environ;
@@ -236,7 +237,11 @@ static int pool_show_cmd(int argc, char **argv) {
     json_array_foreach(ceiling, i, c) printf("%s%s", i ? ", " : " ", json_string_value(c));
     printf("\n%-26s %s\n", "network_egress_class", cordon_egress_name(m.network_egress_class));
     print_strings("credential_env_allowlist", m.credential_env_allowlist);
-    char *t = json_dumps(json_object_get(caps, "template"), JSON_SORT_KEYS | JSON_COMPACT);
+    char *t = NULL;
+    size_t tn = 0;
+    struct cordon_error *jerr = NULL;
+    if (jcs_dump(json_object_get(caps, "template"), &t, &tn, &jerr) < 0)
+      cordon_error_free(jerr);
     printf("%-26s %s\n", "template", t ? t : "{}");
     free(t);
     json_decref(caps);
