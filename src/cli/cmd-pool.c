@@ -286,11 +286,17 @@ static int pool_verify_cmd(int argc, char **argv) {
     return cli_fail(err);
   }
   if (f.json) {
-    json_t *doc =
-        json_pack("{s:b,s:I,s:I,s:I}", "ok", report.ok, "entries", (json_int_t)report.entries,
-                  "bodies", (json_int_t)report.bodies, "receipts", (json_int_t)report.receipts);
-    if (doc && report.reason)
-      json_object_set_new(doc, "reason", json_string(report.reason));
+    /* The dialect of every verify verb: ok, verdict, exit_code, problems. */
+    json_t *problems = json_array();
+    if (problems && !report.ok)
+      json_array_append_new(
+          problems, json_pack("{s:s,s:s,s:s}", "object", report.object ? report.object : "pool",
+                              "verdict", "failed", "message", report.reason ? report.reason : ""));
+    json_t *doc = json_pack("{s:b,s:s,s:i,s:o,s:I,s:I,s:I}", "ok", report.ok, "verdict",
+                            report.ok ? "verified" : "failed", "exit_code",
+                            report.ok ? EXIT_OK : EXIT_FAILURE_, "problems", problems, "entries",
+                            (json_int_t)report.entries, "bodies", (json_int_t)report.bodies,
+                            "receipts", (json_int_t)report.receipts);
     cli_print_json(doc);
   } else if (report.ok) {
     printf("pool verify: ok (%llu audit entries, %llu pool bodies, %llu receipts)\n",

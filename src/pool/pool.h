@@ -288,6 +288,7 @@ struct pool_verify_report {
   uint64_t bodies;   /* pool bodies re-hashed */
   uint64_t receipts; /* receipts re-checked */
   char *reason;      /* the first break, one line; NULL when ok */
+  char *object;      /* what broke: "audit chain" or "audit entry N"; NULL when ok */
 };
 void pool_verify_report_clear(struct pool_verify_report *r);
 

@@ -261,8 +261,11 @@ EOF
   run "$CORDON" pool verify
   [ "$status" -eq 1 ]
   [[ "$output" == *"audit chain"* ]]
+  run "$CORDON" pool verify --json
+  [ "$status" -eq 1 ]
+  [ "$(jq -c '[.ok, .verdict, .exit_code, .problems[0].object]' <<<"$output")" = '[false,"failed",1,"audit chain"]' ]
   rm -rf .cordon && cp -a saved .cordon
   run "$CORDON" pool verify --json
   [ "$status" -eq 0 ]
-  [ "$(jq -r .ok <<<"$output")" = true ]
+  [ "$(jq -c '[.ok, .verdict, .exit_code, (.problems | type)]' <<<"$output")" = '[true,"verified",0,"array"]' ]
 }
