@@ -186,6 +186,12 @@ EOF
   run "$CORDON" pool verify --json
   [ "$status" -eq 0 ]
   [ "$(jq -r .receipts <<<"$output")" = 7 ]
+  # The store's gc keeps every body, overrides, effective manifest and receipt the chain names.
+  run "$CORDON" cas prune
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"removed 0 blobs"* ]]
+  run "$CORDON" pool verify
+  [ "$status" -eq 0 ]
 }
 
 @test "run --pool and session create --pool: refusals create no session, placements run" {
