@@ -64,8 +64,8 @@ static int pools_lock(struct cordon_context *ctx, int *fd, struct cordon_error *
 /* Keep the blobs a pool event names through `cordon gc`, whose roots include every digest
  * written in a file under .cordon/receipts/: one small file per event, named by its first
  * digest, listing the others (canonical JSON). */
-static int keep_blobs(struct cordon_context *ctx, const char *name, json_t *digests,
-                      struct cordon_error **err) {
+int pool_keep_blobs(struct cordon_context *ctx, const char *name, json_t *digests,
+                    struct cordon_error **err) {
   _cleanup_free_ char *dir = NULL;
   _cleanup_free_ char *pools = NULL;
   _cleanup_free_ char *path = NULL;
@@ -160,7 +160,7 @@ int pool_register(struct cordon_context *ctx, const struct pool_manifest *m, con
   json_auto_t *details = json_pack("{s:s,s:s}", "name", m->name, "pool_hash", m->pool_hash);
   if (!details)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "pool %s", m->name);
-  if (keep_blobs(ctx, m->pool_hash, details, err) < 0)
+  if (pool_keep_blobs(ctx, m->pool_hash, details, err) < 0)
     return -1;
   return append(log, event, actor, m->name, details, err);
 }
@@ -371,7 +371,7 @@ int pool_place(struct cordon_context *ctx, const struct pool_recipe *recipe,
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "placement");
     goto fail;
   }
-  if (keep_blobs(ctx, p->receipt_digest, details, err) < 0 ||
+  if (pool_keep_blobs(ctx, p->receipt_digest, details, err) < 0 ||
       append(log, event, actor, m.name, details, err) < 0)
     goto fail;
   pool_manifest_clear(&m);
