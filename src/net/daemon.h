@@ -4,8 +4,9 @@
  * socket pair, one fd that says what to serve and when to stop:
  *
  *   NET_EGRESS_BRIDGE    a TCP socket listening inside the sandbox's network namespace: the
- *                        daemon runs the bridge on it; the pair's hang-up (its holder, the
- *                        sandbox's pid 1, ended) is the session's end.
+ *                        proxy serves it itself (no bridge, no unix socket: one relay a
+ *                        byte); the pair's hang-up (its holder, the sandbox's pid 1, ended) is
+ *                        the session's end.
  *   NET_EGRESS_LIFETIME  a pidfd of a process inside the sandbox (docker: the container's
  *                        init), whose exit is the session's end; the bridge runs in the
  *                        sandbox and connects to the proxy's socket.
@@ -31,9 +32,11 @@ enum net_egress_handoff {
 
 struct net_egress_daemon_spec {
   const struct net_rules *rules; /* read by the daemon's own copy of memory after the fork */
-  int run_fd;                    /* O_PATH of a directory private to the session: the socket */
+  int run_fd;                    /* O_PATH of a directory private to the session: the socket
+                                    (not made when serves_bridge: the proxy serves the listener
+                                    handed over) */
   const char *state_dir;         /* the session's state directory: events.jsonl */
-  bool serves_bridge;            /* accepts NET_EGRESS_BRIDGE (else only NET_EGRESS_LIFETIME) */
+  bool serves_bridge;            /* accepts NET_EGRESS_BRIDGE only (else NET_EGRESS_LIFETIME) */
   uid_t socket_uid;              /* the socket's owner (who runs the bridge); (uid_t)-1: ours */
   gid_t socket_gid;
 };
