@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -25,7 +27,6 @@
 #include "net/daemon.h"
 #include "net/proxy.h"
 
-#define EVENTS_NAME "events.jsonl"
 /* nobody: the proxy's uid and gid when cordon runs as root */
 #define OVERFLOW_ID 65534
 /* Where the daemon builds its root before pivoting into it (in its own mount namespace, so
@@ -267,6 +268,19 @@ static _Noreturn void egress_main(struct egress_daemon *d) {
   _exit(r < 0);
 }
 
+int net_egress_events_wait(int fd, int timeout_ms) {
+  for (int waited = 0;; waited += 10) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      flock(fd, LOCK_UN);
+      return 0;
+    }
+    if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= timeout_ms)
+      return -1;
+    struct timespec step = {0, 10 * 1000 * 1000};
+    nanosleep(&step, NULL);
+  }
+}
+
 static int proxy_socket(const struct net_egress_daemon_spec *spec, struct cordon_error **err) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
@@ -301,11 +315,15 @@ int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *hand
   _cleanup_close_ int state_fd = open(spec->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   _cleanup_close_ int events_fd =
       state_fd < 0 ? -1
-                   : openat(state_fd, EVENTS_NAME,
+                   : openat(state_fd, NET_EGRESS_EVENTS,
                             O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (events_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s/%s", spec->state_dir,
-                            EVENTS_NAME);
+                            NET_EGRESS_EVENTS);
+  /* Held by the daemon's copy of this open file until it exits (net_egress_events_wait). */
+  if (flock(events_fd, LOCK_SH) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot lock %s/%s", spec->state_dir,
+                            NET_EGRESS_EVENTS);
   struct egress_daemon d = {.rules = spec->rules,
                             .serves_bridge = spec->serves_bridge,
                             .handoff = ours,

@@ -24,6 +24,10 @@ struct net_rules;
 
 /* The proxy's socket, in the directory the daemon is given. */
 #define NET_EGRESS_SOCKET "egress.sock"
+/* The session's egress event log (events.h), in its state directory. The daemon holds a shared
+ * flock on it for its whole life, so whoever sums the log at the session's end can wait for
+ * its last lines (net_egress_events_wait). */
+#define NET_EGRESS_EVENTS "events.jsonl"
 
 enum net_egress_handoff {
   NET_EGRESS_BRIDGE = 'L',
@@ -47,6 +51,10 @@ struct net_egress_daemon_spec {
  * holding only what name resolution reads (docs/security.md, "Restricted egress"). */
 int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *handoff,
                             struct cordon_error **err);
+
+/* Waits up to timeout_ms for every daemon writing the log open at fd to have ended (its last
+ * decisions written): 0, or -1 at the timeout (the log is read as it is). */
+int net_egress_events_wait(int fd, int timeout_ms);
 
 /* Send the one fd the daemon waits for over handoff. */
 int net_egress_hand(int handoff, enum net_egress_handoff kind, int fd, struct cordon_error **err);
