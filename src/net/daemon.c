@@ -1,11 +1,13 @@
 /* The egress proxy's daemon (daemon.h): its start, its confinement (no fd, signal, terminal
- * or core of cordon's; as root a mount namespace of its own and then uid nobody; the proxy's
+ * or core of cordon's; a mount namespace of its own, as root then uid nobody, as another user
+ * in a user namespace of its own without its capabilities; the proxy's
  * seccomp filter), the handoff it waits for, and the serving. A listening socket handed over
  * from inside the sandbox (ns) is the proxy's own: no bridge relays it to a unix socket first,
  * so a byte crosses one relay, not two (bench/egress). */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -227,13 +229,68 @@ fail:
   return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "egress proxy's file system: %s", step);
 }
 
+/* One line into a /proc/self file (uid_map, gid_map, setgroups). */
+static int write_proc(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  ssize_t n = write(fd, text, strlen(text));
+  int e = errno;
+  close(fd);
+  errno = e;
+  return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* Not root: a user namespace of the daemon's own (its uid and gid mapped to themselves), in
+ * which it may build the same mount namespace as root does. 1 when made; 0 when the kernel
+ * offers none to this user (unprivileged user namespaces disabled): the daemon then serves
+ * without, as documented; -1 when made but not set up (the caller fails closed). */
+static int own_user_namespace(struct cordon_error **err) {
+  uid_t uid = geteuid();
+  gid_t gid = getegid();
+  if (unshare(CLONE_NEWUSER) < 0)
+    return 0;
+  /* A process that is not dumpable cannot open its own /proc files for writing: dumpable for
+   * the maps only, before anything from the sandbox arrives. */
+  prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  char map[64];
+  const char *step = "setgroups";
+  if (write_proc("/proc/self/setgroups", "deny") < 0)
+    goto fail;
+  step = "uid_map";
+  snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+  if (write_proc("/proc/self/uid_map", map) < 0)
+    goto fail;
+  step = "gid_map";
+  snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+  if (write_proc("/proc/self/gid_map", map) < 0)
+    goto fail;
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  return 1;
+fail:
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "egress proxy's user namespace: %s", step);
+}
+
+/* The capabilities a user namespace's creator holds in it: none are needed once the root is
+ * built (they reach nothing of the host's, but the proxy has no use for them). */
+static int drop_capabilities(void) {
+  struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+  struct __user_cap_data_struct data[2] = {{0, 0, 0}, {0, 0, 0}};
+  return sys_capset(&header, data);
+}
+
 /* ---- serving ------------------------------------------------------------------------------- */
 
 static _Noreturn void egress_main(struct egress_daemon *d) {
   daemon_detach(d);
   struct cordon_error *err = NULL;
-  /* Fail closed: a root daemon that cannot shed the host's file system does not serve. */
-  if (geteuid() == 0 && isolate_filesystem(&err) < 0) {
+  /* Fail closed: a daemon that can have a mount namespace (root, or a user namespace of its
+   * own) and cannot shed the host's file system in it does not serve. */
+  int userns = geteuid() == 0 ? 0 : own_user_namespace(&err);
+  if (userns < 0 || ((geteuid() == 0 || userns > 0) && isolate_filesystem(&err) < 0) ||
+      (userns > 0 && drop_capabilities() < 0 &&
+       cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "capabilities") < 0)) {
     daemon_failed(d->events_fd, "confine", err);
     _exit(1);
   }

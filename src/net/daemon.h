@@ -47,8 +47,9 @@ struct net_egress_daemon_spec {
 
 /* Fork the daemon (its own session, nobody's child here). *handoff: our end of the pair, for
  * net_egress_hand (or to pass to the process that will hand; closing it unused ends the
- * daemon). As root the daemon lives in its own mount namespace whose root is a read-only tmpfs
- * holding only what name resolution reads (docs/security.md, "Restricted egress"). */
+ * daemon). The daemon lives in its own mount namespace whose root is a read-only tmpfs holding
+ * only what name resolution reads (docs/security.md, "Restricted egress"): as root, or as
+ * another user inside a user namespace of its own (where the kernel offers none, without). */
 int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *handoff,
                             struct cordon_error **err);
 
