@@ -3,6 +3,7 @@
 # makes allowed and refused requests to a loopback HTTP server this file starts, through names
 # pinned with --resolve; when it is destroyed, its proxy's decisions are summed into the
 # project's event log (verb egress) and `cordon serve`'s /metrics counts them. Loopback only.
+# The docker case skips without an engine (DOCKER_HOST).
 
 bats_require_minimum_version 1.5.0
 
@@ -10,7 +11,7 @@ load common
 
 setup_file() {
   export BATS_NO_PARALLELIZE_WITHIN_FILE=true
-  backends_check_once ns
+  backends_check_once ns docker
   export METRICS_DIR
   METRICS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cordon-egress-metrics.XXXXXX")
   echo "hello from loopback" >"$METRICS_DIR/hello.txt"
@@ -136,4 +137,22 @@ restricted_session() {
   run -0 scrape
   [ "$(echo "$output" | sample 'sandbox_egress_decisions_total{backend="ns",decision="refused",rule="not-allowlisted"}')" = 1 ]
   [ "$(grep -c '"verb": "egress"' .cordon/events.jsonl)" = 1 ]
+}
+
+@test "egress metrics: docker sessions count under their backend" {
+  need_docker
+  serve
+  id=$("$CORDON" session create --backend docker --net restricted --allow-domain allowed.test \
+    --allow-cidr 127.0.0.0/8 --resolve allowed.test:127.0.0.1 --resolve other.test:127.0.0.1)
+  [ -n "$id" ]
+  run "$CORDON" session exec "$id" -- timeout 60 wget -q -O - "http://allowed.test:$HTTP_PORT/hello.txt"
+  [[ "$output" == *"hello from loopback"* ]]
+  run "$CORDON" session exec "$id" -- timeout 60 wget -q -O - "http://other.test:$HTTP_PORT/hello.txt"
+  [ "$status" -ne 0 ]
+  "$CORDON" session destroy "$id"
+  run -0 scrape
+  echo "$output" | grep egress
+  [ "$(echo "$output" | sample 'sandbox_egress_decisions_total{backend="docker",decision="allowed",rule=""}')" = 1 ]
+  [ "$(echo "$output" | sample 'sandbox_egress_decisions_total{backend="docker",decision="refused",rule="not-allowlisted"}')" = 1 ]
+  [ "$(echo "$output" | sample 'sandbox_egress_bytes_total{backend="docker",direction="in"}')" -ge 20 ]
 }
