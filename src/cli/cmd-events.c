@@ -16,7 +16,9 @@ static const char events_usage[] =
     "\n"
     "The project's event log: one line per session create, destroy and exec (by the CLI,\n"
     "the server or a race), failures too: time (UTC), verb, backend, session, exit code\n"
-    "(exec), duration in seconds. It is not the audit chain: no secrets, no HMAC.\n"
+    "(exec), duration in seconds; and when a session of --net restricted is destroyed, one\n"
+    "egress line per kind of its proxy's decisions: decision, rule, count, bytes out and in.\n"
+    "It is not the audit chain: no secrets, no HMAC.\n"
     "\n"
     "  --json          the log's own lines, one JSON object each\n"
     "  --follow, -f    keep printing events as they are appended (also across a rotation)\n"
@@ -52,9 +54,15 @@ static int print_event(void *data, const struct obs_event *e) {
     obs_time_format(&e->time, when, sizeof(when));
     if (e->has_exit_code)
       snprintf(code, sizeof(code), "%d", e->exit_code);
-    printf("%s  %-7s  %-10s  %-16s  %4s  %9.3fs%s\n", when, e->verb, e->backend,
-           e->session[0] ? e->session : "-", code, e->duration_seconds,
-           e->failed ? "  failed" : "");
+    if (e->has_egress)
+      printf("%s  %-7s  %-10s  %-16s  %s %s x%llu  out %llu B  in %llu B\n", when, e->verb,
+             e->backend, e->session[0] ? e->session : "-", e->decision, e->rule[0] ? e->rule : "-",
+             (unsigned long long)e->count, (unsigned long long)e->bytes_out,
+             (unsigned long long)e->bytes_in);
+    else
+      printf("%s  %-7s  %-10s  %-16s  %4s  %9.3fs%s\n", when, e->verb, e->backend,
+             e->session[0] ? e->session : "-", code, e->duration_seconds,
+             e->failed ? "  failed" : "");
   }
   return 0;
 }

@@ -16,7 +16,7 @@
 #include "net/relay.h"
 
 #define BRIDGE_MAX_PAIRS 256u
-#define BRIDGE_BUFFER_BYTES (256u * 1024u)
+#define BRIDGE_BUFFER_BYTES (1024u * 1024u)
 #define TAG_LISTEN UINT64_MAX
 #define TAG_STOP (UINT64_MAX - 1)
 

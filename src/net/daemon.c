@@ -1,17 +1,22 @@
 /* The egress proxy's daemon (daemon.h): its start, its confinement (no fd, signal, terminal
- * or core of cordon's; as root a mount namespace of its own and then uid nobody; the proxy's
- * seccomp filter), the handoff it waits for, and the serving. */
+ * or core of cordon's; a mount namespace of its own, as root then uid nobody, as another user
+ * in a user namespace of its own without its capabilities; the proxy's
+ * seccomp filter), the handoff it waits for, and the serving. A listening socket handed over
+ * from inside the sandbox (ns) is the proxy's own: no bridge relays it to a unix socket first,
+ * so a byte crosses one relay, not two (bench/egress). */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <limits.h>
+#include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,7 +29,6 @@
 #include "net/daemon.h"
 #include "net/proxy.h"
 
-#define EVENTS_NAME "events.jsonl"
 /* nobody: the proxy's uid and gid when cordon runs as root */
 #define OVERFLOW_ID 65534
 /* Where the daemon builds its root before pivoting into it (in its own mount namespace, so
@@ -33,31 +37,11 @@
 
 struct egress_daemon {
   const struct net_rules *rules;
-  bool serves_bridge;
-  bool isolated;    /* in its own mount namespace (isolate_filesystem) */
-  int handoff;      /* the one fd arrives here; for a bridge, its hang-up ends us */
-  int proxy_listen; /* NET_EGRESS_SOCKET in the session's runtime directory */
-  int run_fd;       /* that directory; closed once the socket's path is no longer needed */
+  bool serves_bridge; /* the proxy serves a listener handed over (NET_EGRESS_BRIDGE) */
+  int handoff;        /* the one fd arrives here; for a listener, its hang-up ends us */
+  int proxy_listen;   /* NET_EGRESS_SOCKET in the session's runtime directory, or -1 (ns) */
   int events_fd;
-  char socket_path[108]; /* how the bridge reaches the proxy's socket */
 };
-
-/* The bridge's way to the proxy: a new connection to its socket for each client. */
-static int connect_proxy(void *arg) {
-  const struct egress_daemon *d = arg;
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -1;
-  struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", d->socket_path);
-  if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return -1;
-  }
-  return fd;
-}
 
 static int receive_handoff(int handoff, char *kind) {
   struct iovec iov = {.iov_base = kind, .iov_len = 1};
@@ -108,7 +92,7 @@ int net_egress_hand(int handoff, enum net_egress_handoff kind, int fd, struct co
 /* Nothing of cordon's but what the daemon serves with: no other fd, no handler, no terminal,
  * no core, no new privileges, not dumpable. */
 static void daemon_detach(const struct egress_daemon *d) {
-  int keep[] = {d->handoff, d->proxy_listen, d->run_fd, d->events_fd};
+  int keep[] = {d->handoff, d->proxy_listen, d->events_fd};
   for (int fd = 3; fd < 1024; fd++) {
     bool kept = false;
     for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
@@ -140,8 +124,7 @@ static void daemon_detach(const struct egress_daemon *d) {
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
-/* One line in the event log (the only output the daemon has) when the proxy or the bridge
- * could not serve. */
+/* One line in the event log (the only output the daemon has) when the proxy could not serve. */
 static void daemon_failed(int events_fd, const char *what, const struct cordon_error *err) {
   char line[512];
   const char *m = err && err->message ? err->message : "failed";
@@ -204,22 +187,11 @@ static int stage_host_path(const char *rel, bool dir) {
   return bind_read_only(source, target, dir ? MS_REC : 0);
 }
 
-/* As root: a mount namespace whose root is a tmpfs holding resolver_files, library_dirs and
- * (for the bridge) the proxy's socket, read-only; the host's tree is gone (pivot_root, then
- * detached). The fds the daemon holds stay its only other reach, and run_fd is closed by
- * whoever no longer needs it. */
-static int isolate_filesystem(struct egress_daemon *d, struct cordon_error **err) {
-  /* The socket's path, named while the fd's mount is still in our namespace: a bind mount
-   * from a mount of another namespace (the fd's, after unshare) is refused. */
-  char fd_path[64], dir[PATH_MAX], source[PATH_MAX + sizeof(NET_EGRESS_SOCKET) + 1];
-  snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", d->run_fd);
-  ssize_t n = readlink(fd_path, dir, sizeof(dir) - 1);
-  const char *step = "runtime directory";
-  if (n < 0)
-    goto fail;
-  dir[n] = 0;
-  snprintf(source, sizeof(source), "%s/%s", dir, NET_EGRESS_SOCKET);
-  step = "unshare";
+/* As root: a mount namespace whose root is a tmpfs holding resolver_files and library_dirs,
+ * read-only; the host's tree is gone (pivot_root, then detached). The fds the daemon holds
+ * stay its only other reach. */
+static int isolate_filesystem(struct cordon_error **err) {
+  const char *step = "unshare";
   if (unshare(CLONE_NEWNS) < 0)
     goto fail;
   step = "private mounts";
@@ -243,13 +215,6 @@ static int isolate_filesystem(struct egress_daemon *d, struct cordon_error **err
     if (stage_host_path(library_dirs[i], true) < 0)
       goto fail;
   }
-  if (d->serves_bridge) {
-    step = NET_EGRESS_SOCKET;
-    if (make_target(STAGING "/" NET_EGRESS_SOCKET, false) < 0 ||
-        mount(source, STAGING "/" NET_EGRESS_SOCKET, NULL, MS_BIND, NULL) < 0)
-      goto fail;
-    snprintf(d->socket_path, sizeof(d->socket_path), "/%s", NET_EGRESS_SOCKET);
-  }
   step = "pivot_root";
   if (sys_pivot_root(STAGING, STAGING "/.old") < 0 || chdir("/") < 0)
     goto fail;
@@ -259,41 +224,77 @@ static int isolate_filesystem(struct egress_daemon *d, struct cordon_error **err
   step = "read-only root";
   if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
     goto fail;
-  d->isolated = true;
   return 0;
 fail:
   return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "egress proxy's file system: %s", step);
 }
 
-/* ---- serving ------------------------------------------------------------------------------- */
-
-static pid_t start_bridge(struct egress_daemon *d, int listener) {
-  pid_t bridge = fork();
-  if (bridge == 0) {
-    struct cordon_error *err = NULL;
-    close(d->proxy_listen);
-    if (d->isolated) /* the socket is bound into its root: no way out through the directory */
-      close(d->run_fd);
-    int r = net_bridge_serve(listener, connect_proxy, d, d->handoff, &err);
-    if (r < 0)
-      daemon_failed(d->events_fd, "bridge", err);
-    _exit(r < 0);
-  }
-  return bridge;
+/* One line into a /proc/self file (uid_map, gid_map, setgroups). */
+static int write_proc(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  ssize_t n = write(fd, text, strlen(text));
+  int e = errno;
+  close(fd);
+  errno = e;
+  return n == (ssize_t)strlen(text) ? 0 : -1;
 }
+
+/* Not root: a user namespace of the daemon's own (its uid and gid mapped to themselves), in
+ * which it may build the same mount namespace as root does. 1 when made; 0 when the kernel
+ * offers none to this user (unprivileged user namespaces disabled): the daemon then serves
+ * without, as documented; -1 when made but not set up (the caller fails closed). */
+static int own_user_namespace(struct cordon_error **err) {
+  uid_t uid = geteuid();
+  gid_t gid = getegid();
+  if (unshare(CLONE_NEWUSER) < 0)
+    return 0;
+  /* A process that is not dumpable cannot open its own /proc files for writing: dumpable for
+   * the maps only, before anything from the sandbox arrives. */
+  prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  char map[64];
+  const char *step = "setgroups";
+  if (write_proc("/proc/self/setgroups", "deny") < 0)
+    goto fail;
+  step = "uid_map";
+  snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+  if (write_proc("/proc/self/uid_map", map) < 0)
+    goto fail;
+  step = "gid_map";
+  snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+  if (write_proc("/proc/self/gid_map", map) < 0)
+    goto fail;
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  return 1;
+fail:
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "egress proxy's user namespace: %s", step);
+}
+
+/* The capabilities a user namespace's creator holds in it: none are needed once the root is
+ * built (they reach nothing of the host's, but the proxy has no use for them). */
+static int drop_capabilities(void) {
+  struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+  struct __user_cap_data_struct data[2] = {{0, 0, 0}, {0, 0, 0}};
+  return sys_capset(&header, data);
+}
+
+/* ---- serving ------------------------------------------------------------------------------- */
 
 static _Noreturn void egress_main(struct egress_daemon *d) {
   daemon_detach(d);
   struct cordon_error *err = NULL;
-  snprintf(d->socket_path, sizeof(d->socket_path), "/proc/self/fd/%d/%s", d->run_fd,
-           NET_EGRESS_SOCKET);
-  /* Fail closed: a root daemon that cannot shed the host's file system does not serve. */
-  if (geteuid() == 0 && isolate_filesystem(d, &err) < 0) {
+  /* Fail closed: a daemon that can have a mount namespace (root, or a user namespace of its
+   * own) and cannot shed the host's file system in it does not serve. */
+  int userns = geteuid() == 0 ? 0 : own_user_namespace(&err);
+  if (userns < 0 || ((geteuid() == 0 || userns > 0) && isolate_filesystem(&err) < 0) ||
+      (userns > 0 && drop_capabilities() < 0 &&
+       cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "capabilities") < 0)) {
     daemon_failed(d->events_fd, "confine", err);
     _exit(1);
   }
-  /* The proxy's seccomp filter, before anything from the sandbox arrives; the bridge inherits
-   * it. */
+  /* The proxy's seccomp filter, before anything from the sandbox arrives. */
   if (net_proxy_confine(&err) < 0) {
     daemon_failed(d->events_fd, "confine", err);
     _exit(1);
@@ -302,40 +303,39 @@ static _Noreturn void egress_main(struct egress_daemon *d) {
   int received = receive_handoff(d->handoff, &kind);
   if (received < 0)
     _exit(0);
-  pid_t bridge = 0;
-  int stop_fd = d->handoff;
-  if (kind == NET_EGRESS_BRIDGE && d->serves_bridge) {
-    bridge = start_bridge(d, received);
-    close(received);
-  } else if (kind == NET_EGRESS_LIFETIME) {
+  int listen_fd = d->proxy_listen, stop_fd = d->handoff;
+  if (kind == NET_EGRESS_BRIDGE && d->serves_bridge)
+    listen_fd = received; /* the sandbox's 127.0.0.1:3128: its clients are the proxy's */
+  else if (kind == NET_EGRESS_LIFETIME && d->proxy_listen >= 0)
     stop_fd = received;
-  } else {
+  else
     _exit(1);
-  }
-  /* The proxy reaches nothing through the runtime directory (the bridge has its own fds). */
-  close(d->run_fd);
-  /* The proxy needs no one's files: as root, it serves as nobody (no capability left). The
-   * bridge keeps the caller's uid: it connects to the socket in the caller's 0700 runtime
-   * directory. */
+  /* The proxy needs no one's files: as root, it serves as nobody (no capability left). */
   if (geteuid() == 0 &&
       (setgroups(0, NULL) < 0 || setresgid(OVERFLOW_ID, OVERFLOW_ID, OVERFLOW_ID) < 0 ||
        setresuid(OVERFLOW_ID, OVERFLOW_ID, OVERFLOW_ID) < 0)) {
     cordon_error_set(&err, CORDON_ERR_SYSTEM, errno, "cannot drop to uid %d", OVERFLOW_ID);
     daemon_failed(d->events_fd, "proxy", err);
-    if (bridge > 0)
-      kill(bridge, SIGKILL);
     _exit(1);
   }
   struct net_proxy_options o = {.rules = d->rules, .events_fd = d->events_fd};
-  int r = bridge < 0 ? -1 : net_proxy_serve(&o, d->proxy_listen, stop_fd, &err);
+  int r = net_proxy_serve(&o, listen_fd, stop_fd, &err);
   if (r < 0)
     daemon_failed(d->events_fd, "proxy", err);
-  if (bridge > 0) {
-    kill(bridge, SIGKILL);
-    while (waitpid(bridge, NULL, 0) < 0 && errno == EINTR)
-      ;
-  }
   _exit(r < 0);
+}
+
+int net_egress_events_wait(int fd, int timeout_ms) {
+  for (int waited = 0;; waited += 10) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      flock(fd, LOCK_UN);
+      return 0;
+    }
+    if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= timeout_ms)
+      return -1;
+    struct timespec step = {0, 10 * 1000 * 1000};
+    nanosleep(&step, NULL);
+  }
 }
 
 static int proxy_socket(const struct net_egress_daemon_spec *spec, struct cordon_error **err) {
@@ -365,22 +365,26 @@ int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *hand
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "socketpair");
   _cleanup_close_ int ours = pair[0];
   _cleanup_close_ int theirs = pair[1];
-  _cleanup_close_ int listen_fd = proxy_socket(spec, err);
-  if (listen_fd < 0)
+  /* A daemon given the sandbox's listener (ns) needs no socket of its own. */
+  _cleanup_close_ int listen_fd = spec->serves_bridge ? -1 : proxy_socket(spec, err);
+  if (listen_fd < 0 && !spec->serves_bridge)
     return -1;
   _cleanup_close_ int state_fd = open(spec->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   _cleanup_close_ int events_fd =
       state_fd < 0 ? -1
-                   : openat(state_fd, EVENTS_NAME,
+                   : openat(state_fd, NET_EGRESS_EVENTS,
                             O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (events_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s/%s", spec->state_dir,
-                            EVENTS_NAME);
+                            NET_EGRESS_EVENTS);
+  /* Held by the daemon's copy of this open file until it exits (net_egress_events_wait). */
+  if (flock(events_fd, LOCK_SH) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot lock %s/%s", spec->state_dir,
+                            NET_EGRESS_EVENTS);
   struct egress_daemon d = {.rules = spec->rules,
                             .serves_bridge = spec->serves_bridge,
                             .handoff = ours,
                             .proxy_listen = listen_fd,
-                            .run_fd = spec->run_fd,
                             .events_fd = events_fd};
   /* Twice, so that the daemon is nobody's child here: a caller that lives on (a race) must not
    * find it among its children, and `session create` may exit at once. */

@@ -5,6 +5,8 @@
 #ifndef CORDON_NET_EVENTS_H
 #define CORDON_NET_EVENTS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct net_event {
@@ -17,6 +19,27 @@ struct net_event {
   uint64_t bytes_in;    /* destination to client */
   int64_t time_ms;      /* wall clock, milliseconds since the epoch */
 };
+
+/* A session's decisions summed by kind (decision and rule), for the project's event log when
+ * the session ends (obs/events.h, verb "egress"). Kinds past NET_SUMMARY_MAX, and rules that are
+ * not a short printable word, are summed under rule "other". */
+#define NET_SUMMARY_MAX 32
+#define NET_SUMMARY_RULE_MAX 48
+
+struct net_summary_kind {
+  bool refused;
+  char rule[NET_SUMMARY_RULE_MAX]; /* "" when allowed */
+  uint64_t count, bytes_out, bytes_in;
+};
+
+struct net_summary {
+  struct net_summary_kind kinds[NET_SUMMARY_MAX];
+  size_t count;
+};
+
+/* Adds one line of a session's egress log (without its newline): 1 when it was a decision, 0
+ * when it was another line (an egress.error, a torn line). Pure. */
+int net_summary_add_line(struct net_summary *summary, const char *line, size_t length);
 
 /* The line, newline included (malloc'd), or NULL when out of memory. */
 char *net_event_format(const struct net_event *event);

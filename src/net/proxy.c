@@ -35,7 +35,7 @@
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define DEFAULT_IDLE_TIMEOUT_MS 300000
 #define DEFAULT_HEADER_TIMEOUT_MS 10000
-#define DEFAULT_BUFFER_BYTES (256u * 1024u)
+#define DEFAULT_BUFFER_BYTES (1024u * 1024u)
 #define DRAIN_MS 2000
 #define RESOLVER_WORKERS 4u
 #define TICK_MS 200
@@ -648,7 +648,9 @@ int net_proxy_serve(const struct net_proxy_options *o, int listen_fd, int stop_f
       }
     }
     check_deadlines(&p);
-    if (stopping || stop_requested(stop_fd))
+    /* The stop fd is watched like the rest; asked again only when idle, not a syscall per
+     * wake-up on the bulk path. */
+    if (!stopping && n == 0 && stop_requested(stop_fd))
       stopping = true;
   }
 out:

@@ -1,7 +1,10 @@
 /* One direction of a relayed connection, shared by the proxy and the bridge: bytes move from
  * one socket to the other through a pipe with splice(2), so they never cross user space, and
  * the pipe's size is the direction's buffer bound: when it is full the reader stops reading
- * (backpressure), so a flooding peer costs a bounded amount of memory. An EOF is passed on as
+ * (backpressure), so a flooding peer costs a bounded amount of memory. A pipe starts small
+ * (NET_DIRECTION_START) and grows, fourfold at a time up to the bound, each time it fills: a
+ * bulk transfer gets a big pipe (fewer splices and wake-ups a byte), a chatty connection keeps
+ * a small one, so many of them stay within a user's pipe-user-pages-soft. An EOF is passed on as
  * shutdown(SHUT_WR) once the pipe has drained (half-close). A few bytes of our own (a reply
  * line, a rewritten request head) go out first from `pending`. */
 #ifndef CORDON_NET_RELAY_H
@@ -10,6 +13,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* A pipe's first size. */
+#define NET_DIRECTION_START (64u * 1024u)
 
 struct net_direction {
   int from, to; /* sockets, not owned */
@@ -22,9 +28,11 @@ struct net_direction {
   bool eof;             /* `from` reached end of file */
   bool shut;            /* `to` was shut down for writing: this direction is done */
   uint64_t bytes;       /* bytes delivered to `to` */
+  size_t max_capacity;  /* the bound the pipe may grow to */
 };
 
-/* Opens the pipe, sized to capacity (rounded up by the kernel). 0, or -1 with errno. */
+/* Opens the pipe, at most capacity bytes (rounded up by the kernel) once grown. 0, or -1 with
+ * errno. */
 int net_direction_open(struct net_direction *d, int from, int to, size_t capacity);
 void net_direction_close(struct net_direction *d);
 /* Takes ownership of bytes (malloc'd) to send before anything relayed. */

@@ -28,6 +28,18 @@ void obs_event_set(struct obs_event *e, const char *verb, const char *backend,
   copy_name(e->session, session);
 }
 
+void obs_event_set_egress(struct obs_event *e, const char *decision, const char *rule,
+                          uint64_t count, uint64_t bytes_out, uint64_t bytes_in) {
+  e->has_egress = true;
+  size_t n = decision ? strnlen(decision, OBS_EVENT_DECISION_MAX) : 0;
+  memcpy(e->decision, decision ? decision : "", n);
+  e->decision[n] = 0;
+  copy_name(e->rule, rule);
+  e->count = count;
+  e->bytes_out = bytes_out;
+  e->bytes_in = bytes_in;
+}
+
 void obs_time_format(const struct timespec *t, char *buf, size_t size) {
   struct tm tm;
   time_t seconds = t->tv_sec;
@@ -118,11 +130,24 @@ int obs_event_format(const struct obs_event *e, char *buf, size_t size) {
   at += (size_t)snprintf(buf + (at < size ? at : size), at < size ? size - at : 0,
                          "\", \"session\": \"");
   at = put_string(buf, size, at, e->session);
+  if (e->has_egress) {
+    at += (size_t)snprintf(buf + (at < size ? at : size), at < size ? size - at : 0,
+                           "\", \"decision\": \"");
+    at = put_string(buf, size, at, e->decision);
+    at += (size_t)snprintf(buf + (at < size ? at : size), at < size ? size - at : 0,
+                           "\", \"rule\": \"");
+    at = put_string(buf, size, at, e->rule);
+    at += (size_t)snprintf(buf + (at < size ? at : size), at < size ? size - at : 0,
+                           "\", \"count\": %llu, \"bytes_out\": %llu, \"bytes_in\": %llu",
+                           (unsigned long long)e->count, (unsigned long long)e->bytes_out,
+                           (unsigned long long)e->bytes_in);
+  }
   char tail[160], code[32] = "";
   if (e->has_exit_code)
     snprintf(code, sizeof(code), ", \"exit_code\": %d", e->exit_code);
-  int t = snprintf(tail, sizeof(tail), "\"%s, \"duration_seconds\": %.6f%s}\n", code,
-                   e->duration_seconds, e->failed ? ", \"failed\": true" : "");
+  int t = snprintf(tail, sizeof(tail), "%s%s, \"duration_seconds\": %.6f%s}\n",
+                   e->has_egress ? "" : "\"", code, e->duration_seconds,
+                   e->failed ? ", \"failed\": true" : "");
   if (t < 0 || at + (size_t)t >= size)
     return -1;
   memcpy(buf + at, tail, (size_t)t + 1);
@@ -136,10 +161,20 @@ static int parse_object(const char *line, size_t length, struct obs_event *out) 
     return -1;
   const char *when = NULL, *verb = NULL, *backend = NULL, *session = NULL;
   json_t *exit_code = NULL, *duration = NULL, *failed = NULL;
-  int r = json_unpack(doc, "{s:s, s:s, s:s, s:s, s?o, s:o, s?o}", "time", &when, "verb", &verb,
-                      "backend", &backend, "session", &session, "exit_code", &exit_code,
-                      "duration_seconds", &duration, "failed", &failed);
+  json_t *decision = NULL, *rule = NULL, *count = NULL, *bytes_out = NULL, *bytes_in = NULL;
+  int r = json_unpack(doc, "{s:s, s:s, s:s, s:s, s?o, s:o, s?o, s?o, s?o, s?o, s?o, s?o}", "time",
+                      &when, "verb", &verb, "backend", &backend, "session", &session, "exit_code",
+                      &exit_code, "duration_seconds", &duration, "failed", &failed, "decision",
+                      &decision, "rule", &rule, "count", &count, "bytes_out", &bytes_out,
+                      "bytes_in", &bytes_in);
   struct timespec now = {0};
+  /* An egress summary has all five or none, counts never negative. */
+  bool egress = decision || rule || count || bytes_out || bytes_in;
+  if (r == 0 && egress &&
+      (!json_is_string(decision) || !json_is_string(rule) || !json_is_integer(count) ||
+       !json_is_integer(bytes_out) || !json_is_integer(bytes_in) || json_integer_value(count) < 0 ||
+       json_integer_value(bytes_out) < 0 || json_integer_value(bytes_in) < 0))
+    r = -1;
   if (r == 0 && (!json_is_number(duration) || (exit_code && !json_is_integer(exit_code)) ||
                  (failed && !json_is_boolean(failed)) ||
                  obs_time_parse(when, &now, &out->time) < 0 || strchr(when, 'T') == NULL))
@@ -150,6 +185,11 @@ static int parse_object(const char *line, size_t length, struct obs_event *out) 
     out->exit_code = exit_code ? (int)json_integer_value(exit_code) : 0;
     out->duration_seconds = json_number_value(duration);
     out->failed = failed && json_is_true(failed);
+    if (egress)
+      obs_event_set_egress(out, json_string_value(decision), json_string_value(rule),
+                           (uint64_t)json_integer_value(count),
+                           (uint64_t)json_integer_value(bytes_out),
+                           (uint64_t)json_integer_value(bytes_in));
   }
   json_decref(doc);
   return r;

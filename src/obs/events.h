@@ -1,7 +1,8 @@
 /* The project's event log: one JSON object per line in <project>/.cordon/events.jsonl, for
  * operators and dashboards (`cordon events`, the server's /metrics). Not the audit chain: no
- * HMAC, no secrets, only the time, the verb (create, destroy, exec), the backend, the session,
- * an exec's exit code, a duration, and whether the operation failed.
+ * HMAC, no secrets, only the time, the verb (create, destroy, exec, egress), the backend, the
+ * session, an exec's exit code, a duration, whether the operation failed, and for egress the
+ * count and bytes of one kind of proxy decision.
  *
  * A line is written with one write(2) on an O_APPEND descriptor, so lines from many processes
  * never interleave. When the file would pass its bound it is renamed to events.jsonl.1 (the
@@ -26,7 +27,8 @@
 #define OBS_EVENTS_DEFAULT_MAX_BYTES (8u << 20)
 /* No line is longer (newline included); longer ones are neither written nor read. */
 #define OBS_EVENT_LINE_MAX 1024
-#define OBS_EVENT_NAME_MAX 64 /* a verb, backend or session, without its NUL */
+#define OBS_EVENT_NAME_MAX 64 /* a verb, backend, session or rule, without its NUL */
+#define OBS_EVENT_DECISION_MAX 15
 
 struct obs_event {
   struct timespec time; /* wall clock (CLOCK_REALTIME); written in UTC, milliseconds */
@@ -37,10 +39,20 @@ struct obs_event {
   int exit_code;
   double duration_seconds;
   bool failed; /* the operation failed (written as "failed": true; absent otherwise) */
+  /* verb "egress": one kind of a session's egress proxy decisions (restricted), summed when
+   * the session is destroyed (the session's own log goes with it). */
+  bool has_egress;
+  char decision[OBS_EVENT_DECISION_MAX + 1]; /* "allowed" or "refused" */
+  char rule[OBS_EVENT_NAME_MAX + 1];         /* the refusing rule; "" when allowed */
+  uint64_t count;                            /* decisions of this kind */
+  uint64_t bytes_out, bytes_in;              /* client to destination, and back */
 };
 
 /* Fill the names of e (truncated to OBS_EVENT_NAME_MAX; NULL is ""). */
 void obs_event_set(struct obs_event *e, const char *verb, const char *backend, const char *session);
+/* Make e an egress summary: decision and rule (truncated; NULL rule is ""), count, bytes. */
+void obs_event_set_egress(struct obs_event *e, const char *decision, const char *rule,
+                          uint64_t count, uint64_t bytes_out, uint64_t bytes_in);
 
 /* The event as one line, newline included, into buf: its length, or -1 when it does not fit
  * (never more than OBS_EVENT_LINE_MAX). Pure. */

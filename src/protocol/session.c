@@ -23,6 +23,8 @@
 #include <cordon/session.h>
 
 #include "exec/stdio.h"
+#include "net/daemon.h"
+#include "net/events.h"
 #include "net/proxy.h"
 #include "protocol/context.h"
 #include "protocol/devices.h"
@@ -429,6 +431,42 @@ static void log_event(struct cordon_context *ctx, const char *verb, const char *
     fprintf(stderr, "cordon: warning: the event log is not written: %s\n",
             err && err->message ? err->message : "unknown error");
   cordon_error_free(err);
+}
+
+static int summary_line(void *data, const char *line, size_t n) {
+  net_summary_add_line(data, line, n);
+  return 0;
+}
+
+/* The session's egress decisions (restricted: its proxy's log, which goes with its state
+ * directory) summed into the project's log, one "egress" event per kind, for /metrics. The
+ * proxy ends with the sandbox; its last lines (connections open at the end) are waited for a
+ * moment. */
+static void log_egress_summary(const struct cordon_session *s) {
+  if (!s->state_dir)
+    return;
+  _cleanup_close_ int dir = open(s->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int fd =
+      dir < 0 ? -1 : openat(dir, NET_EGRESS_EVENTS, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return; /* no proxy ran */
+  net_egress_events_wait(fd, 2000);
+  struct net_summary summary = {0};
+  off_t offset = 0;
+  struct cordon_error *ignored = NULL;
+  obs_events_read_fd(fd, &offset, summary_line, &summary, &ignored);
+  cordon_error_free(ignored);
+  for (size_t i = 0; i < summary.count; i++) {
+    const struct net_summary_kind *k = &summary.kinds[i];
+    struct obs_event e = {0};
+    clock_gettime(CLOCK_REALTIME, &e.time);
+    obs_event_set(&e, "egress", s->backend->name, s->id);
+    obs_event_set_egress(&e, k->refused ? "refused" : "allowed", k->rule, k->count, k->bytes_out,
+                         k->bytes_in);
+    struct cordon_error *err = NULL;
+    obs_events_append(cordon_context_state_dir(s->ctx), &e, obs_events_max_bytes(), &err);
+    cordon_error_free(err);
+  }
 }
 
 /* A session's lifetime at its destroy: from its state directory's birth, where the filesystem
@@ -1044,6 +1082,8 @@ int cordon_session_destroy(struct cordon_session *s, struct cordon_error **err) 
   clock_gettime(CLOCK_MONOTONIC, &start);
   double age = session_age(s);
   int r = s->backend->destroy(s, err);
+  if (r == 0)
+    log_egress_summary(s);
   if (r == 0 && session_private(s)->has_rundir)
     r = rundir_remove(cordon_context_state_dir(s->ctx), s->id, err);
   if (r == 0)

@@ -16,6 +16,7 @@
 
 #define METRICS_MAX_BACKENDS 32
 #define METRICS_MAX_EXEC_SERIES 512
+#define METRICS_MAX_EGRESS_SERIES 256
 #define METRICS_NAME_MAX 64
 /* The exit code the log gives an exec that did not run (as `cordon run` reports it). */
 #define METRICS_EXEC_FAILED_CODE 125
@@ -34,6 +35,7 @@ struct histogram {
 struct backend_series {
   char name[METRICS_NAME_MAX];
   uint64_t created, destroyed;
+  uint64_t egress_bytes_out, egress_bytes_in; /* through the egress proxy, summed */
   uint64_t active; /* the live sessions of this backend (struct metrics' live) */
   struct histogram session_duration;
   struct histogram exec_duration;
@@ -42,6 +44,14 @@ struct backend_series {
 struct exec_series {
   int backend; /* index into backends */
   int exit_code;
+  uint64_t count;
+};
+
+/* One kind of egress decision of a backend's sessions (verb "egress"). */
+struct egress_series {
+  int backend;
+  char decision[OBS_EVENT_DECISION_MAX + 1];
+  char rule[OBS_EVENT_NAME_MAX + 1];
   uint64_t count;
 };
 
@@ -60,6 +70,8 @@ struct metrics {
   size_t n_backends;
   struct exec_series execs[METRICS_MAX_EXEC_SERIES];
   size_t n_execs;
+  struct egress_series egress[METRICS_MAX_EGRESS_SERIES];
+  size_t n_egress;
   struct live_session *live;
   size_t n_live, live_capacity;
   struct obs_events_follower *events;
@@ -166,7 +178,37 @@ static void count_exec(struct metrics *m, int b, int exit_code, double seconds) 
     m->execs[i].count++;
 }
 
+/* Lock held. */
+static void count_egress(struct metrics *m, int b, const struct obs_event *e) {
+  m->backends[b].egress_bytes_out += e->bytes_out;
+  m->backends[b].egress_bytes_in += e->bytes_in;
+  size_t i = 0;
+  while (i < m->n_egress &&
+         (m->egress[i].backend != b || strcmp(m->egress[i].decision, e->decision) ||
+          strcmp(m->egress[i].rule, e->rule)))
+    i++;
+  if (i == m->n_egress && m->n_egress < METRICS_MAX_EGRESS_SERIES) {
+    struct egress_series *series = &m->egress[m->n_egress++];
+    series->backend = b;
+    snprintf(series->decision, sizeof(series->decision), "%s", e->decision);
+    snprintf(series->rule, sizeof(series->rule), "%s", e->rule);
+    series->count = 0;
+  }
+  if (i < m->n_egress)
+    m->egress[i].count += e->count;
+}
+
 void metrics_apply(struct metrics *m, const struct obs_event *e) {
+  if (!strcmp(e->verb, "egress")) {
+    if (!e->has_egress)
+      return;
+    pthread_mutex_lock(&m->lock);
+    int b = backend_index(m, e->backend);
+    if (b >= 0)
+      count_egress(m, b, e);
+    pthread_mutex_unlock(&m->lock);
+    return;
+  }
   bool create = !strcmp(e->verb, "create"), destroy = !strcmp(e->verb, "destroy");
   bool exec = !strcmp(e->verb, "exec");
   if (((create || destroy) && e->failed) || !(create || destroy || exec) ||
@@ -256,6 +298,14 @@ static void put_histogram(struct text *t, const char *name, const char *backend,
   put(t, "%s_count{backend=\"%s\"} %llu\n", name, backend, (unsigned long long)h->count);
 }
 
+/* Lock held. Whether a backend has any egress series (its bytes are shown, even 0). */
+static bool backend_has_egress(const struct metrics *m, int b) {
+  for (size_t i = 0; i < m->n_egress; i++)
+    if (m->egress[i].backend == b)
+      return true;
+  return false;
+}
+
 char *metrics_render(struct metrics *m) {
   if (m->events) {
     /* A log that cannot be read leaves the counters where they were: /metrics still answers. */
@@ -310,6 +360,30 @@ char *metrics_render(struct metrics *m) {
     label(m->backends[i].name, b, sizeof(b));
     put_histogram(&t, "sandbox_exec_duration_seconds", b, &m->backends[i].exec_duration,
                   exec_buckets);
+  }
+  put(&t, "# HELP sandbox_egress_decisions_total Egress proxy decisions (--net restricted), by "
+          "decision and the rule that refused (\"\" when allowed), counted when a session "
+          "ends.\n"
+          "# TYPE sandbox_egress_decisions_total counter\n");
+  for (size_t i = 0; i < m->n_egress; i++) {
+    char d[2 * sizeof(m->egress[i].decision)], r[2 * sizeof(m->egress[i].rule)];
+    label(m->backends[m->egress[i].backend].name, b, sizeof(b));
+    label(m->egress[i].decision, d, sizeof(d));
+    label(m->egress[i].rule, r, sizeof(r));
+    put(&t, "sandbox_egress_decisions_total{backend=\"%s\",decision=\"%s\",rule=\"%s\"} %llu\n", b,
+        d, r, (unsigned long long)m->egress[i].count);
+  }
+  put(&t, "# HELP sandbox_egress_bytes_total Bytes relayed by the egress proxy: out (client to "
+          "destination) and in, counted when a session ends.\n"
+          "# TYPE sandbox_egress_bytes_total counter\n");
+  for (size_t i = 0; i < m->n_backends; i++) {
+    if (!backend_has_egress(m, (int)i))
+      continue;
+    label(m->backends[i].name, b, sizeof(b));
+    put(&t, "sandbox_egress_bytes_total{backend=\"%s\",direction=\"out\"} %llu\n", b,
+        (unsigned long long)m->backends[i].egress_bytes_out);
+    put(&t, "sandbox_egress_bytes_total{backend=\"%s\",direction=\"in\"} %llu\n", b,
+        (unsigned long long)m->backends[i].egress_bytes_in);
   }
   pthread_mutex_unlock(&m->lock);
   if (t.failed) {

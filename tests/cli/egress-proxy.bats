@@ -341,6 +341,12 @@ PY
   command -v cc >/dev/null || skip "no C compiler to build bench/egress.c"
   run "$CORDON_SOURCE_ROOT/bench/egress" "$CORDON_BUILD_ROOT" 16777216 20
   [ "$status" -eq 0 ]
-  [[ "${lines[0]}" == "bulk 16777216 bytes: direct "*" MB/s, through bridge+proxy "*x ]]
-  [[ "${lines[1]}" == "new connection to first byte, median of 20: direct "*" ms: +"*" ms" ]]
+  [[ "${lines[0]}" == "bulk 16777216 bytes: direct "*" MB/s; through the proxy (ns) "*"x; through bridge+proxy (docker) "*x ]]
+  [[ "${lines[1]}" == "new connection to first byte, median of 20: direct "*" ms; through the proxy "*" ms: +"*" ms; through bridge+proxy "*" ms: +"*" ms" ]]
+  # One path alone (for a timer that alternates runs), and a path it does not know.
+  run "$CORDON_SOURCE_ROOT/bench/egress" "$CORDON_BUILD_ROOT" 16777216 1 proxy
+  [ "$status" -eq 0 ]
+  [[ "$output" == "proxy: "*" MB/s" ]]
+  run "$CORDON_SOURCE_ROOT/bench/egress" "$CORDON_BUILD_ROOT" 16777216 1 sideways
+  [ "$status" -eq 2 ]
 }
