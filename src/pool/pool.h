@@ -111,6 +111,9 @@ struct pool_refusal {
   char *message; /* one line, malloc'd */
 };
 void pool_refusal_clear(struct pool_refusal *r);
+/* Fill r (formatting the message); returns 1, or -ENOMEM with r cleared. */
+int pool_refusal_set(struct pool_refusal *r, enum pool_rule rule, const char *field,
+                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* A parsed recipe: {"pool": NAME, "overrides": {...}} (overrides optional: {}). */
 struct pool_recipe {
@@ -148,10 +151,14 @@ int pool_merge(const struct pool_manifest *m, const struct pool_recipe *recipe,
 struct pool_backend_status {
   const char *name;
   bool available;
+  uint32_t capabilities; /* CORDON_CAP_* the backend declares */
 };
 
-/* The canonical selector_inputs object: {"allowlist":[...],"available":{"ns":true,...}}, for the
- * effective manifest's allowlist, and the chosen backend (the first available; NULL: none). */
+/* The selector_inputs object for the effective manifest's allowlist:
+ *   {"allowlist":[...],"backends":{NAME:{"available":B,"capabilities":[...]}},
+ *    "required_capabilities":[...]}
+ * and the chosen backend: the first allowed one available and declaring every required
+ * capability (NULL: none; borrowed from effective). */
 int pool_selector_inputs(const json_t *effective, const struct pool_backend_status *status,
                          size_t n_status, json_t **inputs, const char **chosen,
                          struct cordon_error **err);
