@@ -111,6 +111,7 @@ int cmd_gate(int argc, char **argv);   /* cmd-gate.c */
 int cmd_build(int argc, char **argv);  /* cmd-build.c */
 int cmd_events(int argc, char **argv); /* cmd-events.c */
 int cmd_plan(int argc, char **argv);   /* cmd-plan.c */
+int cmd_pool(int argc, char **argv);   /* cmd-pool.c */
 
 /* `cordon serve` and `cordon token` (cmd-serve.c, cmd-token.c). The server is src/server/, on
  * this floor: its one entry is declared here rather than included (src/server/serve.h). */

@@ -7,6 +7,7 @@
 #include "base/proc.h"
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
+#include "cli/cmd-pool.h"
 #include "cli/stream.h"
 
 static const char run_usage[] =
@@ -19,14 +20,30 @@ static const char run_usage[] =
     "\n"
     "options:\n" MANIFEST_HELP
     "  --cwd DIR             working directory (relative to the workspace)\n"
-    "  --stdin FILE          feed FILE (or - for cordon's stdin) to the command\n" STREAM_HELP;
+    "  --stdin FILE          feed FILE (or - for cordon's stdin) to the command\n" STREAM_HELP
+    "  --pool NAME           place into the named pool first (`cordon pool`): the backend,\n"
+    "                        environment, limits and policy come from the pool's template\n"
+    "                        and the recipe's overrides, never from the options above; a\n"
+    "                        refused recipe exits 4 (receipt chained, nothing created)\n"
+    "  --recipe FILE         with --pool: {\"pool\": NAME, \"overrides\": {...}}\n";
+
+/* Options of their own, numbered above cmd-manifest.h's. */
+enum { OPT_POOL = 1000, OPT_RECIPE };
+
+/* `run --pool`: the manifest comes from the placement. */
+static int run_pooled(const char *pool, const char *recipe, struct manifest_opts *o,
+                      struct cli_stream *st, char **command);
 
 int cmd_run(int argc, char **argv) {
   static const struct option opts[] = {MANIFEST_OPTIONS,
                                        {"cwd", required_argument, NULL, OPT_CWD},
                                        {"stdin", required_argument, NULL, OPT_STDIN},
                                        STREAM_OPTIONS,
+                                       {"pool", required_argument, NULL, OPT_POOL},
+                                       {"recipe", required_argument, NULL, OPT_RECIPE},
                                        {0}};
+  const char *pool = NULL, *recipe = NULL;
+  bool manifest_given = false; /* an option that shapes the manifest (not --json, --quiet) */
   struct cli_stream st = {0};
   struct manifest_opts o = {0};
   int c, code = EXIT_CORDON;
@@ -49,6 +66,12 @@ int cmd_run(int argc, char **argv) {
       *(c == 'i' ? &st.interactive : &st.tty) = true;
       continue;
     }
+    if (c == OPT_POOL || c == OPT_RECIPE) {
+      *(c == OPT_POOL ? &pool : &recipe) = optarg;
+      continue;
+    }
+    if (c != OPT_JSON && c != OPT_QUIET && c != '?')
+      manifest_given = true;
     int r = c == '?' ? cli_option_error("run") : manifest_option("run", c, optarg, &o);
     if (r != 0) {
       manifest_opts_free(&o);
@@ -61,6 +84,22 @@ int cmd_run(int argc, char **argv) {
       cli_usage_error("run", "no command given");
     manifest_opts_free(&o);
     return EXIT_CORDON;
+  }
+  if (recipe && !pool) {
+    cli_usage_error("run", "--recipe needs --pool NAME");
+    manifest_opts_free(&o);
+    return EXIT_CORDON;
+  }
+  if (pool) {
+    if (manifest_given) {
+      cli_usage_error("run", "with --pool, the sandbox's shape comes from the pool and its "
+                             "recipe, not from manifest options");
+      manifest_opts_free(&o);
+      return EXIT_CORDON;
+    }
+    code = run_pooled(pool, recipe, &o, &st, argv + optind);
+    manifest_opts_free(&o);
+    return code;
   }
   struct cordon_manifest m;
   struct cordon_repo_spec repo = {0};
@@ -113,5 +152,63 @@ out:
   cordon_context_free(ctx);
   cordon_registry_free(reg);
   manifest_opts_free(&o);
+  return code;
+}
+
+static int run_pooled(const char *pool, const char *recipe, struct manifest_opts *o,
+                      struct cli_stream *st, char **command) {
+  struct cordon_error *err = NULL;
+  struct cordon_registry *reg = NULL;
+  struct cordon_context *ctx = NULL;
+  const struct cordon_backend *b = NULL;
+  struct cordon_session *s = NULL;
+  struct pool_session_inputs in = {0};
+  _cleanup_free_ unsigned char *stdin_data = NULL;
+  size_t stdin_len = 0;
+  int code = EXIT_CORDON;
+  if (load_stdin(o->stdin_file, &stdin_data, &stdin_len, &err) < 0 ||
+      cordon_registry_load(&reg, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0) {
+    emit_failure(err, o->json, EXIT_CORDON);
+    goto out;
+  }
+  /* Placement first: a refusal (4) leaves nothing behind but its chained receipt. */
+  int placed = pool_cli_place("run", ctx, reg, pool, recipe, o->json, &in, &b);
+  if (placed != EXIT_OK) {
+    code = placed == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
+    goto out;
+  }
+  in.manifest.ephemeral = true;
+  in.manifest.one_shot = true;
+  if (cordon_session_create(ctx, b, &in.manifest, &s, &err) < 0) {
+    emit_failure(err, o->json, EXIT_CORDON);
+    goto out;
+  }
+  struct cordon_exec_request req = {
+      .argv = (const char *const *)command,
+      .cwd = o->cwd,
+      .stdin_data = stdin_data ? stdin_data : (o->stdin_file ? (const void *)"" : NULL),
+      .stdin_length = stdin_len,
+  };
+  struct cordon_exec_result res;
+  if (cli_stream_prepare(st, NULL, &req, &err) < 0 || cli_stream_start(st, &err) < 0 ||
+      cordon_session_exec(s, &req, &res, &err) < 0) {
+    cli_stream_end(st);
+    emit_failure(err, o->json, EXIT_CORDON);
+  } else {
+    cli_stream_end(st);
+    emit_result_memory_limit(in.manifest.policy.limits.memory_bytes);
+    code = emit_result(&res, o->json, in.manifest.default_timeout);
+    cordon_exec_result_clear(&res);
+  }
+  err = NULL;
+  proc_exit_pending_set();
+  if (cordon_session_destroy(s, &err) < 0) {
+    cli_fail(err);
+    code = EXIT_CORDON;
+  }
+out:
+  pool_session_inputs_clear(&in);
+  cordon_context_free(ctx);
+  cordon_registry_free(reg);
   return code;
 }

@@ -15,6 +15,7 @@
 #include "base/strv.h"
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
+#include "cli/cmd-pool.h"
 #include "cli/stream.h"
 
 static const char session_usage[] =
@@ -51,6 +52,11 @@ static const char create_usage[] =
     "                        none: if one cannot be created, the others are destroyed and\n"
     "                        the error is reported (exit 1, or 3/4 by its kind). When the ids\n"
     "                        are printed, every session is ready and its state is durable.\n"
+    "  --pool NAME           place into the named pool first (`cordon pool`): the session's\n"
+    "                        shape comes from the pool's template and the recipe's\n"
+    "                        overrides, never from the options above; a refused recipe\n"
+    "                        exits 4 (receipt chained, no session created)\n"
+    "  --recipe FILE         with --pool: {\"pool\": NAME, \"overrides\": {...}}\n"
     "\n"
     "Exit codes: 0 ok, 1 failed, 2 usage (--count not a number from 1 to 256, or without\n"
     "--from), 3 not found, 4 unavailable or refused.\n";
@@ -130,11 +136,53 @@ static int create_batch(struct cordon_context *ctx, const struct cordon_backend 
   return EXIT_OK;
 }
 
+/* Options of `session create` alone, numbered above cmd-manifest.h's. */
+enum { OPT_POOL = 1000, OPT_RECIPE };
+
+/* `session create --pool`: place, then create from the effective manifest. */
+static int create_pooled(const char *pool, const char *recipe, bool json) {
+  struct cordon_error *err = NULL;
+  struct cordon_registry *reg = NULL;
+  struct cordon_context *ctx = NULL;
+  const struct cordon_backend *b = NULL;
+  struct cordon_session *s = NULL;
+  struct pool_session_inputs in = {0};
+  int code;
+  if (cordon_registry_load(&reg, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0) {
+    code = cli_fail(err);
+  } else if ((code = pool_cli_place("session create", ctx, reg, pool, recipe, json, &in, &b)) !=
+             EXIT_OK) {
+    /* reported; a refusal (4) created nothing */
+  } else if (cordon_session_create(ctx, b, &in.manifest, &s, &err) < 0) {
+    code = cli_fail(err);
+  } else {
+    if (json) {
+      json_t *j =
+          json_pack("{s:s, s:s, s:o, s:s, s:s}", "id", s->id, "backend", b->name, "workspace",
+                    workspace_json(s->workspace), "root", s->root, "pool", pool);
+      json_dumpf(j, stdout, JSON_INDENT(2));
+      putchar('\n');
+      json_decref(j);
+    } else {
+      printf("%s\n", s->id);
+    }
+    cordon_session_close(s);
+  }
+  pool_session_inputs_clear(&in);
+  cordon_context_free(ctx);
+  cordon_registry_free(reg);
+  return code;
+}
+
 static int session_create(int argc, char **argv) {
   static const struct option opts[] = {MANIFEST_OPTIONS,
                                        {"from", required_argument, NULL, OPT_FROM},
                                        {"count", required_argument, NULL, OPT_COUNT},
+                                       {"pool", required_argument, NULL, OPT_POOL},
+                                       {"recipe", required_argument, NULL, OPT_RECIPE},
                                        {0}};
+  const char *pool = NULL, *recipe = NULL;
+  bool manifest_given = false; /* an option that shapes the manifest (not --json, --quiet) */
   struct manifest_opts o = {0};
   const char *from = NULL;
   unsigned long long count = 0; /* 0: no --count, one session */
@@ -158,6 +206,12 @@ static int session_create(int argc, char **argv) {
       }
       continue;
     }
+    if (c == OPT_POOL || c == OPT_RECIPE) {
+      *(c == OPT_POOL ? &pool : &recipe) = optarg;
+      continue;
+    }
+    if (c != OPT_JSON && c != OPT_QUIET && c != '?')
+      manifest_given = true;
     int r = c == '?' ? cli_option_error("session create")
                      : manifest_option("session create", c, optarg, &o);
     if (r != 0) {
@@ -173,6 +227,19 @@ static int session_create(int argc, char **argv) {
   if (count && !from) {
     manifest_opts_free(&o);
     return cli_usage_error("session create", "--count needs --from SNAPSHOT");
+  }
+  if (recipe && !pool) {
+    manifest_opts_free(&o);
+    return cli_usage_error("session create", "--recipe needs --pool NAME");
+  }
+  if (pool) {
+    bool json = o.json;
+    manifest_opts_free(&o);
+    if (manifest_given || from)
+      return cli_usage_error("session create",
+                             "with --pool, the session's shape comes from the pool and its "
+                             "recipe, not from manifest options or --from");
+    return create_pooled(pool, recipe, json);
   }
   struct cordon_manifest m;
   struct cordon_repo_spec repo = {0};

@@ -59,6 +59,8 @@ static const char main_usage[] =
     "  attest [--backend NAME]... [--out FILE]\n"
     "                                  probe this host's backends, sign what was measured;\n"
     "                                  attest verify FILE [--expected-keyid KID] checks one\n"
+    "  pool register|list|show|retire|verify|place\n"
+    "                                  named sandbox pools: governed placement with receipts\n"
     "  worker enrol|run --pool NAME    enrol this install as a pool's worker; run the\n"
     "                                  dispatches `pool submit` queues, with signed claims\n"
     "\n"
@@ -188,6 +190,7 @@ int main(int argc, char **argv) {
       {"serve", cmd_serve},
       {"token", cmd_token},
       {"attest", cmd_attest},
+      {"pool", cmd_pool},
       {"worker", cmd_worker},
   };
   detect_json_flag(argc, argv);

@@ -255,6 +255,10 @@ int pool_retire(struct cordon_context *ctx, const char *name, const char *actor,
 int pool_lookup(struct cordon_context *ctx, const char *name, struct pool_manifest *out,
                 struct cordon_error **err);
 
+/* The current body of a pool, active or retired (`pool show`); *state receives which. */
+int pool_lookup_any(struct cordon_context *ctx, const char *name, struct pool_manifest *out,
+                    enum pool_state *state, struct cordon_error **err);
+
 struct pool_placement {
   bool refused;
   struct pool_refusal refusal;     /* when refused */

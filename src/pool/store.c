@@ -198,6 +198,20 @@ int pool_lookup(struct cordon_context *ctx, const char *name, struct pool_manife
   return 0;
 }
 
+int pool_lookup_any(struct cordon_context *ctx, const char *name, struct pool_manifest *out,
+                    enum pool_state *state, struct cordon_error **err) {
+  memset(out, 0, sizeof(*out));
+  _cleanup_(audit_closep) struct cordon_audit_log *log = NULL;
+  _cleanup_(cas_closep) struct cordon_cas *cas = NULL;
+  if (open_both(ctx, &log, &cas, err) < 0)
+    return -1;
+  bool retired = false;
+  if (lookup(log, cas, name, out, &retired, err) < 0)
+    return -1;
+  *state = retired ? POOL_RETIRED : POOL_ACTIVE;
+  return 0;
+}
+
 void pool_placement_clear(struct pool_placement *p) {
   if (!p)
     return;
