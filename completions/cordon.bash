@@ -44,6 +44,7 @@ _cordon() {
     gate build serve token"
   verbs="$verbs events plan"
   verbs="$verbs attest"
+  verbs="$verbs pool"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
@@ -80,6 +81,10 @@ _cordon() {
     COMPREPLY=($(compgen -W "cordon root" -- "$cur"))
     return
     ;;
+  --pool)
+    COMPREPLY=($(compgen -W "$(cordon pool list 2>/dev/null | cut -f1)" -- "$cur"))
+    return
+    ;;
   --monitor)
     COMPREPLY=($(compgen -W "qemu firecracker libkrun fake" -- "$cur"))
     return
@@ -96,7 +101,7 @@ _cordon() {
     COMPREPLY=($(compgen -d -- "$cur"))
     return
     ;;
-  --stdin | --out | --profile | -o | --output | --file | --policy | --protect)
+  --stdin | --out | --profile | -o | --output | --file | --policy | --protect | --recipe)
     COMPREPLY=($(compgen -f -- "$cur"))
     return
     ;;
@@ -122,11 +127,11 @@ _cordon() {
 
   local subs="" opts=""
   case $verb in
-  run) opts="$manifest --cwd --stdin --interactive --tty" ;;
+  run) opts="$manifest --cwd --stdin --interactive --tty --pool --recipe" ;;
   session)
     subs="create exec read write files list shutdown snapshot destroy"
     case $sub in
-    create) opts="$manifest --from --count" ;;
+    create) opts="$manifest --from --count --pool --recipe" ;;
     exec) opts="--cwd --env --timeout --stdin --clear-env --json --help --interactive --tty" ;;
     write) opts="--mode --help" ;;
     files | ls | list) opts="--json --help" ;;
@@ -219,6 +224,14 @@ _cordon() {
     subs="run"
     opts="--dry-run --json --help"
     ;;
+  pool)
+    subs="register list show retire verify place"
+    case $sub in
+    place) opts="--recipe --out --json --help" ;;
+    retire) opts="--help" ;;
+    *) opts="--json --help" ;;
+    esac
+    ;;
   esac
 
   if [[ $cur == -* ]]; then
@@ -254,6 +267,14 @@ _cordon() {
     ;;
   attest)
     [[ $sub == verify ]] && COMPREPLY=($(compgen -f -- "$cur"))
+    ;;
+  pool)
+    case $sub in
+    register) COMPREPLY=($(compgen -f -- "$cur")) ;;
+    show | retire | place)
+      ((COMP_CWORD == 3)) && COMPREPLY=($(compgen -W "$(cordon pool list 2>/dev/null | cut -f1)" -- "$cur"))
+      ;;
+    esac
     ;;
   plan)
     [[ $sub == run ]] && COMPREPLY=($(compgen -f -X '!*.y*ml' -- "$cur") $(compgen -d -- "$cur"))

@@ -25,6 +25,7 @@ installed() {
 
 PAGES="cordon cordon-run cordon-session cordon-snapshot cordon-race cordon-cas cordon-receipt
   cordon-audit cordon-key cordon-backends cordon-gc cordon-volume"
+PAGES="$PAGES cordon-pool"
 
 @test "meson install puts the man pages in man1 and the completion in bash-completion" {
   command -v meson >/dev/null || skip "meson not found"
@@ -98,6 +99,7 @@ check_page() {
   check_page cordon-backends conformance
   check_page cordon-gc gc
   check_page cordon-volume volume
+  check_page cordon-pool pool
   check_page cordon-agent agent
 }
 
