@@ -1,4 +1,5 @@
-/* Unit tests of a pool's slot table and dispatch queue (src/pool/slots.c, src/pool/queue.c):
+/* Unit tests of a pool's slot table, dispatch queue, warm slots and worker documents
+ * (src/pool/slots.c, queue.c, warm.c, worker.c):
  * the pure classification and record forms, the dispatch document and its id, and the table
  * and queue on a scratch directory (a holder that dies frees its slot; a slot tied to a session
  * stays held until the session's directory is gone; a claim is taken once). */
@@ -19,6 +20,10 @@
 #include "base/fs.h"
 #include "pool/queue.h"
 #include "pool/slots.h"
+#include "pool/warm.h"
+#include "pool/worker.h"
+
+#include <cordon/keys.h>
 
 static void test_classify(void **state) {
   (void)state;
@@ -318,6 +323,124 @@ static void test_queue(void **state) {
   remove_scratch(dir);
 }
 
+#define H(c)                                                                                      \
+  c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c \
+      c c c c c c c c c c c c c c c c
+static struct pool_warm_record warm_record(const char *pool_hash, const char *overrides,
+                                           const char *effective, const char *backend) {
+  struct pool_warm_record r = {0};
+  snprintf(r.pool, sizeof(r.pool), "ci");
+  snprintf(r.session, sizeof(r.session), "0123456789abcdef");
+  snprintf(r.backend, sizeof(r.backend), "%s", backend);
+  snprintf(r.pool_hash, sizeof(r.pool_hash), "%s", pool_hash);
+  snprintf(r.overrides_hash, sizeof(r.overrides_hash), "%s", overrides);
+  snprintf(r.effective_manifest_hash, sizeof(r.effective_manifest_hash), "%s", effective);
+  return r;
+}
+
+static void test_warm_classify(void **state) {
+  (void)state;
+  struct pool_warm_record cur = warm_record(H("a"), H("b"), H("c"), "ns");
+  struct pool_warm_record same = cur, other_recipe = warm_record(H("a"), H("d"), H("e"), "ns"),
+                          updated = warm_record(H("f"), H("b"), H("c"), "ns"),
+                          remerged = warm_record(H("a"), H("b"), H("e"), "ns"),
+                          other_backend = warm_record(H("a"), H("d"), H("c"), "docker");
+  assert_int_equal(pool_warm_classify(&same, &cur), POOL_WARM_MATCH);
+  assert_int_equal(pool_warm_classify(&other_recipe, &cur), POOL_WARM_OTHER);
+  /* The pool's body changed under the slot: drifted, even for the same effective hash. */
+  assert_int_equal(pool_warm_classify(&updated, &cur), POOL_WARM_DRIFTED);
+  /* The same recipe now merges to another manifest: drifted. */
+  assert_int_equal(pool_warm_classify(&remerged, &cur), POOL_WARM_DRIFTED);
+  /* Same manifest, another backend: not this dispatch's. */
+  assert_int_equal(pool_warm_classify(&other_backend, &cur), POOL_WARM_OTHER);
+}
+
+static void test_warm_record_forms(void **state) {
+  (void)state;
+  struct pool_warm_record r = warm_record(H("a"), H("b"), H("c"), "ns"), back;
+  char *text = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(pool_warm_record_format(&r, &text, &err), 0);
+  assert_int_equal(pool_warm_record_parse(text, strlen(text), &back, &err), 0);
+  assert_memory_equal(&r, &back, sizeof(r));
+  /* A session id that is not one, a hash that is not one: refused. */
+  char *bad = strdup(text);
+  char *at = strstr(bad, "0123456789abcdef");
+  at[0] = '.';
+  assert_int_equal(pool_warm_record_parse(bad, strlen(bad), &back, &err), -1);
+  cordon_error_free(err);
+  err = NULL;
+  free(bad);
+  struct pool_warm_record short_hash = warm_record("abc", H("b"), H("c"), "ns");
+  free(text);
+  assert_int_equal(pool_warm_record_format(&short_hash, &text, &err), 0);
+  assert_int_equal(pool_warm_record_parse(text, strlen(text), &back, &err), -1);
+  cordon_error_free(err);
+  free(text);
+}
+
+static void test_worker_documents(void **state) {
+  (void)state;
+  char *dir = scratch(), *keys = NULL;
+  assert_true(asprintf(&keys, "%s/keys", dir) > 0);
+  struct cordon_error *err = NULL;
+  struct cordon_signing_key *key = NULL;
+  assert_int_equal(cordon_key_init(keys, NULL, &err), 0);
+  assert_int_equal(cordon_signing_key_load(keys, &key, &err), 0);
+  const char *kid = cordon_signing_key_id(key);
+  char *doc = NULL, *again = NULL, *reason = NULL;
+  size_t n = 0, n2 = 0;
+  json_t *body = NULL;
+  char signer[CORDON_KEY_ID_LEN + 1];
+  struct pool_claim_fields f = {.pool = "ci",
+                                .pool_hash = H("a"),
+                                .dispatch_id = H("b"),
+                                .effective_manifest_hash = H("c"),
+                                .placement = H("d"),
+                                .enrolment = H("e")};
+  /* No clock, no host: the same claim seals the same bytes. */
+  assert_int_equal(pool_seal_claim(key, &f, &doc, &n, &err), 0);
+  assert_int_equal(pool_seal_claim(key, &f, &again, &n2, &err), 0);
+  assert_int_equal(n, n2);
+  assert_memory_equal(doc, again, n);
+  assert_int_equal(
+      pool_worker_document_check(doc, n, POOL_CLAIM_TYPE, kid, &body, signer, &reason, &err), 0);
+  assert_string_equal(signer, kid);
+  assert_string_equal(json_string_value(json_object_get(body, "dispatch_id")), H("b"));
+  json_decref(body);
+  /* Another type expected, another signer expected, a flipped byte: each breaks. */
+  assert_int_equal(
+      pool_worker_document_check(doc, n, POOL_ENROLMENT_TYPE, kid, &body, signer, &reason, &err),
+      1);
+  free(reason);
+  assert_int_equal(pool_worker_document_check(doc, n, POOL_CLAIM_TYPE,
+                                              "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", &body,
+                                              signer, &reason, &err),
+                   1);
+  free(reason);
+  char *at = strstr(doc, "\"ci\"");
+  at[1] = 'd';
+  assert_int_equal(
+      pool_worker_document_check(doc, n, POOL_CLAIM_TYPE, kid, &body, signer, &reason, &err), 1);
+  free(reason);
+  free(doc);
+  free(again);
+  /* Empty fields are refused at sealing. */
+  f.enrolment = "";
+  assert_int_equal(pool_seal_claim(key, &f, &doc, &n, &err), -1);
+  cordon_error_free(err);
+  err = NULL;
+  assert_int_equal(pool_seal_enrolment(key, "ci", H("a"), &doc, &n, &err), 0);
+  assert_int_equal(
+      pool_worker_document_check(doc, n, POOL_ENROLMENT_TYPE, NULL, &body, signer, &reason, &err),
+      0);
+  json_decref(body);
+  free(doc);
+  cordon_signing_key_free(key);
+  free(keys);
+  remove_scratch(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_classify),
@@ -329,6 +452,9 @@ int main(void) {
       cmocka_unit_test(test_slot_bound_to_session),
       cmocka_unit_test(test_slot_damaged_record),
       cmocka_unit_test(test_queue),
+      cmocka_unit_test(test_warm_classify),
+      cmocka_unit_test(test_warm_record_forms),
+      cmocka_unit_test(test_worker_documents),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
