@@ -5,11 +5,13 @@
 #include "cli/cmd-pool-dispatch.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
@@ -192,6 +194,36 @@ int pool_lease_begin(const char *verb, struct cordon_context *ctx,
 
 int pool_lease_bind(struct pool_lease *lease, const char *session_id, struct cordon_error **err) {
   return lease->slot ? pool_slot_bind_session(lease->slot, session_id, err) : 0;
+}
+
+int pool_lease_destroy_detached(struct pool_lease *lease, struct cordon_session *s,
+                                struct cordon_error **err) {
+  char id[65];
+  snprintf(id, sizeof(id), "%s", s->id);
+  int lockfd = lease->slot ? pool_slot_lock_fd(lease->slot) : -1;
+  fflush(NULL);
+  pid_t child = fork();
+  if (child < 0)
+    return cordon_session_destroy(s, err);
+  if (child == 0) {
+    /* Detached: a session of its own, and our parent does not wait for its grandchild. */
+    if (setsid() < 0 || fork() != 0)
+      _exit(0);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    if (lockfd >= 0)
+      fcntl(lockfd, F_SETFD, 0); /* the slot's flock goes with it */
+    char *argv[] = {"cordon", "session", "destroy", id, NULL};
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  waitpid(child, NULL, 0);
+  cordon_session_close(s);
+  return 0;
 }
 
 void pool_lease_end(struct pool_lease *lease) {

@@ -46,6 +46,12 @@ int pool_lease_begin(const char *verb, struct cordon_context *ctx,
                      double wait_seconds, bool use_warm, bool json, struct pool_lease *lease);
 /* Tie the lease's slot to a session that outlives this process (`session create --pool`). */
 int pool_lease_bind(struct pool_lease *lease, const char *session_id, struct cordon_error **err);
+/* Destroy a used warm session after this process has exited: a detached `cordon session
+ * destroy ID` (this binary, in a session of its own, stdio on /dev/null) that inherits the
+ * lease's slot lock, so the slot stays held until the session is gone. s is closed (not
+ * destroyed) here. When that cannot start, s is destroyed here. */
+int pool_lease_destroy_detached(struct pool_lease *lease, struct cordon_session *s,
+                                struct cordon_error **err);
 /* Let the slot go (one bound to a session stays with it). */
 void pool_lease_end(struct pool_lease *lease);
 

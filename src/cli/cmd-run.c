@@ -198,8 +198,9 @@ static int run_pooled(const char *pool, const char *recipe, double wait, struct 
   }
   d.inputs.manifest.ephemeral = true;
   d.inputs.manifest.one_shot = true;
-  if (lease.warm) {
-    s = lease.warm; /* used once: destroyed below like a new one */
+  bool warm = lease.warm != NULL;
+  if (warm) {
+    s = lease.warm; /* used once: destroyed below, after we are gone */
     lease.warm = NULL;
   } else if (cordon_session_create(ctx, d.backend, &d.inputs.manifest, &s, &err) < 0) {
     emit_failure(err, o->json, EXIT_CORDON);
@@ -224,7 +225,9 @@ static int run_pooled(const char *pool, const char *recipe, double wait, struct 
   }
   err = NULL;
   proc_exit_pending_set();
-  if (cordon_session_destroy(s, &err) < 0) {
+  /* A warm session's teardown (a container's, a VM's) is not this command's latency: a detached
+   * process destroys it, holding the pool slot until it is gone. */
+  if ((warm ? pool_lease_destroy_detached(&lease, s, &err) : cordon_session_destroy(s, &err)) < 0) {
     cli_fail(err);
     code = EXIT_CORDON;
   }

@@ -188,6 +188,7 @@ static int run_command(struct worker *w, struct pool_dispatch_placed *d, struct 
                        const struct pool_dispatch *dispatch, struct cordon_exec_result *res,
                        struct cordon_error **err) {
   struct cordon_session *s = lease->warm;
+  bool warm = s != NULL;
   lease->warm = NULL;
   if (!s) {
     d->inputs.manifest.ephemeral = true;
@@ -198,7 +199,8 @@ static int run_command(struct worker *w, struct pool_dispatch_placed *d, struct 
   struct cordon_exec_request req = {.argv = (const char *const *)dispatch->argv};
   int r = cordon_session_exec(s, &req, res, err);
   struct cordon_error *derr = NULL;
-  if (cordon_session_destroy(s, &derr) < 0) {
+  if ((warm ? pool_lease_destroy_detached(lease, s, &derr) : cordon_session_destroy(s, &derr)) <
+      0) {
     cli_error("dispatch %s: %s", dispatch->id, derr->message);
     cordon_error_free(derr);
   }

@@ -286,6 +286,10 @@ unsigned pool_slot_index(const struct pool_slot *slot) {
   return slot->index;
 }
 
+int pool_slot_lock_fd(const struct pool_slot *slot) {
+  return slot->lockfd;
+}
+
 void pool_slot_release(struct pool_slot *slot) {
   if (!slot)
     return;

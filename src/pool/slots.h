@@ -62,6 +62,9 @@ int pool_slot_acquire(const char *state_dir, const char *pool_name, unsigned max
 int pool_slot_bind_session(struct pool_slot *slot, const char *session_id,
                            struct cordon_error **err);
 unsigned pool_slot_index(const struct pool_slot *slot);
+/* The fd whose flock holds the slot (O_CLOEXEC): a process it is handed to holds the slot too,
+ * until the last holder closes it. */
+int pool_slot_lock_fd(const struct pool_slot *slot);
 /* Let the slot go (a slot bound to a session stays held by the session). NULL is a no-op. */
 void pool_slot_release(struct pool_slot *slot);
 

@@ -255,7 +255,12 @@ for line in sys.stdin:
   [ "$output" = "served" ]
   [ -f ".cordon/pools/warm/ci/used/$warm.json" ]
   [ -z "$(ls .cordon/pools/warm/ci/ready)" ]
-  # Used once: the session was destroyed with the dispatch.
+  # Used once: the session is destroyed after the dispatch (by a detached process).
+  local i
+  for i in $(seq 200); do
+    "$CORDON" session list | grep -q "$warm" || break
+    sleep 0.1
+  done
   ! "$CORDON" session list | grep -q "$warm"
   run "$CORDON" run --pool ci -- echo cold
   [ "$status" -eq 0 ]
