@@ -119,7 +119,7 @@ for line in sys.stdin:
   "$CORDON" pool register pool.json >/dev/null
   local pids=() i ok=0 refused=0
   for i in 1 2 3 4 5; do
-    "$CORDON" run --pool ci -- sleep 4 >"out.$i" 2>&1 &
+    "$CORDON" run --pool ci -- sleep 8 >"out.$i" 2>&1 &
     pids+=($!)
   done
   BACKGROUND="${pids[*]}"
@@ -283,4 +283,30 @@ for line in sys.stdin:
   [ "$(audit_member pool.warm_quarantined session)" = "$warm" ]
   run "$CORDON" pool verify
   [ "$status" -eq 0 ]
+}
+
+@test "from inside a pool's sandbox, the slot table and the queue cannot be seen or touched" {
+  ns_or_skip
+  "$CORDON" pool register pool.json >/dev/null
+  "$CORDON" pool submit ci -- true >/dev/null
+  [ -d "$PROJECT/.cordon/pools/slots/ci" ] || "$CORDON" run --pool ci -- true
+  run "$CORDON" run --pool ci -- ls "$PROJECT/.cordon/pools/queue/ci/pending"
+  [ "$status" -ne 0 ]
+  run "$CORDON" run --pool ci -- sh -c "echo '{\"pid\":1,\"session\":null}' > $PROJECT/.cordon/pools/slots/ci/1.json"
+  [ "$status" -ne 0 ]
+  [ ! -e "$PROJECT/.cordon/pools/slots/ci/1.json" ]
+}
+
+@test "a dispatch tampered with in the queue is refused at its claim and never runs" {
+  ns_or_skip
+  "$CORDON" pool register pool.json >/dev/null
+  "$CORDON" worker enrol --pool ci >/dev/null
+  id=$("$CORDON" pool submit ci -- echo harmless)
+  sed -i 's/harmless/harmful!/' .cordon/pools/queue/ci/pending/*"$id".json
+  run "$CORDON" worker run --pool ci --once
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"dispatch $id hashes to"* ]]
+  [ ! -e ".cordon/pools/queue/ci/done/$id.json" ]
+  run "$CORDON" audit show
+  [[ "$output" != *"worker.claimed"* ]]
 }
