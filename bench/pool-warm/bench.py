@@ -22,7 +22,7 @@ import time
 
 
 def pool_spec(name, backend, image):
-    template = {"env": {"LANG": "C"}, "timeout_seconds": 60, "net": "loopback",
+    template = {"timeout_seconds": 60, "net": "loopback",
                 "capabilities": ["exec", "file_rw"]}
     if image:
         template["image"] = image

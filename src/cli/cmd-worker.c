@@ -38,7 +38,7 @@ static const char worker_usage[] =
     "  --pool NAME       the pool\n"
     "  --once            run at most one dispatch, then exit (none pending: exit 0)\n"
     "  --wait SECONDS    wait up to SECONDS for a concurrency slot (default: wait as long as\n"
-    "                    it takes; 0: refuse at once, leaving the dispatch claimed)\n"
+    "                    it takes); past it the dispatch is recorded as not run (exit code 4)\n"
     "  --no-warm         never attach a warm session\n"
     "  --poll SECONDS    without --once: how often an empty queue is looked at (default 0.2)\n"
     "  --json            one JSON object per line and dispatch\n"
@@ -237,8 +237,12 @@ static int serve_dispatch(struct worker *w, struct pool_dispatch *dispatch, cons
     goto out;
   }
   if ((code = pool_lease_begin("worker run", w->ctx, w->reg, &d, w->o.wait, !w->o.no_warm,
-                               w->o.json, &lease)) != EXIT_OK)
+                               w->o.json, &lease)) != EXIT_OK) {
+    /* Claimed but not run (the ceiling held past --wait): recorded, so it is not lost. */
+    if (record_result(w, dispatch, code, NULL, false, claim, NULL, &err) < 0)
+      cli_fail(err);
     goto out;
+  }
   bool warm = lease.warm != NULL;
   int exit_code = EXIT_CORDON;
   if (run_command(w, &d, &lease, dispatch, &res, &err) < 0) {
