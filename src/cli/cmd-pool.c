@@ -18,6 +18,7 @@
 #include "cli/cli.h"
 #include "cli/cmd-pool-dispatch.h"
 #include "cli/cmd-pool.h"
+#include "crypto/jcs.h"
 #include "pool/pool.h"
 
 extern char **environ;
@@ -241,7 +242,11 @@ static int pool_show_cmd(int argc, char **argv) {
     json_array_foreach(ceiling, i, c) printf("%s%s", i ? ", " : " ", json_string_value(c));
     printf("\n%-26s %s\n", "network_egress_class", cordon_egress_name(m.network_egress_class));
     print_strings("credential_env_allowlist", m.credential_env_allowlist);
-    char *t = json_dumps(json_object_get(caps, "template"), JSON_SORT_KEYS | JSON_COMPACT);
+    char *t = NULL;
+    size_t tn = 0;
+    struct cordon_error *jerr = NULL;
+    if (jcs_dump(json_object_get(caps, "template"), &t, &tn, &jerr) < 0)
+      cordon_error_free(jerr);
     printf("%-26s %s\n", "template", t ? t : "{}");
     free(t);
     json_decref(caps);
@@ -286,11 +291,17 @@ static int pool_verify_cmd(int argc, char **argv) {
     return cli_fail(err);
   }
   if (f.json) {
-    json_t *doc =
-        json_pack("{s:b,s:I,s:I,s:I}", "ok", report.ok, "entries", (json_int_t)report.entries,
-                  "bodies", (json_int_t)report.bodies, "receipts", (json_int_t)report.receipts);
-    if (doc && report.reason)
-      json_object_set_new(doc, "reason", json_string(report.reason));
+    /* The dialect of every verify verb: ok, verdict, exit_code, problems. */
+    json_t *problems = json_array();
+    if (problems && !report.ok)
+      json_array_append_new(
+          problems, json_pack("{s:s,s:s,s:s}", "object", report.object ? report.object : "pool",
+                              "verdict", "failed", "message", report.reason ? report.reason : ""));
+    json_t *doc = json_pack("{s:b,s:s,s:i,s:o,s:I,s:I,s:I}", "ok", report.ok, "verdict",
+                            report.ok ? "verified" : "failed", "exit_code",
+                            report.ok ? EXIT_OK : EXIT_FAILURE_, "problems", problems, "entries",
+                            (json_int_t)report.entries, "bodies", (json_int_t)report.bodies,
+                            "receipts", (json_int_t)report.receipts);
     cli_print_json(doc);
   } else if (report.ok) {
     printf("pool verify: ok (%llu audit entries, %llu pool bodies, %llu receipts)\n",

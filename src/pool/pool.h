@@ -255,6 +255,12 @@ int pool_retire(struct cordon_context *ctx, const char *name, const char *actor,
 int pool_lookup(struct cordon_context *ctx, const char *name, struct pool_manifest *out,
                 struct cordon_error **err);
 
+/* Keep blobs through the store's gc: write digests (a JSON object whose string members are
+ * digests) to .cordon/receipts/pools/NAME.json, whose digests gc takes as roots. Every event
+ * that stores a blob (register, place, and the dispatch side's receipts) records one. */
+int pool_keep_blobs(struct cordon_context *ctx, const char *name, json_t *digests,
+                    struct cordon_error **err);
+
 /* The current body of a pool, active or retired (`pool show`); *state receives which. */
 int pool_lookup_any(struct cordon_context *ctx, const char *name, struct pool_manifest *out,
                     enum pool_state *state, struct cordon_error **err);
@@ -288,6 +294,7 @@ struct pool_verify_report {
   uint64_t bodies;   /* pool bodies re-hashed */
   uint64_t receipts; /* receipts re-checked */
   char *reason;      /* the first break, one line; NULL when ok */
+  char *object;      /* what broke: "audit chain" or "audit entry N"; NULL when ok */
 };
 void pool_verify_report_clear(struct pool_verify_report *r);
 

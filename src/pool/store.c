@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -19,6 +20,7 @@
 #include <cordon/session.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "crypto/jcs.h"
 #include "pool/internal.h"
 #include "pool/pool.h"
@@ -57,6 +59,27 @@ static int pools_lock(struct cordon_context *ctx, int *fd, struct cordon_error *
     }
   }
   return 0;
+}
+
+/* Keep the blobs a pool event names through `cordon gc`, whose roots include every digest
+ * written in a file under .cordon/receipts/: one small file per event, named by its first
+ * digest, listing the others (canonical JSON). */
+int pool_keep_blobs(struct cordon_context *ctx, const char *name, json_t *digests,
+                    struct cordon_error **err) {
+  _cleanup_free_ char *dir = NULL;
+  _cleanup_free_ char *pools = NULL;
+  _cleanup_free_ char *path = NULL;
+  _cleanup_free_ char *text = NULL;
+  size_t n = 0;
+  if (context_ensure_dir(ctx, "receipts", &dir, err) < 0)
+    return -1;
+  if (asprintf(&pools, "%s/pools", dir) < 0 || asprintf(&path, "%s/%s.json", pools, name) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "pool records");
+  if (mkdir(pools, 0700) < 0 && errno != EEXIST)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", pools);
+  if (jcs_dump(digests, &text, &n, err) < 0)
+    return -1;
+  return fs_write_atomic(path, text, n, 0600, err);
 }
 
 static const char *default_actor(const char *actor, char buf[32]) {
@@ -137,6 +160,8 @@ int pool_register(struct cordon_context *ctx, const struct pool_manifest *m, con
   json_auto_t *details = json_pack("{s:s,s:s}", "name", m->name, "pool_hash", m->pool_hash);
   if (!details)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "pool %s", m->name);
+  if (pool_keep_blobs(ctx, m->pool_hash, details, err) < 0)
+    return -1;
   return append(log, event, actor, m->name, details, err);
 }
 
@@ -346,7 +371,8 @@ int pool_place(struct cordon_context *ctx, const struct pool_recipe *recipe,
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "placement");
     goto fail;
   }
-  if (append(log, event, actor, m.name, details, err) < 0)
+  if (pool_keep_blobs(ctx, p->receipt_digest, details, err) < 0 ||
+      append(log, event, actor, m.name, details, err) < 0)
     goto fail;
   pool_manifest_clear(&m);
   return 0;

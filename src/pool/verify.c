@@ -28,6 +28,7 @@ void pool_verify_report_clear(struct pool_verify_report *r) {
   if (!r)
     return;
   free(r->reason);
+  free(r->object);
   memset(r, 0, sizeof(*r));
 }
 
@@ -50,6 +51,8 @@ static int broken(struct walk *w, const struct cordon_audit_entry *e, const char
     what = NULL;
   va_end(ap);
   w->report->ok = false;
+  if (asprintf(&w->report->object, "audit entry %llu", (unsigned long long)e->index) < 0)
+    w->report->object = NULL;
   if (asprintf(&w->report->reason, "audit entry %llu (%s): %s", (unsigned long long)e->index,
                e->event, what ? what : "broken") < 0)
     w->report->reason = NULL;
@@ -278,6 +281,7 @@ int pool_verify(struct cordon_context *ctx, const char *expected_kid,
     goto out;
   if (chain.problem != CORDON_AUDIT_OK) {
     report->ok = false;
+    report->object = strdup("audit chain");
     if (asprintf(&report->reason, "audit chain: %s line %llu: %s: %s",
                  chain.file ? chain.file : "?", (unsigned long long)chain.line,
                  cordon_audit_problem_name(chain.problem),

@@ -13,6 +13,7 @@
 
 #include "base/cleanup.h"
 #include "crypto/jcs.h"
+#include "pool/pool.h"
 
 /* Every type's body members besides signer, sorted. */
 static const char *const enrolment_members[] = {"pool", "pool_hash", "type", "version", NULL};
@@ -194,6 +195,9 @@ static int store_and_chain(struct cordon_context *ctx, const char *event, const 
       return -1;
     if (json_object_set_new(owned, "receipt", json_string(d)) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", event);
+    /* The store's gc keeps what a record under .cordon/receipts/ names. */
+    if (pool_keep_blobs(ctx, d, owned, err) < 0)
+      return -1;
   }
   _cleanup_free_ char *text = NULL;
   size_t n = 0;

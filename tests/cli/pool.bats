@@ -186,6 +186,12 @@ EOF
   run "$CORDON" pool verify --json
   [ "$status" -eq 0 ]
   [ "$(jq -r .receipts <<<"$output")" = 7 ]
+  # The store's gc keeps every body, overrides, effective manifest and receipt the chain names.
+  run "$CORDON" cas prune
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"removed 0 blobs"* ]]
+  run "$CORDON" pool verify
+  [ "$status" -eq 0 ]
 }
 
 @test "run --pool and session create --pool: refusals create no session, placements run" {
@@ -261,8 +267,11 @@ EOF
   run "$CORDON" pool verify
   [ "$status" -eq 1 ]
   [[ "$output" == *"audit chain"* ]]
+  run "$CORDON" pool verify --json
+  [ "$status" -eq 1 ]
+  [ "$(jq -c '[.ok, .verdict, .exit_code, .problems[0].object]' <<<"$output")" = '[false,"failed",1,"audit chain"]' ]
   rm -rf .cordon && cp -a saved .cordon
   run "$CORDON" pool verify --json
   [ "$status" -eq 0 ]
-  [ "$(jq -r .ok <<<"$output")" = true ]
+  [ "$(jq -c '[.ok, .verdict, .exit_code, (.problems | type)]' <<<"$output")" = '[true,"verified",0,"array"]' ]
 }
