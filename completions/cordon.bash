@@ -45,6 +45,7 @@ _cordon() {
   verbs="$verbs events plan"
   verbs="$verbs attest"
   verbs="$verbs pool"
+  verbs="$verbs worker"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
@@ -127,11 +128,11 @@ _cordon() {
 
   local subs="" opts=""
   case $verb in
-  run) opts="$manifest --cwd --stdin --interactive --tty --pool --recipe" ;;
+  run) opts="$manifest --cwd --stdin --interactive --tty --pool --recipe --wait" ;;
   session)
     subs="create exec read write files list shutdown snapshot destroy"
     case $sub in
-    create) opts="$manifest --from --count --pool --recipe" ;;
+    create) opts="$manifest --from --count --pool --recipe --wait" ;;
     exec) opts="--cwd --env --timeout --stdin --clear-env --json --help --interactive --tty" ;;
     write) opts="--mode --help" ;;
     files | ls | list) opts="--json --help" ;;
@@ -188,6 +189,11 @@ _cordon() {
     subs="verify"
     opts="--expected-keyid --json --help"
     ;;
+  worker)
+    subs="enrol run"
+    opts="--pool --json --help"
+    [[ $sub == run ]] && opts="--pool --once --wait --no-warm --poll --json --help"
+    ;;
   attest)
     subs="verify"
     opts="--backend --host-facts --out --json --help"
@@ -225,9 +231,11 @@ _cordon() {
     opts="--dry-run --json --help"
     ;;
   pool)
-    subs="register list show retire verify place"
+    subs="register list show retire verify place submit warm"
     case $sub in
     place) opts="--recipe --out --json --help" ;;
+    submit) opts="--recipe --json --help" ;;
+    warm) opts="--slots --recipe --json --help" ;;
     retire) opts="--help" ;;
     *) opts="--json --help" ;;
     esac
@@ -271,7 +279,7 @@ _cordon() {
   pool)
     case $sub in
     register) COMPREPLY=($(compgen -f -- "$cur")) ;;
-    show | retire | place)
+    show | retire | place | submit | warm)
       ((COMP_CWORD == 3)) && COMPREPLY=($(compgen -W "$(cordon pool list 2>/dev/null | cut -f1)" -- "$cur"))
       ;;
     esac

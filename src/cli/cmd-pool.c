@@ -16,6 +16,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "cli/cli.h"
+#include "cli/cmd-pool-dispatch.h"
 #include "cli/cmd-pool.h"
 #include "crypto/jcs.h"
 #include "pool/pool.h"
@@ -29,6 +30,8 @@ static const char pool_usage[] =
     "       cordon pool retire NAME\n"
     "       cordon pool verify [--json]\n"
     "       cordon pool place NAME [--recipe RECIPE.json] [--out RECEIPT.json] [--json]\n"
+    "       cordon pool submit NAME [--recipe RECIPE.json] [--json] -- ARGV...\n"
+    "       cordon pool warm NAME --slots N [--recipe RECIPE.json] [--json]\n"
     "\n"
     "Named sandbox pools: placement contracts an operator registers once. A recipe may set\n"
     "only the fields its pool exposes, within the pool's capability, egress and credential\n"
@@ -46,6 +49,8 @@ static const char pool_usage[] =
     "  place NAME          decide and seal a placement without creating anything\n"
     "    --recipe FILE     {\"pool\": NAME, \"overrides\": {...}} (default: no overrides)\n"
     "    --out FILE        write the signed receipt to FILE (atomically)\n"
+    "  submit NAME -- ARGV queue ARGV for the pool's workers (`cordon worker run`)\n"
+    "  warm NAME --slots N provision N sessions ahead, keyed by effective manifest hash\n"
     "  --json              machine-readable output\n"
     "\n"
     "`cordon run --pool NAME [--recipe FILE] -- ARGV` and `cordon session create --pool NAME\n"
@@ -429,6 +434,7 @@ int cmd_pool(int argc, char **argv) {
   static const struct cli_subverb subs[] = {
       {"register", pool_register_cmd}, {"list", pool_list_cmd},     {"show", pool_show_cmd},
       {"retire", pool_retire_cmd},     {"verify", pool_verify_cmd}, {"place", pool_place_cmd},
+      {"submit", cmd_pool_submit},     {"warm", cmd_pool_warm},
   };
   return CLI_DISPATCH("pool", pool_usage, subs, argc, argv);
 }

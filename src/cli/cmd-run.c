@@ -7,6 +7,7 @@
 #include "base/proc.h"
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
+#include "cli/cmd-pool-dispatch.h"
 #include "cli/cmd-pool.h"
 #include "cli/stream.h"
 
@@ -25,13 +26,17 @@ static const char run_usage[] =
     "                        environment, limits and policy come from the pool's template\n"
     "                        and the recipe's overrides, never from the options above; a\n"
     "                        refused recipe exits 4 (receipt chained, nothing created)\n"
-    "  --recipe FILE         with --pool: {\"pool\": NAME, \"overrides\": {...}}\n";
+    "  --recipe FILE         with --pool: {\"pool\": NAME, \"overrides\": {...}}\n"
+    "  --wait SECONDS        with --pool: wait up to SECONDS for one of the pool's\n"
+    "                        max_concurrency slots (default: refused at once, exit 4);\n"
+    "                        a warm session (`cordon pool warm`) whose effective manifest\n"
+    "                        hash equals the placement's is used, once, instead of a new one\n";
 
 /* Options of their own, numbered above cmd-manifest.h's. */
-enum { OPT_POOL = 1000, OPT_RECIPE };
+enum { OPT_POOL = 1000, OPT_RECIPE, OPT_WAIT_SLOT };
 
 /* `run --pool`: the manifest comes from the placement. */
-static int run_pooled(const char *pool, const char *recipe, struct manifest_opts *o,
+static int run_pooled(const char *pool, const char *recipe, double wait, struct manifest_opts *o,
                       struct cli_stream *st, char **command);
 
 int cmd_run(int argc, char **argv) {
@@ -41,8 +46,10 @@ int cmd_run(int argc, char **argv) {
                                        STREAM_OPTIONS,
                                        {"pool", required_argument, NULL, OPT_POOL},
                                        {"recipe", required_argument, NULL, OPT_RECIPE},
+                                       {"wait", required_argument, NULL, OPT_WAIT_SLOT},
                                        {0}};
   const char *pool = NULL, *recipe = NULL;
+  double wait = -1;
   bool manifest_given = false; /* an option that shapes the manifest (not --json, --quiet) */
   struct cli_stream st = {0};
   struct manifest_opts o = {0};
@@ -70,6 +77,14 @@ int cmd_run(int argc, char **argv) {
       *(c == OPT_POOL ? &pool : &recipe) = optarg;
       continue;
     }
+    if (c == OPT_WAIT_SLOT) {
+      if (cli_parse_double(optarg, 0, &wait) < 0) {
+        cli_usage_error("run", "--wait wants seconds, not '%s'", optarg);
+        manifest_opts_free(&o);
+        return EXIT_CORDON;
+      }
+      continue;
+    }
     if (c != OPT_JSON && c != OPT_QUIET && c != '?')
       manifest_given = true;
     int r = c == '?' ? cli_option_error("run") : manifest_option("run", c, optarg, &o);
@@ -85,8 +100,8 @@ int cmd_run(int argc, char **argv) {
     manifest_opts_free(&o);
     return EXIT_CORDON;
   }
-  if (recipe && !pool) {
-    cli_usage_error("run", "--recipe needs --pool NAME");
+  if ((recipe || wait >= 0) && !pool) {
+    cli_usage_error("run", "%s needs --pool NAME", recipe ? "--recipe" : "--wait");
     manifest_opts_free(&o);
     return EXIT_CORDON;
   }
@@ -97,7 +112,7 @@ int cmd_run(int argc, char **argv) {
       manifest_opts_free(&o);
       return EXIT_CORDON;
     }
-    code = run_pooled(pool, recipe, &o, &st, argv + optind);
+    code = run_pooled(pool, recipe, wait < 0 ? 0 : wait, &o, &st, argv + optind);
     manifest_opts_free(&o);
     return code;
   }
@@ -155,14 +170,14 @@ out:
   return code;
 }
 
-static int run_pooled(const char *pool, const char *recipe, struct manifest_opts *o,
+static int run_pooled(const char *pool, const char *recipe, double wait, struct manifest_opts *o,
                       struct cli_stream *st, char **command) {
   struct cordon_error *err = NULL;
   struct cordon_registry *reg = NULL;
   struct cordon_context *ctx = NULL;
-  const struct cordon_backend *b = NULL;
   struct cordon_session *s = NULL;
-  struct pool_session_inputs in = {0};
+  struct pool_dispatch_placed d = {0};
+  struct pool_lease lease = {0};
   _cleanup_free_ unsigned char *stdin_data = NULL;
   size_t stdin_len = 0;
   int code = EXIT_CORDON;
@@ -171,15 +186,23 @@ static int run_pooled(const char *pool, const char *recipe, struct manifest_opts
     emit_failure(err, o->json, EXIT_CORDON);
     goto out;
   }
-  /* Placement first: a refusal (4) leaves nothing behind but its chained receipt. */
-  int placed = pool_cli_place("run", ctx, reg, pool, recipe, o->json, &in, &b);
-  if (placed != EXIT_OK) {
-    code = placed == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
+  /* Placement first: a refusal (4) leaves nothing behind but its chained receipt. Then a slot
+   * of the pool's ceiling (4 when every one is held past --wait), and a warm session if one
+   * fits. */
+  int held = pool_dispatch_place("run", ctx, reg, pool, recipe, NULL, o->json, &d);
+  if (held == EXIT_OK)
+    held = pool_lease_begin("run", ctx, reg, &d, wait, true, o->json, &lease);
+  if (held != EXIT_OK) {
+    code = held == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
     goto out;
   }
-  in.manifest.ephemeral = true;
-  in.manifest.one_shot = true;
-  if (cordon_session_create(ctx, b, &in.manifest, &s, &err) < 0) {
+  d.inputs.manifest.ephemeral = true;
+  d.inputs.manifest.one_shot = true;
+  bool warm = lease.warm != NULL;
+  if (warm) {
+    s = lease.warm; /* used once: destroyed below, after we are gone */
+    lease.warm = NULL;
+  } else if (cordon_session_create(ctx, d.backend, &d.inputs.manifest, &s, &err) < 0) {
     emit_failure(err, o->json, EXIT_CORDON);
     goto out;
   }
@@ -196,18 +219,21 @@ static int run_pooled(const char *pool, const char *recipe, struct manifest_opts
     emit_failure(err, o->json, EXIT_CORDON);
   } else {
     cli_stream_end(st);
-    emit_result_memory_limit(in.manifest.policy.limits.memory_bytes);
-    code = emit_result(&res, o->json, in.manifest.default_timeout);
+    emit_result_memory_limit(d.inputs.manifest.policy.limits.memory_bytes);
+    code = emit_result(&res, o->json, d.inputs.manifest.default_timeout);
     cordon_exec_result_clear(&res);
   }
   err = NULL;
   proc_exit_pending_set();
-  if (cordon_session_destroy(s, &err) < 0) {
+  /* A warm session's teardown (a container's, a VM's) is not this command's latency: a detached
+   * process destroys it, holding the pool slot until it is gone. */
+  if ((warm ? pool_lease_destroy_detached(&lease, s, &err) : cordon_session_destroy(s, &err)) < 0) {
     cli_fail(err);
     code = EXIT_CORDON;
   }
 out:
-  pool_session_inputs_clear(&in);
+  pool_lease_end(&lease);
+  pool_dispatch_placed_clear(&d);
   cordon_context_free(ctx);
   cordon_registry_free(reg);
   return code;

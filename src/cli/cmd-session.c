@@ -15,6 +15,7 @@
 #include "base/strv.h"
 #include "cli/cli.h"
 #include "cli/cmd-manifest.h"
+#include "cli/cmd-pool-dispatch.h"
 #include "cli/cmd-pool.h"
 #include "cli/stream.h"
 
@@ -57,6 +58,9 @@ static const char create_usage[] =
     "                        overrides, never from the options above; a refused recipe\n"
     "                        exits 4 (receipt chained, no session created)\n"
     "  --recipe FILE         with --pool: {\"pool\": NAME, \"overrides\": {...}}\n"
+    "  --wait SECONDS        with --pool: wait up to SECONDS for one of the pool's\n"
+    "                        max_concurrency slots (default: refused at once, exit 4); the\n"
+    "                        slot stays with the session until `session destroy`\n"
     "\n"
     "Exit codes: 0 ok, 1 failed, 2 usage (--count not a number from 1 to 256, or without\n"
     "--from), 3 not found, 4 unavailable or refused.\n";
@@ -137,29 +141,35 @@ static int create_batch(struct cordon_context *ctx, const struct cordon_backend 
 }
 
 /* Options of `session create` alone, numbered above cmd-manifest.h's. */
-enum { OPT_POOL = 1000, OPT_RECIPE };
+enum { OPT_POOL = 1000, OPT_RECIPE, OPT_WAIT_SLOT };
 
 /* `session create --pool`: place, then create from the effective manifest. */
-static int create_pooled(const char *pool, const char *recipe, bool json) {
+static int create_pooled(const char *pool, const char *recipe, double wait, bool json) {
   struct cordon_error *err = NULL;
   struct cordon_registry *reg = NULL;
   struct cordon_context *ctx = NULL;
-  const struct cordon_backend *b = NULL;
   struct cordon_session *s = NULL;
-  struct pool_session_inputs in = {0};
+  struct pool_dispatch_placed d = {0};
+  struct pool_lease lease = {0};
   int code;
   if (cordon_registry_load(&reg, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0) {
     code = cli_fail(err);
-  } else if ((code = pool_cli_place("session create", ctx, reg, pool, recipe, json, &in, &b)) !=
-             EXIT_OK) {
-    /* reported; a refusal (4) created nothing */
-  } else if (cordon_session_create(ctx, b, &in.manifest, &s, &err) < 0) {
+  } else if ((code = pool_dispatch_place("session create", ctx, reg, pool, recipe, NULL, json,
+                                         &d)) != EXIT_OK ||
+             (code = pool_lease_begin("session create", ctx, reg, &d, wait, false, json, &lease)) !=
+                 EXIT_OK) {
+    /* reported; a refusal or a held ceiling (4) created nothing */
+  } else if (cordon_session_create(ctx, d.backend, &d.inputs.manifest, &s, &err) < 0) {
     code = cli_fail(err);
+  } else if (pool_lease_bind(&lease, s->id, &err) < 0) {
+    /* The slot must outlive us with the session, or the ceiling would not hold. */
+    code = cli_fail(err);
+    cordon_session_destroy(s, NULL);
   } else {
     if (json) {
       json_t *j =
-          json_pack("{s:s, s:s, s:o, s:s, s:s}", "id", s->id, "backend", b->name, "workspace",
-                    workspace_json(s->workspace), "root", s->root, "pool", pool);
+          json_pack("{s:s, s:s, s:o, s:s, s:s}", "id", s->id, "backend", d.backend->name,
+                    "workspace", workspace_json(s->workspace), "root", s->root, "pool", pool);
       json_dumpf(j, stdout, JSON_INDENT(2));
       putchar('\n');
       json_decref(j);
@@ -168,7 +178,8 @@ static int create_pooled(const char *pool, const char *recipe, bool json) {
     }
     cordon_session_close(s);
   }
-  pool_session_inputs_clear(&in);
+  pool_lease_end(&lease);
+  pool_dispatch_placed_clear(&d);
   cordon_context_free(ctx);
   cordon_registry_free(reg);
   return code;
@@ -180,8 +191,10 @@ static int session_create(int argc, char **argv) {
                                        {"count", required_argument, NULL, OPT_COUNT},
                                        {"pool", required_argument, NULL, OPT_POOL},
                                        {"recipe", required_argument, NULL, OPT_RECIPE},
+                                       {"wait", required_argument, NULL, OPT_WAIT_SLOT},
                                        {0}};
   const char *pool = NULL, *recipe = NULL;
+  double wait = -1;
   bool manifest_given = false; /* an option that shapes the manifest (not --json, --quiet) */
   struct manifest_opts o = {0};
   const char *from = NULL;
@@ -210,6 +223,13 @@ static int session_create(int argc, char **argv) {
       *(c == OPT_POOL ? &pool : &recipe) = optarg;
       continue;
     }
+    if (c == OPT_WAIT_SLOT) {
+      if (cli_parse_double(optarg, 0, &wait) < 0) {
+        manifest_opts_free(&o);
+        return cli_usage_error("session create", "--wait wants seconds, not '%s'", optarg);
+      }
+      continue;
+    }
     if (c != OPT_JSON && c != OPT_QUIET && c != '?')
       manifest_given = true;
     int r = c == '?' ? cli_option_error("session create")
@@ -228,9 +248,10 @@ static int session_create(int argc, char **argv) {
     manifest_opts_free(&o);
     return cli_usage_error("session create", "--count needs --from SNAPSHOT");
   }
-  if (recipe && !pool) {
+  if ((recipe || wait >= 0) && !pool) {
     manifest_opts_free(&o);
-    return cli_usage_error("session create", "--recipe needs --pool NAME");
+    return cli_usage_error("session create", "%s needs --pool NAME",
+                           recipe ? "--recipe" : "--wait");
   }
   if (pool) {
     bool json = o.json;
@@ -239,7 +260,7 @@ static int session_create(int argc, char **argv) {
       return cli_usage_error("session create",
                              "with --pool, the session's shape comes from the pool and its "
                              "recipe, not from manifest options or --from");
-    return create_pooled(pool, recipe, json);
+    return create_pooled(pool, recipe, wait < 0 ? 0 : wait, json);
   }
   struct cordon_manifest m;
   struct cordon_repo_spec repo = {0};

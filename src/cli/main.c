@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cmd-pool-dispatch.h"
 
 static const char main_usage[] =
     "usage: cordon VERB [options]\n"
@@ -60,6 +61,8 @@ static const char main_usage[] =
     "                                  attest verify FILE [--expected-keyid KID] checks one\n"
     "  pool register|list|show|retire|verify|place\n"
     "                                  named sandbox pools: governed placement with receipts\n"
+    "  worker enrol|run --pool NAME    enrol this install as a pool's worker; run the\n"
+    "                                  dispatches `pool submit` queues, with signed claims\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -188,6 +191,7 @@ int main(int argc, char **argv) {
       {"token", cmd_token},
       {"attest", cmd_attest},
       {"pool", cmd_pool},
+      {"worker", cmd_worker},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
@@ -195,7 +199,7 @@ int main(int argc, char **argv) {
       /* The verbs that start sandboxes clean up when interrupted; the others keep the default
        * (their writes are atomic, and what a kill leaves in the store is removed by gc). */
       if (verbs[i].fn == cmd_run || verbs[i].fn == cmd_session || verbs[i].fn == cmd_race ||
-          verbs[i].fn == cmd_agent || verbs[i].fn == cmd_plan)
+          verbs[i].fn == cmd_agent || verbs[i].fn == cmd_plan || verbs[i].fn == cmd_worker)
         catch_interrupts();
       /* A snapshot being taken or restored stops and removes its temporary files. */
       if (verbs[i].fn == cmd_snapshot && argc > 2 &&

@@ -26,6 +26,7 @@ installed() {
 PAGES="cordon cordon-run cordon-session cordon-snapshot cordon-race cordon-cas cordon-receipt
   cordon-audit cordon-key cordon-backends cordon-gc cordon-volume"
 PAGES="$PAGES cordon-pool"
+PAGES="$PAGES cordon-worker"
 
 @test "meson install puts the man pages in man1 and the completion in bash-completion" {
   command -v meson >/dev/null || skip "meson not found"
@@ -100,6 +101,10 @@ check_page() {
   check_page cordon-gc gc
   check_page cordon-volume volume
   check_page cordon-pool pool
+  check_page cordon-pool pool submit
+  check_page cordon-pool pool warm
+  check_page cordon-worker worker
+  check_page cordon-worker worker run
   check_page cordon-agent agent
 }
 
@@ -145,4 +150,6 @@ complete_words() {
   check_completion session create
   check_completion race
   check_completion backends
+  check_completion pool warm
+  check_completion worker run
 }
