@@ -49,8 +49,6 @@ not_ok() {
 known_gap() {
   [ "$backend" = gvisor ] || return 1
   case $1 in
-    "carry "* | "on the host the read-only deep/hooks"* | "on the host the hidden conf/token"*)
-      gap_reason="gVisor lets a directory holding a mount point be renamed; the mask stays behind" ;;
     "read the holder's memory, environment or fds"*)
       gap_reason="gVisor makes /proc/PID/environ mode 0444; pid 1's holds only the spec's PATH and HOME" ;;
     "control ordinary modes"*)

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,22 +256,58 @@ static int make_rootfs(const char *rootfs, const struct cordon_policy *policy, c
   return mkdirs_beneath(rootfs, root + 1, err);
 }
 
-/* Split the hidden list by what each path is in the workspace (a missing one is masked as a
- * directory, so nothing made there later shows). */
-static int split_hidden(const char *workspace, const char *const *hidden, char ***dirs,
-                        char ***files, struct cordon_error **err) {
-  for (; hidden && *hidden; hidden++) {
-    _cleanup_free_ char *host = NULL;
-    if (asprintf(&host, "%s/%s", workspace, *hidden) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
-    struct stat st;
-    bool file = lstat(host, &st) == 0 && !S_ISDIR(st.st_mode);
-    if (!file && stat(host, &st) < 0 && mkdirs_beneath(workspace, *hidden, err) < 0)
+/* The policy's paths as the spec needs them: each resolved beneath the workspace (ns's and
+ * docker's rules, confine/resolve.h: a path through a symlink that leaves the workspace is
+ * refused, so no host tree is ever bound in through a planted link; a link that stays inside
+ * gives its canonical target), hidden ones split by kind, and the directories between the
+ * workspace root and each protected path, which the spec pins as mount points (a missing path
+ * was refused already, by the hard-link check). */
+struct policy_paths {
+  char **read_only, **hidden_dirs, **hidden_files, **pinned;
+};
+
+static void policy_paths_clear(struct policy_paths *p) {
+  strv_free(p->read_only);
+  strv_free(p->hidden_dirs);
+  strv_free(p->hidden_files);
+  strv_free(p->pinned);
+}
+
+static int resolve_one(int ws_fd, const char *ws_real, const char *path, bool hidden,
+                       struct policy_paths *out, struct cordon_error **err) {
+  const char *what = hidden ? "hidden path" : "read-only path";
+  _cleanup_free_ char *norm = NULL;
+  if (confine_normalize_workspace_path(path, what, &norm, err) < 0)
+    return -1;
+  struct confine_path rp = {0};
+  if (confine_resolve_workspace_path(ws_fd, ws_real, norm, what, &rp, err) < 0)
+    return -1;
+  char ***list = !hidden                       ? &out->read_only
+                 : rp.kind == CONFINE_KIND_DIR ? &out->hidden_dirs
+                                               : &out->hidden_files;
+  int r = strv_push(list, rp.path);
+  confine_path_clear(&rp);
+  return r < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy paths") : 0;
+}
+
+static int resolve_policy_paths(const char *workspace, const char *const *read_only,
+                                const char *const *hidden, struct policy_paths *out,
+                                struct cordon_error **err) {
+  char ws_real[PATH_MAX];
+  if (!realpath(workspace, ws_real))
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", workspace);
+  _cleanup_close_ int ws_fd = open(ws_real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (ws_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", ws_real);
+  for (const char *const *r = read_only; r && *r; r++)
+    if (resolve_one(ws_fd, ws_real, *r, false, out, err) < 0)
       return -1;
-    if (strv_push(file ? files : dirs, *hidden) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
-  }
-  return 0;
+  for (const char *const *h = hidden; h && *h; h++)
+    if (resolve_one(ws_fd, ws_real, *h, true, out, err) < 0)
+      return -1;
+  return confine_protected_ancestors((const char *const *)out->read_only,
+                                     (const char *const *)out->hidden_dirs,
+                                     (const char *const *)out->hidden_files, &out->pinned, err);
 }
 
 /* The ns and docker rules for the workspace's protected paths: no read-only or hidden file stays
@@ -358,11 +395,12 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_free_ char *passwd = NULL, *group = NULL;
   if (write_identity_files(s, rundir, &passwd, &group, err) < 0)
     return -1;
-  _cleanup_(strv_freep) char **binds = NULL, **hidden = NULL, **hidden_dirs = NULL,
-                             **hidden_files = NULL;
+  _cleanup_(strv_freep) char **binds = NULL, **hidden = NULL;
+  _cleanup_(policy_paths_clear) struct policy_paths paths = {0};
   if (protect_workspace(s, &m->policy, !m->workspace, &hidden, err) < 0 ||
       make_rootfs(rootfs, &m->policy, s->root, &binds, err) < 0 ||
-      split_hidden(s->workspace, (const char *const *)hidden, &hidden_dirs, &hidden_files, err) < 0)
+      resolve_policy_paths(s->workspace, m->policy.read_only, (const char *const *)hidden, &paths,
+                           err) < 0)
     return -1;
   struct gvisor_spec_params params = {
       .rootfs = rootfs,
@@ -373,8 +411,10 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
       .empty_file = empty,
       .system_binds = binds,
       .policy = &m->policy,
-      .hidden_dirs = hidden_dirs,
-      .hidden_files = hidden_files,
+      .pinned = paths.pinned,
+      .read_only = paths.read_only,
+      .hidden_dirs = paths.hidden_dirs,
+      .hidden_files = paths.hidden_files,
       .owner_uid = owner.st_uid,
       .owner_gid = owner.st_gid,
       .passwd_file = passwd,
