@@ -70,7 +70,12 @@ int gvisor_spec(const struct gvisor_spec_params *p, json_t **out, struct cordon_
    * starts as uid 0 too, with CAP_SETUID and CAP_SETGID alone, and drops to 1000 for the
    * command. */
   const char *const argv[] = {GVISOR_HELPER_TARGET, "pause", NULL};
-  const char *const env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
+  /* gVisor shows every process's environment to every other (/proc/PID/environ is 0444 there,
+   * with no ptrace check): pid 1's and each wrapper's (runsc exec gives it the spec's) hold only
+   * the defaults every command gets (protocol/session.c's base environment), and HOME is set so
+   * runsc adds none of its own: a command reads nothing there it was not given. */
+  const char *const env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                             "HOME=" CORDON_SANDBOX_HOME, "LANG=C.UTF-8", NULL};
   json_t *spec = NULL;
   if (oci_spec(oci_process(argv, env, "/", 0, 0, false), p->rootfs, "cordon", build_mounts(p),
                oci_namespaces(true, p->policy->egress == CORDON_EGRESS_OPEN), &spec, err) < 0)
