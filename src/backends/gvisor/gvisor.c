@@ -8,6 +8,9 @@
  *   control/   the status records of execs, bound at GVISOR_CONTROL_TARGET
  *   empty      an empty file bound over hidden files
  *
+ * The files there are written atomically but not durably (no fsync: the runtime directory holds
+ * nothing that outlives the sandbox, and each fsync costs a cold run milliseconds).
+ *
  * An exec is `runsc exec` of cordon-gvisor-exec (helper.c), which runs the command as the
  * sandbox user, kills its whole tree at its end or timeout, and reports how it ended in a
  * status record; the exit code is taken from that record, never from runsc. read, write, ls
@@ -274,7 +277,7 @@ static void policy_paths_clear(struct policy_paths *p) {
 }
 
 static int resolve_one(int ws_fd, const char *ws_real, const char *path, bool hidden,
-                       struct policy_paths *out, struct cordon_error **err) {
+                       struct policy_paths *out, char ***named, struct cordon_error **err) {
   const char *what = hidden ? "hidden path" : "read-only path";
   _cleanup_free_ char *norm = NULL;
   if (confine_normalize_workspace_path(path, what, &norm, err) < 0)
@@ -286,13 +289,15 @@ static int resolve_one(int ws_fd, const char *ws_real, const char *path, bool hi
                  : rp.kind == CONFINE_KIND_DIR ? &out->hidden_dirs
                                                : &out->hidden_files;
   int r = strv_push(list, rp.path);
+  if (r == 0 && named)
+    r = strv_push(named, rp.path);
   confine_path_clear(&rp);
   return r < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy paths") : 0;
 }
 
 static int resolve_policy_paths(const char *workspace, const char *const *read_only,
-                                const char *const *hidden, struct policy_paths *out,
-                                struct cordon_error **err) {
+                                const char *const *hidden, size_t n_policy_hidden,
+                                struct policy_paths *out, struct cordon_error **err) {
   char ws_real[PATH_MAX];
   if (!realpath(workspace, ws_real))
     return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", workspace);
@@ -300,18 +305,27 @@ static int resolve_policy_paths(const char *workspace, const char *const *read_o
   if (ws_fd < 0)
     return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", ws_real);
   for (const char *const *r = read_only; r && *r; r++)
-    if (resolve_one(ws_fd, ws_real, *r, false, out, err) < 0)
+    if (resolve_one(ws_fd, ws_real, *r, false, out, NULL, err) < 0)
       return -1;
-  for (const char *const *h = hidden; h && *h; h++)
-    if (resolve_one(ws_fd, ws_real, *h, true, out, err) < 0)
+  /* As on ns, the policy's own paths, canonical, are checked for other names (hard links);
+   * cordon's private directories (after them in hidden) are not walked: nothing inside can name
+   * them to link them. */
+  _cleanup_(strv_freep) char **named = NULL;
+  for (size_t i = 0; hidden && hidden[i]; i++)
+    if (resolve_one(ws_fd, ws_real, hidden[i], true, out, i < n_policy_hidden ? &named : NULL,
+                    err) < 0)
       return -1;
+  if (confine_check_hard_links(ws_fd, (const char *const *)out->read_only,
+                               (const char *const *)named, err) < 0)
+    return -1;
   return confine_protected_ancestors((const char *const *)out->read_only,
                                      (const char *const *)out->hidden_dirs,
                                      (const char *const *)out->hidden_files, &out->pinned, err);
 }
 
 /* The ns and docker rules for the workspace's protected paths: no read-only or hidden file stays
- * reachable through a hard link, the workspace is none of cordon's private directories, and
+ * reachable through a hard link (checked on the canonical paths: resolve_policy_paths), the
+ * workspace is none of cordon's private directories, and
  * cordon's own state (the project's .cordon/, the keys, the state home, other projects' .cordon/
  * beneath the workspace) is always hidden. *hidden gets the policy's hidden paths and those.
  * owned: the workspace is the one cordon made in the session's state directory. */
@@ -321,8 +335,7 @@ static int protect_workspace(struct cordon_session *s, const struct cordon_polic
   if (ws < 0)
     return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", s->workspace);
   _cleanup_(strv_freep) char **private_dirs = NULL, **beneath = NULL;
-  if (confine_check_hard_links(ws, p->read_only, p->hidden, err) < 0 ||
-      confine_private_set(cordon_context_state_dir(s->ctx), &private_dirs, err) < 0 ||
+  if (confine_private_set(cordon_context_state_dir(s->ctx), &private_dirs, err) < 0 ||
       /* The owned workspace lives in the session's state directory: cordon made it. */
       (!owned && confine_check_not_private(s->workspace, "workspace",
                                            (const char *const *)private_dirs, err) < 0) ||
@@ -357,8 +370,8 @@ static int write_identity_files(struct cordon_session *s, int rundir, char **pas
     groups = NULL;
   if (!users || !groups)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
-  if (fs_write_atomic_at(rundir, "passwd", users, strlen(users), 0444, err) < 0 ||
-      fs_write_atomic_at(rundir, "group", groups, strlen(groups), 0444, err) < 0 ||
+  if (fs_write_replace_at(rundir, "passwd", users, strlen(users), 0444, false, err) < 0 ||
+      fs_write_replace_at(rundir, "group", groups, strlen(groups), 0444, false, err) < 0 ||
       session_path(s, "passwd", passwd, err) < 0 || session_path(s, "group", group, err) < 0)
     return -1;
   return 0;
@@ -399,8 +412,8 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_(policy_paths_clear) struct policy_paths paths = {0};
   if (protect_workspace(s, &m->policy, !m->workspace, &hidden, err) < 0 ||
       make_rootfs(rootfs, &m->policy, s->root, &binds, err) < 0 ||
-      resolve_policy_paths(s->workspace, m->policy.read_only, (const char *const *)hidden, &paths,
-                           err) < 0)
+      resolve_policy_paths(s->workspace, m->policy.read_only, (const char *const *)hidden,
+                           strv_length(m->policy.hidden), &paths, err) < 0)
     return -1;
   struct gvisor_spec_params params = {
       .rootfs = rootfs,
@@ -427,7 +440,7 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_close_ int bundle_fd = openat(rundir, "bundle", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (!text || bundle_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : ENOMEM, "bundle");
-  return fs_write_atomic_at(bundle_fd, "config.json", text, strlen(text), 0600, err);
+  return fs_write_replace_at(bundle_fd, "config.json", text, strlen(text), 0600, false, err);
 }
 
 /* ---- sessions ------------------------------------------------------------------------------- */
@@ -739,7 +752,7 @@ static int one_shot_argv(struct cordon_session *s, char *const *wrapper, char **
   _cleanup_close_ int bundle_fd = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (!text || bundle_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : ENOMEM, "bundle");
-  if (fs_write_atomic_at(bundle_fd, "config.json", text, strlen(text), 0600, err) < 0)
+  if (fs_write_replace_at(bundle_fd, "config.json", text, strlen(text), 0600, false, err) < 0)
     return -1;
   const char *const run[] = {"--platform=ptrace", network, "run", "--bundle", bundle, id, NULL};
   for (const char *const *a = run; *a; a++)

@@ -5,13 +5,15 @@
 # gvisor backend handed runsc the path as named, and runsc's gofer followed the link on the host:
 # `--ro out-link` bound the host directory it points at. Sourced by ../escape.sh.
 
-# policy_link NAME FLAGS... -- VERB ARGS...: refused before anything runs (run: 125, session
-# create: 4), or run with nothing of the host readable (the probe blocked).
+# policy_link NAME FLAGS... -- VERB ARGS...: refused before anything runs, by a line naming the
+# path (run_probe gives 125 for both paths), or run with nothing of the host readable (the probe
+# blocked).
 policy_link() {
   local name=$1
   shift
   run_probe "$@"
-  if [ "$code" -eq 125 ] && echo "$out" | grep -q "outside the workspace"; then
+  if [ "$code" -eq 125 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] &&
+    echo "$out" | grep -q "path out-link.*\(outside the workspace\|symbolic link\)"; then
     ok "$name: refused: $(echo "$out" | tail -1)"
   elif [ "$code" -eq 1 ]; then
     ok "$name: $(echo "$out" | tail -1)"
