@@ -3,8 +3,8 @@
  * the host lives in the session's runtime directory (protocol/rundir.h), never in the project:
  *
  *   state/     runsc's state root (--root)
- *   bundle/    config.json (spec.c) and rootfs/ (empty, read-only: mount points and the
- *              merged-usr links, the system directories bound over it read-only)
+ *   bundle/    config.json (spec.c); its root is shared (shared_rootfs: empty, read-only: mount
+ *              points and the merged-usr links, the system directories bound over it read-only)
  *   control/   the status records of execs, bound at GVISOR_CONTROL_TARGET
  *   empty      an empty file bound over hidden files
  *
@@ -36,7 +36,9 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "base/private-dirs.h"
 #include "confine/policy.h"
+#include "crypto/digest.h"
 #include "confine/private.h"
 #include "confine/resolve.h"
 #include "exec/runner.h"
@@ -214,10 +216,12 @@ static int mkdirs_beneath(const char *dir, const char *rel, struct cordon_error 
 }
 
 /* The rootfs: a mount point (or, for a merged-usr link like /bin -> usr/bin, the same link) for
- * each system directory present on the host; *binds gets the directories to bind. */
+ * each system directory present on the host; *binds gets the directories to bind and *plan one
+ * line per entry ("d PATH" or "l PATH TARGET"), which names the tree. rootfs NULL: nothing is
+ * made, only *binds and *plan filled. */
 static int make_rootfs(const char *rootfs, const struct cordon_policy *policy, const char *root,
-                       char ***binds, struct cordon_error **err) {
-  if (mkdir(rootfs, 0755) < 0)
+                       char ***binds, char ***plan, struct cordon_error **err) {
+  if (rootfs && mkdir(rootfs, 0755) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", rootfs);
   const char *const *sys =
       policy->system_paths ? policy->system_paths : confine_default_system_paths;
@@ -225,24 +229,33 @@ static int make_rootfs(const char *rootfs, const struct cordon_policy *policy, c
     struct stat st;
     if ((*sys)[0] != '/' || lstat(*sys, &st) < 0)
       continue; /* only where it exists on the host */
-    _cleanup_free_ char *at = NULL;
-    if (asprintf(&at, "%s%s", rootfs, *sys) < 0)
+    _cleanup_free_ char *at = NULL, *line = NULL;
+    if (asprintf(&at, "%s%s", rootfs ? rootfs : "", *sys) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
     if (S_ISLNK(st.st_mode)) {
       char target[4096];
       ssize_t n = readlink(*sys, target, sizeof(target) - 1);
       if (n > 0 && target[0] != '/') { /* relative links only: they stay inside the root */
         target[n] = 0;
-        if (symlink(target, at) < 0)
+        if (asprintf(&line, "l %s %s", *sys, target) < 0 || strv_push(plan, line) < 0)
+          return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+        if (rootfs && symlink(target, at) < 0)
           return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", at);
       }
       continue;
     }
     if (!S_ISDIR(st.st_mode))
       continue;
-    if (mkdirs_beneath(rootfs, *sys + 1, err) < 0 || strv_push(binds, *sys) < 0)
+    if (asprintf(&line, "d %s", *sys) < 0 || strv_push(plan, line) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+    if ((rootfs && mkdirs_beneath(rootfs, *sys + 1, err) < 0) || strv_push(binds, *sys) < 0)
       return -1;
   }
+  _cleanup_free_ char *root_line = NULL;
+  if (asprintf(&root_line, "w %s", root) < 0 || strv_push(plan, root_line) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+  if (!rootfs)
+    return 0;
   const char *const made[] = {"proc", "dev", "tmp", "home/sandbox", GVISOR_CONTROL_TARGET + 1,
                               NULL};
   for (const char *const *m = made; *m; m++)
@@ -257,6 +270,54 @@ static int make_rootfs(const char *rootfs, const struct cordon_policy *policy, c
   if (helper_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", helper);
   return mkdirs_beneath(rootfs, root + 1, err);
+}
+
+/* The rootfs is the same for every session with the same system directories and workspace path:
+ * empty mount points and links, read-only to every sandbox (the spec's root is). It is made once
+ * in cordon's runtime directory, as gvisor-rootfs-<digest of its plan> (made under a temporary
+ * name, then renamed into place: a rootfs under its final name is whole), and shared; `cordon
+ * gc` passes it by (not a session's name). Making and removing a dozen directories per session
+ * cost a cold run tens of milliseconds on a loaded disk. *path gets the rootfs. */
+static int shared_rootfs(const struct cordon_policy *policy, const char *root, char ***binds,
+                         char **path, struct cordon_error **err) {
+  _cleanup_(strv_freep) char **plan = NULL;
+  if (make_rootfs(NULL, policy, root, binds, &plan, err) < 0)
+    return -1;
+  size_t length = 0;
+  for (char **l = plan; l && *l; l++)
+    length += strlen(*l) + 1;
+  _cleanup_free_ char *text = calloc(length + 1, 1), *runtime = NULL, *hex = NULL;
+  char digest[CRYPTO_SHA256_HEX_LEN + 1];
+  if (!text)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+  for (char **l = plan; l && *l; l++)
+    strcat(strcat(text, *l), "\n");
+  if (crypto_sha256_hex(text, strlen(text), digest, err) < 0 ||
+      private_runtime_dir(&runtime, err) < 0 || fs_random_hex(8, &hex, err) < 0)
+    return -1;
+  _cleanup_free_ char *final = NULL, *temp = NULL;
+  if (asprintf(&final, "%s/gvisor-rootfs-%.32s", runtime, digest) < 0 ||
+      asprintf(&temp, "%s.tmp-%s", final, hex) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+  struct stat st;
+  if (lstat(final, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid()) {
+    *path = steal_ptr(&final);
+    return 0;
+  }
+  _cleanup_(strv_freep) char **ignored_binds = NULL, **ignored_plan = NULL;
+  if (make_rootfs(temp, policy, root, &ignored_binds, &ignored_plan, err) < 0) {
+    fs_remove_tree(temp, NULL);
+    return -1;
+  }
+  if (rename(temp, final) < 0) {
+    int e = errno;
+    fs_remove_tree(temp, NULL);
+    /* Another session made it first: theirs is whole, and the same. */
+    if ((e != EEXIST && e != ENOTEMPTY) || lstat(final, &st) < 0 || !S_ISDIR(st.st_mode))
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create %s", final);
+  }
+  *path = steal_ptr(&final);
+  return 0;
 }
 
 /* The policy's paths as the spec needs them: each resolved beneath the workspace (ns's and
@@ -383,8 +444,7 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   if (session_path(s, "bundle", &bundle, err) < 0 ||
       session_path(s, "control", &control, err) < 0 || session_path(s, "empty", &empty, err) < 0)
     return -1;
-  if (asprintf(&rootfs, "%s/rootfs", bundle) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "bundle");
+
   if (mkdirat(rundir, "bundle", 0700) < 0 || mkdirat(rundir, "state", 0700) < 0 ||
       mkdirat(rundir, "control", 0700) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: runtime directory", s->id);
@@ -411,7 +471,7 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_(strv_freep) char **binds = NULL, **hidden = NULL;
   _cleanup_(policy_paths_clear) struct policy_paths paths = {0};
   if (protect_workspace(s, &m->policy, !m->workspace, &hidden, err) < 0 ||
-      make_rootfs(rootfs, &m->policy, s->root, &binds, err) < 0 ||
+      shared_rootfs(&m->policy, s->root, &binds, &rootfs, err) < 0 ||
       resolve_policy_paths(s->workspace, m->policy.read_only, (const char *const *)hidden,
                            strv_length(m->policy.hidden), &paths, err) < 0)
     return -1;
