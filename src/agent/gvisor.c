@@ -16,75 +16,41 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "confine/oci.h"
+#include "confine/policy.h"
 
 /* jansson's own scope-bound reference (json_auto_t's cleanup). */
 #define _cleanup_json_ _cleanup_(json_decrefp)
 
 const char *agent_gvisor_network(const char *net) {
-  return net && !strcmp(net, "open") ? "host" : "none";
-}
-
-/* Append one mount; options is a NULL-terminated list. */
-static int add_mount(json_t *mounts, const char *destination, const char *type, const char *source,
-                     const char *const *options) {
-  json_t *opts = json_array();
-  for (size_t i = 0; opts && options[i]; i++)
-    if (json_array_append_new(opts, json_string(options[i])) < 0)
-      break;
-  json_t *m = json_pack("{s:s, s:s, s:s, s:o*}", "destination", destination, "type", type, "source",
-                        source, "options", opts);
-  return m ? json_array_append_new(mounts, m) : -1;
+  return oci_runsc_network(net && !strcmp(net, "open"));
 }
 
 static int bind_mount(json_t *mounts, const char *path, bool writable) {
-  const char *const opts[] = {"rbind", writable ? "rw" : "ro", "nosuid", "nodev", NULL};
-  return add_mount(mounts, path, "bind", path, opts);
+  return oci_add_bind(mounts, path, path, writable);
 }
 
-static char *project_path(const char *project, const char *rel) {
-  char *path = NULL;
-  return asprintf(&path, "%s/%s", project, rel) < 0 ? NULL : path;
-}
-
-/* rel is tree or beneath it (project-relative, normalised). */
-static bool path_within_rel(const char *rel, const char *tree) {
-  size_t n = strlen(tree);
-  return strncmp(rel, tree, n) == 0 && (rel[n] == '\0' || rel[n] == '/');
-}
-
-/* Inside the project, in the order the mounts must stack: the project, the read-only
- * re-binds, then the masks, then agent-visible on top of its masked parent. */
+/* Inside the project, the shared lowering (confine/oci.h, as the gvisor backend's): the project,
+ * the pinned ancestors of its protected paths and the read-only re-binds, the masks, then
+ * agent-visible on top of its masked parent. */
 static int project_mounts(json_t *mounts, const struct agent_policy *policy,
                           const char *empty_file) {
-  if (bind_mount(mounts, policy->project, true) < 0)
+  _cleanup_(strv_freep) char **pinned = NULL;
+  if (confine_protected_ancestors((const char *const *)policy->read_only,
+                                  (const char *const *)policy->hidden_dirs,
+                                  (const char *const *)policy->hidden_files, &pinned, NULL) < 0)
     return -1;
-  for (char **p = policy->read_only; p && *p; p++) {
-    _cleanup_free_ char *path = project_path(policy->project, *p);
-    if (!path || bind_mount(mounts, path, false) < 0)
-      return -1;
-  }
-  for (char **p = policy->hidden_dirs; p && *p; p++) {
-    _cleanup_free_ char *path = project_path(policy->project, *p);
-    /* No capabilities for the agent, so the mode holds: nothing in it can be listed or made.
-     * The directory holding agent-visible keeps search rights so that mount is reachable. */
-    bool holds_visible = policy->agent_visible && path_within_rel(policy->agent_visible, *p);
-    const char *const opts[] = {
-        "nosuid", "nodev", "noexec", holds_visible ? "mode=111" : "mode=000", "size=4k", NULL};
-    if (!path || add_mount(mounts, path, "tmpfs", "tmpfs", opts) < 0)
-      return -1;
-  }
-  for (char **p = policy->hidden_files; p && *p; p++) {
-    _cleanup_free_ char *path = project_path(policy->project, *p);
-    const char *const opts[] = {"bind", "ro", "nosuid", "nodev", "noexec", NULL};
-    if (!path || add_mount(mounts, path, "bind", empty_file, opts) < 0)
-      return -1;
-  }
-  if (policy->agent_visible) {
-    _cleanup_free_ char *path = project_path(policy->project, policy->agent_visible);
-    if (!path || bind_mount(mounts, path, false) < 0)
-      return -1;
-  }
-  return 0;
+  const struct oci_workspace ws = {
+      .host = policy->project,
+      .inside = policy->project,
+      .pinned = pinned,
+      .read_only = policy->read_only,
+      .hidden_dirs = policy->hidden_dirs,
+      .hidden_files = policy->hidden_files,
+      .empty_file = empty_file,
+      .visible = policy->agent_visible,
+  };
+  return oci_workspace_mounts(mounts, &ws);
 }
 
 static const char *const private_trees[] = {"/home", "/root",  "/run",    "/srv",
@@ -143,13 +109,13 @@ static json_t *build_mounts(const struct agent_policy *policy,
            (unsigned long long)(policy->tmp_bytes ? policy->tmp_bytes : 64ULL << 20));
   const char *const proc_opts[] = {"nosuid", "noexec", "nodev", NULL};
   const char *const tmp_opts[] = {"nosuid", "nodev", "mode=1777", tmp_size, NULL};
-  if (!mounts || add_mount(mounts, "/proc", "proc", "proc", proc_opts) < 0 ||
-      add_mount(mounts, "/tmp", "tmpfs", "tmpfs", tmp_opts) < 0)
+  if (!mounts || oci_add_mount(mounts, "/proc", "proc", "proc", proc_opts) < 0 ||
+      oci_add_mount(mounts, "/tmp", "tmpfs", "tmpfs", tmp_opts) < 0)
     return NULL;
   /* Masks first: the grants and the project are bound back in on top of them. */
   const char *const mask_opts[] = {"nosuid", "nodev", "noexec", "mode=755", "size=64k", NULL};
   for (char *const *m = params->masks; m && *m; m++)
-    if (add_mount(mounts, *m, "tmpfs", "tmpfs", mask_opts) < 0)
+    if (oci_add_mount(mounts, *m, "tmpfs", "tmpfs", mask_opts) < 0)
       return NULL;
   for (char **p = policy->allow_ro; p && *p; p++)
     if (bind_mount(mounts, *p, false) < 0)
@@ -167,21 +133,11 @@ static json_t *build_process(const struct agent_launch *launch,
   const struct agent_policy *policy = launch->policy;
   const char *const over[] = {"TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp", NULL};
   _cleanup_(strv_freep) char **env = strv_env_merge((const char *const *)policy->env, over);
-  _cleanup_json_ json_t *args = json_array(), *env_json = json_array();
-  if (!env || !args || !env_json)
+  if (!env)
     return NULL;
-  for (size_t i = 0; launch->argv[i]; i++)
-    if (json_array_append_new(args, json_string(launch->argv[i])) < 0)
-      return NULL;
-  for (size_t i = 0; env[i]; i++)
-    if (json_array_append_new(env_json, json_string(env[i])) < 0)
-      return NULL;
-  /* Empty capability sets: uid 0 inside still cannot override file modes or mount. */
-  return json_pack("{s:b, s:{s:I, s:I}, s:O, s:O, s:s, s:b, s:{s:[], s:[], s:[], s:[], s:[]}}",
-                   "terminal", launch->tty, "user", "uid", (json_int_t)params->uid, "gid",
-                   (json_int_t)params->gid, "args", args, "env", env_json, "cwd",
-                   policy->cwd ? policy->cwd : policy->project, "noNewPrivileges", 1,
-                   "capabilities", "bounding", "effective", "inheritable", "permitted", "ambient");
+  return oci_process((const char *const *)launch->argv, (const char *const *)env,
+                     policy->cwd ? policy->cwd : policy->project, params->uid, params->gid,
+                     launch->tty);
 }
 
 int agent_gvisor_spec(const struct agent_launch *launch, const struct agent_gvisor_params *params,
@@ -190,27 +146,8 @@ int agent_gvisor_spec(const struct agent_launch *launch, const struct agent_gvis
     return cordon_error_set(err, CORDON_ERR_USAGE, 0, "gvisor: no command to run");
   json_t *process = build_process(launch, params);
   json_t *mounts = process ? build_mounts(launch->policy, params) : NULL;
-  json_t *namespaces = json_pack("[{s:s}, {s:s}, {s:s}, {s:s}]", "type", "pid", "type", "ipc",
-                                 "type", "uts", "type", "mount");
-  if (namespaces && strcmp(agent_gvisor_network(launch->policy->net), "host") != 0)
-    json_array_append_new(namespaces, json_pack("{s:s}", "type", "network"));
-  json_t *spec =
-      (process && mounts && namespaces)
-          ? json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:{s:o}}", "ociVersion", "1.0.2",
-                      "process", process, "root", "path", "/", "readonly", 1, "hostname",
-                      "cordon-agent", "mounts", mounts, "linux", "namespaces", namespaces)
-          : NULL;
-  if (!spec) {
-    /* json_pack's "o" steals even on failure, so only what it never saw is ours to drop. */
-    if (!process || !mounts || !namespaces) {
-      json_decref(process);
-      json_decref(mounts);
-      json_decref(namespaces);
-    }
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gvisor: building the OCI spec");
-  }
-  *out = spec;
-  return 0;
+  bool open = !strcmp(agent_gvisor_network(launch->policy->net), "host");
+  return oci_spec(process, "/", "cordon-agent", mounts, oci_namespaces(false, open), out, err);
 }
 
 /* ---- running runsc ---- */

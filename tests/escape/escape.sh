@@ -49,10 +49,8 @@ not_ok() {
 known_gap() {
   [ "$backend" = gvisor ] || return 1
   case $1 in
-    "carry "* | "on the host the read-only deep/hooks"* | "on the host the hidden conf/token"*)
-      gap_reason="gVisor lets a directory holding a mount point be renamed; the mask stays behind" ;;
     "read the holder's memory, environment or fds"*)
-      gap_reason="gVisor makes /proc/PID/environ mode 0444; pid 1's holds only the spec's PATH and HOME" ;;
+      gap_reason="gVisor lets every process list /proc/PID/fd (the wrapper's fds are the exec's own stdio, pid 1's /dev/null; its environment: holder-environ below)" ;;
     "control ordinary modes"*)
       gap_reason="gVisor does not implement linkat of an O_TMPFILE file (EOPNOTSUPP)" ;;
     *) return 1 ;;
@@ -241,6 +239,7 @@ attack "fchdir through a leaked fd" -- fd-chdir
 attack "write /proc/1/exe" -- write-exe /proc/1/exe
 attack "write the runtime binary" -- write-exe "$CORDON"
 attack "read the holder's memory, environment or fds" -- proc-holder
+attack "read an entry of the holder's environment not given to the command" -- holder-environ
 attack "kill the holder (pid 1)" -- kill-holder
 if [ "$mode" = session ]; then
   # After one exec the holder keeps idle pairs: workers, each with a command process that

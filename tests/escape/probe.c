@@ -15,7 +15,10 @@
  *   probe proc-fds                find an fd other than 0, 1, 2 in /proc/self/fd
  *   probe fd-chdir                fchdir through any inherited fd
  *   probe write-exe PATH          open a runtime binary (or /proc/1/exe) for writing
- *   probe proc-holder             read the holder's memory, environment or fds (/proc/1)
+ *   probe proc-holder             read the holder's memory, environment or fds (/proc/1); an
+ *                                 environment holding only entries of our own tells nothing
+ *   probe holder-environ          read an entry of pid 1's or pid 2's environment that we
+ *                                 were not given
  *   probe kill-holder             signal pid 1 (SIGKILL, SIGTERM, ...: all must be ignored)
  *   probe idle-pairs              every other process of the session but pid 1 (the holder's
  *                                 idle workers and their waiting command processes, which
@@ -312,6 +315,58 @@ static int write_exe(const char *path) {
   return verdict(ESCAPED, "write-exe", "opened %s for writing", path);
 }
 
+extern char **environ;
+
+/* Whether every NUL-separated entry of an environment block is one of our own: what the block
+ * holds, this process was given already (gVisor shows pid 1's environment to every process; the
+ * backend gives it nothing but the commands' defaults, so it tells nothing). */
+static bool environment_is_ours(const char *block, size_t length) {
+  for (size_t at = 0; at < length;) {
+    const char *entry = block + at;
+    size_t n = strnlen(entry, length - at);
+    bool found = n == 0;
+    for (char **e = environ; !found && e && *e; e++)
+      found = strlen(*e) == n && memcmp(*e, entry, n) == 0;
+    if (!found)
+      return false;
+    at += n + 1;
+  }
+  return true;
+}
+
+/* Read all of path (bounded); -1 when it cannot be read. */
+static ssize_t read_all(const char *path, char *buf, size_t size) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0)
+    return -1;
+  size_t have = 0;
+  ssize_t n;
+  while (have < size && (n = read(fd, buf + have, size - have)) > 0)
+    have += (size_t)n;
+  close(fd);
+  return (ssize_t)have;
+}
+
+/* The environments of pid 1 and pid 2 (the holder and its worker on ns; on gvisor the
+ * session's pause process or the one-shot wrapper, and an exec's wrapper) hold nothing this
+ * process was not given. */
+static int holder_environ(void) {
+  static const char *const paths[] = {"/proc/1/environ", "/proc/2/environ"};
+  char self[32];
+  snprintf(self, sizeof(self), "/proc/%d/", (int)getpid());
+  for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+    static char block[65536];
+    if (strncmp(paths[i], self, strlen(self)) == 0)
+      continue;
+    ssize_t n = read_all(paths[i], block, sizeof(block));
+    if (n > 0 && !environment_is_ours(block, (size_t)n))
+      return verdict(ESCAPED, "holder-environ", "read %s: an entry not in our own environment",
+                     paths[i]);
+  }
+  return verdict(BLOCKED, "holder-environ",
+                 "the holder's environment is unreadable or holds only our own entries");
+}
+
 static int proc_holder(void) {
   static const char *const paths[] = {"/proc/1/mem",
                                       "/proc/1/environ",
@@ -325,6 +380,14 @@ static int proc_holder(void) {
   for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
     if (strncmp(paths[i], self, strlen(self)) == 0)
       continue; /* pid 2 is the probe itself when no worker stands between it and pid 1 */
+    if (strstr(paths[i], "environ")) {
+      static char block[65536];
+      ssize_t n = read_all(paths[i], block, sizeof(block));
+      if (n > 0 && !environment_is_ours(block, (size_t)n))
+        return verdict(ESCAPED, "proc-holder", "read %s: an entry not in our own environment",
+                       paths[i]);
+      continue;
+    }
     int fd = open(paths[i], O_RDONLY);
     if (fd >= 0) {
       char c;
@@ -1202,6 +1265,8 @@ int main(int argc, char **argv) {
     return fd_chdir();
   if (!strcmp(v, "write-exe") && a)
     return write_exe(a);
+  if (!strcmp(v, "holder-environ"))
+    return holder_environ();
   if (!strcmp(v, "proc-holder"))
     return proc_holder();
   if (!strcmp(v, "kill-holder"))

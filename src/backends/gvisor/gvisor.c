@@ -3,10 +3,13 @@
  * the host lives in the session's runtime directory (protocol/rundir.h), never in the project:
  *
  *   state/     runsc's state root (--root)
- *   bundle/    config.json (spec.c) and rootfs/ (empty, read-only: mount points and the
- *              merged-usr links, the system directories bound over it read-only)
+ *   bundle/    config.json (spec.c); its root is shared (shared_rootfs: empty, read-only: mount
+ *              points and the merged-usr links, the system directories bound over it read-only)
  *   control/   the status records of execs, bound at GVISOR_CONTROL_TARGET
  *   empty      an empty file bound over hidden files
+ *
+ * The files there are written atomically but not durably (no fsync: the runtime directory holds
+ * nothing that outlives the sandbox, and each fsync costs a cold run milliseconds).
  *
  * An exec is `runsc exec` of cordon-gvisor-exec (helper.c), which runs the command as the
  * sandbox user, kills its whole tree at its end or timeout, and reports how it ended in a
@@ -16,6 +19,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +36,9 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "base/private-dirs.h"
 #include "confine/policy.h"
+#include "crypto/digest.h"
 #include "confine/private.h"
 #include "confine/resolve.h"
 #include "exec/runner.h"
@@ -210,10 +216,12 @@ static int mkdirs_beneath(const char *dir, const char *rel, struct cordon_error 
 }
 
 /* The rootfs: a mount point (or, for a merged-usr link like /bin -> usr/bin, the same link) for
- * each system directory present on the host; *binds gets the directories to bind. */
+ * each system directory present on the host; *binds gets the directories to bind and *plan one
+ * line per entry ("d PATH" or "l PATH TARGET"), which names the tree. rootfs NULL: nothing is
+ * made, only *binds and *plan filled. */
 static int make_rootfs(const char *rootfs, const struct cordon_policy *policy, const char *root,
-                       char ***binds, struct cordon_error **err) {
-  if (mkdir(rootfs, 0755) < 0)
+                       char ***binds, char ***plan, struct cordon_error **err) {
+  if (rootfs && mkdir(rootfs, 0755) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", rootfs);
   const char *const *sys =
       policy->system_paths ? policy->system_paths : confine_default_system_paths;
@@ -221,24 +229,33 @@ static int make_rootfs(const char *rootfs, const struct cordon_policy *policy, c
     struct stat st;
     if ((*sys)[0] != '/' || lstat(*sys, &st) < 0)
       continue; /* only where it exists on the host */
-    _cleanup_free_ char *at = NULL;
-    if (asprintf(&at, "%s%s", rootfs, *sys) < 0)
+    _cleanup_free_ char *at = NULL, *line = NULL;
+    if (asprintf(&at, "%s%s", rootfs ? rootfs : "", *sys) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
     if (S_ISLNK(st.st_mode)) {
       char target[4096];
       ssize_t n = readlink(*sys, target, sizeof(target) - 1);
       if (n > 0 && target[0] != '/') { /* relative links only: they stay inside the root */
         target[n] = 0;
-        if (symlink(target, at) < 0)
+        if (asprintf(&line, "l %s %s", *sys, target) < 0 || strv_push(plan, line) < 0)
+          return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+        if (rootfs && symlink(target, at) < 0)
           return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create %s", at);
       }
       continue;
     }
     if (!S_ISDIR(st.st_mode))
       continue;
-    if (mkdirs_beneath(rootfs, *sys + 1, err) < 0 || strv_push(binds, *sys) < 0)
+    if (asprintf(&line, "d %s", *sys) < 0 || strv_push(plan, line) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+    if ((rootfs && mkdirs_beneath(rootfs, *sys + 1, err) < 0) || strv_push(binds, *sys) < 0)
       return -1;
   }
+  _cleanup_free_ char *root_line = NULL;
+  if (asprintf(&root_line, "w %s", root) < 0 || strv_push(plan, root_line) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+  if (!rootfs)
+    return 0;
   const char *const made[] = {"proc", "dev", "tmp", "home/sandbox", GVISOR_CONTROL_TARGET + 1,
                               NULL};
   for (const char *const *m = made; *m; m++)
@@ -255,26 +272,121 @@ static int make_rootfs(const char *rootfs, const struct cordon_policy *policy, c
   return mkdirs_beneath(rootfs, root + 1, err);
 }
 
-/* Split the hidden list by what each path is in the workspace (a missing one is masked as a
- * directory, so nothing made there later shows). */
-static int split_hidden(const char *workspace, const char *const *hidden, char ***dirs,
-                        char ***files, struct cordon_error **err) {
-  for (; hidden && *hidden; hidden++) {
-    _cleanup_free_ char *host = NULL;
-    if (asprintf(&host, "%s/%s", workspace, *hidden) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
-    struct stat st;
-    bool file = lstat(host, &st) == 0 && !S_ISDIR(st.st_mode);
-    if (!file && stat(host, &st) < 0 && mkdirs_beneath(workspace, *hidden, err) < 0)
-      return -1;
-    if (strv_push(file ? files : dirs, *hidden) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden paths");
+/* The rootfs is the same for every session with the same system directories and workspace path:
+ * empty mount points and links, read-only to every sandbox (the spec's root is). It is made once
+ * in cordon's runtime directory, as gvisor-rootfs-<digest of its plan> (made under a temporary
+ * name, then renamed into place: a rootfs under its final name is whole), and shared; `cordon
+ * gc` passes it by (not a session's name). Making and removing a dozen directories per session
+ * cost a cold run tens of milliseconds on a loaded disk. *path gets the rootfs. */
+static int shared_rootfs(const struct cordon_policy *policy, const char *root, char ***binds,
+                         char **path, struct cordon_error **err) {
+  _cleanup_(strv_freep) char **plan = NULL;
+  if (make_rootfs(NULL, policy, root, binds, &plan, err) < 0)
+    return -1;
+  size_t length = 0;
+  for (char **l = plan; l && *l; l++)
+    length += strlen(*l) + 1;
+  _cleanup_free_ char *text = calloc(length + 1, 1), *runtime = NULL, *hex = NULL;
+  char digest[CRYPTO_SHA256_HEX_LEN + 1];
+  if (!text)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+  for (char **l = plan; l && *l; l++)
+    strcat(strcat(text, *l), "\n");
+  if (crypto_sha256_hex(text, strlen(text), digest, err) < 0 ||
+      private_runtime_dir(&runtime, err) < 0 || fs_random_hex(8, &hex, err) < 0)
+    return -1;
+  _cleanup_free_ char *final = NULL, *temp = NULL;
+  if (asprintf(&final, "%s/gvisor-rootfs-%.32s", runtime, digest) < 0 ||
+      asprintf(&temp, "%s.tmp-%s", final, hex) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "rootfs");
+  struct stat st;
+  if (lstat(final, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid()) {
+    *path = steal_ptr(&final);
+    return 0;
   }
+  _cleanup_(strv_freep) char **ignored_binds = NULL, **ignored_plan = NULL;
+  if (make_rootfs(temp, policy, root, &ignored_binds, &ignored_plan, err) < 0) {
+    fs_remove_tree(temp, NULL);
+    return -1;
+  }
+  if (rename(temp, final) < 0) {
+    int e = errno;
+    fs_remove_tree(temp, NULL);
+    /* Another session made it first: theirs is whole, and the same. */
+    if ((e != EEXIST && e != ENOTEMPTY) || lstat(final, &st) < 0 || !S_ISDIR(st.st_mode))
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot create %s", final);
+  }
+  *path = steal_ptr(&final);
   return 0;
 }
 
+/* The policy's paths as the spec needs them: each resolved beneath the workspace (ns's and
+ * docker's rules, confine/resolve.h: a path through a symlink that leaves the workspace is
+ * refused, so no host tree is ever bound in through a planted link; a link that stays inside
+ * gives its canonical target), hidden ones split by kind, and the directories between the
+ * workspace root and each protected path, which the spec pins as mount points (a missing path
+ * was refused already, by the hard-link check). */
+struct policy_paths {
+  char **read_only, **hidden_dirs, **hidden_files, **pinned;
+};
+
+static void policy_paths_clear(struct policy_paths *p) {
+  strv_free(p->read_only);
+  strv_free(p->hidden_dirs);
+  strv_free(p->hidden_files);
+  strv_free(p->pinned);
+}
+
+static int resolve_one(int ws_fd, const char *ws_real, const char *path, bool hidden,
+                       struct policy_paths *out, char ***named, struct cordon_error **err) {
+  const char *what = hidden ? "hidden path" : "read-only path";
+  _cleanup_free_ char *norm = NULL;
+  if (confine_normalize_workspace_path(path, what, &norm, err) < 0)
+    return -1;
+  struct confine_path rp = {0};
+  if (confine_resolve_workspace_path(ws_fd, ws_real, norm, what, &rp, err) < 0)
+    return -1;
+  char ***list = !hidden                       ? &out->read_only
+                 : rp.kind == CONFINE_KIND_DIR ? &out->hidden_dirs
+                                               : &out->hidden_files;
+  int r = strv_push(list, rp.path);
+  if (r == 0 && named)
+    r = strv_push(named, rp.path);
+  confine_path_clear(&rp);
+  return r < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "policy paths") : 0;
+}
+
+static int resolve_policy_paths(const char *workspace, const char *const *read_only,
+                                const char *const *hidden, size_t n_policy_hidden,
+                                struct policy_paths *out, struct cordon_error **err) {
+  char ws_real[PATH_MAX];
+  if (!realpath(workspace, ws_real))
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", workspace);
+  _cleanup_close_ int ws_fd = open(ws_real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (ws_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", ws_real);
+  for (const char *const *r = read_only; r && *r; r++)
+    if (resolve_one(ws_fd, ws_real, *r, false, out, NULL, err) < 0)
+      return -1;
+  /* As on ns, the policy's own paths, canonical, are checked for other names (hard links);
+   * cordon's private directories (after them in hidden) are not walked: nothing inside can name
+   * them to link them. */
+  _cleanup_(strv_freep) char **named = NULL;
+  for (size_t i = 0; hidden && hidden[i]; i++)
+    if (resolve_one(ws_fd, ws_real, hidden[i], true, out, i < n_policy_hidden ? &named : NULL,
+                    err) < 0)
+      return -1;
+  if (confine_check_hard_links(ws_fd, (const char *const *)out->read_only,
+                               (const char *const *)named, err) < 0)
+    return -1;
+  return confine_protected_ancestors((const char *const *)out->read_only,
+                                     (const char *const *)out->hidden_dirs,
+                                     (const char *const *)out->hidden_files, &out->pinned, err);
+}
+
 /* The ns and docker rules for the workspace's protected paths: no read-only or hidden file stays
- * reachable through a hard link, the workspace is none of cordon's private directories, and
+ * reachable through a hard link (checked on the canonical paths: resolve_policy_paths), the
+ * workspace is none of cordon's private directories, and
  * cordon's own state (the project's .cordon/, the keys, the state home, other projects' .cordon/
  * beneath the workspace) is always hidden. *hidden gets the policy's hidden paths and those.
  * owned: the workspace is the one cordon made in the session's state directory. */
@@ -284,8 +396,7 @@ static int protect_workspace(struct cordon_session *s, const struct cordon_polic
   if (ws < 0)
     return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "workspace %s", s->workspace);
   _cleanup_(strv_freep) char **private_dirs = NULL, **beneath = NULL;
-  if (confine_check_hard_links(ws, p->read_only, p->hidden, err) < 0 ||
-      confine_private_set(cordon_context_state_dir(s->ctx), &private_dirs, err) < 0 ||
+  if (confine_private_set(cordon_context_state_dir(s->ctx), &private_dirs, err) < 0 ||
       /* The owned workspace lives in the session's state directory: cordon made it. */
       (!owned && confine_check_not_private(s->workspace, "workspace",
                                            (const char *const *)private_dirs, err) < 0) ||
@@ -320,8 +431,8 @@ static int write_identity_files(struct cordon_session *s, int rundir, char **pas
     groups = NULL;
   if (!users || !groups)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
-  if (fs_write_atomic_at(rundir, "passwd", users, strlen(users), 0444, err) < 0 ||
-      fs_write_atomic_at(rundir, "group", groups, strlen(groups), 0444, err) < 0 ||
+  if (fs_write_replace_at(rundir, "passwd", users, strlen(users), 0444, false, err) < 0 ||
+      fs_write_replace_at(rundir, "group", groups, strlen(groups), 0444, false, err) < 0 ||
       session_path(s, "passwd", passwd, err) < 0 || session_path(s, "group", group, err) < 0)
     return -1;
   return 0;
@@ -333,8 +444,7 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   if (session_path(s, "bundle", &bundle, err) < 0 ||
       session_path(s, "control", &control, err) < 0 || session_path(s, "empty", &empty, err) < 0)
     return -1;
-  if (asprintf(&rootfs, "%s/rootfs", bundle) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "bundle");
+
   if (mkdirat(rundir, "bundle", 0700) < 0 || mkdirat(rundir, "state", 0700) < 0 ||
       mkdirat(rundir, "control", 0700) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: runtime directory", s->id);
@@ -358,11 +468,12 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_free_ char *passwd = NULL, *group = NULL;
   if (write_identity_files(s, rundir, &passwd, &group, err) < 0)
     return -1;
-  _cleanup_(strv_freep) char **binds = NULL, **hidden = NULL, **hidden_dirs = NULL,
-                             **hidden_files = NULL;
+  _cleanup_(strv_freep) char **binds = NULL, **hidden = NULL;
+  _cleanup_(policy_paths_clear) struct policy_paths paths = {0};
   if (protect_workspace(s, &m->policy, !m->workspace, &hidden, err) < 0 ||
-      make_rootfs(rootfs, &m->policy, s->root, &binds, err) < 0 ||
-      split_hidden(s->workspace, (const char *const *)hidden, &hidden_dirs, &hidden_files, err) < 0)
+      shared_rootfs(&m->policy, s->root, &binds, &rootfs, err) < 0 ||
+      resolve_policy_paths(s->workspace, m->policy.read_only, (const char *const *)hidden,
+                           strv_length(m->policy.hidden), &paths, err) < 0)
     return -1;
   struct gvisor_spec_params params = {
       .rootfs = rootfs,
@@ -373,8 +484,10 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
       .empty_file = empty,
       .system_binds = binds,
       .policy = &m->policy,
-      .hidden_dirs = hidden_dirs,
-      .hidden_files = hidden_files,
+      .pinned = paths.pinned,
+      .read_only = paths.read_only,
+      .hidden_dirs = paths.hidden_dirs,
+      .hidden_files = paths.hidden_files,
       .owner_uid = owner.st_uid,
       .owner_gid = owner.st_gid,
       .passwd_file = passwd,
@@ -387,7 +500,7 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_close_ int bundle_fd = openat(rundir, "bundle", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (!text || bundle_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : ENOMEM, "bundle");
-  return fs_write_atomic_at(bundle_fd, "config.json", text, strlen(text), 0600, err);
+  return fs_write_replace_at(bundle_fd, "config.json", text, strlen(text), 0600, false, err);
 }
 
 /* ---- sessions ------------------------------------------------------------------------------- */
@@ -699,7 +812,7 @@ static int one_shot_argv(struct cordon_session *s, char *const *wrapper, char **
   _cleanup_close_ int bundle_fd = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (!text || bundle_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : ENOMEM, "bundle");
-  if (fs_write_atomic_at(bundle_fd, "config.json", text, strlen(text), 0600, err) < 0)
+  if (fs_write_replace_at(bundle_fd, "config.json", text, strlen(text), 0600, false, err) < 0)
     return -1;
   const char *const run[] = {"--platform=ptrace", network, "run", "--bundle", bundle, id, NULL};
   for (const char *const *a = run; *a; a++)

@@ -27,6 +27,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -90,6 +91,14 @@ static int kill_children(void) {
 static void kill_tree(pid_t group) {
   kill(-group, SIGKILL);
   for (int pass = 0; pass < 1000; pass++) {
+    /* In a one-shot sandbox the wrapper is pid 1, the ancestor of every process there: once it
+     * has no child left, no process is left, and /proc need not be read. */
+    if (getpid() == 1) {
+      while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+      if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+        return;
+    }
     kill_children();
     while (waitpid(-1, NULL, WNOHANG) > 0)
       ;
@@ -100,17 +109,19 @@ static void kill_tree(pid_t group) {
   }
 }
 
+/* One write of one short line to a new file: the host reads it only once the wrapper has exited
+ * (runsc run or exec returned), so no rename is needed for it to be whole, and a record cut short
+ * (the wrapper killed mid-way) does not parse, which the host reports as no record. Each file
+ * operation is a round trip to gVisor's gofer: one fewer on every exec. */
 static void report(const char *status_path, const char *kind, int value) {
-  char tmp[4096], line[64];
-  snprintf(tmp, sizeof(tmp), "%s.tmp", status_path);
+  char line[64];
   int n = snprintf(line, sizeof(line), "%s %d\n", kind, value);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = open(status_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
     return;
-  ssize_t w = write(fd, line, (size_t)n);
+  if (write(fd, line, (size_t)n) != n)
+    (void)ftruncate(fd, 0);
   close(fd);
-  if (w == n)
-    rename(tmp, status_path);
 }
 
 /* No set-id mode bit may reach a file: gVisor's gofer applies modes to the host's files (the
@@ -188,6 +199,52 @@ static int exec_command(char **argv, char **envp) {
   return saw_eacces ? EACCES : ENOENT;
 }
 
+/* What the command's process needs before it becomes the command. */
+struct command_start {
+  char **command, **envp;
+  const char *cwd;
+  long nproc;
+  long long fsize;
+  int report;
+};
+
+/* The command's process (clone with CLONE_VM: nothing here may touch the wrapper's memory but
+ * its own stack, and it ends in execve or _exit). */
+static int start_command(void *arg) {
+  const struct command_start *st = arg;
+  setsid();
+  int stage[2] = {0, 0};
+  /* The wrapper is uid 0 of the sandbox (owner of the control directory) with CAP_SETUID,
+   * CAP_SETGID and CAP_KILL only; the command is the sandbox user, with nothing: it cannot
+   * write the control directory, signal the wrapper or trace it. */
+  /* --pids: the Sentry counts the sandbox user's processes against it; soft = hard, so the
+   * command cannot raise it. */
+  struct rlimit procs = {(rlim_t)st->nproc, (rlim_t)st->nproc},
+                files = {(rlim_t)st->fsize, (rlim_t)st->fsize};
+  if ((st->nproc > 0 && setrlimit(RLIMIT_NPROC, &procs) < 0) ||
+      (st->fsize > 0 && setrlimit(RLIMIT_FSIZE, &files) < 0) ||
+      syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setgid, SANDBOX_ID) < 0 ||
+      syscall(SYS_setuid, SANDBOX_ID) < 0 || deny_setid_modes() < 0) {
+    stage[0] = 'u', stage[1] = errno;
+    if (write(st->report, stage, sizeof(stage)) < 0)
+      _exit(125);
+    _exit(125);
+  }
+  if (chdir(st->cwd) < 0) {
+    stage[0] = 'c', stage[1] = errno;
+  } else {
+    stage[0] = 'x', stage[1] = exec_command(st->command, st->envp);
+    char message[512];
+    int n =
+        snprintf(message, sizeof(message), "cordon: %s: %s\n", st->command[0], strerror(stage[1]));
+    if (n > 0 && write(STDERR_FILENO, message, (size_t)n) < 0)
+      _exit(125);
+  }
+  if (write(st->report, stage, sizeof(stage)) < 0)
+    _exit(125);
+  _exit(stage[0] == 'x' && stage[1] == ENOENT ? 127 : 126);
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "pause")) {
     /* pid 1 of the sandbox: reap what is orphaned to it. SIGCHLD must be caught (not ignored,
@@ -226,36 +283,18 @@ int main(int argc, char **argv) {
   int report_pipe[2];
   if (pipe2(report_pipe, O_CLOEXEC) < 0)
     return 125;
-  pid_t child = fork();
+  /* CLONE_VM | CLONE_VFORK, as posix_spawn: gVisor's ptrace platform builds a host address
+   * space for every fork (a stub process), and the command's execve builds another; sharing ours
+   * until the execve saves the first. We wait, suspended, until the child has exec'd or exited. */
+  struct command_start start = {command, envp, cwd, nproc, fsize, report_pipe[1]};
+  size_t stack_size = 256 * 1024;
+  char *stack = malloc(stack_size);
+  if (!stack)
+    return 125;
+  pid_t child = clone(start_command, stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
+  free(stack);
   if (child < 0)
     return 125;
-  if (child == 0) {
-    setsid();
-    int stage[2] = {0, 0};
-    /* The wrapper is uid 0 of the sandbox (owner of the control directory) with CAP_SETUID,
-     * CAP_SETGID and CAP_KILL only; the command is the sandbox user, with nothing: it cannot
-     * write the control directory, signal the wrapper or trace it. */
-    /* --pids: the Sentry counts the sandbox user's processes against it; soft = hard, so the
-     * command cannot raise it. */
-    struct rlimit procs = {(rlim_t)nproc, (rlim_t)nproc}, files = {(rlim_t)fsize, (rlim_t)fsize};
-    if ((nproc > 0 && setrlimit(RLIMIT_NPROC, &procs) < 0) ||
-        (fsize > 0 && setrlimit(RLIMIT_FSIZE, &files) < 0) || setgroups(0, NULL) < 0 ||
-        setgid(SANDBOX_ID) < 0 || setuid(SANDBOX_ID) < 0 || deny_setid_modes() < 0) {
-      stage[0] = 'u', stage[1] = errno;
-      if (write(report_pipe[1], stage, sizeof(stage)) < 0)
-        _exit(125);
-      _exit(125);
-    }
-    if (chdir(cwd) < 0) {
-      stage[0] = 'c', stage[1] = errno;
-    } else {
-      stage[0] = 'x', stage[1] = exec_command(command, envp);
-      fprintf(stderr, "cordon: %s: %s\n", command[0], strerror(stage[1]));
-    }
-    if (write(report_pipe[1], stage, sizeof(stage)) < 0)
-      _exit(125);
-    _exit(stage[0] == 'x' && stage[1] == ENOENT ? 127 : 126);
-  }
   close(report_pipe[1]);
   int stage[2] = {0, 0};
   ssize_t got = read(report_pipe[0], stage, sizeof(stage));

@@ -24,7 +24,10 @@ struct gvisor_spec_params {
   const char *empty_file;    /* bound over hidden files */
   char *const *system_binds; /* host system directories bound read-only at their own path */
   const struct cordon_policy *policy;
-  char *const *hidden_dirs; /* workspace-relative hidden paths split by kind */
+  /* Workspace-relative and canonical (resolved beneath the workspace): */
+  char *const *pinned;      /* the protected paths' ancestors, bound onto themselves */
+  char *const *read_only;   /* read-only paths */
+  char *const *hidden_dirs; /* hidden paths split by kind */
   char *const *hidden_files;
   uid_t owner_uid; /* the workspace's owner on the host: the sandbox user (1000) inside */
   gid_t owner_gid;
