@@ -275,3 +275,9 @@ except (OSError, ValueError) as e:
   [[ "$output" == *"hard link"* ]]
   [[ "$output" != *secret* ]]
 }
+
+@test "gvisor: --env reaches the command (the session's runtime directory is made once)" {
+  run "$CORDON" run --backend gvisor --env K=V -- sh -c 'echo "$K"'
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  [ "$output" = V ]
+}

@@ -165,3 +165,15 @@ fake() { "$CORDON" "$@" --backend microvm --monitor fake; }
   [ "$status" -eq 4 ]
   [[ "$output" == *"pids"* ]]
 }
+
+@test "microvm --monitor fake: --env reaches the command, in a run and in a session" {
+  # The session layer keeps --env in the session's runtime directory before the backend starts:
+  # the backend must take that directory, not make a second one.
+  run fake run --env K=V -- sh -c 'echo "$K"'
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  [ "$output" = V ]
+  id=$(fake session create --env K=W)
+  run "$CORDON" session exec "$id" -- sh -c 'echo "$K"'
+  [ "$status" -eq 0 ] && [ "$output" = W ]
+  "$CORDON" session destroy "$id"
+}

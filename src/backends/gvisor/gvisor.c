@@ -42,6 +42,7 @@
 #include "confine/private.h"
 #include "confine/resolve.h"
 #include "exec/runner.h"
+#include "protocol/persist.h"
 #include "protocol/rundir.h"
 #include "protocol/workspace.h"
 
@@ -553,14 +554,14 @@ static int start_sandbox(struct cordon_session *s, const struct cordon_manifest 
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session state");
   if (workspace_write_manifest_files(s->workspace, m, err) < 0)
     return -1;
-  _cleanup_close_ int rundir = -1;
-  if (rundir_create(cordon_context_state_dir(s->ctx), s->id, &rundir, err) < 0)
+  /* The session's own runtime directory: the session layer may have made it already (for the
+   * environment of --env), and owns its fd. */
+  int session_run = session_rundir(s, true, err);
+  if (session_run < 0)
     return -1;
-  int plain = openat(rundir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (plain < 0)
+  _cleanup_close_ int rundir = openat(session_run, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (rundir < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "runtime directory");
-  close(rundir);
-  rundir = plain;
   if (write_bundle(s, m, rundir, err) < 0 || session_path(s, "bundle", &bundle, err) < 0)
     return -1;
   if (s->one_shot)

@@ -23,6 +23,7 @@
 #include "backends/builtin.h"
 #include "backends/microvm/microvm.h"
 #include "base/cleanup.h"
+#include "protocol/persist.h"
 #include "protocol/rundir.h"
 #include "protocol/workspace.h"
 
@@ -200,10 +201,10 @@ static int start_vm(struct cordon_session *s, const struct cordon_manifest *m,
   v->cfg.vcpus = shape->vcpus;
   v->cfg.egress = shape->egress;
   v->cfg.user_root = shape->user_root;
-  int dirfd = -1;
-  if (rundir_create(cordon_context_state_dir(s->ctx), s->id, &dirfd, err) < 0)
+  /* The session's runtime directory (the session layer may have made it already, for the
+   * environment of --env). */
+  if (session_rundir(s, true, err) < 0)
     return -1;
-  close(dirfd);
   if (mon->boot(&v->cfg, &v->vm, err) < 0)
     return cordon_error_prefix(err, "monitor %s: boot", mon->name);
   v->vm.monitor = mon;
