@@ -341,9 +341,12 @@ int cordon_attest_verify(const char *document, size_t length, const char *expect
   return 0;
 }
 
-int cordon_attest_verify_file(const char *path, const char *expected_kid,
-                              struct cordon_attest_report *report, struct cordon_error **err) {
+/* Read an attestation file for a verdict: *data set when it could be read, else the report
+ * says why. */
+static int attest_read_file(const char *path, struct cordon_attest_report *report,
+                            unsigned char **data, size_t *length) {
   memset(report, 0, sizeof(*report));
+  *data = NULL;
   /* Non-blocking, so a FIFO in the attestation's place cannot hang the check. */
   _cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
@@ -358,12 +361,52 @@ int cordon_attest_verify_file(const char *path, const char *expected_kid,
   if ((uint64_t)st.st_size > CORDON_DOCUMENT_MAX)
     return report_set(report, CORDON_VERDICT_FAILED,
                       "attestation %s is larger than a signed document can be", path);
-  _cleanup_free_ unsigned char *data = NULL;
-  size_t length = 0;
   struct cordon_error *read_err = NULL;
-  if (fs_read_fd(fd, CORDON_DOCUMENT_MAX, &data, &length, &read_err) < 0) {
+  if (fs_read_fd(fd, CORDON_DOCUMENT_MAX, data, length, &read_err) < 0) {
     cordon_error_free(read_err);
+    *data = NULL;
     return report_set(report, CORDON_VERDICT_UNREADABLE, "attestation %s cannot be read", path);
   }
+  return 0;
+}
+
+int cordon_attest_verify_file(const char *path, const char *expected_kid,
+                              struct cordon_attest_report *report, struct cordon_error **err) {
+  _cleanup_free_ unsigned char *data = NULL;
+  size_t length = 0;
+  attest_read_file(path, report, &data, &length);
+  if (!data)
+    return 0;
   return cordon_attest_verify((const char *)data, length, expected_kid, report, err);
+}
+
+int cordon_attest_select_rows(const char *path, const char *expected_kid,
+                              struct cordon_attest_report *report, char sha256[65],
+                              struct cordon_select_attested **rows, size_t *n,
+                              struct cordon_error **err) {
+  *rows = NULL;
+  *n = 0;
+  sha256[0] = '\0';
+  _cleanup_free_ unsigned char *data = NULL;
+  size_t length = 0;
+  attest_read_file(path, report, &data, &length);
+  if (!data)
+    return 0;
+  if (cordon_attest_verify((const char *)data, length, expected_kid, report, err) < 0)
+    return -1;
+  if (report->verdict != CORDON_VERDICT_VERIFIED)
+    return 0;
+  json_t *document = NULL;
+  if (crypto_sha256_hex(data, length, sha256, err) < 0 ||
+      jcs_parse(data, length, CORDON_DOCUMENT_MAX, "attestation", &document, err) < 0)
+    return -1;
+  int r = attest_body_rows(json_object_get(document, "body"), rows, n);
+  json_decref(document);
+  if (r < 0) {
+    cordon_select_attested_free(*rows, *n);
+    *rows = NULL;
+    *n = 0;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "attestation %s", path);
+  }
+  return 0;
 }

@@ -58,6 +58,8 @@ static const char main_usage[] =
     "  attest [--backend NAME]... [--out FILE]\n"
     "                                  probe this host's backends, sign what was measured;\n"
     "                                  attest verify FILE [--expected-keyid KID] checks one\n"
+    "  select --require CAP[,CAP...] [--min-tier TIER] [--net CLASS] [--attestation FILE]\n"
+    "                                  the cheapest backend that fits, and its inputs' digest\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -185,6 +187,7 @@ int main(int argc, char **argv) {
       {"serve", cmd_serve},
       {"token", cmd_token},
       {"attest", cmd_attest},
+      {"select", cmd_select},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
