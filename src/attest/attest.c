@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -206,6 +207,28 @@ static int record_event(struct cordon_context *ctx, const struct cordon_attest_o
   return r < 0 ? cordon_error_prefix(err, "audit") : 0;
 }
 
+/* One backend's probes in a thread of its own: backends are independent (each has its own
+ * sessions), so they are probed side by side and the attestation takes as long as the
+ * slowest, not the sum. */
+struct probe_job {
+  struct cordon_context *ctx;
+  const struct cordon_backend *backend;
+  bool plugin;
+  const struct attest_host *host;
+  struct attest_backend *out;
+  struct cordon_error *err;
+  int r;
+  pthread_t thread;
+  bool running;
+};
+
+static void *probe_thread(void *arg) {
+  struct probe_job *job = arg;
+  job->r =
+      attest_probe_backend(job->ctx, job->backend, job->plugin, job->host, job->out, &job->err);
+  return NULL;
+}
+
 /* Probe each backend asked for (every one when none is named); a name the registry does not
  * hold is an error, a plugin that failed to load too. */
 static int probe_all(struct cordon_context *ctx, const struct cordon_registry *reg,
@@ -218,20 +241,38 @@ static int probe_all(struct cordon_context *ctx, const struct cordon_registry *r
   }
   size_t count = cordon_registry_count(reg);
   *out = calloc(count ? count : 1, sizeof(**out));
-  if (!*out)
+  _cleanup_free_ struct probe_job *jobs = calloc(count ? count : 1, sizeof(*jobs));
+  if (!*out || !jobs)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "attestation");
+  size_t k = 0;
   for (size_t i = 0; i < count; i++) {
     const struct cordon_registry_entry *e = cordon_registry_entry(reg, i);
     if (!e->backend || !wanted(o, e->backend->name))
       continue;
-    bool plugin = strcmp(e->origin, "builtin") != 0;
-    if (attest_probe_backend(ctx, e->backend, plugin, host, &(*out)[*n], err) < 0) {
-      attest_backend_clear(&(*out)[*n]);
-      return -1;
-    }
-    (*n)++;
+    struct probe_job *job = &jobs[k];
+    *job = (struct probe_job){.ctx = ctx,
+                              .backend = e->backend,
+                              .plugin = strcmp(e->origin, "builtin") != 0,
+                              .host = host,
+                              .out = &(*out)[k]};
+    job->running = pthread_create(&job->thread, NULL, probe_thread, job) == 0;
+    if (!job->running)
+      probe_thread(job);
+    k++;
   }
-  return 0;
+  int r = 0;
+  for (size_t i = 0; i < k; i++) {
+    if (jobs[i].running)
+      pthread_join(jobs[i].thread, NULL);
+    if (jobs[i].r < 0 && r == 0) {
+      *err = steal_ptr(&jobs[i].err);
+      r = -1;
+    }
+    cordon_error_free(jobs[i].err);
+  }
+  /* Every record is kept (cleared by the caller), failed ones included. */
+  *n = k;
+  return r;
 }
 
 int cordon_attest_run(struct cordon_context *ctx, const struct cordon_registry *reg,

@@ -180,3 +180,25 @@ EOF
   run "$CORDON" session create --backend auto --require snapshot,gpu --attestation "$ATT"
   [ "$status" -eq 4 ]
 }
+
+@test "serve's /v1/backends reports gpu as cordon backends does (fake GPU nodes)" {
+  [ "$(id -u)" -eq 0 ] || skip "mknod needs root"
+  command -v curl >/dev/null || skip "curl is not installed"
+  mkdir -p gpu/dri
+  mknod -m 666 gpu/nvidia0 c 1 3 || skip "cannot mknod here"
+  mknod -m 666 gpu/nvidiactl c 1 3
+  export CORDON_DEV_ROOT=$PROJECT/gpu
+  want=$("$CORDON" backends --json | jq -c '[.[] | select(has("capabilities")) | {name, capabilities}]')
+  [[ "$want" == *'"gpu"'* ]] || { echo "$want"; false; }
+  "$CORDON" serve >serve.out 2>serve.err &
+  server=$!
+  for _ in $(seq 200); do
+    grep -q '^cordon serve: listening on ' serve.out && break
+    sleep 0.1
+  done
+  got=$(curl -sS --unix-socket "$PROJECT/.cordon/serve.sock" http://cordon/v1/backends |
+    jq -c '[.backends[] | select(has("capabilities")) | {name, capabilities}]')
+  kill "$server"
+  wait "$server" || true
+  [ "$got" = "$want" ] || { echo "got $got"; echo "want $want"; false; }
+}
