@@ -202,3 +202,16 @@ EOF
   wait "$server" || true
   [ "$got" = "$want" ] || { echo "got $got"; echo "want $want"; false; }
 }
+
+@test "cordon-select(1) and the completion name every option select --help prints" {
+  [ -n "${SOURCE_ROOT:-}" ] || SOURCE_ROOT=$BATS_TEST_DIRNAME/../..
+  page=$(sed 's/\\-/-/g' "$SOURCE_ROOT/docs/man/cordon-select.1")
+  got=$(bash -c 'source "$1"; COMP_WORDS=(cordon select --); COMP_CWORD=2; _cordon
+    printf "%s\n" "${COMPREPLY[@]}"' _ "$SOURCE_ROOT/completions/cordon.bash")
+  opts=$("$CORDON" select --help | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u)
+  [ -n "$opts" ]
+  for opt in $opts; do
+    grep -qE -- "$opt([^a-z0-9-]|\$)" <<<"$page" || { echo "page lacks $opt"; false; }
+    grep -qx -- "$opt" <<<"$got" || { echo "completion lacks $opt"; false; }
+  done
+}
