@@ -22,7 +22,7 @@
 #define VOLUME_CONTENT "cordon attest volume probe"
 /* Enough for a VM to boot in (a microvm's limit is its guest RAM). */
 #define MEMORY_LIMIT (160ull << 20)
-#define PIDS_LIMIT 48u
+#define PIDS_LIMIT 16u
 
 /* Prints key=value lines: what the sandbox sees of the host. $1 the marker pid, $2 the marker
  * file, $3 the listener's port. Only POSIX sh and coreutils; bash or python3 for the connect. */
@@ -288,9 +288,9 @@ static const char memory_script[] =
  * its own for the count. */
 static const char pids_script[] =
     "n=0 i=0 last= pids=\n"
-    "while [ $i -lt 96 ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
+    "while [ $i -lt 32 ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
     "  if [ \"$!\" != \"$last\" ]; then n=$((n+1)); last=$!; pids=\"$pids $!\"; fi; done\n"
-    "[ $n -ge 96 ] && echo survived; kill $pids 2>/dev/null; exit 0\n";
+    "[ $n -ge 32 ] && echo survived; kill $pids 2>/dev/null; exit 0\n";
 
 /* Every declared capability unverifiable, for one reason, and the boundary too. */
 static int all_unverifiable(struct attest_backend *b, const char *reason, const char *evidence) {
