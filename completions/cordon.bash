@@ -46,11 +46,13 @@ _cordon() {
   verbs="$verbs attest"
   verbs="$verbs pool"
   verbs="$verbs worker"
+  verbs="$verbs select"
   local manifest="--backend --workspace --repo --branch --sparse --root --file --env --ro
     --hide --allow-ro --net --memory --pids --cpus --nofile --fsize --tmp-size --timeout
     --image --no-require-enforcement --quiet --json --help --volume --hide-if-exists
     --user --monitor --allow-domain --allow-cidr --resolve"
   manifest="$manifest --device --gpu"
+  manifest="$manifest --require --min-tier --attestation --expected-keyid --allow-unverifiable"
 
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$verbs --help --version -V" -- "$cur"))
@@ -71,7 +73,19 @@ _cordon() {
   # The value of an option.
   case $prev in
   --backend)
-    COMPREPLY=($(compgen -W "ns worktree docker microvm" -- "$cur"))
+    COMPREPLY=($(compgen -W "ns worktree docker microvm gvisor auto" -- "$cur"))
+    return
+    ;;
+  --min-tier)
+    COMPREPLY=($(compgen -W "none process container vm" -- "$cur"))
+    return
+    ;;
+  --require)
+    COMPREPLY=($(compgen -W "exec file_rw network gpu snapshot persistent_volumes caller_stdio" -- "$cur"))
+    return
+    ;;
+  --attestation)
+    COMPREPLY=($(compgen -f -- "$cur"))
     return
     ;;
   --net)
@@ -198,6 +212,10 @@ _cordon() {
     subs="verify"
     opts="--backend --host-facts --out --json --help"
     [[ $sub == verify ]] && opts="--expected-keyid --json --help"
+    ;;
+  select)
+    opts="--require --min-tier --net --attestation --expected-keyid --allow-unverifiable --json
+      --help"
     ;;
   serve) opts="--listen --socket --token-file --help" ;;
   token)

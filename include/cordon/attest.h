@@ -18,6 +18,7 @@
 #include <cordon/backend.h>
 #include <cordon/error.h>
 #include <cordon/keys.h>
+#include <cordon/select.h>
 #include <cordon/signed.h>
 
 #ifdef __cplusplus
@@ -82,6 +83,14 @@ CORDON_API int cordon_attest_verify_file(const char *path, const char *expected_
                                          struct cordon_attest_report *report,
                                          struct cordon_error **err);
 CORDON_API void cordon_attest_report_clear(struct cordon_attest_report *report);
+
+/* The selector's view of an attestation file: cordon_attest_verify_file's verdict in report,
+ * and only when it is VERIFIED, the document's SHA-256 and one row per backend
+ * (cordon_select_attested_free). */
+CORDON_API int cordon_attest_select_rows(const char *path, const char *expected_kid,
+                                         struct cordon_attest_report *report, char sha256[65],
+                                         struct cordon_select_attested **rows, size_t *n,
+                                         struct cordon_error **err);
 
 #ifdef __cplusplus
 }

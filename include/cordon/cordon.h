@@ -10,6 +10,7 @@
 #include <cordon/keys.h>
 #include <cordon/race.h>
 #include <cordon/receipt.h>
+#include <cordon/select.h>
 #include <cordon/session.h>
 #include <cordon/signed.h>
 #include <cordon/snapshot.h>

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -206,6 +207,28 @@ static int record_event(struct cordon_context *ctx, const struct cordon_attest_o
   return r < 0 ? cordon_error_prefix(err, "audit") : 0;
 }
 
+/* One backend's probes in a thread of its own: backends are independent (each has its own
+ * sessions), so they are probed side by side and the attestation takes as long as the
+ * slowest, not the sum. */
+struct probe_job {
+  struct cordon_context *ctx;
+  const struct cordon_backend *backend;
+  bool plugin;
+  const struct attest_host *host;
+  struct attest_backend *out;
+  struct cordon_error *err;
+  int r;
+  pthread_t thread;
+  bool running;
+};
+
+static void *probe_thread(void *arg) {
+  struct probe_job *job = arg;
+  job->r =
+      attest_probe_backend(job->ctx, job->backend, job->plugin, job->host, job->out, &job->err);
+  return NULL;
+}
+
 /* Probe each backend asked for (every one when none is named); a name the registry does not
  * hold is an error, a plugin that failed to load too. */
 static int probe_all(struct cordon_context *ctx, const struct cordon_registry *reg,
@@ -218,20 +241,38 @@ static int probe_all(struct cordon_context *ctx, const struct cordon_registry *r
   }
   size_t count = cordon_registry_count(reg);
   *out = calloc(count ? count : 1, sizeof(**out));
-  if (!*out)
+  _cleanup_free_ struct probe_job *jobs = calloc(count ? count : 1, sizeof(*jobs));
+  if (!*out || !jobs)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "attestation");
+  size_t k = 0;
   for (size_t i = 0; i < count; i++) {
     const struct cordon_registry_entry *e = cordon_registry_entry(reg, i);
     if (!e->backend || !wanted(o, e->backend->name))
       continue;
-    bool plugin = strcmp(e->origin, "builtin") != 0;
-    if (attest_probe_backend(ctx, e->backend, plugin, host, &(*out)[*n], err) < 0) {
-      attest_backend_clear(&(*out)[*n]);
-      return -1;
-    }
-    (*n)++;
+    struct probe_job *job = &jobs[k];
+    *job = (struct probe_job){.ctx = ctx,
+                              .backend = e->backend,
+                              .plugin = strcmp(e->origin, "builtin") != 0,
+                              .host = host,
+                              .out = &(*out)[k]};
+    job->running = pthread_create(&job->thread, NULL, probe_thread, job) == 0;
+    if (!job->running)
+      probe_thread(job);
+    k++;
   }
-  return 0;
+  int r = 0;
+  for (size_t i = 0; i < k; i++) {
+    if (jobs[i].running)
+      pthread_join(jobs[i].thread, NULL);
+    if (jobs[i].r < 0 && r == 0) {
+      *err = steal_ptr(&jobs[i].err);
+      r = -1;
+    }
+    cordon_error_free(jobs[i].err);
+  }
+  /* Every record is kept (cleared by the caller), failed ones included. */
+  *n = k;
+  return r;
 }
 
 int cordon_attest_run(struct cordon_context *ctx, const struct cordon_registry *reg,
@@ -341,9 +382,12 @@ int cordon_attest_verify(const char *document, size_t length, const char *expect
   return 0;
 }
 
-int cordon_attest_verify_file(const char *path, const char *expected_kid,
-                              struct cordon_attest_report *report, struct cordon_error **err) {
+/* Read an attestation file for a verdict: *data set when it could be read, else the report
+ * says why. */
+static int attest_read_file(const char *path, struct cordon_attest_report *report,
+                            unsigned char **data, size_t *length) {
   memset(report, 0, sizeof(*report));
+  *data = NULL;
   /* Non-blocking, so a FIFO in the attestation's place cannot hang the check. */
   _cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
@@ -358,12 +402,52 @@ int cordon_attest_verify_file(const char *path, const char *expected_kid,
   if ((uint64_t)st.st_size > CORDON_DOCUMENT_MAX)
     return report_set(report, CORDON_VERDICT_FAILED,
                       "attestation %s is larger than a signed document can be", path);
-  _cleanup_free_ unsigned char *data = NULL;
-  size_t length = 0;
   struct cordon_error *read_err = NULL;
-  if (fs_read_fd(fd, CORDON_DOCUMENT_MAX, &data, &length, &read_err) < 0) {
+  if (fs_read_fd(fd, CORDON_DOCUMENT_MAX, data, length, &read_err) < 0) {
     cordon_error_free(read_err);
+    *data = NULL;
     return report_set(report, CORDON_VERDICT_UNREADABLE, "attestation %s cannot be read", path);
   }
+  return 0;
+}
+
+int cordon_attest_verify_file(const char *path, const char *expected_kid,
+                              struct cordon_attest_report *report, struct cordon_error **err) {
+  _cleanup_free_ unsigned char *data = NULL;
+  size_t length = 0;
+  attest_read_file(path, report, &data, &length);
+  if (!data)
+    return 0;
   return cordon_attest_verify((const char *)data, length, expected_kid, report, err);
+}
+
+int cordon_attest_select_rows(const char *path, const char *expected_kid,
+                              struct cordon_attest_report *report, char sha256[65],
+                              struct cordon_select_attested **rows, size_t *n,
+                              struct cordon_error **err) {
+  *rows = NULL;
+  *n = 0;
+  sha256[0] = '\0';
+  _cleanup_free_ unsigned char *data = NULL;
+  size_t length = 0;
+  attest_read_file(path, report, &data, &length);
+  if (!data)
+    return 0;
+  if (cordon_attest_verify((const char *)data, length, expected_kid, report, err) < 0)
+    return -1;
+  if (report->verdict != CORDON_VERDICT_VERIFIED)
+    return 0;
+  json_t *document = NULL;
+  if (crypto_sha256_hex(data, length, sha256, err) < 0 ||
+      jcs_parse(data, length, CORDON_DOCUMENT_MAX, "attestation", &document, err) < 0)
+    return -1;
+  int r = attest_body_rows(json_object_get(document, "body"), rows, n);
+  json_decref(document);
+  if (r < 0) {
+    cordon_select_attested_free(*rows, *n);
+    *rows = NULL;
+    *n = 0;
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "attestation %s", path);
+  }
+  return 0;
 }

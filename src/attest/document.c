@@ -435,3 +435,35 @@ int attest_body_check(const json_t *body, char host_facts_digest_out[65], size_t
   *n_backends = json_array_size(list);
   return 0;
 }
+
+int attest_body_rows(const json_t *body, struct cordon_select_attested **rows, size_t *n) {
+  const json_t *list = json_object_get(body, "backends");
+  size_t count = json_array_size(list);
+  *rows = calloc(count ? count : 1, sizeof(**rows));
+  *n = 0;
+  if (!*rows)
+    return -1;
+  for (size_t i = 0; i < count; i++) {
+    const json_t *o = json_array_get(list, i);
+    struct cordon_select_attested *row = &(*rows)[i];
+    if (!(row->name = strdup(json_string_value(json_object_get(o, "name")))))
+      return -1;
+    (*n)++;
+    if (capability_mask(json_object_get(o, "observed"), &row->observed) < 0 ||
+        capability_mask(json_object_get(o, "refuted"), &row->refuted) < 0 ||
+        capability_mask(json_object_get(o, "unverifiable"), &row->unverifiable) < 0 ||
+        cordon_tier_parse(json_string_value(json_object_get(o, "tier")), &row->tier) < 0)
+      return -1;
+    const json_t *probes = json_object_get(o, "probes");
+    for (size_t p = 0; p < json_array_size(probes); p++) {
+      const json_t *probe = json_array_get(probes, p);
+      const char *capability = json_string_value(json_object_get(probe, "capability"));
+      const char *name = json_string_value(json_object_get(probe, "name"));
+      const char *verdict = json_string_value(json_object_get(probe, "verdict"));
+      if (capability && name && verdict && !strcmp(capability, ATTEST_BOUNDARY) &&
+          strcmp(name, ATTEST_DECLARED_TIER) && strcmp(verdict, verdict_names[ATTEST_UNVERIFIABLE]))
+        row->boundary_measured = true;
+    }
+  }
+  return 0;
+}

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include <cordon/attest.h>
+#include <cordon/select.h>
 
 enum attest_verdict {
   ATTEST_OBSERVED = 0,
@@ -84,6 +85,10 @@ int attest_body_build(json_t *host_facts, struct attest_backend *backends, size_
 /* Check a signed body (with signer) read back; 0 valid, else -1 with *reason (malloc'd). */
 int attest_body_check(const json_t *body, char host_facts_digest[65], size_t *n_backends,
                       char **reason);
+
+/* The selector's rows of a body attest_body_check accepted (malloc'd, names too); -1 on
+ * ENOMEM or a body that was not checked. */
+int attest_body_rows(const json_t *body, struct cordon_select_attested **rows, size_t *n);
 
 /* The host facts' names, in order: the allowlist. */
 extern const char *const attest_host_fact_names[];

@@ -5,6 +5,7 @@
  * that do not change from run to run (no pids, ids, times or temporary paths), so an unchanged
  * host attests to the same bytes. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,9 @@
 #define FILE_PROBE_CONTENT "cordon attest file_rw probe\n"
 #define VOLUME_TARGET "/attest-volume"
 #define VOLUME_CONTENT "cordon attest volume probe"
-#define MEMORY_LIMIT (64ull << 20)
-#define PIDS_LIMIT 48u
+/* Enough for a VM to boot in (a microvm's limit is its guest RAM). */
+#define MEMORY_LIMIT (160ull << 20)
+#define PIDS_LIMIT 16u
 
 /* Prints key=value lines: what the sandbox sees of the host. $1 the marker pid, $2 the marker
  * file, $3 the listener's port. Only POSIX sh and coreutils; bash or python3 for the connect. */
@@ -278,17 +280,17 @@ static int limit_probe(struct attest_backend *b, struct cordon_session *s, const
                                      "going past the %s limit was stopped", what);
 }
 
-/* One buffer twice the limit, touched by the read: bounded (128 MiB) where the limit is a lie,
+/* One buffer past the limit, touched by the read: bounded (256 MiB) where the limit is a lie,
  * and stopped at the limit where it holds (no slow pipe into a growing string). */
 static const char memory_script[] =
-    "dd if=/dev/zero of=/dev/null bs=128M count=1 2>/dev/null && echo survived";
+    "dd if=/dev/zero of=/dev/null bs=256M count=1 2>/dev/null && echo survived";
 /* Counts the children that started ($! changes only when a fork succeeded), without a fork of
  * its own for the count. */
 static const char pids_script[] =
     "n=0 i=0 last= pids=\n"
-    "while [ $i -lt 96 ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
+    "while [ $i -lt 32 ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
     "  if [ \"$!\" != \"$last\" ]; then n=$((n+1)); last=$!; pids=\"$pids $!\"; fi; done\n"
-    "[ $n -ge 96 ] && echo survived; kill $pids 2>/dev/null; exit 0\n";
+    "[ $n -ge 32 ] && echo survived; kill $pids 2>/dev/null; exit 0\n";
 
 /* Every declared capability unverifiable, for one reason, and the boundary too. */
 static int all_unverifiable(struct attest_backend *b, const char *reason, const char *evidence) {
@@ -353,19 +355,79 @@ static int second_session(struct cordon_context *ctx, const struct cordon_backen
   return r ? -1 : 0;
 }
 
-/* The first session's probes: exec, file_rw, network, gpu, the volume's write, the boundary,
- * the limits; then its snapshot for the second session. */
+/* The second session runs beside the rest of the first: it needs only the snapshot and the
+ * volume's data, both made early. Its probes go to a backend record of its own (a record is
+ * not shared between threads) and are moved over when it is joined. */
+struct second {
+  struct cordon_context *ctx;
+  const struct cordon_backend *backend;
+  const struct cordon_manifest *m;
+  const char *snapshot_id;
+  struct attest_backend b;
+  int r;
+  pthread_t thread;
+  bool running, started;
+};
+
+static void *second_thread(void *arg) {
+  struct second *sec = arg;
+  sec->r = second_session(sec->ctx, sec->backend, sec->m, sec->snapshot_id, &sec->b);
+  return NULL;
+}
+
+/* Start it in a thread, or run it here when no thread can be made. */
+static void second_start(struct second *sec, const struct attest_backend *b) {
+  sec->b.declared = b->declared;
+  sec->started = true;
+  sec->running = pthread_create(&sec->thread, NULL, second_thread, sec) == 0;
+  if (!sec->running)
+    second_thread(sec);
+}
+
+static int second_join(struct second *sec, struct attest_backend *b) {
+  if (sec->running)
+    pthread_join(sec->thread, NULL);
+  sec->running = false;
+  int r = sec->r;
+  for (size_t i = 0; i < sec->b.n_probes; i++) {
+    const struct attest_probe *p = &sec->b.probes[i];
+    r |= attest_probe_add(b, p->name, p->capability, p->verdict, p->reason, "%s", p->evidence);
+  }
+  attest_backend_clear(&sec->b);
+  return r;
+}
+
+/* The first session's probes: exec, file_rw, the volume's write and the snapshot first (so
+ * the second session can start beside the rest), then network, the boundary, gpu and the
+ * limits. */
 static int first_session(struct cordon_session *s, const struct cordon_backend *backend,
                          bool plugin, const struct attest_host *host, enum cordon_egress egress,
-                         struct attest_backend *b, char **snapshot_id) {
+                         struct attest_backend *b, char **snapshot_id, struct second *sec) {
   bool can_exec = b->declared & CORDON_CAP_EXEC;
   int r = 0;
   if (can_exec)
     r |= exec_probe(b, s);
   if (b->declared & CORDON_CAP_FILE_RW)
     r |= file_probe(b, s);
-  struct attest_inside in = {0};
   struct cordon_exec_result res = {0};
+  if (b->declared & CORDON_CAP_PERSISTENT_VOLUMES) {
+    const char *vargs[] = {VOLUME_TARGET "/v", NULL};
+    if (!can_exec || run_sh(s, "printf %s '" VOLUME_CONTENT "' >\"$1\"", vargs, &res) < 0)
+      r |= attest_probe_add(b, "write_in_session", "persistent_volumes", ATTEST_UNVERIFIABLE,
+                            "needs_exec", "no command could write the volume");
+    cordon_exec_result_clear(&res);
+  }
+  struct cordon_error *err = NULL;
+  if ((b->declared & CORDON_CAP_SNAPSHOT) && cordon_session_snapshot(s, snapshot_id, &err) < 0) {
+    cordon_error_free(err);
+    r |= attest_probe_add(b, "take_resume_compare", "snapshot", ATTEST_REFUTED, "take_failed",
+                          "taking a snapshot failed");
+  }
+  if (r == 0 && (*snapshot_id || (b->declared & CORDON_CAP_PERSISTENT_VOLUMES))) {
+    sec->snapshot_id = *snapshot_id;
+    second_start(sec, b);
+  }
+  struct attest_inside in = {0};
   char pid[16], port[16];
   snprintf(pid, sizeof(pid), "%d", host->marker_pid);
   snprintf(port, sizeof(port), "%d", host->listener_port);
@@ -397,19 +459,6 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
     r |= can_exec ? gpu_probe(b, s)
                   : attest_probe_add(b, "device_node", "gpu", ATTEST_UNVERIFIABLE, "needs_exec",
                                      "no command could run inside");
-  if (b->declared & CORDON_CAP_PERSISTENT_VOLUMES) {
-    const char *vargs[] = {VOLUME_TARGET "/v", NULL};
-    if (!can_exec || run_sh(s, "printf %s '" VOLUME_CONTENT "' >\"$1\"", vargs, &res) < 0)
-      r |= attest_probe_add(b, "write_in_session", "persistent_volumes", ATTEST_UNVERIFIABLE,
-                            "needs_exec", "no command could write the volume");
-    cordon_exec_result_clear(&res);
-  }
-  struct cordon_error *err = NULL;
-  if ((b->declared & CORDON_CAP_SNAPSHOT) && cordon_session_snapshot(s, snapshot_id, &err) < 0) {
-    cordon_error_free(err);
-    r |= attest_probe_add(b, "take_resume_compare", "snapshot", ATTEST_REFUTED, "take_failed",
-                          "taking a snapshot failed");
-  }
   if (!plugin && seen) {
     r |= limit_probe(b, s, ATTEST_MEMORY_LIMIT, backend->enforces & CORDON_FEATURE_MEMORY,
                      memory_script, "memory");
@@ -456,11 +505,12 @@ int attest_probe_backend(struct cordon_context *ctx, const struct cordon_backend
                : 0;
   }
   _cleanup_free_ char *snapshot_id = NULL;
-  int r = first_session(s, backend, plugin, host, egress, out, &snapshot_id);
+  struct second sec = {.ctx = ctx, .backend = backend, .m = &m};
+  int r = first_session(s, backend, plugin, host, egress, out, &snapshot_id, &sec);
   struct cordon_error *destroy_err = NULL;
   if (cordon_session_destroy(s, &destroy_err) < 0)
     cordon_error_free(destroy_err);
-  if (r == 0 && (snapshot_id || volumes))
-    r = second_session(ctx, backend, &m, snapshot_id, out);
+  if (sec.started)
+    r |= second_join(&sec, out);
   return r < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "attestation") : 0;
 }

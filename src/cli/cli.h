@@ -140,4 +140,36 @@ int server_run(const char *listen_spec, const char *socket_path, const char *tok
 
 int cmd_attest(int argc, char **argv); /* cmd-attest.c */
 
+/* `cordon select` and `--backend auto` (cmd-select.c): the options both take, and the
+ * selection with the attestation verified first. */
+enum {
+  CLI_OPT_REQUIRE = 400,
+  CLI_OPT_MIN_TIER,
+  CLI_OPT_ATTESTATION,
+  CLI_OPT_EXPECTED_KEYID,
+  CLI_OPT_ALLOW_UNVERIFIABLE,
+};
+#define CLI_SELECT_OPTIONS                                                   \
+  {"require", required_argument, NULL, CLI_OPT_REQUIRE},                     \
+      {"min-tier", required_argument, NULL, CLI_OPT_MIN_TIER},               \
+      {"attestation", required_argument, NULL, CLI_OPT_ATTESTATION},         \
+      {"expected-keyid", required_argument, NULL, CLI_OPT_EXPECTED_KEYID}, { \
+    "allow-unverifiable", no_argument, NULL, CLI_OPT_ALLOW_UNVERIFIABLE      \
+  }
+struct cli_select_request {
+  struct cordon_select_requirements requirements;
+  const char *attestation;  /* NULL: none, every declared claim unverifiable */
+  const char *expected_kid; /* NULL: this install's key */
+  bool require_set, min_tier_set;
+};
+/* 0 handled, 1 not a selector option, else the exit code of a usage error (said). */
+int cli_select_option(const char *verb, int c, const char *arg, struct cli_select_request *req);
+/* The attestation (when named) verified, else refused (CORDON_ERR_INVALID); then the
+ * selection. result->chosen NULL: nothing fits. */
+int cli_select(const struct cordon_registry *reg, const struct cli_select_request *req,
+               struct cordon_select_result *result, struct cordon_error **err);
+/* "  BACKEND: reason" per rejected backend, on stderr. */
+void cli_select_print_rejections(const struct cordon_select_result *result);
+int cmd_select(int argc, char **argv);
+
 #endif

@@ -123,6 +123,11 @@ static int parse_user(const char *arg, struct manifest_opts *o) {
 int manifest_option(const char *verb, int c, const char *arg, struct manifest_opts *o) {
   unsigned long long u = 0;
   struct cordon_error *err = NULL;
+  int selector = cli_select_option(verb, c, arg, &o->select);
+  if (selector != 1)
+    return selector;
+  if (c == OPT_GPU)
+    o->gpu = true;
   switch (c) {
   case OPT_BACKEND: o->backend = arg; return 0;
   case OPT_WORKSPACE: o->workspace = arg; return 0;
@@ -336,8 +341,52 @@ int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
  * Otherwise CORDON_SANDBOX decides: ns (must be available), auto (the default backend, and
  * only when enforcement is not required a loud fallback to worktree), off (unconfined, only
  * when enforcement is not required). */
+/* --backend auto: the selector, with the manifest's needs added to what --require names. */
+static int auto_backend(const struct cordon_registry *reg, struct manifest_opts *o,
+                        const struct cordon_manifest *m, const struct cordon_backend **out,
+                        struct cordon_error **err) {
+  struct cli_select_request req = o->select;
+  struct cordon_select_requirements *r = &req.requirements;
+  r->capabilities |= CORDON_CAP_EXEC | (o->n_volumes ? CORDON_CAP_PERSISTENT_VOLUMES : 0) |
+                     (o->gpu ? CORDON_CAP_GPU : 0);
+  /* Without --net, each backend gets its own default class: no class is a requirement. */
+  r->features = cordon_policy_features(&m->policy) &
+                ~(o->egress_set ? 0u
+                                : (CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK |
+                                   CORDON_FEATURE_NET_RESTRICTED));
+  r->net_set = o->egress_set;
+  r->net = o->egress;
+  struct cordon_select_result result = {0};
+  if (cli_select(reg, &req, &result, err) < 0)
+    return -1;
+  int rc = 0;
+  if (!result.chosen) {
+    cli_select_print_rejections(&result);
+    rc = cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                          "--backend auto: no backend fits (selector_inputs %s; reasons above)",
+                          result.inputs_digest);
+  } else {
+    if (!o->quiet)
+      cli_error("--backend auto: %s (selector_inputs %s)", result.chosen, result.inputs_digest);
+    rc = cordon_registry_find(reg, result.chosen, out, err);
+  }
+  cordon_select_result_clear(&result);
+  return rc;
+}
+
 int select_backend(const struct cordon_registry *reg, struct manifest_opts *o,
-                   const struct cordon_backend **out, struct cordon_error **err) {
+                   const struct cordon_manifest *m, const struct cordon_backend **out,
+                   struct cordon_error **err) {
+  bool selector_options = o->select.require_set || o->select.min_tier_set ||
+                          o->select.attestation || o->select.expected_kid ||
+                          o->select.requirements.allow_unverifiable;
+  bool automatic = o->backend && !strcmp(o->backend, "auto");
+  if (selector_options && !automatic)
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "--require, --min-tier, --attestation, --expected-keyid and "
+                            "--allow-unverifiable go with --backend auto");
+  if (automatic)
+    return auto_backend(reg, o, m, out, err);
   if (o->backend)
     return cordon_registry_find(reg, o->backend, out, err);
   const char *mode = getenv("CORDON_SANDBOX");

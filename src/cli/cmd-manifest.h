@@ -13,6 +13,8 @@
 
 #include <cordon/cordon.h>
 
+#include "cli/cli.h"
+
 /* The largest --file source, --stdin input or `session write` input read into memory. */
 #define STDIN_MAX ((size_t)1 << 30)
 
@@ -56,6 +58,10 @@ struct manifest_opts {
   struct cordon_egress_rules egress_rules;
   /* --device and --gpu: manifest device entries (HOST[:TARGET]; --gpu's resolved), owned */
   char **devices;
+  /* --backend auto: --require, --min-tier, --attestation, --expected-keyid,
+   * --allow-unverifiable (cmd-select.c) */
+  struct cli_select_request select;
+  bool gpu; /* --gpu given: auto requires the gpu capability */
 };
 
 void manifest_opts_free(struct manifest_opts *o);
@@ -127,12 +133,18 @@ enum {
       {"allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR},                                    \
       {"resolve", required_argument, NULL, OPT_RESOLVE},                                          \
       {"device", required_argument, NULL, OPT_DEVICE}, {"gpu", required_argument, NULL, OPT_GPU}, \
-  {                                                                                               \
+      CLI_SELECT_OPTIONS, {                                                                       \
     "help", no_argument, NULL, OPT_HELP                                                           \
   }
 
 #define MANIFEST_HELP                                                                         \
   "  --backend NAME        backend (default: $CORDON_BACKEND, else ns; see CORDON_SANDBOX)\n" \
+  "  --backend auto        the cheapest backend that fits, as 'cordon select' chooses it:\n"  \
+  "                        exec, the --net class, -v's persistent_volumes, --gpu's gpu and\n" \
+  "                        the limits asked, plus --require CAP[,CAP...], --min-tier TIER;\n" \
+  "                        evidence from --attestation FILE [--expected-keyid KID]; claims\n" \
+  "                        no probe observed only with --allow-unverifiable; nothing fits:\n" \
+  "                        exit 4 (125 for run) with one reason per backend\n"                \
   "  --workspace DIR       use DIR as the workspace (default: a fresh directory)\n"           \
   "  --repo DIR [--branch B] [--sparse PATH]...\n"                                            \
   "                        workspace is a git worktree of DIR on a new branch\n"              \
@@ -209,7 +221,8 @@ int manifest_option(const char *verb, int c, const char *arg, struct manifest_op
 int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
                    struct cordon_repo_spec *repo);
 int select_backend(const struct cordon_registry *reg, struct manifest_opts *o,
-                   const struct cordon_backend **out, struct cordon_error **err);
+                   const struct cordon_manifest *m, const struct cordon_backend **out,
+                   struct cordon_error **err);
 int apply_backend(const struct cordon_backend *b, const struct manifest_opts *o,
                   struct cordon_manifest *m, struct cordon_error **err);
 

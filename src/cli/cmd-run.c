@@ -132,7 +132,7 @@ int cmd_run(int argc, char **argv) {
   _cleanup_free_ unsigned char *stdin_data = NULL;
   size_t stdin_len = 0;
   if (load_stdin(o.stdin_file, &stdin_data, &stdin_len, &err) < 0 ||
-      cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
+      cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &m, &b, &err) < 0 ||
       apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
       cordon_session_create(ctx, b, &m, &s, &err) < 0) {
     manifest_workspace_hint(&o, err);

@@ -285,12 +285,12 @@ static int session_create(int argc, char **argv) {
   ctx = NULL;
   from = from_id;
   if (count) {
-    if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
+    if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &m, &b, &err) < 0 ||
         apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0)
       code = cli_fail(err);
     else
       code = create_batch(ctx, b, &m, from, (size_t)count, o.json);
-  } else if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &b, &err) < 0 ||
+  } else if (cordon_registry_load(&reg, &err) < 0 || select_backend(reg, &o, &m, &b, &err) < 0 ||
              apply_backend(b, &o, &m, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0 ||
              (from ? cordon_session_resume(ctx, b, &m, from, &s, &err)
                    : cordon_session_create(ctx, b, &m, &s, &err)) < 0) {

@@ -63,6 +63,8 @@ static const char main_usage[] =
     "                                  named sandbox pools: governed placement with receipts\n"
     "  worker enrol|run --pool NAME    enrol this install as a pool's worker; run the\n"
     "                                  dispatches `pool submit` queues, with signed claims\n"
+    "  select --require CAP[,CAP...] [--min-tier TIER] [--net CLASS] [--attestation FILE]\n"
+    "                                  the cheapest backend that fits, and its inputs' digest\n"
     "\n"
     "Every verb takes --help. Exit codes: 0 ok, 1 failed, 2 usage, 3 not found,\n"
     "4 unavailable or refused; `run` and `session exec` return the command's own code,\n"
@@ -192,6 +194,7 @@ int main(int argc, char **argv) {
       {"attest", cmd_attest},
       {"pool", cmd_pool},
       {"worker", cmd_worker},
+      {"select", cmd_select},
   };
   detect_json_flag(argc, argv);
   for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)

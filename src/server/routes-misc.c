@@ -62,8 +62,9 @@ enum MHD_Result route_backends(struct request *req, const char *unused) {
                           available, "default", strcmp(e->name, default_name) == 0);
     if (b) {
       json_object_set_new(o, "tier", json_string(cordon_tier_name(b->tier)));
-      json_object_set_new(o, "capabilities",
-                          names_json(b->capabilities, CORDON_CAP_COUNT, capability_name));
+      json_object_set_new(
+          o, "capabilities",
+          names_json(cordon_backend_capabilities(b), CORDON_CAP_COUNT, capability_name));
       json_object_set_new(o, "enforces",
                           names_json(b->enforces, CORDON_FEATURE_COUNT, feature_name));
       json_object_set_new(o, "summary", json_string(b->summary ? b->summary : ""));
