@@ -262,6 +262,19 @@ char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, boo
             argv_add(argv, &n,
                      "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
                      "resourcecontrol=deny");
+  /* --pids: the guest agent's limit of the sandbox user's processes, on the kernel command
+   * line with the other cordon.* words. */
+  for (size_t i = 1; ok && cfg->pids && i < n; i++) {
+    char *with = NULL;
+    if (strcmp(argv[i - 1], "-append") != 0)
+      continue;
+    ok = asprintf(&with, "%s cordon.pids=%llu", argv[i], (unsigned long long)cfg->pids) >= 0;
+    if (ok) {
+      free(argv[i]);
+      argv[i] = with;
+    }
+    break;
+  }
   /* No NIC at all for any egress class: loopback lives inside the guest. */
   if (!ok) {
     qemu_argv_free(argv);
