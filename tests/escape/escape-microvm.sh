@@ -124,38 +124,9 @@ control() {
 
 # The VMM's pid of session ID, from its state file (what a later `session exec` attaches to).
 vmm_pid_of() {
-  local state
-  state=$(grep -rl "\"$1\"" "$project/.cordon/sessions" 2>/dev/null | head -1)
-  [ -n "$state" ] || state=$(ls "$project/.cordon/sessions/$1/"* 2>/dev/null | head -1)
-  python3 - "$project/.cordon/sessions/$1" <<'EOF'
-import json, os, sys
-d = sys.argv[1]
-for root, _, files in os.walk(d):
-    for f in files:
-        try:
-            o = json.load(open(os.path.join(root, f)))
-        except Exception:
-            continue
-        def find(x):
-            if isinstance(x, dict):
-                if "vm" in x and isinstance(x["vm"], dict) and "pid" in x["vm"]:
-                    return x["vm"]["pid"]
-                for v in x.values():
-                    r = find(v)
-                    if r:
-                        return r
-            if isinstance(x, str) and x.startswith("{"):
-                try:
-                    return find(json.loads(x))
-                except Exception:
-                    return None
-            return None
-        p = find(o)
-        if p:
-            print(p)
-            sys.exit(0)
-EOF
+  jq -r '.backend_state.vm.pid // empty' "$project/.cordon/sessions/$1/state.json" 2>/dev/null
 }
+vmms=()
 
 # ---- the sandbox user's VM: no network, 192 MiB, at most 64 processes ----------------------
 if boot "the sandbox user's VM" --workspace "$ws" --net none --memory 192M --pids 64; then
@@ -259,7 +230,8 @@ for dev in glob.glob("/dev/vport*") + glob.glob("/dev/hvc*") + ["/dev/console", 
 print("written to: %s" % (", ".join(reached) or "no device"), file=sys.stderr)
 sys.exit(3)
 EOF
-  in_vm "$user_vm" python3 /workspace/forge.py
+  out=$(timeout $((EXEC_BOUND + 30)) "$CORDON" session exec --timeout "$EXEC_BOUND" "$user_vm" -- python3 /workspace/forge.py 2>&1 | tr -d '\0')
+  code=${PIPESTATUS[0]}
   if [ "$code" -eq 3 ]; then ok "forged status frames on stdout, stderr and the devices: still exit 3 ($(echo "$out" | grep 'written to' | tail -1))"
   else not_ok "forged status frames changed the exit code to $code: $(echo "$out" | tail -3)"; fi
   in_vm "$user_vm" sh -c 'ls -l /dev/vport* 2>&1; exec 3>/dev/vport0p1 && echo OPENED'
@@ -272,6 +244,7 @@ EOF
   # The VMM, seen from the host: not root, its own namespaces, no new privileges, seccomp.
   vmm=$(vmm_pid_of "$user_vm")
   if [ -n "$vmm" ] && [ -d "/proc/$vmm" ]; then
+    vmms+=("$vmm")
     note "VMM pid $vmm: $(tr '\0' ' ' < "/proc/$vmm/cmdline" | cut -c1-60)..."
     uids=$(awk '/^Uid:/ {print $2, $3, $4, $5}' "/proc/$vmm/status")
     gids=$(awk '/^Gid:/ {print $2, $3, $4, $5}' "/proc/$vmm/status")
@@ -304,6 +277,21 @@ EOF
     if [ "$(awk '/^NSpid:/ {print NF}' "/proc/$vmm/status")" -ge 3 ]; then
       ok "the VMM is in a nested pid namespace ($(awk '/^NSpid:/' "/proc/$vmm/status"))"
     else not_ok "the VMM's pid namespace: $(awk '/^NSpid:/' "/proc/$vmm/status")"; fi
+    # What a guest that escaped into qemu would hold: the VMM's uid in the VMM's namespaces and
+    # its root. None of the host's files beyond the system paths and the workspace.
+    as_vmm=(nsenter -t "$vmm" -U -m -p -n -i -u -r -w -S "$(awk '{print $1}' "/proc/$vmm/uid_map")" -G "$(awk '{print $1}' "/proc/$vmm/gid_map")")
+    if "${as_vmm[@]}" true 2>/dev/null; then
+      out=$("${as_vmm[@]}" sh -c "cat '$outside/file'; ls -d '$project' /root /home /var /run" 2>&1)
+      seen=$("${as_vmm[@]}" ls / 2>&1 | tr '\n' ' ')
+      if [[ "$out" == *"host file"* ]] || grep -qxE "$project|/root|/home|/var|/run" <<<"$out"; then
+        not_ok "the VMM's view holds host files: $out"
+      else ok "the VMM's root holds no host file beyond the system paths and the workspace: / is $seen"; fi
+      out=$("${as_vmm[@]}" sh -c "cat /etc/shadow 2>&1; touch /usr/cordon-escape /etc/cordon-escape /workspace/../cordon-escape 2>&1" 2>&1)
+      if [ -e /usr/cordon-escape ] || [ -e /etc/cordon-escape ] || [ -e "$(dirname "$ws")/cordon-escape" ] || [[ "$out" == *root:* ]]; then
+        not_ok "the VMM's uid read /etc/shadow or wrote a system path: $out"
+        rm -f /usr/cordon-escape /etc/cordon-escape "$(dirname "$ws")/cordon-escape"
+      else ok "the VMM's uid reads no /etc/shadow and writes no system path"; fi
+    else not_ok "cannot enter the VMM's namespaces as its uid to look at its view"; fi
     # Its network namespace holds nothing but a loopback that is down.
     links=$(nsenter -t "$vmm" -n ip -o link 2>/dev/null | awk -F': ' '{print $2}' | tr '\n' ' ')
     if [ "$links" = "lo " ]; then ok "the VMM's network namespace has only lo"
@@ -327,10 +315,19 @@ EOF
     *) not_ok "memory hog in a 192 MiB VM: exit $code: $out" ;;
   esac
   if [ -n "${vmm:-}" ] && [ -d "/proc/$vmm" ]; then
-    rss=$(awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$vmm/status")
-    # The guest's RAM plus qemu's own (TCG's translation cache among it).
-    if [ "$rss" -le $((192 + 160)) ]; then ok "the VMM's resident memory on the host: $rss MiB (guest RAM 192 MiB)"
-    else not_ok "the VMM's resident memory on the host: $rss MiB for a 192 MiB guest"; fi
+    # The VMM's own memory on the host: the guest's RAM, TCG's translation cache (bounded:
+    # qemu's default is 1 GiB, which --memory would not count) and qemu's heap. File pages
+    # (the kernel image qemu maps) are the page cache's, not the VMM's.
+    cache=$(tr '\0' '\n' < "/proc/$vmm/cmdline" | sed -n 's/^tcg,tb-size=\([0-9]*\)$/\1/p')
+    anon=$(awk '/^RssAnon:/ {print int($2 / 1024)}' "/proc/$vmm/status")
+    if grep -qx kvm <(tr '\0' '\n' < "/proc/$vmm/cmdline"); then
+      ok "the VMM runs under KVM: no translation cache to bound"
+    elif [ -n "$cache" ] && [ "$cache" -le 256 ]; then
+      ok "the VMM's TCG translation cache is bounded: $cache MiB"
+    else not_ok "the VMM's TCG translation cache is unbounded (qemu's 1 GiB default): no tb-size"; fi
+    if [ "$anon" -le $((192 + ${cache:-0} + 96)) ]; then
+      ok "the VMM's anonymous memory on the host after the hog: $anon MiB (guest RAM 192 MiB, cache ${cache:-0} MiB)"
+    else not_ok "the VMM's anonymous memory on the host: $anon MiB for a 192 MiB guest"; fi
   fi
   in_vm "$user_vm" /workspace/probe read-file /workspace/file
   if [ "$code" -eq 0 ]; then ok "the VM serves execs after the fork bomb and the memory hog"
@@ -354,6 +351,7 @@ fi
 # ---- the guest's root: the VMM's own uid is what stops it ----------------------------------
 if boot "a guest-root VM" --workspace "$ws" --net none --user root; then
   root_vm=$sid
+  vmms+=("$(vmm_pid_of "$root_vm")")
   in_vm "$root_vm" /workspace/probe suid
   if [ "$code" -eq 1 ] && in_vm "$root_vm" id -u && [ "$out" = 0 ]; then ok "control the command is the guest's root"
   else not_ok "control the command is the guest's root: id -u says $out"; fi
@@ -363,7 +361,18 @@ if boot "a guest-root VM" --workspace "$ws" --net none --user root; then
   attack "$root_vm" "guest root writes the host's /etc/passwd" write-file /etc/passwd
   attack "$root_vm" "guest root writes the host's /etc" write-file /etc/cordon-escape
   attack "$root_vm" "guest root writes the host's /usr" write-file /usr/cordon-escape
-  in_vm "$root_vm" sh -c 'mount -o remount,rw /etc && echo REMOUNTED; echo x > /etc/cordon-escape && echo WROTE'
+  # Root of the guest may remount its view read-write (its own kernel's business); qemu's fsdev
+  # is read-only and writes as uid 65534, so nothing reaches the host.
+  in_vm "$root_vm" python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.mount(None, b"/etc", None, 32, None)  # MS_REMOUNT, read-write
+print("remount rw:", "done" if r == 0 else os.strerror(ctypes.get_errno()))
+try:
+    open("/etc/cordon-escape", "w").write("x")
+    print("WROTE")
+except OSError as e:
+    print("write:", e.strerror)'
   if [ -e /etc/cordon-escape ]; then
     not_ok "guest root remounted and wrote the host's /etc: $out"
     rm -f /etc/cordon-escape
@@ -408,10 +417,12 @@ else not_ok "cordon run: exit $code (expected 126): $out"; fi
 left=$(ls "$project/.cordon/sessions" 2>/dev/null | wc -l)
 if [ "$left" -eq 0 ]; then ok "every session was destroyed"
 else not_ok "$left sessions left behind"; fi
-leaked=$(pgrep -f "qemu-system-x86_64" -u 65534 | while read -r p; do
-  grep -qF "$project" "/proc/$p/mountinfo" 2>/dev/null && echo "$p"; done | wc -l)
-if [ "$leaked" -eq 0 ]; then ok "no VMM of this suite is left"
-else not_ok "$leaked VMMs of this suite are left"; fi
+leaked=0
+for p in "${vmms[@]}"; do
+  [ -n "$p" ] && [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat")" != Z ] && leaked=$((leaked + 1))
+done
+if [ "${#vmms[@]}" -ge 2 ] && [ "$leaked" -eq 0 ]; then ok "no VMM of this suite's sessions is left (${vmms[*]})"
+else not_ok "VMMs of this suite's sessions left: $leaked of ${vmms[*]}"; fi
 
 echo "1..$n"
 [ "$failed" -eq 0 ]
