@@ -101,6 +101,8 @@ static void read_cmdline(struct guest_config *cfg) {
       cfg->uid = 0;
     else if (strcmp(w, "cordon.net=loopback") == 0)
       cfg->loopback = true;
+    else if (strncmp(w, "cordon.pids=", 12) == 0)
+      cfg->pids = strtoul(w + 12, NULL, 10);
   }
 }
 

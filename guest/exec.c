@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +63,12 @@ static _Noreturn void child_run(const struct guest_config *cfg, const struct exe
   for (int fd = 0; fd < 3; fd++)
     if (dup2(stdio[fd], fd) < 0)
       child_fail(report, EXEC_WIRE_STAGE_SETUP, errno, 126);
+  /* --pids: every process and thread of the sandbox user in the guest counts (what earlier
+   * execs left running too), as a session's pids cgroup does on ns. Set before the uid changes,
+   * while we may still raise it; the host refuses --pids for root, whom the kernel exempts. */
+  struct rlimit nproc = {(rlim_t)cfg->pids, (rlim_t)cfg->pids};
+  if (cfg->pids && cfg->uid != 0 && setrlimit(RLIMIT_NPROC, &nproc) < 0)
+    child_fail(report, EXEC_WIRE_STAGE_SETUP, errno, 126);
   if (cfg->uid != 0 && (setgroups(0, NULL) < 0 || setresgid(cfg->uid, cfg->uid, cfg->uid) < 0 ||
                         setresuid(cfg->uid, cfg->uid, cfg->uid) < 0))
     child_fail(report, EXEC_WIRE_STAGE_SETUP, errno, 126);

@@ -14,6 +14,8 @@ struct guest_config {
   const char *root; /* where the workspace is mounted */
   uid_t uid;        /* who commands run as: 1000, or 0 with cordon.user=root */
   bool loopback;    /* bring lo up (cordon.net=loopback); else no network at all */
+  /* cordon.pids=N: RLIMIT_NPROC of the sandbox user; 0: none */
+  unsigned long pids;
 };
 
 /* boot.c */

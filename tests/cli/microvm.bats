@@ -161,7 +161,8 @@ fake() { "$CORDON" "$@" --backend microvm --monitor fake; }
   run fake session create --net open
   [ "$status" -eq 4 ]
   [[ "$output" == *"no network interface to the outside"* ]]
-  run fake session create --pids 10
+  # --pids is the guest agent's RLIMIT_NPROC of the sandbox user: root is exempt, so refused.
+  run fake session create --pids 10 --user root
   [ "$status" -eq 4 ]
   [[ "$output" == *"pids"* ]]
 }

@@ -381,7 +381,7 @@ static void test_argv(void **state) {
   bool tcg = false, mem = false, smp = false, sandbox = false, net = false, acpi_off = false;
   bool mitigations_off = false;
   for (size_t i = 0; argv[i]; i++) {
-    tcg |= strcmp(argv[i], "tcg") == 0;
+    tcg |= strncmp(argv[i], "tcg,", 4) == 0 || strcmp(argv[i], "tcg") == 0;
     mem |= strcmp(argv[i], "512M") == 0;
     smp |= i > 0 && strcmp(argv[i - 1], "-smp") == 0 && strcmp(argv[i], "2") == 0;
     sandbox |= strncmp(argv[i], "on,obsolete=deny", 16) == 0;

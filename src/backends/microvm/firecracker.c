@@ -192,6 +192,10 @@ static int configure(const struct curl_api *c, const char *socket, const struct 
 
 static int firecracker_boot(const struct microvm_config *cfg, struct microvm_vm *vm,
                             struct cordon_error **err) {
+  /* The guest agent learns --pids from qemu's kernel command line only: refused, not ignored. */
+  if (cfg->pids)
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "pids: monitor firecracker does not pass a process limit to the guest");
   const struct curl_api *c = curl_api_get(err);
   if (!c)
     return -1;

@@ -133,6 +133,10 @@ static void krun_enter(const struct microvm_config *cfg) {
 
 static int libkrun_boot(const struct microvm_config *cfg, struct microvm_vm *vm,
                         struct cordon_error **err) {
+  /* The guest agent learns --pids from qemu's kernel command line only: refused, not ignored. */
+  if (cfg->pids)
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "pids: monitor libkrun does not pass a process limit to the guest");
   pid_t pid = fork();
   if (pid < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "libkrun: fork");

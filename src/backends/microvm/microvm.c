@@ -117,6 +117,12 @@ static int config_from_manifest(const struct cordon_manifest *m, struct microvm_
     return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
                             "a repository workspace is not offered by microvm: give --workspace "
                             "or files");
+  /* The kernel exempts root from RLIMIT_NPROC, the guest agent's means for --pids. */
+  if (l->pids && m->user_root)
+    return cordon_error_set(err, CORDON_ERR_DENIED, 0,
+                            "pids: microvm limits the sandbox user's processes in the guest; "
+                            "the guest's root is exempt from that limit (drop --user root)");
+  cfg->pids = l->pids;
   cfg->memory_bytes = l->memory_bytes ? l->memory_bytes : MICROVM_DEFAULT_MEMORY_BYTES;
   cfg->vcpus = l->cpus ? (unsigned)l->cpus : MICROVM_DEFAULT_VCPUS;
   cfg->egress = m->policy.egress;
@@ -201,6 +207,7 @@ static int start_vm(struct cordon_session *s, const struct cordon_manifest *m,
   v->cfg.vcpus = shape->vcpus;
   v->cfg.egress = shape->egress;
   v->cfg.user_root = shape->user_root;
+  v->cfg.pids = shape->pids;
   /* The session's runtime directory (the session layer may have made it already, for the
    * environment of --env). */
   if (session_rundir(s, true, err) < 0)
@@ -352,10 +359,11 @@ const struct cordon_backend cordon_backend_microvm = {
         CORDON_CAP_FILE_RW | CORDON_CAP_EXEC | CORDON_CAP_SNAPSHOT | CORDON_CAP_CALLER_STDIO,
     .tier = CORDON_TIER_VM,
     /* What the VM's shape gives: its memory size, its vCPU count, no NIC (none) or only the
-     * guest's lo (loopback). Paths, pids, rlimits and /tmp size are the guest's own business
-     * and not yet set by cordon: refused by name. */
-    .enforces = CORDON_FEATURE_MEMORY | CORDON_FEATURE_CPU | CORDON_FEATURE_NET_NONE |
-                CORDON_FEATURE_NET_LOOPBACK,
+     * guest's lo (loopback); and what the guest agent sets: the sandbox user's process limit
+     * (pids). Paths, other rlimits and /tmp size are the guest's own business and not yet set
+     * by cordon: refused by name. */
+    .enforces = CORDON_FEATURE_MEMORY | CORDON_FEATURE_CPU | CORDON_FEATURE_PIDS |
+                CORDON_FEATURE_NET_NONE | CORDON_FEATURE_NET_LOOPBACK,
     .available = microvm_available,
     .create = microvm_create,
     .resume = microvm_resume,

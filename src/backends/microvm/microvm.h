@@ -38,4 +38,11 @@ int microvm_vmm_attach(const char *monitor, const char *state, struct microvm_vm
                        struct cordon_error **err);
 void microvm_vmm_stop(struct microvm_vm *vm);
 
+/* vmm-root.c: give the VMM process a root of its own (it must be root in a new mount namespace,
+ * pid 1 of a new pid namespace): the system paths read-only, basic /dev (and /dev/kvm when kvm),
+ * its own /proc, and the detached workspace tree at MICROVM_VMM_WORKSPACE; nothing else of the
+ * host's files. On return its root and cwd are the new "/". */
+#define MICROVM_VMM_WORKSPACE "/workspace"
+int microvm_vmm_root_enter(int workspace_tree, bool kvm, struct cordon_error **err);
+
 #endif

@@ -55,6 +55,9 @@ struct microvm_config {
   const char *const *env; /* the session's base environment (KEY=VALUE), NULL-terminated */
   double boot_timeout;    /* seconds; 0: the monitor's bound. A boot never waits forever */
   bool user_root;         /* commands run as root in the guest instead of uid 1000 */
+  uint64_t pids;          /* 0: no limit; else the most processes (and threads) the sandbox
+                             user may have in the guest at once (the guest agent sets it as
+                             RLIMIT_NPROC; refused with user_root, which the kernel exempts) */
 };
 
 /* One requirement a monitor checked: `missing` NULL when present, else a malloc'd phrase that

@@ -21,6 +21,7 @@
 
 #include "backends/microvm/guest-wire.h"
 #include "backends/microvm/microvm-paths.h"
+#include "backends/microvm/microvm.h"
 #include "backends/microvm/qemu.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
@@ -213,6 +214,27 @@ void qemu_argv_free(char **argv) {
  * KVM the guest kernel keeps them. */
 #define QEMU_KERNEL_CMDLINE_TCG " mitigations=off"
 
+/* What bounds a VM beyond its RAM, written into the argv built above (kept apart from it):
+ * --pids as cordon.pids= on the kernel command line (the guest agent's RLIMIT_NPROC of the
+ * sandbox user), and under TCG the translation cache, which qemu sizes at 1 GiB by default and
+ * fills with whatever code the guest runs: host memory --memory does not count. */
+static bool argv_add_limits(char **argv, size_t n, const struct microvm_config *cfg, bool kvm) {
+  for (size_t i = 1; i < n; i++) {
+    char *with = NULL;
+    if (cfg->pids && strcmp(argv[i - 1], "-append") == 0 &&
+        asprintf(&with, "%s cordon.pids=%llu", argv[i], (unsigned long long)cfg->pids) < 0)
+      return false;
+    if (!kvm && strcmp(argv[i - 1], "-accel") == 0 && strcmp(argv[i], "tcg") == 0 &&
+        asprintf(&with, "tcg,tb-size=%u", QEMU_TCG_CACHE_MIB) < 0)
+      return false;
+    if (with) {
+      free(argv[i]);
+      argv[i] = with;
+    }
+  }
+  return true;
+}
+
 char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, bool kvm, bool minimal,
                        const char *kernel, const char *initrd, const char *workspace) {
   char **argv = calloc(64, sizeof(*argv));
@@ -262,6 +284,7 @@ char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, boo
             argv_add(argv, &n,
                      "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
                      "resourcecontrol=deny");
+  ok = ok && argv_add_limits(argv, n, cfg, kvm);
   /* No NIC at all for any egress class: loopback lives inside the guest. */
   if (!ok) {
     qemu_argv_free(argv);
@@ -387,13 +410,17 @@ fail:
   return -1;
 }
 
-/* The VMM's own process (pid 1 of its pid namespace, in its own mount namespace): a /proc of
- * its own, its files at fixed fds (the id-mapped workspace too: qemu opens it as
- * /proc/self/fd/N, so no directory above it need be searchable by the VMM's uid), then
- * QEMU_VMM_UID with no_new_privs, then qemu. */
-static _Noreturn void vmm_exec(const struct microvm_config *cfg, struct vmm_files *f, char **argv) {
-  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+/* The VMM's own process (pid 1 of its pid namespace, in its own mount namespace): a root of
+ * its own (vmm-root.c: the system paths, /dev, its /proc, the workspace; nothing else of the
+ * host's), its files at fixed fds (the id-mapped workspace too: qemu opens it as
+ * /proc/self/fd/N), then QEMU_VMM_UID with no_new_privs, then qemu. */
+static _Noreturn void vmm_exec(const struct microvm_config *cfg, struct vmm_files *f, char **argv,
+                               bool kvm) {
+  struct cordon_error *root_err = NULL;
+  if (microvm_vmm_root_enter(f->workspace_tree, kvm, &root_err) < 0) {
+    dprintf(f->log, "cordon: the VMM's own root: %s\n", root_err->message);
     _exit(126);
+  }
   int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   /* Out of the way of 0-5 first, then into place (dup2 clears CLOEXEC on the copies). */
   int from[] = {null, f->console, f->log, f->agent, f->kernel, f->initrd, f->workspace_tree};
@@ -465,7 +492,7 @@ int qemu_vmm_spawn(const struct microvm_config *cfg, bool kvm, pid_t *pid,
       e = errno;
     pid_t vmm = e ? -1 : fork();
     if (vmm == 0)
-      vmm_exec(cfg, &files, argv);
+      vmm_exec(cfg, &files, argv, kvm);
     int32_t msg[2] = {vmm, vmm < 0 ? (e ? e : errno) : 0};
     ssize_t w = write(report[1], msg, sizeof(msg));
     _exit(w == sizeof(msg) ? 0 : 1);

@@ -31,6 +31,11 @@
 #define QEMU_FD_KERNEL 4
 #define QEMU_FD_INITRD 5
 #define QEMU_FD_WORKSPACE 6
+/* Under TCG, qemu's translation cache in MiB (qemu's default is 1 GiB): host memory the guest's
+ * code fills beyond its RAM, which --memory does not count; this bounds it. A boot fills about
+ * 45 MiB, the escape suite's session about 100; when it is full qemu flushes it and translates
+ * again (a pause), so it is kept well above what a session's work fills. */
+#define QEMU_TCG_CACHE_MIB 256u
 /* The built guest (scripts/build-guest). */
 #define QEMU_GUEST_KERNEL "vmlinux"
 #define QEMU_GUEST_INITRAMFS "initramfs.cpio"
