@@ -170,11 +170,18 @@ fake() { "$CORDON" "$@" --backend microvm --monitor fake; }
 @test "microvm --monitor fake: --env reaches the command, in a run and in a session" {
   # The session layer keeps --env in the session's runtime directory before the backend starts:
   # the backend must take that directory, not make a second one.
-  run fake run --env K=V -- sh -c 'echo "$K"'
+  run "$CORDON" run --backend microvm --monitor fake --env K=V -- sh -c 'echo "$K"'
   [ "$status" -eq 0 ] || { echo "$output"; false; }
   [ "$output" = V ]
   id=$(fake session create --env K=W)
   run "$CORDON" session exec "$id" -- sh -c 'echo "$K"'
   [ "$status" -eq 0 ] && [ "$output" = W ]
   "$CORDON" session destroy "$id"
+}
+
+@test "microvm: a memory size the guest cannot boot in is refused by name, before any VM" {
+  run "$CORDON" run --backend microvm --monitor fake --memory 64M -- true
+  [ "$status" -eq 125 ]
+  [[ "$output" == *"--memory 64 MiB"*"at least 96 MiB"* ]]
+  [ -z "$(ls -A .cordon/sessions 2>/dev/null)" ]
 }

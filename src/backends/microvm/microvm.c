@@ -122,6 +122,12 @@ static int config_from_manifest(const struct cordon_manifest *m, struct microvm_
     return cordon_error_set(err, CORDON_ERR_DENIED, 0,
                             "pids: microvm limits the sandbox user's processes in the guest; "
                             "the guest's root is exempt from that limit (drop --user root)");
+  if (l->memory_bytes && l->memory_bytes < MICROVM_MIN_MEMORY_BYTES)
+    return cordon_error_set(err, CORDON_ERR_UNSUPPORTED, 0,
+                            "--memory %llu MiB: a microVM's memory is its RAM, and its kernel "
+                            "and initramfs need at least %llu MiB to boot",
+                            (unsigned long long)(l->memory_bytes >> 20),
+                            (unsigned long long)(MICROVM_MIN_MEMORY_BYTES >> 20));
   cfg->pids = l->pids;
   cfg->memory_bytes = l->memory_bytes ? l->memory_bytes : MICROVM_DEFAULT_MEMORY_BYTES;
   cfg->vcpus = l->cpus ? (unsigned)l->cpus : MICROVM_DEFAULT_VCPUS;

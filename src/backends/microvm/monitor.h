@@ -23,6 +23,8 @@
 
 /* 256 MiB: enough for a shell, git and a test runner in the guest; --memory changes it. */
 #define MICROVM_DEFAULT_MEMORY_BYTES (256ull << 20)
+/* Below this the guest kernel and its initramfs do not fit: the boot hangs, it never fails. */
+#define MICROVM_MIN_MEMORY_BYTES (96ull << 20)
 #define MICROVM_DEFAULT_VCPUS 1u
 /* Where the guest finds the workspace when the manifest names no root. */
 #define MICROVM_DEFAULT_ROOT "/workspace"
