@@ -11,6 +11,7 @@
 #include <cordon/keys.h>
 
 #include "cli/cli.h"
+#include "pool/pool.h"
 
 int cmd_audit(int argc, char **argv);
 
@@ -229,6 +230,15 @@ static int audit_show(int argc, char **argv) {
   return code;
 }
 
+/* Whether the chain records pools' or workers' events: then `audit verify` re-checks their
+ * receipts too (pool_verify), so one offline verify proves which enrolled key ran each
+ * dispatch. */
+static int count_pool_event(const struct cordon_audit_entry *e, void *userdata) {
+  if (e->event && (!strncmp(e->event, "pool.", 5) || !strncmp(e->event, "worker.", 7)))
+    ++*(uint64_t *)userdata;
+  return 0;
+}
+
 static int audit_verify(int argc, char **argv) {
   struct audit_args a;
   int r = parse_args("audit verify", argc, argv, "json", &a);
@@ -243,6 +253,17 @@ static int audit_verify(int argc, char **argv) {
     return cli_fail(err);
   }
   bool ok = rep.problem == CORDON_AUDIT_OK;
+  uint64_t pool_events = 0;
+  struct pool_verify_report pools = {.ok = true};
+  if (ok && (cordon_audit_foreach(log, count_pool_event, &pool_events, &err) < 0 ||
+             (pool_events && pool_verify(ctx, NULL, &pools, &err) < 0))) {
+    cordon_audit_report_clear(&rep);
+    close_log(ctx, log);
+    return cli_fail(err);
+  }
+  /* The chain's HMACs may hold while a pool body or a receipt it names does not. */
+  bool pools_ok = pools.ok;
+  const char *pools_reason = pools.reason ? pools.reason : "a pool record is broken";
   if (a.json) {
     /* The verify dialect (docs/formats.md, CLI JSON): ok, verdict, exit_code, problems. */
     json_t *problems = json_array();
@@ -251,11 +272,17 @@ static int audit_verify(int argc, char **argv) {
                             json_pack("{s:s, s:s, s:s}", "object", rep.file ? rep.file : "",
                                       "verdict", cordon_audit_problem_name(rep.problem), "message",
                                       rep.reason ? rep.reason : ""));
-    json_t *o = json_pack("{s:b, s:s, s:i, s:o, s:I, s:I, s:s, s:s}", "ok", ok, "verdict",
-                          ok ? "verified" : "failed", "exit_code", ok ? EXIT_OK : EXIT_FAILURE_,
-                          "problems", problems, "entries", (json_int_t)rep.entries, "segments",
-                          (json_int_t)rep.segments, "head", rep.head, "problem",
-                          cordon_audit_problem_name(rep.problem));
+    if (!pools_ok)
+      json_array_append_new(problems, json_pack("{s:s, s:s, s:s}", "object",
+                                                pools.object ? pools.object : "pool", "verdict",
+                                                "pool_record", "message", pools_reason));
+    bool all_ok = ok && pools_ok;
+    json_t *o = json_pack(
+        "{s:b, s:s, s:i, s:o, s:I, s:I, s:s, s:s, s:I}", "ok", all_ok, "verdict",
+        all_ok ? "verified" : "failed", "exit_code", all_ok ? EXIT_OK : EXIT_FAILURE_, "problems",
+        problems, "entries", (json_int_t)rep.entries, "segments", (json_int_t)rep.segments, "head",
+        rep.head, "problem", pools_ok ? cordon_audit_problem_name(rep.problem) : "pool_record",
+        "pool_receipts", (json_int_t)pools.receipts);
     json_object_set_new(o, "project",
                         rep.project_id[0] ? json_string(rep.project_id) : json_null());
     if (!ok) {
@@ -266,10 +293,17 @@ static int audit_verify(int argc, char **argv) {
       json_object_set_new(o, "reason", json_string(rep.reason ? rep.reason : ""));
     }
     cli_print_json(o);
+  } else if (ok && !pools_ok) {
+    cli_error("audit chain intact (%llu entries), but a pool record it names is broken: %s",
+              (unsigned long long)rep.entries, pools_reason);
   } else if (ok) {
     printf("audit chain intact: %llu entries in %zu segment%s, head %s%s%s\n",
            (unsigned long long)rep.entries, rep.segments, rep.segments == 1 ? "" : "s", rep.head,
            rep.project_id[0] ? ", project " : "", rep.project_id);
+    if (pool_events)
+      printf("pool records verified: %llu pool bodies, %llu receipts (enrolments, placements, "
+             "refusals, claims)\n",
+             (unsigned long long)pools.bodies, (unsigned long long)pools.receipts);
   } else if (rep.problem == CORDON_AUDIT_MISSING_SEGMENT) {
     cli_error("audit chain broken: %s: %s: %s (%llu entries verified before it)", rep.file,
               cordon_audit_problem_name(rep.problem), rep.reason, (unsigned long long)rep.entries);
@@ -279,8 +313,9 @@ static int audit_verify(int argc, char **argv) {
               (unsigned long long)rep.offset, cordon_audit_problem_name(rep.problem), rep.reason);
   }
   cordon_audit_report_clear(&rep);
+  pool_verify_report_clear(&pools);
   close_log(ctx, log);
-  return ok ? EXIT_OK : EXIT_FAILURE_;
+  return ok && pools_ok ? EXIT_OK : EXIT_FAILURE_;
 }
 
 static int audit_repair(int argc, char **argv) {

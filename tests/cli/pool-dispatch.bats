@@ -202,6 +202,10 @@ for line in sys.stdin:
   grep -q '"stdout":"one\\n"' ".cordon/pools/queue/ci/done/$d1.json"
   run "$CORDON" pool verify
   [ "$status" -eq 0 ]
+  # `audit verify` re-checks the pool records the chain names, too.
+  run "$CORDON" audit verify
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"pool records verified"* ]]
   # The claim names the enrolled key, and its receipt is signed by it.
   [ "$(audit_member worker.claimed kid)" = "$kid" ]
   [ "$(audit_member worker.claimed dispatch_id)" = "$d1" ]
@@ -213,12 +217,20 @@ for line in sys.stdin:
   run "$CORDON" pool verify
   [ "$status" -eq 1 ]
   [[ "$output" == *"worker.claimed"* ]]
+  run "$CORDON" audit verify
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"audit chain intact"*"pool record"*"worker.claimed"* ]]
+  run "$CORDON" audit verify --json
+  [ "$status" -eq 1 ]
+  python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["problem"]=="pool_record" and not d["ok"], d' <<<"$output"
   cp claim.bak "$(blob "$claim")"
   run "$CORDON" pool verify
   [ "$status" -eq 0 ]
   # One flipped byte of the recorded effective manifest breaks it too.
   flip "$(blob "$(audit_member worker.claimed effective_manifest_hash)")" 5
   run "$CORDON" pool verify
+  [ "$status" -eq 1 ]
+  run "$CORDON" audit verify
   [ "$status" -eq 1 ]
 }
 
