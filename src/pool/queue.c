@@ -284,3 +284,70 @@ int pool_queue_pending(const char *state_dir, const char *pool, size_t *count,
   *count = (size_t)r;
   return 0;
 }
+
+const char *pool_dispatch_state_name(enum pool_dispatch_state state) {
+  switch (state) {
+  case POOL_DISPATCH_PENDING: return "pending";
+  case POOL_DISPATCH_CLAIMED: return "claimed";
+  case POOL_DISPATCH_DONE: return "done";
+  case POOL_DISPATCH_UNKNOWN: break;
+  }
+  return "unknown";
+}
+
+/* Whether part/ holds <SEQ>-<id>.json. */
+static int queued_under(int dirfd, const char *id, bool *found, struct cordon_error **err) {
+  *found = false;
+  _cleanup_(strv_freep) char **names = NULL;
+  if (pending_names(dirfd, &names, err) < 0)
+    return -1;
+  for (size_t i = 0; names && names[i] && !*found; i++)
+    *found = strncmp(names[i] + 17, id, 64) == 0;
+  return 0;
+}
+
+/* The parts are read in the order a dispatch moves through them (pending, claimed, done), and
+ * each move makes the new name before the old one goes: a dispatch moving while we look is
+ * seen in the later part, never missed. */
+int pool_queue_status(const char *state_dir, const char *pool, const char *id,
+                      enum pool_dispatch_state *state, json_t **result, struct cordon_error **err) {
+  *state = POOL_DISPATCH_UNKNOWN;
+  *result = NULL;
+  if (!is_hex(id, 64))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0,
+                            "'%s' is not a dispatch id (64 lowercase hex digits)", id);
+  static const struct {
+    const char *part;
+    enum pool_dispatch_state state;
+  } queued[] = {{"pending", POOL_DISPATCH_PENDING}, {"claimed", POOL_DISPATCH_CLAIMED}};
+  int r;
+  for (size_t i = 0; i < 2; i++) {
+    _cleanup_close_ int dirfd = -1;
+    bool found = false;
+    if ((r = queue_dir(state_dir, pool, queued[i].part, false, &dirfd, err)) < 0)
+      return -1;
+    if (r > 0 && queued_under(dirfd, id, &found, err) < 0)
+      return -1;
+    if (found) {
+      *state = queued[i].state;
+      return 0;
+    }
+  }
+  _cleanup_close_ int done = -1;
+  if ((r = queue_dir(state_dir, pool, "done", false, &done, err)) <= 0)
+    return r;
+  char name[80];
+  snprintf(name, sizeof(name), "%s.json", id);
+  _cleanup_close_ int fd = openat(done, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "dispatch %s", id);
+  _cleanup_free_ unsigned char *data = NULL;
+  size_t length = 0;
+  if (fs_read_fd(fd, POOL_DISPATCH_MAX, &data, &length, err) < 0)
+    return cordon_error_prefix(err, "dispatch %s", id);
+  json_error_t jerr;
+  if (!(*result = json_loadb((const char *)data, length, 0, &jerr)))
+    return cordon_error_set(err, CORDON_ERR_INTEGRITY, 0, "dispatch %s: result: %s", id, jerr.text);
+  *state = POOL_DISPATCH_DONE;
+  return 0;
+}

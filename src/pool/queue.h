@@ -53,6 +53,16 @@ int pool_queue_claim(const char *state_dir, const char *pool, struct pool_dispat
  * remove it from claimed/. */
 int pool_queue_finish(const char *state_dir, const struct pool_dispatch *d, const json_t *result,
                       struct cordon_error **err);
+/* Where a dispatch stands, by its id (64 lowercase hex digits, else CORDON_ERR_USAGE). */
+enum pool_dispatch_state {
+  POOL_DISPATCH_UNKNOWN = 0, /* in no part of the pool's queue */
+  POOL_DISPATCH_PENDING,
+  POOL_DISPATCH_CLAIMED,
+  POOL_DISPATCH_DONE, /* *result: the recorded result, parsed */
+};
+const char *pool_dispatch_state_name(enum pool_dispatch_state state);
+int pool_queue_status(const char *state_dir, const char *pool, const char *id,
+                      enum pool_dispatch_state *state, json_t **result, struct cordon_error **err);
 /* How many dispatches of pool are pending. */
 int pool_queue_pending(const char *state_dir, const char *pool, size_t *count,
                        struct cordon_error **err);
