@@ -20,6 +20,9 @@
 #include "base/strv.h"
 #include "store/hash.h"
 
+/* The read buffer of an output copied into the outputs directory. */
+#define COPY_BUFFER (1 << 16)
+
 /* ---- the checkout -------------------------------------------------------------------------- */
 
 static int git_fail(const struct git_api *g, struct cordon_error **err, const char *what) {
@@ -139,10 +142,16 @@ static int keep_output(int fd, int outputs_fd, const char *path, struct agent_bu
     return -1;
   if (cas_hasher_init(&h) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "output %s", path);
-  static __thread char buf[1 << 16];
+  /* On the heap, not a static __thread array: the loader zeroes every thread-local byte at
+   * every process start, `cordon run` included. */
+  _cleanup_free_ char *buf = malloc(COPY_BUFFER);
+  if (!buf) {
+    cas_hasher_free(&h);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "output %s", path);
+  }
   int rc = 0;
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
+    ssize_t n = read(fd, buf, COPY_BUFFER);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0 || (n > 0 && fs_write_all(t.fd, buf, (size_t)n) < 0)) {

@@ -18,6 +18,9 @@
 #include "snapshot/manifest.h"
 #include "store/hash.h"
 
+/* The read buffer of hash_fd. */
+#define HASH_BUFFER (1 << 16)
+
 static void gate_path_clear(struct agent_gate_path *p) {
   free(p->path);
   free(p->target);
@@ -55,9 +58,15 @@ static int hash_fd(int fd, char out[65], struct cordon_error **err, const char *
   struct cas_hasher h = {0};
   if (cas_hasher_init(&h) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hashing %s", label);
-  static __thread char buf[1 << 16];
+  /* On the heap, not a static __thread array: the loader zeroes every thread-local byte at
+   * every process start, `cordon run` included. */
+  _cleanup_free_ char *buf = malloc(HASH_BUFFER);
+  if (!buf) {
+    cas_hasher_free(&h);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hashing %s", label);
+  }
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
+    ssize_t n = read(fd, buf, HASH_BUFFER);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {

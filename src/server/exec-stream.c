@@ -147,8 +147,12 @@ static int stream_event(struct exec_stream *st, json_t *doc) {
 
 /* Read one piece of a pipe into an event; 1 queued, 0 nothing now, -1 end of file. */
 static int read_piece(struct exec_stream *st, int fd, const char *name) {
-  static __thread unsigned char piece[STREAM_PIECE];
-  ssize_t n = read(fd, piece, sizeof(piece));
+  /* On the heap, not a static __thread array: the loader zeroes every thread-local byte at
+   * every process start and thread creation, `cordon run` included. */
+  _cleanup_free_ unsigned char *piece = malloc(STREAM_PIECE);
+  if (!piece)
+    return -2;
+  ssize_t n = read(fd, piece, STREAM_PIECE);
   if (n > 0)
     return stream_event(st, json_pack("{s:o}", name, exec_base64_json(piece, (size_t)n))) < 0 ? -2
                                                                                               : 1;

@@ -413,7 +413,7 @@ int server_run(const char *listen_spec, const char *given_socket, const char *to
   _cleanup_free_ char *socket_path = NULL;
   char shown[512] = "";
   int fd = -1;
-  if (server_setup(&srv, listen_spec, token_file, err) < 0)
+  if (mhd_api_load(err) < 0 || server_setup(&srv, listen_spec, token_file, err) < 0)
     goto fail;
   if (listen_spec) {
     fd = listen_tcp(listen_spec, shown, sizeof(shown), err);

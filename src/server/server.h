@@ -9,11 +9,11 @@
 #include <stdint.h>
 
 #include <jansson.h>
-#include <microhttpd.h>
 
 #include <cordon/cordon.h>
 
 #include "crypto/jwt.h"
+#include "server/mhd-loader.h"
 
 /* The bound of a request body (JSON, a file written, a snapshot image imported): 64 MiB. */
 #define SERVER_MAX_BODY (64u << 20)
