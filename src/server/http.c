@@ -66,6 +66,8 @@ static const struct route {
     {"POST", "/v1/races", ACCESS_EXEC, route_race_start},
     {"GET", "/v1/races/*", ACCESS_READ, route_race_status},
     {"GET", "/v1/races/*/receipt", ACCESS_READ, route_race_receipt},
+    {"POST", "/v1/pools/*/dispatches", ACCESS_EXEC, route_pool_submit},
+    {"GET", "/v1/pools/*/dispatches", ACCESS_READ, route_pool_dispatch},
 };
 
 /* Whether url matches pattern; the one '*' segment is copied to id (id_size bytes). */

@@ -90,6 +90,8 @@ enum MHD_Result route_healthz(struct request *req, const char *id);
 enum MHD_Result route_race_start(struct request *req, const char *id);
 enum MHD_Result route_race_status(struct request *req, const char *id);
 enum MHD_Result route_race_receipt(struct request *req, const char *id);
+enum MHD_Result route_pool_submit(struct request *req, const char *pool);
+enum MHD_Result route_pool_dispatch(struct request *req, const char *pool);
 
 /* exec-stream.c: POST .../exec?stream=1 on an open session (takes ownership of s and ctx). */
 enum MHD_Result exec_stream_start(struct request *req, struct cordon_context *ctx,

@@ -322,3 +322,44 @@ for line in sys.stdin:
   run "$CORDON" audit show
   [[ "$output" != *"worker.claimed"* ]]
 }
+
+@test "the queue through cordon serve: a dispatch submitted over HTTP is claimed by a worker; its state and result read back" {
+  ns_or_skip
+  command -v curl >/dev/null || skip "curl is not installed"
+  "$CORDON" pool register pool.json >/dev/null
+  "$CORDON" worker enrol --pool ci >/dev/null
+  "$CORDON" serve >serve.out 2>serve.err &
+  BACKGROUND="$BACKGROUND $!"
+  local i
+  for i in $(seq 200); do
+    [ -S .cordon/serve.sock ] && grep -q "listening on" serve.out && break
+    sleep 0.1
+  done
+  api() { curl -sS --unix-socket .cordon/serve.sock -w '\n%{http_code}' "$@"; }
+  # Bad bodies: 400 with a reason; an unknown pool: 404; nothing is queued.
+  run api -X POST -d '{"argv": []}' http://d/v1/pools/ci/dispatches
+  [[ "$output" == *"argv"* && "${lines[-1]}" = 400 ]]
+  run api -X POST -d '{"argv": ["true"], "recipe": {"pool": "other"}}' http://d/v1/pools/ci/dispatches
+  [[ "$output" == *"names pool other"* && "${lines[-1]}" = 400 ]]
+  run api -X POST -d '{"argv": ["true"]}' http://d/v1/pools/nosuch/dispatches
+  [ "${lines[-1]}" = 404 ]
+  [ -z "$(ls .cordon/pools/queue/ci/pending 2>/dev/null)" ]
+  # A good one: 201 and its id; pending until a worker claims it; then done with its result.
+  run api -X POST -d '{"argv": ["sh", "-c", "echo served; exit 5"]}' http://d/v1/pools/ci/dispatches
+  [ "${lines[-1]}" = 201 ]
+  id=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["dispatch_id"])' "${lines[0]}")
+  run api "http://d/v1/pools/ci/dispatches?id=$id"
+  [ "${lines[-1]}" = 200 ] && [[ "${lines[0]}" == *'"state":"pending"'* ]]
+  run "$CORDON" worker run --pool ci --once
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"dispatch $id"*"exit 5"* ]]
+  run api "http://d/v1/pools/ci/dispatches?id=$id"
+  [ "${lines[-1]}" = 200 ]
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["state"]=="done", d; assert "served" in json.dumps(d["result"]), d' "${lines[0]}"
+  run api "http://d/v1/pools/ci/dispatches?id=nothex"
+  [ "${lines[-1]}" = 400 ]
+  run api "http://d/v1/pools/ci/dispatches?id=$(printf '0%.0s' $(seq 64))"
+  [ "${lines[-1]}" = 404 ]
+  run "$CORDON" pool verify
+  [ "$status" -eq 0 ]
+}
