@@ -77,14 +77,17 @@ static void report_refusal(const struct pool_placement *p, const char *pool, boo
 
 int pool_dispatch_place(const char *verb, struct cordon_context *ctx,
                         const struct cordon_registry *reg, const char *pool,
-                        const char *recipe_file, const json_t *recipe_json, bool json,
+                        const char *recipe_file, const json_t *recipe_json,
+                        const struct cli_attestation *att, bool json,
                         struct pool_dispatch_placed *out) {
   memset(out, 0, sizeof(*out));
   struct cordon_error *err = NULL;
   _cleanup_free_ char *actor = pool_dispatch_actor();
+  struct pool_attestation attestation = {0};
   if (load_recipe(pool, recipe_file, recipe_json, &out->recipe, &err) < 0 ||
       cli_ensure_install_key(&err) < 0 ||
-      pool_place(ctx, &out->recipe, NULL, 0, actor, &out->placement, &err) < 0) {
+      pool_place(ctx, &out->recipe, NULL, 0, pool_attestation_of(att, &attestation), actor,
+                 &out->placement, &err) < 0) {
     cordon_error_prefix(&err, "%s", verb);
     return cli_fail(err);
   }
@@ -382,7 +385,8 @@ int cmd_pool_warm(int argc, char **argv) {
     code = cli_fail(err);
     goto out;
   }
-  if ((code = pool_dispatch_place("pool warm", ctx, reg, pool, recipe, NULL, json, &d)) != EXIT_OK)
+  if ((code = pool_dispatch_place("pool warm", ctx, reg, pool, recipe, NULL, NULL, json, &d)) !=
+      EXIT_OK)
     goto out;
   struct pool_warm_record rec;
   current_record(&d, &rec);
