@@ -253,7 +253,7 @@ _cordon() {
     case $sub in
     place) opts="--recipe --out --attestation --expected-keyid --json --help" ;;
     submit) opts="--recipe --json --help" ;;
-    warm) opts="--slots --recipe --json --help" ;;
+    warm) opts="--slots --recipe --attestation --expected-keyid --json --help" ;;
     retire) opts="--help" ;;
     *) opts="--json --help" ;;
     esac

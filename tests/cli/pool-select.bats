@@ -172,3 +172,17 @@ PY
   run "$CORDON" pool verify
   [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
+
+@test "pool warm provisions on the attested choice; a dispatch with the attestation attaches to it" {
+  run --separate-stderr "$CORDON" pool warm edge --slots 1 --attestation "$ATT" --json
+  [ "$status" -eq 0 ] || { echo "$output $stderr"; false; }
+  [ "$(jq -r .backend <<<"$output")" = ns ]
+  [ "$(ls .cordon/pools/warm/edge/ready | wc -l)" -eq 1 ]
+  run "$CORDON" run --pool edge --attestation "$ATT" -- true
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  # Used, not quarantined: same effective manifest, same (attested) backend.
+  [ -z "$(ls .cordon/pools/warm/edge/ready)" ]
+  [ -z "$(ls .cordon/pools/warm/edge/quarantine 2>/dev/null)" ]
+  run --separate-stderr "$CORDON" pool warm edge --slots 1 --expected-keyid AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+  [ "$status" -eq 2 ]
+}
