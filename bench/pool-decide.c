@@ -1,5 +1,5 @@
 /* bench/pool-decide: the placement decision of a pool, in process, N times: validate the pool
- * manifest, parse the recipe, merge, hash, choose among the selector's inputs, seal the signed
+ * manifest, parse the recipe, merge, hash, choose through the selector, seal the signed
  * receipt (or the refusal receipt). Prints the rate of each path.
  * usage: pool-decide POOL.json RECIPE.json REFUSED-RECIPE.json N   (keys: $CORDON_KEY_DIR) */
 #include <stdio.h>
@@ -37,9 +37,12 @@ static int decide(const struct cordon_signing_key *key, const char *pool, size_t
   struct pool_recipe r;
   struct pool_effective e;
   struct pool_refusal refusal;
+  /* As the registry would list them: every feature enforced, every class offered. */
   static const struct pool_backend_status status[] = {
-      {"ns", true, CORDON_CAP_EXEC | CORDON_CAP_FILE_RW | CORDON_CAP_NETWORK},
-      {"docker", true, CORDON_CAP_EXEC | CORDON_CAP_FILE_RW | CORDON_CAP_NETWORK}};
+      {"ns", true, CORDON_CAP_EXEC | CORDON_CAP_FILE_RW | CORDON_CAP_NETWORK, CORDON_FEATURE_ALL,
+       CORDON_TIER_CONTAINER, 0xfu},
+      {"docker", true, CORDON_CAP_EXEC | CORDON_CAP_FILE_RW | CORDON_CAP_NETWORK,
+       CORDON_FEATURE_ALL, CORDON_TIER_CONTAINER, 0xfu}};
   if (pool_manifest_parse(pool, pool_n, &m, &err) < 0 ||
       pool_recipe_parse(recipe_text, recipe_n, &r, &err) < 0) {
     fprintf(stderr, "pool-decide: %s\n", err ? err->message : "?");
@@ -51,10 +54,12 @@ static int decide(const struct cordon_signing_key *key, const char *pool, size_t
   if (got == 0) {
     json_t *inputs = NULL;
     const char *chosen = NULL;
-    if (pool_selector_inputs(e.manifest, status, 2, &inputs, &chosen, &err) < 0 || !chosen ||
-        pool_seal_placement(key, &m, &r, &e, inputs, chosen, &doc, &n, &err) < 0)
+    char *reasons = NULL;
+    if (pool_selector_inputs(e.manifest, status, 2, NULL, &inputs, &chosen, &reasons, &err) < 0 ||
+        !chosen || pool_seal_placement(key, &m, &r, &e, inputs, chosen, &doc, &n, &err) < 0)
       got = -1;
     json_decref(inputs);
+    free(reasons);
     pool_effective_clear(&e);
   } else if (got == 1) {
     if (pool_seal_refusal(key, m.name, &m, &r, &refusal, &doc, &n, &err) < 0)

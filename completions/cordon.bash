@@ -206,7 +206,7 @@ _cordon() {
   worker)
     subs="enrol run"
     opts="--pool --json --help"
-    [[ $sub == run ]] && opts="--pool --once --wait --no-warm --poll --json --help"
+    [[ $sub == run ]] && opts="--pool --once --wait --no-warm --poll --attestation --expected-keyid --json --help"
     ;;
   attest)
     subs="verify"
@@ -251,9 +251,9 @@ _cordon() {
   pool)
     subs="register list show retire verify place submit warm"
     case $sub in
-    place) opts="--recipe --out --json --help" ;;
+    place) opts="--recipe --out --attestation --expected-keyid --json --help" ;;
     submit) opts="--recipe --json --help" ;;
-    warm) opts="--slots --recipe --json --help" ;;
+    warm) opts="--slots --recipe --attestation --expected-keyid --json --help" ;;
     retire) opts="--help" ;;
     *) opts="--json --help" ;;
     esac

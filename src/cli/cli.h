@@ -168,6 +168,18 @@ int cli_select_option(const char *verb, int c, const char *arg, struct cli_selec
  * selection. result->chosen NULL: nothing fits. */
 int cli_select(const struct cordon_registry *reg, const struct cli_select_request *req,
                struct cordon_select_result *result, struct cordon_error **err);
+/* An attestation file verified as `cordon select` verifies it (anchored to expected_kid, else
+ * this install's key), read into the selector's rows; anything but verified is refused
+ * (CORDON_ERR_INVALID naming the file). */
+struct cli_attestation {
+  struct cordon_select_attested *rows;
+  size_t n_rows;
+  char sha256[65];
+  char kid[CORDON_KEY_ID_LEN + 1];
+};
+int cli_attestation_load(const char *path, const char *expected_kid, struct cli_attestation *out,
+                         struct cordon_error **err);
+void cli_attestation_clear(struct cli_attestation *a);
 /* "  BACKEND: reason" per rejected backend, on stderr. */
 void cli_select_print_rejections(const struct cordon_select_result *result);
 int cmd_select(int argc, char **argv);

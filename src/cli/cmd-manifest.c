@@ -384,7 +384,8 @@ int select_backend(const struct cordon_registry *reg, struct manifest_opts *o,
   if (selector_options && !automatic)
     return cordon_error_set(err, CORDON_ERR_USAGE, 0,
                             "--require, --min-tier, --attestation, --expected-keyid and "
-                            "--allow-unverifiable go with --backend auto");
+                            "--allow-unverifiable go with --backend auto (--attestation and "
+                            "--expected-keyid also with --pool)");
   if (automatic)
     return auto_backend(reg, o, m, out, err);
   if (o->backend)

@@ -77,14 +77,17 @@ static void report_refusal(const struct pool_placement *p, const char *pool, boo
 
 int pool_dispatch_place(const char *verb, struct cordon_context *ctx,
                         const struct cordon_registry *reg, const char *pool,
-                        const char *recipe_file, const json_t *recipe_json, bool json,
+                        const char *recipe_file, const json_t *recipe_json,
+                        const struct cli_attestation *att, bool json,
                         struct pool_dispatch_placed *out) {
   memset(out, 0, sizeof(*out));
   struct cordon_error *err = NULL;
   _cleanup_free_ char *actor = pool_dispatch_actor();
+  struct pool_attestation attestation = {0};
   if (load_recipe(pool, recipe_file, recipe_json, &out->recipe, &err) < 0 ||
       cli_ensure_install_key(&err) < 0 ||
-      pool_place(ctx, &out->recipe, NULL, 0, actor, &out->placement, &err) < 0) {
+      pool_place(ctx, &out->recipe, NULL, 0, pool_attestation_of(att, &attestation), actor,
+                 &out->placement, &err) < 0) {
     cordon_error_prefix(&err, "%s", verb);
     return cli_fail(err);
   }
@@ -233,7 +236,7 @@ void pool_lease_end(struct pool_lease *lease) {
 
 /* ---- cordon pool submit ---- */
 
-enum { OPT_D_RECIPE = 300, OPT_D_JSON, OPT_D_SLOTS, OPT_D_HELP };
+enum { OPT_D_RECIPE = 300, OPT_D_JSON, OPT_D_SLOTS, OPT_D_HELP, OPT_D_ATTESTATION, OPT_D_KID };
 
 static const char submit_usage[] =
     "usage: cordon pool submit NAME [--recipe RECIPE.json] [--json] -- ARGV...\n"
@@ -316,7 +319,8 @@ out:
 /* ---- cordon pool warm ---- */
 
 static const char warm_usage[] =
-    "usage: cordon pool warm NAME --slots N [--recipe RECIPE.json] [--json]\n"
+    "usage: cordon pool warm NAME --slots N [--recipe RECIPE.json]\n"
+    "                        [--attestation FILE [--expected-keyid KID]] [--json]\n"
     "\n"
     "Provision N sessions ahead for the pool, placed as the recipe would be (a placement\n"
     "receipt is chained) and keyed by their effective manifest hash. A dispatch into the pool\n"
@@ -330,13 +334,19 @@ static const char warm_usage[] =
     "options:\n"
     "  --slots N      sessions to provision (1 to 64)\n"
     "  --recipe FILE  {\"pool\": NAME, \"overrides\": {...}} (default: no overrides)\n"
+    "  --attestation FILE  place through the selector with this verified attestation, as\n"
+    "                 the dispatches that should attach will (`cordon pool place`)\n"
+    "  --expected-keyid KID  the attestation's signer (default: this install's key)\n"
     "  --json         {\"pool\", \"effective_manifest_hash\", \"backend\", \"sessions\": [...]}\n"
     "\n"
     "exit codes: 0 provisioned, 1 failed, 2 usage, 3 no such pool, 4 refused by the pool\n";
 
 static int warm_parse(int argc, char **argv, const char **pool, const char **recipe,
-                      unsigned long long *slots, bool *json) {
+                      unsigned long long *slots, bool *json, const char **attestation,
+                      const char **expected_kid) {
   static const struct option opts[] = {{"recipe", required_argument, NULL, OPT_D_RECIPE},
+                                       {"attestation", required_argument, NULL, OPT_D_ATTESTATION},
+                                       {"expected-keyid", required_argument, NULL, OPT_D_KID},
                                        {"json", no_argument, NULL, OPT_D_JSON},
                                        {"slots", required_argument, NULL, OPT_D_SLOTS},
                                        {"help", no_argument, NULL, OPT_D_HELP},
@@ -351,6 +361,14 @@ static int warm_parse(int argc, char **argv, const char **pool, const char **rec
       if (cli_parse_u64(optarg, slots) < 0 || *slots < 1 || *slots > 64)
         return cli_usage_error("pool warm", "--slots wants 1 to 64, not '%s'", optarg);
       break;
+    case OPT_D_ATTESTATION: *attestation = optarg; break;
+    case OPT_D_KID:
+      if (strlen(optarg) != CORDON_KEY_ID_LEN)
+        return cli_usage_error("pool warm",
+                               "--expected-keyid needs a key id (%d base64url characters)",
+                               CORDON_KEY_ID_LEN);
+      *expected_kid = optarg;
+      break;
     case 'h':
     case OPT_D_HELP: fputs(warm_usage, stdout); return -1;
     default: return cli_option_error("pool warm");
@@ -362,27 +380,32 @@ static int warm_parse(int argc, char **argv, const char **pool, const char **rec
     return cli_usage_error("pool warm", "unexpected argument '%s'", argv[optind + 1]);
   if (!*slots)
     return cli_usage_error("pool warm", "--slots N is required");
+  if (*expected_kid && !*attestation)
+    return cli_usage_error("pool warm", "--expected-keyid needs --attestation FILE");
   *pool = argv[optind];
   return 0;
 }
 
 int cmd_pool_warm(int argc, char **argv) {
-  const char *pool = NULL, *recipe = NULL;
+  const char *pool = NULL, *recipe = NULL, *attestation = NULL, *expected_kid = NULL;
   unsigned long long slots = 0;
   bool json = false;
-  int code = warm_parse(argc, argv, &pool, &recipe, &slots, &json);
+  int code = warm_parse(argc, argv, &pool, &recipe, &slots, &json, &attestation, &expected_kid);
   if (code)
     return code < 0 ? EXIT_OK : code;
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
   struct cordon_registry *reg = NULL;
   struct pool_dispatch_placed d = {0};
+  struct cli_attestation att = {0};
   json_t *sessions = json_array();
-  if (cordon_context_open(NULL, &ctx, &err) < 0 || cordon_registry_load(&reg, &err) < 0) {
+  if ((attestation && cli_attestation_load(attestation, expected_kid, &att, &err) < 0) ||
+      cordon_context_open(NULL, &ctx, &err) < 0 || cordon_registry_load(&reg, &err) < 0) {
     code = cli_fail(err);
     goto out;
   }
-  if ((code = pool_dispatch_place("pool warm", ctx, reg, pool, recipe, NULL, json, &d)) != EXIT_OK)
+  if ((code = pool_dispatch_place("pool warm", ctx, reg, pool, recipe, NULL,
+                                  attestation ? &att : NULL, json, &d)) != EXIT_OK)
     goto out;
   struct pool_warm_record rec;
   current_record(&d, &rec);
@@ -411,6 +434,7 @@ int cmd_pool_warm(int argc, char **argv) {
                              sessions));
 out:
   json_decref(sessions);
+  cli_attestation_clear(&att);
   pool_dispatch_placed_clear(&d);
   cordon_registry_free(reg);
   cordon_context_free(ctx);

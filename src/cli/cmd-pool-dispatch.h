@@ -8,6 +8,7 @@
 
 #include <cordon/cordon.h>
 
+#include "cli/cli.h"
 #include "pool/pool.h"
 #include "pool/slots.h"
 #include "pool/warm.h"
@@ -23,12 +24,25 @@ struct pool_dispatch_placed {
 };
 void pool_dispatch_placed_clear(struct pool_dispatch_placed *d);
 
-/* Load the recipe (recipe_file, else recipe_json, else none) for pool and place it. A refusal is
+/* A loaded attestation as pool_place takes it: out filled and returned, or NULL when a is NULL
+ * or holds none (nothing was loaded into it). */
+static inline const struct pool_attestation *pool_attestation_of(const struct cli_attestation *a,
+                                                                 struct pool_attestation *out) {
+  if (!a || !a->sha256[0])
+    return NULL;
+  *out = (struct pool_attestation){
+      .sha256 = a->sha256, .kid = a->kid, .rows = a->rows, .n_rows = a->n_rows};
+  return out;
+}
+
+/* Load the recipe (recipe_file, else recipe_json, else none) for pool and place it, through the
+ * selector with the verified attestation att (NULL: none given). A refusal is
  * reported (its rule and receipt; an error object with json) and returns EXIT_UNAVAILABLE (4);
  * other failures are reported and return their exit code; EXIT_OK when placed. */
 int pool_dispatch_place(const char *verb, struct cordon_context *ctx,
                         const struct cordon_registry *reg, const char *pool,
-                        const char *recipe_file, const json_t *recipe_json, bool json,
+                        const char *recipe_file, const json_t *recipe_json,
+                        const struct cli_attestation *att, bool json,
                         struct pool_dispatch_placed *out);
 
 /* A dispatch's hold on its pool. */

@@ -29,7 +29,8 @@ static const char pool_usage[] =
     "       cordon pool show NAME [--json]\n"
     "       cordon pool retire NAME\n"
     "       cordon pool verify [--json]\n"
-    "       cordon pool place NAME [--recipe RECIPE.json] [--out RECEIPT.json] [--json]\n"
+    "       cordon pool place NAME [--recipe RECIPE.json] [--out RECEIPT.json]\n"
+    "                         [--attestation FILE [--expected-keyid KID]] [--json]\n"
     "       cordon pool submit NAME [--recipe RECIPE.json] [--json] -- ARGV...\n"
     "       cordon pool warm NAME --slots N [--recipe RECIPE.json] [--json]\n"
     "\n"
@@ -49,31 +50,43 @@ static const char pool_usage[] =
     "  place NAME          decide and seal a placement without creating anything\n"
     "    --recipe FILE     {\"pool\": NAME, \"overrides\": {...}} (default: no overrides)\n"
     "    --out FILE        write the signed receipt to FILE (atomically)\n"
+    "    --attestation FILE  a verified isolation attestation (`cordon attest`): a backend\n"
+    "                      whose needed capability it refuted is passed over; without one,\n"
+    "                      every declared capability is unverifiable and accepted (the\n"
+    "                      allowlist is the trust), and the receipt records that\n"
+    "    --expected-keyid KID  the attestation's signer (default: this install's key)\n"
     "  submit NAME -- ARGV queue ARGV for the pool's workers (`cordon worker run`)\n"
     "  warm NAME --slots N provision N sessions ahead, keyed by effective manifest hash\n"
     "  --json              machine-readable output\n"
     "\n"
     "`cordon run --pool NAME [--recipe FILE] -- ARGV` and `cordon session create --pool NAME\n"
-    "[--recipe FILE]` place first, then create. Formats: docs/formats.md; guide: docs/pools.md.\n"
+    "[--recipe FILE]` place first, then create (both take --attestation and --expected-keyid).\n"
+    "The backend is the selector's (`cordon select`): the first of the allowlist, in its order,\n"
+    "that fits the effective manifest. Formats: docs/formats.md; guide: docs/pools.md.\n"
     "\n"
     "Exit codes: 0 ok, 1 failed (an invalid manifest, a break found by verify), 2 usage,\n"
     "3 no such pool or file, 4 refused (the receipt is chained; nothing was created).\n";
 
-enum { OPT_P_JSON = 256, OPT_P_RECIPE, OPT_P_OUT, OPT_P_HELP };
+enum { OPT_P_JSON = 256, OPT_P_RECIPE, OPT_P_OUT, OPT_P_HELP, OPT_P_ATTESTATION, OPT_P_KID };
 
 struct pool_flags {
   bool json;
   const char *recipe;
   const char *out;
+  const char *attestation;
+  const char *expected_kid;
 };
 
-/* Flags for a subverb; allowed is a mask of which: 1 json, 2 recipe, 4 out. Returns -1 after
+/* Flags for a subverb; allowed is a mask of which: 1 json, 2 recipe, 4 out, 8 attestation and
+ * expected-keyid. Returns -1 after
  * help, > 0 an exit code, 0 to go on. */
 static int parse_flags(const char *verb, int argc, char **argv, unsigned allowed,
                        struct pool_flags *f) {
   static const struct option opts[] = {{"json", no_argument, NULL, OPT_P_JSON},
                                        {"recipe", required_argument, NULL, OPT_P_RECIPE},
                                        {"out", required_argument, NULL, OPT_P_OUT},
+                                       {"attestation", required_argument, NULL, OPT_P_ATTESTATION},
+                                       {"expected-keyid", required_argument, NULL, OPT_P_KID},
                                        {"help", no_argument, NULL, 'h'},
                                        {0}};
   optind = 0;
@@ -95,10 +108,22 @@ static int parse_flags(const char *verb, int argc, char **argv, unsigned allowed
         return cli_usage_error(verb, "--out is not an option here");
       f->out = optarg;
       break;
+    case OPT_P_ATTESTATION:
+    case OPT_P_KID:
+      if (!(allowed & 8))
+        return cli_usage_error(verb, "--%s is not an option here",
+                               c == OPT_P_KID ? "expected-keyid" : "attestation");
+      if (c == OPT_P_KID && strlen(optarg) != CORDON_KEY_ID_LEN)
+        return cli_usage_error(verb, "--expected-keyid needs a key id (%d base64url characters)",
+                               CORDON_KEY_ID_LEN);
+      *(c == OPT_P_KID ? &f->expected_kid : &f->attestation) = optarg;
+      break;
     case 'h': fputs(pool_usage, stdout); return -1;
     default: return cli_option_error(verb);
     }
   }
+  if (f->expected_kid && !f->attestation)
+    return cli_usage_error(verb, "--expected-keyid needs --attestation FILE");
   return 0;
 }
 
@@ -367,7 +392,7 @@ static void report_refusal(const struct pool_placement *p, const char *pool, boo
 static int pool_place_cmd(int argc, char **argv) {
   struct pool_flags f = {0};
   const char *name = NULL;
-  int r = parse_flags("pool place", argc, argv, 1 | 2 | 4, &f);
+  int r = parse_flags("pool place", argc, argv, 1 | 2 | 4 | 8, &f);
   if (r)
     return r < 0 ? EXIT_OK : r;
   if ((r = one_argument("pool place", argc, argv, "a pool", &name)))
@@ -376,10 +401,16 @@ static int pool_place_cmd(int argc, char **argv) {
   struct cordon_context *ctx = NULL;
   struct pool_recipe recipe = {0};
   struct pool_placement p = {0};
+  struct cli_attestation att = {0};
+  struct pool_attestation attestation = {0};
   if (cordon_context_open(NULL, &ctx, &err) < 0 ||
       load_recipe("pool place", name, f.recipe, &recipe, &err) < 0 ||
-      cli_ensure_install_key(&err) < 0 || pool_place(ctx, &recipe, NULL, 0, NULL, &p, &err) < 0 ||
+      cli_ensure_install_key(&err) < 0 ||
+      (f.attestation && cli_attestation_load(f.attestation, f.expected_kid, &att, &err) < 0) ||
+      pool_place(ctx, &recipe, NULL, 0, pool_attestation_of(&att, &attestation), NULL, &p, &err) <
+          0 ||
       (f.out && fs_write_atomic(f.out, p.receipt, p.receipt_length, 0644, &err) < 0)) {
+    cli_attestation_clear(&att);
     pool_placement_clear(&p);
     pool_recipe_clear(&recipe);
     cordon_context_free(ctx);
@@ -398,6 +429,7 @@ static int pool_place_cmd(int argc, char **argv) {
   }
   pool_placement_clear(&p);
   pool_recipe_clear(&recipe);
+  cli_attestation_clear(&att);
   cordon_context_free(ctx);
   return code;
 }
@@ -410,7 +442,7 @@ int pool_cli_place(const char *verb, struct cordon_context *ctx, const struct co
   struct pool_placement p = {0};
   int code = EXIT_OK;
   if (load_recipe(verb, pool, recipe_file, &recipe, &err) < 0 || cli_ensure_install_key(&err) < 0 ||
-      pool_place(ctx, &recipe, NULL, 0, NULL, &p, &err) < 0) {
+      pool_place(ctx, &recipe, NULL, 0, NULL, NULL, &p, &err) < 0) {
     code = cli_fail(err);
     goto out;
   }

@@ -24,8 +24,10 @@ static const char run_usage[] =
     "  --stdin FILE          feed FILE (or - for cordon's stdin) to the command\n" STREAM_HELP
     "  --pool NAME           place into the named pool first (`cordon pool`): the backend,\n"
     "                        environment, limits and policy come from the pool's template\n"
-    "                        and the recipe's overrides, never from the options above; a\n"
-    "                        refused recipe exits 4 (receipt chained, nothing created)\n"
+    "                        and the recipe's overrides, never from the options above\n"
+    "                        (but --attestation and --expected-keyid, which its selector\n"
+    "                        reads); a refused recipe exits 4 (receipt chained, nothing\n"
+    "                        created)\n"
     "  --recipe FILE         with --pool: {\"pool\": NAME, \"overrides\": {...}}\n"
     "  --wait SECONDS        with --pool: wait up to SECONDS for one of the pool's\n"
     "                        max_concurrency slots (default: refused at once, exit 4);\n"
@@ -85,7 +87,9 @@ int cmd_run(int argc, char **argv) {
       }
       continue;
     }
-    if (c != OPT_JSON && c != OPT_QUIET && c != '?')
+    /* --attestation and --expected-keyid shape no manifest: with --pool they feed its selector. */
+    if (c != OPT_JSON && c != OPT_QUIET && c != '?' && c != CLI_OPT_ATTESTATION &&
+        c != CLI_OPT_EXPECTED_KEYID)
       manifest_given = true;
     int r = c == '?' ? cli_option_error("run") : manifest_option("run", c, optarg, &o);
     if (r != 0) {
@@ -106,6 +110,11 @@ int cmd_run(int argc, char **argv) {
     return EXIT_CORDON;
   }
   if (pool) {
+    if (o.select.expected_kid && !o.select.attestation) {
+      cli_usage_error("run", "--expected-keyid needs --attestation FILE");
+      manifest_opts_free(&o);
+      return EXIT_CORDON;
+    }
     if (manifest_given) {
       cli_usage_error("run", "with --pool, the sandbox's shape comes from the pool and its "
                              "recipe, not from manifest options");
@@ -178,10 +187,13 @@ static int run_pooled(const char *pool, const char *recipe, double wait, struct 
   struct cordon_session *s = NULL;
   struct pool_dispatch_placed d = {0};
   struct pool_lease lease = {0};
+  struct cli_attestation att = {0};
+  const char *attestation = o->select.attestation;
   _cleanup_free_ unsigned char *stdin_data = NULL;
   size_t stdin_len = 0;
   int code = EXIT_CORDON;
   if (load_stdin(o->stdin_file, &stdin_data, &stdin_len, &err) < 0 ||
+      (attestation && cli_attestation_load(attestation, o->select.expected_kid, &att, &err) < 0) ||
       cordon_registry_load(&reg, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0) {
     emit_failure(err, o->json, EXIT_CORDON);
     goto out;
@@ -189,7 +201,8 @@ static int run_pooled(const char *pool, const char *recipe, double wait, struct 
   /* Placement first: a refusal (4) leaves nothing behind but its chained receipt. Then a slot
    * of the pool's ceiling (4 when every one is held past --wait), and a warm session if one
    * fits. */
-  int held = pool_dispatch_place("run", ctx, reg, pool, recipe, NULL, o->json, &d);
+  int held = pool_dispatch_place("run", ctx, reg, pool, recipe, NULL, attestation ? &att : NULL,
+                                 o->json, &d);
   if (held == EXIT_OK)
     held = pool_lease_begin("run", ctx, reg, &d, wait, true, o->json, &lease);
   if (held != EXIT_OK) {
@@ -234,6 +247,7 @@ static int run_pooled(const char *pool, const char *recipe, double wait, struct 
 out:
   pool_lease_end(&lease);
   pool_dispatch_placed_clear(&d);
+  cli_attestation_clear(&att);
   cordon_context_free(ctx);
   cordon_registry_free(reg);
   return code;

@@ -60,28 +60,40 @@ static char *install_kid(void) {
   return kid;
 }
 
+int cli_attestation_load(const char *path, const char *expected_kid, struct cli_attestation *out,
+                         struct cordon_error **err) {
+  memset(out, 0, sizeof(*out));
+  _cleanup_free_ char *anchor = expected_kid ? strdup(expected_kid) : install_kid();
+  struct cordon_attest_report report;
+  if (cordon_attest_select_rows(path, anchor, &report, out->sha256, &out->rows, &out->n_rows, err) <
+      0)
+    return -1;
+  if (report.verdict != CORDON_VERDICT_VERIFIED) {
+    cordon_error_set(err, CORDON_ERR_INVALID, 0, "attestation %s %s: %s", path,
+                     cordon_verdict_name(report.verdict),
+                     report.reason ? report.reason : "not verified");
+    cordon_attest_report_clear(&report);
+    cli_attestation_clear(out);
+    return -1;
+  }
+  memcpy(out->kid, report.kid, sizeof(out->kid));
+  cordon_attest_report_clear(&report);
+  return 0;
+}
+
+void cli_attestation_clear(struct cli_attestation *a) {
+  cordon_select_attested_free(a->rows, a->n_rows);
+  memset(a, 0, sizeof(*a));
+}
+
 int cli_select(const struct cordon_registry *reg, const struct cli_select_request *req,
                struct cordon_select_result *result, struct cordon_error **err) {
-  struct cordon_select_attested *rows = NULL;
-  size_t n_rows = 0;
-  char sha256[65] = "";
-  char kid[CORDON_KEY_ID_LEN + 1] = "";
-  if (req->attestation) {
-    _cleanup_free_ char *anchor = req->expected_kid ? strdup(req->expected_kid) : install_kid();
-    struct cordon_attest_report report;
-    if (cordon_attest_select_rows(req->attestation, anchor, &report, sha256, &rows, &n_rows, err) <
-        0)
-      return -1;
-    if (report.verdict != CORDON_VERDICT_VERIFIED) {
-      cordon_error_set(err, CORDON_ERR_INVALID, 0, "attestation %s %s: %s", req->attestation,
-                       cordon_verdict_name(report.verdict),
-                       report.reason ? report.reason : "not verified");
-      cordon_attest_report_clear(&report);
-      return -1;
-    }
-    memcpy(kid, report.kid, sizeof(kid));
-    cordon_attest_report_clear(&report);
-  }
+  struct cli_attestation att = {0};
+  if (req->attestation && cli_attestation_load(req->attestation, req->expected_kid, &att, err) < 0)
+    return -1;
+  struct cordon_select_attested *rows = att.rows;
+  size_t n_rows = att.n_rows;
+  char *sha256 = att.sha256, *kid = att.kid;
   struct cordon_select_candidate *candidates = NULL;
   size_t n = 0;
   int r = cordon_select_candidates(reg, rows, n_rows, &candidates, &n, err);
@@ -94,7 +106,7 @@ int cli_select(const struct cordon_registry *reg, const struct cli_select_reques
     r = cordon_select(&in, result, err);
   }
   free(candidates);
-  cordon_select_attested_free(rows, n_rows);
+  cli_attestation_clear(&att);
   return r;
 }
 

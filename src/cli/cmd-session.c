@@ -55,8 +55,9 @@ static const char create_usage[] =
     "                        are printed, every session is ready and its state is durable.\n"
     "  --pool NAME           place into the named pool first (`cordon pool`): the session's\n"
     "                        shape comes from the pool's template and the recipe's\n"
-    "                        overrides, never from the options above; a refused recipe\n"
-    "                        exits 4 (receipt chained, no session created)\n"
+    "                        overrides, never from the options above (but --attestation\n"
+    "                        and --expected-keyid, which its selector reads); a refused\n"
+    "                        recipe exits 4 (receipt chained, no session created)\n"
     "  --recipe FILE         with --pool: {\"pool\": NAME, \"overrides\": {...}}\n"
     "  --wait SECONDS        with --pool: wait up to SECONDS for one of the pool's\n"
     "                        max_concurrency slots (default: refused at once, exit 4); the\n"
@@ -144,18 +145,21 @@ static int create_batch(struct cordon_context *ctx, const struct cordon_backend 
 enum { OPT_POOL = 1000, OPT_RECIPE, OPT_WAIT_SLOT };
 
 /* `session create --pool`: place, then create from the effective manifest. */
-static int create_pooled(const char *pool, const char *recipe, double wait, bool json) {
+static int create_pooled(const char *pool, const char *recipe, double wait, bool json,
+                         const char *attestation, const char *expected_kid) {
   struct cordon_error *err = NULL;
+  struct cli_attestation att = {0};
   struct cordon_registry *reg = NULL;
   struct cordon_context *ctx = NULL;
   struct cordon_session *s = NULL;
   struct pool_dispatch_placed d = {0};
   struct pool_lease lease = {0};
   int code;
-  if (cordon_registry_load(&reg, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0) {
+  if ((attestation && cli_attestation_load(attestation, expected_kid, &att, &err) < 0) ||
+      cordon_registry_load(&reg, &err) < 0 || cordon_context_open(NULL, &ctx, &err) < 0) {
     code = cli_fail(err);
-  } else if ((code = pool_dispatch_place("session create", ctx, reg, pool, recipe, NULL, json,
-                                         &d)) != EXIT_OK ||
+  } else if ((code = pool_dispatch_place("session create", ctx, reg, pool, recipe, NULL,
+                                         attestation ? &att : NULL, json, &d)) != EXIT_OK ||
              (code = pool_lease_begin("session create", ctx, reg, &d, wait, false, json, &lease)) !=
                  EXIT_OK) {
     /* reported; a refusal or a held ceiling (4) created nothing */
@@ -180,6 +184,7 @@ static int create_pooled(const char *pool, const char *recipe, double wait, bool
   }
   pool_lease_end(&lease);
   pool_dispatch_placed_clear(&d);
+  cli_attestation_clear(&att);
   cordon_context_free(ctx);
   cordon_registry_free(reg);
   return code;
@@ -230,7 +235,9 @@ static int session_create(int argc, char **argv) {
       }
       continue;
     }
-    if (c != OPT_JSON && c != OPT_QUIET && c != '?')
+    /* --attestation and --expected-keyid shape no manifest: with --pool they feed its selector. */
+    if (c != OPT_JSON && c != OPT_QUIET && c != '?' && c != CLI_OPT_ATTESTATION &&
+        c != CLI_OPT_EXPECTED_KEYID)
       manifest_given = true;
     int r = c == '?' ? cli_option_error("session create")
                      : manifest_option("session create", c, optarg, &o);
@@ -255,12 +262,15 @@ static int session_create(int argc, char **argv) {
   }
   if (pool) {
     bool json = o.json;
+    const char *attestation = o.select.attestation, *expected_kid = o.select.expected_kid;
     manifest_opts_free(&o);
+    if (expected_kid && !attestation)
+      return cli_usage_error("session create", "--expected-keyid needs --attestation FILE");
     if (manifest_given || from)
       return cli_usage_error("session create",
                              "with --pool, the session's shape comes from the pool and its "
                              "recipe, not from manifest options or --from");
-    return create_pooled(pool, recipe, wait < 0 ? 0 : wait, json);
+    return create_pooled(pool, recipe, wait < 0 ? 0 : wait, json, attestation, expected_kid);
   }
   struct cordon_manifest m;
   struct cordon_repo_spec repo = {0};

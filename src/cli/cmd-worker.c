@@ -19,7 +19,8 @@
 
 static const char worker_usage[] =
     "usage: cordon worker enrol --pool NAME [--json]\n"
-    "       cordon worker run --pool NAME [--once] [--wait SECONDS] [--no-warm] [--json]\n"
+    "       cordon worker run --pool NAME [--once] [--wait SECONDS] [--no-warm]\n"
+    "                         [--attestation FILE [--expected-keyid KID]] [--json]\n"
     "\n"
     "Workers of a pool take the dispatches `cordon pool submit` queues.\n"
     "\n"
@@ -41,6 +42,9 @@ static const char worker_usage[] =
     "                    it takes); past it the dispatch is recorded as not run (exit code 4)\n"
     "  --no-warm         never attach a warm session\n"
     "  --poll SECONDS    without --once: how often an empty queue is looked at (default 0.2)\n"
+    "  --attestation FILE  place every dispatch through the selector with this verified\n"
+    "                    isolation attestation (`cordon pool place --attestation`)\n"
+    "  --expected-keyid KID  the attestation's signer (default: this install's key)\n"
     "  --json            one JSON object per line and dispatch\n"
     "\n"
     "exit codes: 0 ok, 1 failed, 2 usage, 3 no such pool, 4 not enrolled in the pool's current\n"
@@ -53,22 +57,30 @@ enum {
   OPT_W_NO_WARM,
   OPT_W_POLL,
   OPT_W_JSON,
-  OPT_W_HELP
+  OPT_W_HELP,
+  OPT_W_ATTESTATION,
+  OPT_W_KID
 };
 
 struct worker_opts {
   const char *pool;
   bool once, no_warm, json;
   double wait, poll;
+  const char *attestation, *expected_kid;
 };
 
 /* Returns 0, -1 after --help, or an exit code. */
 static int worker_parse(const char *verb, int argc, char **argv, bool run, struct worker_opts *o) {
-  static const struct option opts[] = {
-      {"pool", required_argument, NULL, OPT_W_POOL}, {"once", no_argument, NULL, OPT_W_ONCE},
-      {"wait", required_argument, NULL, OPT_W_WAIT}, {"no-warm", no_argument, NULL, OPT_W_NO_WARM},
-      {"poll", required_argument, NULL, OPT_W_POLL}, {"json", no_argument, NULL, OPT_W_JSON},
-      {"help", no_argument, NULL, OPT_W_HELP},       {0}};
+  static const struct option opts[] = {{"pool", required_argument, NULL, OPT_W_POOL},
+                                       {"once", no_argument, NULL, OPT_W_ONCE},
+                                       {"wait", required_argument, NULL, OPT_W_WAIT},
+                                       {"no-warm", no_argument, NULL, OPT_W_NO_WARM},
+                                       {"poll", required_argument, NULL, OPT_W_POLL},
+                                       {"json", no_argument, NULL, OPT_W_JSON},
+                                       {"help", no_argument, NULL, OPT_W_HELP},
+                                       {"attestation", required_argument, NULL, OPT_W_ATTESTATION},
+                                       {"expected-keyid", required_argument, NULL, OPT_W_KID},
+                                       {0}};
   int c;
   o->wait = 1e9;
   o->poll = 0.2;
@@ -93,7 +105,16 @@ static int worker_parse(const char *verb, int argc, char **argv, bool run, struc
       return cli_usage_error(verb, "--wait wants seconds, not '%s'", optarg);
     else if (c == OPT_W_POLL && (cli_parse_double(optarg, 0.001, &o->poll) < 0 || o->poll > 60))
       return cli_usage_error(verb, "--poll wants 0.001 to 60 seconds, not '%s'", optarg);
+    else if (c == OPT_W_ATTESTATION)
+      o->attestation = optarg;
+    else if (c == OPT_W_KID && strlen(optarg) != CORDON_KEY_ID_LEN)
+      return cli_usage_error(verb, "--expected-keyid needs a key id (%d base64url characters)",
+                             CORDON_KEY_ID_LEN);
+    else if (c == OPT_W_KID)
+      o->expected_kid = optarg;
   }
+  if (o->expected_kid && !o->attestation)
+    return cli_usage_error(verb, "--expected-keyid needs --attestation FILE");
   if (optind < argc)
     return cli_usage_error(verb, "unexpected argument '%s'", argv[optind]);
   if (!o->pool)
@@ -141,6 +162,7 @@ struct worker {
   struct cordon_registry *reg;
   struct cordon_signing_key *key;
   char *actor;
+  struct cli_attestation att; /* --attestation, loaded once */
 };
 
 static void sha256_of(const unsigned char *data, size_t n, char out[65]) {
@@ -214,8 +236,9 @@ static int serve_dispatch(struct worker *w, struct pool_dispatch *dispatch, cons
   struct pool_lease lease = {0};
   struct cordon_exec_result res = {0};
   bool have_res = false;
-  int code = pool_dispatch_place("worker run", w->ctx, w->reg, dispatch->pool, NULL,
-                                 dispatch->recipe, w->o.json, &d);
+  int code =
+      pool_dispatch_place("worker run", w->ctx, w->reg, dispatch->pool, NULL, dispatch->recipe,
+                          w->o.attestation ? &w->att : NULL, w->o.json, &d);
   if (code == EXIT_UNAVAILABLE && d.placement.refused) {
     code = record_result(w, dispatch, EXIT_UNAVAILABLE, NULL, false, NULL,
                          d.placement.receipt_digest, &err) < 0
@@ -318,10 +341,13 @@ static int worker_run(int argc, char **argv) {
   struct cordon_error *err = NULL;
   if (!(w.actor = pool_dispatch_actor()) || cordon_context_open(NULL, &w.ctx, &err) < 0 ||
       cordon_registry_load(&w.reg, &err) < 0 || cli_ensure_install_key(&err) < 0 ||
-      cordon_signing_key_load(NULL, &w.key, &err) < 0)
+      cordon_signing_key_load(NULL, &w.key, &err) < 0 ||
+      (w.o.attestation &&
+       cli_attestation_load(w.o.attestation, w.o.expected_kid, &w.att, &err) < 0))
     code = cli_fail(err);
   else
     code = worker_loop(&w);
+  cli_attestation_clear(&w.att);
   key_freep(&w.key);
   cordon_registry_free(w.reg);
   cordon_context_free(w.ctx);

@@ -27,6 +27,7 @@
 #include <cordon/cas.h>
 #include <cordon/error.h>
 #include <cordon/keys.h>
+#include <cordon/select.h>
 #include <cordon/signed.h>
 
 struct cordon_context;
@@ -146,22 +147,53 @@ int pool_merge(const struct pool_manifest *m, const struct pool_recipe *recipe,
 /* ---- selection and receipts --------------------------------------------------------------------
  */
 
-/* What the selector saw: until the selector lands, each allowed backend in preference order
- * and whether `cordon backends` calls it available. */
+/* One allowed backend as the selector sees it on this host (include/cordon/select.h). */
 struct pool_backend_status {
   const char *name;
   bool available;
   uint32_t capabilities; /* CORDON_CAP_* the backend declares */
+  uint32_t enforces;     /* CORDON_FEATURE_* */
+  enum cordon_isolation_tier tier;
+  uint32_t egress; /* (1u << class) for each class it offers */
 };
 
-/* The selector_inputs object for the effective manifest's allowlist:
- *   {"allowlist":[...],"backends":{NAME:{"available":B,"capabilities":[...]}},
- *    "required_capabilities":[...]}
- * and the chosen backend: the first allowed one available and declaring every required
- * capability (NULL: none; borrowed from effective). */
+/* A verified isolation attestation, as the selector reads it; NULL or sha256 NULL: none given
+ * (every declared capability is then unverifiable, which a pool accepts: its allowlist is the
+ * operator's trust; an attestation can only take a backend away). */
+struct pool_attestation {
+  const char *sha256; /* the document's digest */
+  const char *kid;    /* its signer */
+  const struct cordon_select_attested *rows;
+  size_t n_rows;
+};
+
+/* The selector's requirements an effective manifest implies (pure): its capabilities plus
+ * exec, the policy features its confinement asks for (read_only, hidden, memory, pids, the
+ * egress class), its net class, no minimum tier, and unverifiable claims accepted. */
+int pool_requirements(const json_t *effective, struct cordon_select_requirements *out,
+                      struct cordon_error **err);
+
+/* The selection for an effective manifest: candidates are the allowlist's backends in the
+ * pool's order (its cost order; a name status does not list is unavailable), run through
+ * cordon_select. *inputs is the selector's canonical inputs object (selector_inputs), *chosen
+ * the first that fits (NULL: none; borrowed from effective), *reasons (malloc'd, NULL when a
+ * backend was chosen) "BACKEND: reason; ..." for every rejected one. */
 int pool_selector_inputs(const json_t *effective, const struct pool_backend_status *status,
-                         size_t n_status, json_t **inputs, const char **chosen,
+                         size_t n_status, const struct pool_attestation *attestation,
+                         json_t **inputs, const char **chosen, char **reasons,
                          struct cordon_error **err);
+
+/* Re-derive a selection from a recorded selector_inputs object (pure): parsed back into
+ * cordon_select's inputs, which must give the same canonical bytes, then selected. Returns 0
+ * with *chosen (malloc'd, NULL: nothing fits), 1 when the object is not a selector inputs
+ * object, < 0 on error. */
+int pool_selection_replay(const json_t *inputs, char **chosen, struct cordon_error **err);
+
+/* Whether recorded selector inputs belong to an effective manifest (pure): their requirements
+ * are the ones it implies and their candidates are its allowlist, in order. Returns 0 when they
+ * do, 1 with *why (malloc'd) when not, < 0 on error. */
+int pool_selector_inputs_match(const json_t *effective, const json_t *inputs, char **why,
+                               struct cordon_error **err);
 
 /* Seal a placement receipt: a signed document (include/cordon/signed.h) whose body is
  * {"chosen_backend","effective_manifest_hash","overrides_hash","pool","pool_hash",
@@ -284,7 +316,8 @@ void pool_placement_clear(struct pool_placement *p);
  * pool.override_refused ({"effective_manifest_hash"|"rule","pool","pool_hash","receipt"}).
  * Creates no session. Returns 0 (placed or refused: see p->refused), < 0 on error. */
 int pool_place(struct cordon_context *ctx, const struct pool_recipe *recipe,
-               const struct pool_backend_status *status, size_t n_status, const char *actor,
+               const struct pool_backend_status *status, size_t n_status,
+               const struct pool_attestation *attestation, const char *actor,
                struct pool_placement *p, struct cordon_error **err);
 
 /* `pool verify` */

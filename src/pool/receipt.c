@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include <cordon/select.h>
 #include <cordon/signed.h>
 
 #include "base/cleanup.h"
@@ -22,6 +23,8 @@
 #define PLACEMENT_TYPE "cordon.pool.placement"
 #define REFUSAL_TYPE "cordon.pool.refusal"
 
+static int fail(char **reason, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static const struct pool_backend_status *status_of(const struct pool_backend_status *status,
                                                    size_t n, const char *name) {
   for (size_t i = 0; i < n; i++)
@@ -30,22 +33,55 @@ static const struct pool_backend_status *status_of(const struct pool_backend_sta
   return NULL;
 }
 
+int pool_requirements(const json_t *effective, struct cordon_select_requirements *out,
+                      struct cordon_error **err) {
+  memset(out, 0, sizeof(*out));
+  uint32_t caps = 0;
+  const char *bad = NULL;
+  uint64_t memory = 0, pids = 0;
+  const char *net = json_string_value(json_object_get(effective, "net"));
+  enum cordon_egress egress = CORDON_EGRESS_NONE;
+  const json_t *read_only = json_object_get(effective, "read_only");
+  const json_t *hidden = json_object_get(effective, "hidden");
+  if (pool_json_capabilities(json_object_get(effective, "capabilities"), &caps, &bad) < 0 || !net ||
+      cordon_egress_parse(net, &egress) < 0 ||
+      !pool_json_uint(json_object_get(effective, "memory"), &memory) ||
+      !pool_json_uint(json_object_get(effective, "pids"), &pids) || !json_is_array(read_only) ||
+      !json_is_array(hidden))
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "effective manifest: malformed");
+  /* The policy the session will be created with (pool/session.c), so the selector asks for
+   * exactly the confinement the session layer will require. */
+  const char *one[] = {"", NULL};
+  struct cordon_policy policy = {.egress = egress};
+  policy.read_only = json_array_size(read_only) ? one : NULL;
+  policy.hidden = json_array_size(hidden) ? one : NULL;
+  policy.limits.memory_bytes = memory;
+  policy.limits.pids = pids;
+  out->capabilities = caps | CORDON_CAP_EXEC;
+  out->features = cordon_policy_features(&policy);
+  out->min_tier = CORDON_TIER_NONE;
+  out->net_set = true;
+  out->net = egress;
+  out->allow_unverifiable = true;
+  return 0;
+}
+
 int pool_selector_inputs(const json_t *effective, const struct pool_backend_status *status,
-                         size_t n_status, json_t **inputs, const char **chosen,
+                         size_t n_status, const struct pool_attestation *attestation,
+                         json_t **inputs, const char **chosen, char **reasons,
                          struct cordon_error **err) {
   *inputs = NULL;
   *chosen = NULL;
+  *reasons = NULL;
   const json_t *allow = json_object_get(effective, "backend_allowlist");
-  uint32_t required = 0;
-  const char *bad = NULL;
-  if (!json_is_array(allow) ||
-      pool_json_capabilities(json_object_get(effective, "capabilities"), &required, &bad) < 0)
+  struct cordon_select_input in = {0};
+  if (!json_is_array(allow))
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "effective manifest: malformed");
-  json_auto_t *in = json_object();
-  json_t *backends = json_object();
-  if (!in || !backends || json_object_set_new(in, "backends", backends) < 0 ||
-      json_object_set(in, "allowlist", (json_t *)allow) < 0 ||
-      json_object_set_new(in, "required_capabilities", pool_capabilities_json(required)) < 0)
+  if (pool_requirements(effective, &in.requirements, err) < 0)
+    return -1;
+  _cleanup_free_ struct cordon_select_candidate *candidates =
+      calloc(json_array_size(allow) + 1, sizeof(*candidates));
+  if (!candidates)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "selector inputs");
   size_t i;
   json_t *name;
@@ -53,40 +89,227 @@ int pool_selector_inputs(const json_t *effective, const struct pool_backend_stat
     const char *n = json_string_value(name);
     if (!n)
       return cordon_error_set(err, CORDON_ERR_INVALID, 0, "effective manifest: malformed");
+    struct cordon_select_candidate *c = &candidates[i];
     const struct pool_backend_status *s = status_of(status, n_status, n);
-    uint32_t caps = s ? s->capabilities & POOL_CAPABILITIES : 0;
-    bool available = s && s->available;
-    json_t *one = json_pack("{s:b,s:o}", "available", available, "capabilities",
-                            pool_capabilities_json(caps));
-    if (!one || json_object_set_new(backends, n, one) < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "selector inputs");
-    if (!*chosen && available && (caps & required) == required)
-      *chosen = n; /* borrowed from effective */
+    c->name = n;
+    if (s) {
+      c->available = s->available;
+      c->declared = s->capabilities;
+      c->enforces = s->enforces;
+      c->tier = s->tier;
+      c->egress = s->egress;
+    }
+    for (size_t r = 0; attestation && attestation->sha256 && r < attestation->n_rows; r++)
+      if (attestation->rows[r].name && !strcmp(attestation->rows[r].name, n))
+        c->attested = &attestation->rows[r];
   }
-  *inputs = steal_ptr(&in);
-  return 0;
+  in.candidates = candidates;
+  in.n_candidates = json_array_size(allow);
+  if (attestation && attestation->sha256) {
+    in.attestation_sha256 = attestation->sha256;
+    in.attestation_kid = attestation->kid;
+  }
+  struct cordon_select_result result = {0};
+  if (cordon_select(&in, &result, err) < 0)
+    return -1;
+  int r =
+      jcs_parse(result.inputs_json, strlen(result.inputs_json), 0, "selector inputs", inputs, err);
+  for (size_t k = 0; r == 0 && !result.chosen && k < result.n_rejections; k++) {
+    char *joined = NULL;
+    if (asprintf(&joined, "%s%s%s: %s", *reasons ? *reasons : "", *reasons ? "; " : "",
+                 result.rejections[k].backend, result.rejections[k].reason) < 0)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "selector reasons");
+    else {
+      free(*reasons);
+      *reasons = joined;
+    }
+  }
+  if (r == 0 && result.chosen) {
+    json_array_foreach(allow, i, name) {
+      if (!strcmp(json_string_value(name), result.chosen))
+        *chosen = json_string_value(name); /* borrowed from effective */
+    }
+  }
+  cordon_select_result_clear(&result);
+  if (r < 0) {
+    json_decref(*inputs);
+    *inputs = NULL;
+    free(*reasons);
+    *reasons = NULL;
+  }
+  return r;
 }
 
-/* The choice the recorded inputs imply (for verification): the first allowed backend that
- * was available and declared every required capability. */
-static const char *choice_of(const json_t *inputs) {
-  const json_t *allow = json_object_get(inputs, "allowlist");
-  const json_t *backends = json_object_get(inputs, "backends");
-  uint32_t required = 0;
-  const char *bad = NULL;
-  if (pool_json_capabilities(json_object_get(inputs, "required_capabilities"), &required, &bad) < 0)
-    return NULL;
+int pool_selector_inputs_match(const json_t *effective, const json_t *inputs, char **why,
+                               struct cordon_error **err) {
+  *why = NULL;
+  struct cordon_select_input in = {0};
+  if (pool_requirements(effective, &in.requirements, err) < 0)
+    return -1;
+  struct cordon_select_result result = {0};
+  if (cordon_select(&in, &result, err) < 0)
+    return -1;
+  json_auto_t *expected = NULL;
+  int r = jcs_parse(result.inputs_json, strlen(result.inputs_json), 0, "selector inputs", &expected,
+                    err);
+  cordon_select_result_clear(&result);
+  if (r < 0)
+    return -1;
+  if (!json_equal(json_object_get(expected, "requirements"),
+                  json_object_get(inputs, "requirements")))
+    return fail(why, "selector_inputs: requirements are not the effective manifest's");
+  const json_t *allow = json_object_get(effective, "backend_allowlist");
+  const json_t *candidates = json_object_get(inputs, "candidates");
+  bool same = json_is_array(allow) && json_is_array(candidates) &&
+              json_array_size(allow) == json_array_size(candidates);
+  for (size_t i = 0; same && i < json_array_size(allow); i++)
+    same = json_equal(json_array_get(allow, i),
+                      json_object_get(json_array_get(candidates, i), "name"));
+  return same ? 0 : fail(why, "selector_inputs: candidates are not the allowlist, in its order");
+}
+
+/* ---- replay: a recorded selector_inputs object back into cordon_select's inputs ---------- */
+
+static bool capabilities_of(const json_t *a, uint32_t *out) {
+  *out = 0;
+  if (!json_is_array(a))
+    return false;
   size_t i;
-  json_t *name;
-  json_array_foreach(allow, i, name) {
-    const json_t *b = json_object_get(backends, json_string_value(name));
-    uint32_t caps = 0;
-    if (!b || pool_json_capabilities(json_object_get(b, "capabilities"), &caps, &bad) < 0)
-      return NULL;
-    if (json_is_true(json_object_get(b, "available")) && (caps & required) == required)
-      return json_string_value(name);
+  json_t *v;
+  json_array_foreach(a, i, v) {
+    uint32_t bit = 0;
+    struct cordon_error *e = NULL;
+    if (!json_is_string(v) || strchr(json_string_value(v), ',') ||
+        cordon_capabilities_parse(json_string_value(v), &bit, &e) < 0) {
+      cordon_error_free(e);
+      return false;
+    }
+    *out |= bit;
   }
-  return NULL;
+  return true;
+}
+
+static bool features_of(const json_t *a, uint32_t *out) {
+  *out = 0;
+  if (!json_is_array(a))
+    return false;
+  size_t i;
+  json_t *v;
+  json_array_foreach(a, i, v) {
+    uint32_t bit = 0;
+    for (unsigned f = 0; f < CORDON_FEATURE_COUNT && !bit; f++)
+      if (json_is_string(v) && !strcmp(json_string_value(v), cordon_feature_name(1u << f)))
+        bit = 1u << f;
+    if (!bit)
+      return false;
+    *out |= bit;
+  }
+  return true;
+}
+
+static bool egress_of(const json_t *a, uint32_t *out) {
+  *out = 0;
+  if (!json_is_array(a))
+    return false;
+  size_t i;
+  json_t *v;
+  json_array_foreach(a, i, v) {
+    enum cordon_egress e;
+    if (!json_is_string(v) || cordon_egress_parse(json_string_value(v), &e) < 0)
+      return false;
+    *out |= 1u << e;
+  }
+  return true;
+}
+
+static bool tier_of(const json_t *v, enum cordon_isolation_tier *out) {
+  return json_is_string(v) && cordon_tier_parse(json_string_value(v), out) == 0;
+}
+
+int pool_selection_replay(const json_t *inputs, char **chosen, struct cordon_error **err) {
+  *chosen = NULL;
+  const json_t *req = json_object_get(inputs, "requirements");
+  const json_t *att = json_object_get(inputs, "attestation");
+  const json_t *list = json_object_get(inputs, "candidates");
+  const char *type = json_string_value(json_object_get(inputs, "type"));
+  struct cordon_select_input in = {0};
+  struct cordon_select_requirements *r = &in.requirements;
+  const json_t *net = json_object_get(req, "net");
+  if (!type || strcmp(type, CORDON_SELECTOR_INPUTS_TYPE) || !json_is_array(list) ||
+      !capabilities_of(json_object_get(req, "capabilities"), &r->capabilities) ||
+      !features_of(json_object_get(req, "features"), &r->features) ||
+      !tier_of(json_object_get(req, "min_tier"), &r->min_tier) ||
+      !json_is_boolean(json_object_get(req, "allow_unverifiable")) ||
+      !(json_is_null(net) ||
+        (json_is_string(net) && cordon_egress_parse(json_string_value(net), &r->net) == 0)) ||
+      !(json_is_null(att) || (json_is_string(json_object_get(att, "sha256")) &&
+                              json_is_string(json_object_get(att, "kid")))))
+    return 1;
+  r->net_set = json_is_string(net);
+  r->allow_unverifiable = json_is_true(json_object_get(req, "allow_unverifiable"));
+  if (!json_is_null(att)) {
+    in.attestation_sha256 = json_string_value(json_object_get(att, "sha256"));
+    in.attestation_kid = json_string_value(json_object_get(att, "kid"));
+  }
+  size_t n = json_array_size(list);
+  _cleanup_free_ struct cordon_select_candidate *candidates = calloc(n + 1, sizeof(*candidates));
+  _cleanup_free_ struct cordon_select_attested *rows = calloc(n + 1, sizeof(*rows));
+  if (!candidates || !rows)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "selector replay");
+  size_t i;
+  json_t *c;
+  json_array_foreach(list, i, c) {
+    struct cordon_select_candidate *k = &candidates[i];
+    const json_t *a = json_object_get(c, "attested");
+    k->name = json_string_value(json_object_get(c, "name"));
+    if (!k->name || !json_is_boolean(json_object_get(c, "available")) ||
+        !capabilities_of(json_object_get(c, "declared"), &k->declared) ||
+        !features_of(json_object_get(c, "enforces"), &k->enforces) ||
+        !tier_of(json_object_get(c, "tier"), &k->tier) ||
+        !egress_of(json_object_get(c, "egress"), &k->egress))
+      return 1;
+    k->available = json_is_true(json_object_get(c, "available"));
+    if (json_is_null(a))
+      continue;
+    struct cordon_select_attested *row = &rows[i];
+    if (!capabilities_of(json_object_get(a, "observed"), &row->observed) ||
+        !capabilities_of(json_object_get(a, "refuted"), &row->refuted) ||
+        !capabilities_of(json_object_get(a, "unverifiable"), &row->unverifiable) ||
+        !tier_of(json_object_get(a, "tier"), &row->tier) ||
+        !json_is_boolean(json_object_get(a, "boundary_measured")))
+      return 1;
+    row->boundary_measured = json_is_true(json_object_get(a, "boundary_measured"));
+    row->name = (char *)k->name; /* not freed: rows are freed as one block */
+    k->attested = row;
+  }
+  in.candidates = candidates;
+  in.n_candidates = n;
+  struct cordon_select_result result = {0};
+  struct cordon_error *bad = NULL;
+  if (cordon_select(&in, &result, &bad) < 0) {
+    bool usage = bad && bad->kind == CORDON_ERR_USAGE; /* a duplicate or empty name */
+    if (!usage) {
+      if (err && !*err)
+        *err = bad;
+      else
+        cordon_error_free(bad);
+      return -1;
+    }
+    cordon_error_free(bad);
+    return 1;
+  }
+  /* Whatever the parse let through or dropped, the recorded bytes must be exactly what these
+   * inputs give. */
+  _cleanup_free_ char *recorded = NULL;
+  size_t length = 0;
+  int rc = jcs_dump(inputs, &recorded, &length, err);
+  if (rc == 0 &&
+      (length != strlen(result.inputs_json) || memcmp(recorded, result.inputs_json, length)))
+    rc = 1;
+  if (rc == 0 && result.chosen)
+    *chosen = steal_ptr(&result.chosen);
+  cordon_select_result_clear(&result);
+  return rc;
 }
 
 static int sign_body(const struct cordon_signing_key *key, json_t *body, char **document,
@@ -176,7 +399,12 @@ int pool_receipt_check(const char *document, size_t length, const char *expected
         !json_is_object(json_object_get(body, "selector_inputs")) ||
         !digest_member(body, "template_hash", false) || !json_object_get(body, "signer"))
       return fail(reason, "placement receipt: unexpected members");
-    const char *implied = choice_of(json_object_get(body, "selector_inputs"));
+    _cleanup_free_ char *implied = NULL;
+    int replayed = pool_selection_replay(json_object_get(body, "selector_inputs"), &implied, err);
+    if (replayed < 0)
+      return -1;
+    if (replayed == 1)
+      return fail(reason, "placement receipt: selector_inputs is not a selector inputs object");
     if (!implied || strcmp(implied, json_string_value(json_object_get(body, "chosen_backend"))))
       return fail(reason,
                   "placement receipt: chosen_backend %s is not what its selector inputs "

@@ -258,6 +258,21 @@ static int put_text(struct cordon_cas *cas, const char *text, size_t n, char dig
   return 0;
 }
 
+/* The classes a backend can be asked for (as the selector's registry view lists them): each
+ * one it enforces, and open where it has a network. */
+static uint32_t egress_offered(const struct cordon_backend *b) {
+  uint32_t mask = 0;
+  if (b->enforces & CORDON_FEATURE_NET_NONE)
+    mask |= 1u << CORDON_EGRESS_NONE;
+  if (b->enforces & CORDON_FEATURE_NET_LOOPBACK)
+    mask |= 1u << CORDON_EGRESS_LOOPBACK;
+  if (b->enforces & CORDON_FEATURE_NET_RESTRICTED)
+    mask |= 1u << CORDON_EGRESS_RESTRICTED;
+  if (b->capabilities & CORDON_CAP_NETWORK)
+    mask |= 1u << CORDON_EGRESS_OPEN;
+  return mask;
+}
+
 /* Each allowed backend's availability and capabilities on this host, from the registry (only
  * the allowlist's backends are asked: availability may probe an engine). */
 static int host_status(const json_t *effective, struct cordon_registry **reg,
@@ -281,15 +296,19 @@ static int host_status(const json_t *effective, struct cordon_registry **reg,
       continue;
     }
     char *reason = NULL;
-    st->available = b->available(b, &reason) == 1;
+    st->available = !b->available || b->available(b, &reason) == 1;
     free(reason);
     st->capabilities = cordon_backend_capabilities(b);
+    st->enforces = b->enforces;
+    st->tier = b->tier;
+    st->egress = egress_offered(b);
   }
   return 0;
 }
 
 int pool_place(struct cordon_context *ctx, const struct pool_recipe *recipe,
-               const struct pool_backend_status *status, size_t n_status, const char *actor,
+               const struct pool_backend_status *status, size_t n_status,
+               const struct pool_attestation *attestation, const char *actor,
                struct pool_placement *p, struct cordon_error **err) {
   memset(p, 0, sizeof(*p));
   _cleanup_(audit_closep) struct cordon_audit_log *log = NULL;
@@ -313,6 +332,7 @@ int pool_place(struct cordon_context *ctx, const struct pool_recipe *recipe,
     r = pool_merge(&m, recipe, &p->effective, &p->refusal, err);
   if (r == 0) {
     const char *chosen = NULL;
+    _cleanup_free_ char *reasons = NULL;
     struct cordon_registry *reg = NULL;
     _cleanup_free_ struct pool_backend_status *own = NULL;
     if (!status) {
@@ -320,13 +340,12 @@ int pool_place(struct cordon_context *ctx, const struct pool_recipe *recipe,
       status = own;
     }
     if (r == 0)
-      r = pool_selector_inputs(p->effective.manifest, status, n_status, &p->selector_inputs,
-                               &chosen, err);
+      r = pool_selector_inputs(p->effective.manifest, status, n_status, attestation,
+                               &p->selector_inputs, &chosen, &reasons, err);
     if (r == 0 && !chosen)
       r = pool_refusal_set(&p->refusal, POOL_RULE_NO_BACKEND_AVAILABLE, "backend",
-                           "no backend of pool %s's allowlist is available with the "
-                           "capabilities the work requires",
-                           m.name);
+                           "no backend of pool %s's allowlist fits the work (%s)", m.name,
+                           reasons ? reasons : "the allowlist is empty");
     else if (r == 0 && !(p->chosen_backend = strdup(chosen)))
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "placement");
     if (reg)

@@ -210,6 +210,16 @@ static int check_placement(struct walk *w, const struct cordon_audit_entry *e) {
       else if (placed && strcmp(eff.hash, member(body, "effective_manifest_hash")) != 0)
         verdict = broken(w, e, "effective manifest re-derived as %s, the receipt says %s", eff.hash,
                          member(body, "effective_manifest_hash"));
+      else if (placed) {
+        /* The selection was made for this effective manifest (the receipt check re-ran it). */
+        _cleanup_free_ char *mismatch = NULL;
+        int sm = pool_selector_inputs_match(eff.manifest, json_object_get(body, "selector_inputs"),
+                                            &mismatch, w->err);
+        verdict = sm < 0    ? -1
+                  : sm == 1 ? broken(w, e, "receipt %s: %s", receipt_digest,
+                                     mismatch ? mismatch : "mismatch")
+                            : 0;
+      }
     } else if (mr == 0 || strcmp(pool_rule_name(refusal.rule), rule) != 0 ||
                strcmp(refusal.field, member(body, "field")) != 0) {
       verdict =

@@ -287,6 +287,10 @@ static void test_merge_purity(void **state) {
   pool_manifest_clear(&m);
 }
 
+/* A status row: every feature enforced, every class offered, tier process. */
+#define ST(name, available, caps) \
+  { name, available, caps, CORDON_FEATURE_ALL, CORDON_TIER_PROCESS, 0xfu }
+
 static void test_selector(void **state) {
   (void)state;
   struct pool_manifest m;
@@ -297,21 +301,57 @@ static void test_selector(void **state) {
   struct pool_refusal refusal;
   struct cordon_error *err = NULL;
   assert_int_equal(pool_merge(&m, &r, &e, &refusal, &err), 0);
-  uint32_t caps = CORDON_CAP_EXEC | CORDON_CAP_FILE_RW;
-  struct pool_backend_status s1[] = {{"ns", false, caps}, {"docker", true, caps}};
+  uint32_t caps = CORDON_CAP_EXEC | CORDON_CAP_FILE_RW | CORDON_CAP_NETWORK;
+  struct pool_backend_status s1[] = {ST("ns", false, caps), ST("docker", true, caps)};
   json_t *inputs = NULL;
   const char *chosen = NULL;
-  assert_int_equal(pool_selector_inputs(e.manifest, s1, 2, &inputs, &chosen, &err), 0);
+  char *reasons = NULL;
+  assert_int_equal(pool_selector_inputs(e.manifest, s1, 2, NULL, &inputs, &chosen, &reasons, &err),
+                   0);
   assert_string_equal(chosen, "docker");
+  assert_null(reasons);
+  /* The recorded inputs replay to the same choice; without an attestation they say so. */
+  char *replayed = NULL;
+  assert_int_equal(pool_selection_replay(inputs, &replayed, &err), 0);
+  assert_string_equal(replayed, "docker");
+  free(replayed);
+  assert_true(json_is_null(json_object_get(inputs, "attestation")));
+  assert_true(
+      json_is_true(json_object_get(json_object_get(inputs, "requirements"), "allow_unverifiable")));
+  /* A flipped availability in the record no longer replays to the same bytes' choice. */
+  json_object_set_new(json_array_get(json_object_get(inputs, "candidates"), 0), "available",
+                      json_true());
+  assert_int_equal(pool_selection_replay(inputs, &replayed, &err), 0);
+  assert_string_equal(replayed, "ns");
+  free(replayed);
+  /* Not a selector inputs object: 1. */
+  json_object_set_new(inputs, "type", json_string("other"));
+  assert_int_equal(pool_selection_replay(inputs, &replayed, &err), 1);
   json_decref(inputs);
-  struct pool_backend_status s2[] = {{"ns", true, caps}, {"docker", true, caps}};
-  assert_int_equal(pool_selector_inputs(e.manifest, s2, 2, &inputs, &chosen, &err), 0);
+  struct pool_backend_status s2[] = {ST("ns", true, caps), ST("docker", true, caps)};
+  assert_int_equal(pool_selector_inputs(e.manifest, s2, 2, NULL, &inputs, &chosen, &reasons, &err),
+                   0);
   assert_string_equal(chosen, "ns");
   json_decref(inputs);
-  /* A backend without a required capability (exec) is passed over; none left: NULL. */
-  struct pool_backend_status s3[] = {{"ns", true, CORDON_CAP_FILE_RW}, {"docker", false, caps}};
-  assert_int_equal(pool_selector_inputs(e.manifest, s3, 2, &inputs, &chosen, &err), 0);
+  /* An attestation refuting ns's network (the work's net class needs it) passes ns over. */
+  struct cordon_select_attested rows[] = {
+      {.name = "ns", .refuted = CORDON_CAP_NETWORK, .observed = CORDON_CAP_EXEC}};
+  struct pool_attestation att = {.sha256 = "00", .kid = "kid", .rows = rows, .n_rows = 1};
+  assert_int_equal(pool_selector_inputs(e.manifest, s2, 2, &att, &inputs, &chosen, &reasons, &err),
+                   0);
+  assert_string_equal(chosen, "docker");
+  assert_string_equal(
+      json_string_value(json_object_get(json_object_get(inputs, "attestation"), "sha256")), "00");
+  json_decref(inputs);
+  /* A backend without a required capability (exec) is passed over; none left: NULL, with a
+   * reason per backend. */
+  struct pool_backend_status s3[] = {ST("ns", true, CORDON_CAP_FILE_RW), ST("docker", false, caps)};
+  assert_int_equal(pool_selector_inputs(e.manifest, s3, 2, NULL, &inputs, &chosen, &reasons, &err),
+                   0);
   assert_null(chosen);
+  assert_non_null(strstr(reasons, "ns: does not declare exec"));
+  assert_non_null(strstr(reasons, "docker: unavailable on this host"));
+  free(reasons);
   json_decref(inputs);
   pool_effective_clear(&e);
   pool_recipe_clear(&r);
@@ -332,11 +372,13 @@ static void test_receipts(void **state) {
   struct pool_effective e;
   struct pool_refusal refusal;
   assert_int_equal(pool_merge(&m, &r, &e, &refusal, &err), 0);
-  uint32_t caps = CORDON_CAP_EXEC | CORDON_CAP_FILE_RW;
-  struct pool_backend_status st[] = {{"ns", true, caps}, {"docker", true, caps}};
+  uint32_t caps = CORDON_CAP_EXEC | CORDON_CAP_FILE_RW | CORDON_CAP_NETWORK;
+  struct pool_backend_status st[] = {ST("ns", true, caps), ST("docker", true, caps)};
   json_t *inputs = NULL;
   const char *chosen = NULL;
-  assert_int_equal(pool_selector_inputs(e.manifest, st, 2, &inputs, &chosen, &err), 0);
+  char *reasons = NULL;
+  assert_int_equal(pool_selector_inputs(e.manifest, st, 2, NULL, &inputs, &chosen, &reasons, &err),
+                   0);
   char *d1 = NULL, *d2 = NULL;
   size_t n1 = 0, n2 = 0;
   assert_int_equal(pool_seal_placement(key, &m, &r, &e, inputs, chosen, &d1, &n1, &err), 0);
