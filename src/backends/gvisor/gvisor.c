@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +38,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/strv.h"
+#include "base/syscalls.h"
 #include "base/private-dirs.h"
 #include "confine/policy.h"
 #include "crypto/digest.h"
@@ -137,9 +140,44 @@ static int runsc(struct cordon_session *s, const char *const *args, bool quiet,
   return r;
 }
 
+/* The reaper of a detached sandbox: a process of its own session, child subreaper, that starts
+ * runsc, hands runsc's exit status back through status_fd, and then reaps whatever runsc left
+ * (the sandbox and its gofer, reparented to it) until none remains. Without it they are
+ * reparented to the host's init, and `runsc delete` polls a killed sandbox that stays a zombie
+ * until init reaps it: seconds under an init that reaps lazily. It keeps no fd of cordon's (a
+ * lock, a listening socket) beyond what runsc is given. Never returns. */
+static void __attribute__((noreturn)) reap_detached(char **argv, int null, int log, int status_fd) {
+  setsid();
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
+      dup2(log, 2) < 0 || dup2(status_fd, 3) < 0)
+    _exit(125);
+  sys_close_range(4, ~0u, 0);
+  pid_t runsc = fork();
+  if (runsc == 0) {
+    close(3);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status = 0;
+  if (runsc < 0)
+    status = 125 << 8;
+  else
+    while (waitpid(runsc, &status, 0) < 0 && errno == EINTR)
+      ;
+  ssize_t ignored = write(3, &status, sizeof(status));
+  (void)ignored;
+  close(3);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+    ;
+  _exit(0);
+}
+
 /* `runsc run --detach`: not through the process runner, which kills what a command leaves
- * behind; the sandbox must outlive the call. Its stderr goes to a file in the runtime directory
- * (the sandbox keeps the fds it was given, so a pipe would never reach its end). */
+ * behind; the sandbox must outlive the call, under its reaper (reap_detached). Its stderr goes
+ * to a file in the runtime directory (the sandbox keeps the fds it was given, so a pipe would
+ * never reach its end). */
 static int runsc_detached(struct cordon_session *s, int rundir, const char *const *args,
                           struct cordon_error **err) {
   const char *binary = find_runsc();
@@ -161,37 +199,40 @@ static int runsc_detached(struct cordon_session *s, int rundir, const char *cons
   _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (log < 0 || null < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: runsc log", s->id);
-  pid_t pid = fork();
-  if (pid < 0)
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
+  _cleanup_close_ int status_read = pipefd[0];
+  pid_t reaper = fork();
+  if (reaper < 0) {
+    close(pipefd[1]);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "fork");
-  if (pid == 0) {
-    setsid();
-    if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(log, 2) < 0)
-      _exit(125);
-    execv(argv[0], argv);
-    _exit(127);
   }
+  if (reaper == 0)
+    reap_detached(argv, null, log, pipefd[1]);
+  close(pipefd[1]);
+  /* runsc's exit status, within the bound; the reaper itself lives on with the sandbox. */
   int status = 0;
-  double deadline = fs_now() + RUNSC_TIMEOUT;
-  pid_t w;
-  while ((w = waitpid(pid, &status, WNOHANG)) == 0 && fs_now() < deadline)
-    usleep(2000);
-  if (w == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
+  struct pollfd p = {.fd = status_read, .events = POLLIN};
+  int ready;
+  while ((ready = poll(&p, 1, (int)(RUNSC_TIMEOUT * 1000))) < 0 && errno == EINTR)
+    ;
+  ssize_t n = ready > 0 ? read(status_read, &status, sizeof(status)) : -1;
+  if (ready == 0) {
+    kill(-reaper, SIGKILL); /* its session: runsc and what it started */
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ETIMEDOUT,
                             "session %s: runsc %s did not finish in %.0f s", s->id, args[2],
                             RUNSC_TIMEOUT);
   }
-  if (w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+  if (n == (ssize_t)sizeof(status) && WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return 0;
   char message[512] = {0};
-  ssize_t n = pread(log, message, sizeof(message) - 1, 0);
-  if (n > 0 && message[n - 1] == '\n')
-    message[n - 1] = 0;
+  ssize_t m = pread(log, message, sizeof(message) - 1, 0);
+  if (m > 0 && message[m - 1] == '\n')
+    message[m - 1] = 0;
   return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
                           "session %s: runsc could not start the sandbox: %s", s->id,
-                          n > 0 ? message : "no message");
+                          m > 0 ? message : "no message");
 }
 
 /* ---- the bundle ---------------------------------------------------------------------------- */
