@@ -5,7 +5,9 @@
  * Medians of N, with the load average when the run started and ended (the machine is shared:
  * a figure without its load means little). Driven through microvm_monitor_qemu in-process, the
  * layer every microvm session sits on; the guest's own share of a boot is on its console
- * ("ready, X s after the kernel started"), printed as well.
+ * ("ready, X s after the kernel started"), printed as well. The guest's files are hashed once
+ * per process (qemu-vmm.c): the first cold round pays that, the others do not, while a CLI
+ * `session create` pays it once.
  *
  * Usage: microvm GUEST_DIR_OR_EMPTY [COLD_ROUNDS] [EXEC_ROUNDS]   (bench/microvm, the script,
  * builds and runs this program as root). With CORDON_BENCH_BASELINE_AGENT (another cordon-guest)
