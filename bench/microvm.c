@@ -5,10 +5,14 @@
  * Medians of N, with the load average when the run started and ended (the machine is shared:
  * a figure without its load means little). Driven through microvm_monitor_qemu in-process, the
  * layer every microvm session sits on; the guest's own share of a boot is on its console
- * ("ready, X s after the kernel started"), printed as well.
+ * ("ready, X s after the kernel started"), printed as well. The guest's files are hashed once
+ * per process (qemu-vmm.c): the first cold round pays that, the others do not, while a CLI
+ * `session create` pays it once.
  *
  * Usage: microvm GUEST_DIR_OR_EMPTY [COLD_ROUNDS] [EXEC_ROUNDS]   (bench/microvm, the script,
- * builds and runs this program as root). */
+ * builds and runs this program as root). With CORDON_BENCH_BASELINE_AGENT (another cordon-guest)
+ * or CORDON_BENCH_BASELINE_GUEST (another guest dir: another kernel), a baseline runs in the
+ * same run, its boots and execs alternating with the build's, and the ratios are printed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +97,36 @@ static double exec_true(struct vm_dir *d) {
   return ms;
 }
 
+/* One side of the run: the build's guest, and (when a baseline is named) the baseline's. */
+struct side {
+  const char *name, *agent, *guest_dir;
+  double *cold, *exec;
+  struct vm_dir d;
+};
+
+static int side_boot(struct side *sd, int round) {
+  if (sd->agent)
+    setenv("CORDON_GUEST_AGENT", sd->agent, 1);
+  if (vm_dir_make(&sd->d, sd->guest_dir) < 0)
+    return -1;
+  struct cordon_error *err = NULL;
+  double t0 = fs_now();
+  if (microvm_monitor_qemu.boot(&sd->d.cfg, &sd->d.vm, &err) < 0) {
+    fprintf(stderr, "microvm: %s: boot: %s\n", sd->name, err->message);
+    return -1;
+  }
+  double booted = fs_now();
+  double first = exec_true(&sd->d);
+  if (first < 0)
+    return -1;
+  sd->cold[round] = (fs_now() - t0) * 1e3;
+  char *console = qemu_log_tail(sd->d.control, QEMU_CONSOLE_LOG, 1);
+  printf("  %s cold %d: %.0f ms (boot %.0f ms, first exec %.1f ms; console: %s)\n", sd->name,
+         round + 1, sd->cold[round], (booted - t0) * 1e3, first, console ? console : "");
+  free(console);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s GUEST_DIR|'' [COLD_ROUNDS] [EXEC_ROUNDS]\n", argv[0]);
@@ -101,47 +135,71 @@ int main(int argc, char **argv) {
   int cold_rounds = argc > 2 ? atoi(argv[2]) : 5, exec_rounds = argc > 3 ? atoi(argv[3]) : 50;
   if (cold_rounds < 1 || exec_rounds < 1)
     return 2;
-  double *cold = calloc((size_t)cold_rounds, sizeof(double));
-  double *exec = calloc((size_t)exec_rounds, sizeof(double));
-  if (!cold || !exec)
-    return 1;
-  print_load("at the start");
-  struct vm_dir d = {0};
-  for (int i = 0; i < cold_rounds; i++) {
-    if (vm_dir_make(&d, argv[1]) < 0)
+  /* A baseline (another agent binary, another guest dir, or both) runs in the same run,
+   * alternating with the build's: on a loaded machine only a ratio of interleaved runs means
+   * much. */
+  const char *base_agent = getenv("CORDON_BENCH_BASELINE_AGENT");
+  const char *base_guest = getenv("CORDON_BENCH_BASELINE_GUEST");
+  struct side sides[2] = {
+      {.name = "build", .agent = getenv("CORDON_GUEST_AGENT"), .guest_dir = argv[1]},
+      {.name = "baseline",
+       .agent = base_agent && base_agent[0] ? base_agent : getenv("CORDON_GUEST_AGENT"),
+       .guest_dir = base_guest && base_guest[0] ? base_guest : argv[1]}};
+  int n = (base_agent && base_agent[0]) || (base_guest && base_guest[0]) ? 2 : 1;
+  for (int k = 0; k < n; k++) {
+    sides[k].cold = calloc((size_t)cold_rounds, sizeof(double));
+    sides[k].exec = calloc((size_t)exec_rounds, sizeof(double));
+    if (!sides[k].cold || !sides[k].exec)
       return 1;
-    struct cordon_error *err = NULL;
-    double t0 = fs_now();
-    if (microvm_monitor_qemu.boot(&d.cfg, &d.vm, &err) < 0) {
-      fprintf(stderr, "microvm: boot: %s\n", err->message);
-      return 1;
-    }
-    double booted = fs_now();
-    double first = exec_true(&d);
-    if (first < 0)
-      return 1;
-    cold[i] = (fs_now() - t0) * 1e3;
-    char *console = qemu_log_tail(d.control, QEMU_CONSOLE_LOG, 1);
-    printf("  cold %d: %.0f ms (boot %.0f ms, first exec %.1f ms; console: %s)\n", i + 1, cold[i],
-           (booted - t0) * 1e3, first, console ? console : "");
-    free(console);
-    if (i + 1 < cold_rounds)
-      vm_dir_remove(&d);
   }
-  /* The last VM stays up for the exec rounds. */
-  for (int i = 0; i < 3; i++)
-    exec_true(&d); /* warm the guest's caches of /usr */
+  print_load("at the start");
+  for (int i = 0; i < cold_rounds; i++)
+    for (int k = 0; k < n; k++) {
+      /* Alternate which side goes first, so neither always follows the other. */
+      struct side *sd = &sides[(k + i) % n];
+      if (side_boot(sd, i) < 0)
+        return 1;
+      if (i + 1 < cold_rounds)
+        vm_dir_remove(&sd->d);
+    }
+  /* The last VMs stay up for the exec rounds, taken in turns. */
+  for (int k = 0; k < n; k++)
+    for (int i = 0; i < 3; i++)
+      exec_true(&sides[k].d); /* warm the guest's caches of /usr */
+  /* CORDON_BENCH_EXEC_GAP_MS: a pause (untimed) before each exec, as a CLI user's commands
+   * come with the CLI's own start between them; 0 (the default): back to back. */
+  const char *gap_env = getenv("CORDON_BENCH_EXEC_GAP_MS");
+  int gap_ms = gap_env ? atoi(gap_env) : 0;
   for (int i = 0; i < exec_rounds; i++)
-    if ((exec[i] = exec_true(&d)) < 0)
-      return 1;
-  vm_dir_remove(&d);
-  double m_cold = median(cold, cold_rounds), m_exec = median(exec, exec_rounds);
-  printf("cold create to first result (median of %d): %8.1f ms   goal <= 2000 ms: %s\n",
-         cold_rounds, m_cold, m_cold <= 2000 ? "met" : "NOT met");
-  printf("exec of true, booted VM (median of %d):     %8.2f ms   goal <= 20 ms: %s\n", exec_rounds,
-         m_exec, m_exec <= 20 ? "met" : "NOT met");
+    for (int k = 0; k < n; k++) {
+      struct side *sd = &sides[(k + i) % n];
+      if (gap_ms > 0)
+        usleep((useconds_t)gap_ms * 1000);
+      if ((sd->exec[i] = exec_true(&sd->d)) < 0)
+        return 1;
+    }
+  double m_cold[2] = {0}, m_exec[2] = {0};
+  for (int k = 0; k < n; k++) {
+    vm_dir_remove(&sides[k].d);
+    m_cold[k] = median(sides[k].cold, cold_rounds);
+    m_exec[k] = median(sides[k].exec, exec_rounds);
+  }
+  for (int k = 0; k < n; k++) {
+    const char *who = n > 1 ? sides[k].name : "";
+    printf("%s%scold create to first result (median of %d): %8.1f ms   goal <= 2000 ms: %s\n", who,
+           n > 1 ? ": " : "", cold_rounds, m_cold[k], m_cold[k] <= 2000 ? "met" : "NOT met");
+    printf(
+        "%s%sexec of true, booted VM (median of %d, %d ms apart): %8.2f ms   goal <= 20 ms: %s\n",
+        who, n > 1 ? ": " : "", exec_rounds, gap_ms, m_exec[k],
+        m_exec[k] <= 20 ? "met" : "NOT met");
+  }
+  if (n > 1)
+    printf("ratio build / baseline: cold %.2f, exec %.2f\n", m_cold[0] / m_cold[1],
+           m_exec[0] / m_exec[1]);
   print_load("at the end");
-  free(cold);
-  free(exec);
+  for (int k = 0; k < n; k++) {
+    free(sides[k].cold);
+    free(sides[k].exec);
+  }
   return 0;
 }

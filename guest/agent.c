@@ -56,6 +56,7 @@ struct agent {
   unsigned char *in;
   size_t in_length, in_capacity;
   struct exec_state x;
+  struct guest_keeper spare; /* the next exec's keeper, forked while idle */
 };
 
 /* Write a whole frame to the port, or drop it when the host is gone (a frame for a host that
@@ -168,9 +169,22 @@ static void exec_begin(struct agent *a, uint32_t id, const unsigned char *payloa
     send_frame(a, GUEST_WIRE_REPLY, id, &r, sizeof(r));
     return;
   }
-  pid_t keeper = guest_exec_start(&a->cfg, &req, &a->x.fds);
-  int e = errno;
   exec_wire_request_clear(&req);
+  /* The spare keeper takes it; one that died meanwhile is replaced once. */
+  pid_t keeper = -1;
+  int e = 0;
+  for (int attempt = 0; attempt < 2 && keeper < 0; attempt++) {
+    if (a->spare.pid <= 0 && guest_keeper_prefork(&a->cfg, &a->spare) < 0) {
+      e = errno;
+      break;
+    }
+    pid_t pid = a->spare.pid;
+    if (guest_keeper_start(&a->spare, payload, length, &a->x.fds) == 0)
+      keeper = pid;
+    else
+      e = errno;
+    a->spare.pid = 0;
+  }
   if (keeper < 0) {
     struct exec_wire_reply r = {GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_SETUP, e};
     send_frame(a, GUEST_WIRE_REPLY, id, &r, sizeof(r));
@@ -318,6 +332,7 @@ static void serve(struct agent *a, int sigfd) {
   /* A host that connected before the port was opened sends no SIGIO: look once now, or its
    * first PING would wait for the idle tick. */
   a->host_connected = host_there(a);
+  guest_keeper_prefork(&a->cfg, &a->spare);
   for (;;) {
     struct exec_state *x = &a->x;
     struct pollfd p[6];
@@ -366,11 +381,14 @@ static void serve(struct agent *a, int sigfd) {
     }
     if (!x->pending && a->in_length > 0 && a->host_connected)
       handle_input(a);
+    /* Idle: the next exec's keeper now, not when its request comes. */
+    if (!x->active && a->spare.pid <= 0)
+      guest_keeper_prefork(&a->cfg, &a->spare);
   }
 }
 
 int main(void) {
-  static struct agent a = {.port = -1};
+  static struct agent a = {.port = -1, .spare = {0, -1, {-1, -1, -1, -1}}};
   if (getpid() != 1) {
     guest_log("cordon-guest: runs as pid 1 of a microvm guest only");
     return 2;

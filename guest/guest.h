@@ -28,8 +28,20 @@ struct guest_exec_fds {
   int stdin_w, stdout_r, stderr_r; /* the agent's ends (non-blocking) */
   int status_r;                    /* the keeper writes one exec wire reply here */
 };
-/* Fork the keeper of one command (see exec.c). Returns its pid, or -1 with errno set. */
-pid_t guest_exec_start(const struct guest_config *cfg, const struct exec_wire_request *req,
+/* A keeper forked ahead of its request (see exec.c), waiting on request_w; pid 0: none. */
+struct guest_keeper {
+  pid_t pid;
+  int request_w;
+  struct guest_exec_fds fds;
+};
+/* Fork one: 0, or -1 with errno set. */
+int guest_keeper_prefork(const struct guest_config *cfg, struct guest_keeper *k);
+/* Hand it a request the agent has checked (an exec wire header and payload): 0 with *fds the
+ * command's streams and its status (k->pid is the keeper's pid), or -1 with errno set when the
+ * keeper is gone (discarded then). */
+int guest_keeper_start(struct guest_keeper *k, const unsigned char *request, size_t length,
                        struct guest_exec_fds *fds);
+/* Give up an unused one (it exits with its child). */
+void guest_keeper_discard(struct guest_keeper *k);
 
 #endif

@@ -161,14 +161,13 @@ static void inbox_drop(struct inbox *in, size_t n) {
 
 /* Connect, PING with a fresh id, and wait for its PONG: frames of other ids and bytes that
  * start no frame (left by an earlier connection) are skipped. Returns the socket. */
-static int line_open(struct qemu_vm *q, uint32_t id, double deadline, double ping_interval,
-                     struct inbox *in, struct cordon_error **err) {
-  int s = -1;
-  while (s < 0) {
+/* Connect to qemu's chardev, retrying until the deadline (it takes one client at a time). */
+static int line_connect(struct qemu_vm *q, double deadline, struct cordon_error **err) {
+  for (;;) {
     struct cordon_error *e = NULL;
-    s = agent_connect(q->control_dir, &e);
+    int s = agent_connect(q->control_dir, &e);
     if (s >= 0)
-      break;
+      return s;
     if (fs_now() >= deadline) {
       if (err && !*err)
         *err = e;
@@ -179,6 +178,13 @@ static int line_open(struct qemu_vm *q, uint32_t id, double deadline, double pin
     cordon_error_free(e);
     usleep(20000);
   }
+}
+
+static int line_open(struct qemu_vm *q, uint32_t id, double deadline, double ping_interval,
+                     struct inbox *in, struct cordon_error **err) {
+  int s = line_connect(q, deadline, err);
+  if (s < 0)
+    return -1;
   /* PING again now and then: the agent drops a PONG when it believes no host is there, which
    * a connection's stale close event can make it believe for a moment. */
   double next_ping = 0;
@@ -424,20 +430,30 @@ static void result_from_reply(const struct exec_wire_reply *r, struct cordon_exe
   }
 }
 
-/* Frames until the REPLY; stdin fed as the line takes it. Returns 1 with *reply, -1 on error. */
+/* Frames until the REPLY; stdin fed as the line takes it. The PING went out with the request
+ * (one round trip less than waiting for its PONG before sending it): until a frame of this
+ * exec's id comes, bytes that start no frame (left in the line by an earlier connection) are
+ * skipped, the PING is repeated now and then (see line_open), and an agent silent past
+ * answer_deadline is an error. Returns 1 with *reply, -1 on error. */
 static int exec_pump(int s, uint32_t id, struct inbox *in, struct feeder *f, struct capture *out,
-                     struct capture *errc, double timeout, struct exec_wire_reply *reply,
-                     struct cordon_error **err) {
+                     struct capture *errc, double timeout, double answer_deadline,
+                     struct exec_wire_reply *reply, struct cordon_error **err) {
   double start = fs_now();
   double kill_at = timeout > 0 ? start + timeout + QEMU_EXEC_GRACE : 0;
-  bool kill_sent = false;
+  bool kill_sent = false, answered = false;
+  double next_ping = start + QEMU_PING_INTERVAL;
   for (;;) {
     struct guest_wire_header h;
-    int r = guest_wire_parse(GUEST_WIRE_TO_HOST, in->data, in->length, &h, err);
+    int r = guest_wire_parse(GUEST_WIRE_TO_HOST, in->data, in->length, &h, answered ? err : NULL);
+    if (r < 0 && !answered) {
+      inbox_drop(in, 1);
+      continue;
+    }
     if (r < 0)
       return cordon_error_prefix(err, "qemu: from the guest agent");
     if (r == 1) {
       const unsigned char *payload = in->data + sizeof(h);
+      answered |= h.exec_id == id;
       if (h.exec_id == id && h.type == GUEST_WIRE_STDOUT)
         capture_add(out, payload, h.length);
       else if (h.exec_id == id && h.type == GUEST_WIRE_STDERR)
@@ -451,6 +467,14 @@ static int exec_pump(int s, uint32_t id, struct inbox *in, struct feeder *f, str
       continue;
     }
     double now = fs_now();
+    if (!answered && now >= answer_deadline)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ETIMEDOUT,
+                              "qemu: the guest agent does not answer");
+    if (!answered && now >= next_ping) {
+      if (send_frame(s, GUEST_WIRE_PING, id, NULL, 0, answer_deadline, err) < 0)
+        return -1;
+      next_ping = now + QEMU_PING_INTERVAL;
+    }
     if (kill_at > 0 && now >= kill_at && !kill_sent) {
       /* The agent's own timeout should have answered by now: ask it to kill the tree. */
       if (send_frame(s, GUEST_WIRE_KILL, id, NULL, 0, now + QEMU_EXEC_GRACE, err) < 0)
@@ -464,9 +488,10 @@ static int exec_pump(int s, uint32_t id, struct inbox *in, struct feeder *f, str
     bool feeding = !f->done;
     if (feeding)
       p[1] = f->fd >= 0 ? (struct pollfd){f->fd, POLLIN, 0} : (struct pollfd){s, POLLOUT, 0};
-    int wait_ms =
-        kill_at > 0 ? (int)remaining_ms(kill_sent ? kill_at + QEMU_EXEC_GRACE : kill_at) + 1 : 1000;
-    if (poll(p, feeding ? 2 : 1, wait_ms) < 0 && errno != EINTR)
+    double wake = kill_at > 0 ? (kill_sent ? kill_at + QEMU_EXEC_GRACE : kill_at) : now + 1.0;
+    if (!answered && next_ping < wake)
+      wake = next_ping;
+    if (poll(p, feeding ? 2 : 1, (int)remaining_ms(wake) + 1) < 0 && errno != EINTR)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "qemu: poll");
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       int fr = inbox_fill(in, s);
@@ -516,7 +541,7 @@ static int qemu_exec(struct microvm_vm *vm, const struct microvm_config *cfg,
   memset(res, 0, sizeof(*res));
   double start = fs_now();
   _cleanup_free_ char *cwd = guest_cwd(cfg, req->cwd);
-  _cleanup_free_ unsigned char *request = NULL;
+  _cleanup_free_ unsigned char *request = NULL, *first = NULL;
   size_t request_length = 0;
   uint32_t timeout_ms = exec_wire_timeout_ms(req->timeout);
   if (!cwd)
@@ -542,12 +567,24 @@ static int qemu_exec(struct microvm_vm *vm, const struct microvm_config *cfg,
     cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "qemu: exec output");
     goto done;
   }
-  int s = line_open(q, id, start + QEMU_CONNECT_TIMEOUT, QEMU_PING_INTERVAL, &in, err);
+  double answer_deadline = start + QEMU_CONNECT_TIMEOUT;
+  int s = line_connect(q, answer_deadline, err);
   if (s < 0)
     goto done;
-  if (send_frame(s, GUEST_WIRE_REQUEST, id, request, request_length,
-                 fs_now() + QEMU_CONNECT_TIMEOUT, err) == 0)
-    r = exec_pump(s, id, &in, &f, &out, &errc, req->timeout, &reply, err);
+  /* The PING and the request in one write: the agent answers the PING first, and a stale
+   * close event it sees meanwhile does not cost the request (see HOST_GONE_GRACE there). */
+  size_t header = sizeof(struct guest_wire_header);
+  first = malloc(2 * header + request_length);
+  if (!first) {
+    close(s);
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "qemu: exec");
+    goto done;
+  }
+  guest_wire_header_encode(GUEST_WIRE_PING, id, 0, first);
+  guest_wire_header_encode(GUEST_WIRE_REQUEST, id, (uint32_t)request_length, first + header);
+  memcpy(first + 2 * header, request, request_length);
+  if (send_all(s, first, 2 * header + request_length, answer_deadline, err) == 0)
+    r = exec_pump(s, id, &in, &f, &out, &errc, req->timeout, answer_deadline, &reply, err);
   close(s);
   if (r < 0)
     goto done;
