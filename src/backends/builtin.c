@@ -3,6 +3,8 @@
 
 #include "backends/builtin.h"
 
+/* One a line, in the order `cordon backends` lists them. */
+// clang-format off
 const struct cordon_backend *const cordon_builtin_backends[] = {
     &cordon_backend_worktree,
     &cordon_backend_ns,
@@ -11,3 +13,4 @@ const struct cordon_backend *const cordon_builtin_backends[] = {
     &cordon_backend_microvm,
     NULL,
 };
+// clang-format on
