@@ -288,8 +288,8 @@ static int egress_rules(struct manifest_opts *o, struct cordon_manifest *m) {
 }
 
 /* Build the manifest; the vectors stay owned by o. */
-int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
-                   struct cordon_repo_spec *repo) {
+int cli_build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
+                       struct cordon_repo_spec *repo) {
   const char *allow = getenv("CORDON_SANDBOX_ALLOW");
   if (allow && *allow) {
     _cleanup_free_ char *copy = strdup(allow);

@@ -51,7 +51,7 @@ struct manifest_opts {
   char **hidden_if_exists; /* --hide-if-exists: joins hidden when it exists in the workspace */
   const char *monitor;     /* --monitor NAME: the microvm backend's monitor */
   /* --net restricted: --allow-domain, --allow-cidr, --resolve (strv, owned), and the rules
-   * the manifest points at (build_manifest) */
+   * the manifest points at (cli_build_manifest) */
   char **allow_domains;
   char **allow_cidrs;
   char **resolve;
@@ -218,8 +218,8 @@ enum {
  * (> 1) to stop with. */
 int manifest_option(const char *verb, int c, const char *arg, struct manifest_opts *o);
 /* Build the manifest; the vectors stay owned by o. */
-int build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
-                   struct cordon_repo_spec *repo);
+int cli_build_manifest(struct manifest_opts *o, struct cordon_manifest *m,
+                       struct cordon_repo_spec *repo);
 int select_backend(const struct cordon_registry *reg, struct manifest_opts *o,
                    const struct cordon_manifest *m, const struct cordon_backend **out,
                    struct cordon_error **err);

@@ -127,7 +127,7 @@ int cmd_run(int argc, char **argv) {
   }
   struct cordon_manifest m;
   struct cordon_repo_spec repo = {0};
-  if (build_manifest(&o, &m, &repo) != 0) {
+  if (cli_build_manifest(&o, &m, &repo) != 0) {
     manifest_opts_free(&o);
     return EXIT_CORDON;
   }

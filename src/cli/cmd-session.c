@@ -274,7 +274,7 @@ static int session_create(int argc, char **argv) {
   }
   struct cordon_manifest m;
   struct cordon_repo_spec repo = {0};
-  int code = build_manifest(&o, &m, &repo);
+  int code = cli_build_manifest(&o, &m, &repo);
   if (code != 0) {
     manifest_opts_free(&o);
     return code;

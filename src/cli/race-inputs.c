@@ -165,7 +165,7 @@ int cli_race_inputs_resolve(struct cli_race_inputs *in, const struct cordon_back
   *per = in ? in->per : NULL;
   if (!in || !in->has_shared)
     return 0;
-  int r = build_manifest(&in->shared, &in->manifest, &in->repo);
+  int r = cli_build_manifest(&in->shared, &in->manifest, &in->repo);
   if (r)
     return r; /* said already */
   struct cordon_error *err = NULL;
