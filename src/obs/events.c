@@ -320,10 +320,17 @@ int obs_events_read_fd(int fd, off_t *offset, int (*fn)(void *data, const char *
 
 struct obs_events_follower {
   char *state_dir;
-  int dir;              /* O_PATH of state_dir; -1 until it exists */
-  int fd;               /* the file followed; -1 before there is one */
-  off_t offset;         /* in fd, after the last complete line handed over */
-  bool rotated_pending; /* from_start: the .1 is read before the first file is taken up */
+  int dir;      /* O_PATH of state_dir; -1 until it exists */
+  int fd;       /* the file followed; -1 before there is one */
+  off_t offset; /* in fd, after the last complete line handed over */
+  /* Before the first file is taken up, a .1 holds events to hand over too: the whole history
+   * (from_start), or, when there was no log at the start, the first events of a log made and
+   * rotated before a poll saw it. A .1 already accounted for (read, or history there at a
+   * start from the end) is known by its identity and never read again. */
+  bool before_first;
+  bool rotated_known;
+  dev_t rotated_dev;
+  ino_t rotated_ino;
 };
 
 struct parsed_lines {
@@ -383,7 +390,6 @@ int obs_events_follow_new(const char *state_dir, bool from_start, struct obs_eve
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "event log reader");
   }
   f->dir = f->fd = -1;
-  f->rotated_pending = from_start;
   int r = from_start ? 0 : open_state_dir(f, err);
   if (r > 0) {
     /* From the end: what the file holds now is history; a file made later is read whole. */
@@ -395,7 +401,13 @@ int obs_events_follow_new(const char *state_dir, bool from_start, struct obs_eve
       r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "%s/%s", state_dir, OBS_EVENTS_FILE);
     else if (f->fd >= 0)
       f->offset = st.st_size;
+    else if (fstatat(f->dir, OBS_EVENTS_ROTATED, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      f->rotated_known = true; /* history */
+      f->rotated_dev = st.st_dev;
+      f->rotated_ino = st.st_ino;
+    }
   }
+  f->before_first = f->fd < 0;
   if (r < 0) {
     obs_events_follow_free(f);
     return -1;
@@ -436,20 +448,30 @@ static int follow_rotation(struct obs_events_follower *f, int named, obs_event_f
   return 0;
 }
 
+/* Before the first file: hand over the .1, whole, unless it is accounted for or is the file
+ * the name holds (named, or NAMED_ABSENT). */
+static int read_rotated_once(struct obs_events_follower *f, int named, obs_event_fn fn, void *data,
+                             struct cordon_error **err) {
+  _cleanup_close_ int rotated = open_named(f, OBS_EVENTS_ROTATED, err);
+  if (rotated == NAMED_FAILED)
+    return -1;
+  struct stat st;
+  if (rotated < 0 || (named >= 0 && same_file(rotated, named)) || fstat(rotated, &st) < 0)
+    return 0;
+  if (f->rotated_known && st.st_dev == f->rotated_dev && st.st_ino == f->rotated_ino)
+    return 0;
+  f->rotated_known = true;
+  f->rotated_dev = st.st_dev;
+  f->rotated_ino = st.st_ino;
+  off_t whole = 0;
+  return read_events(rotated, &whole, fn, data, err);
+}
+
 int obs_events_follow_poll(struct obs_events_follower *f, obs_event_fn fn, void *data,
                            struct cordon_error **err) {
   int r = open_state_dir(f, err);
   if (r <= 0)
     return r;
-  if (f->rotated_pending) {
-    _cleanup_close_ int rotated = open_named(f, OBS_EVENTS_ROTATED, err);
-    off_t whole = 0;
-    if (rotated == NAMED_FAILED)
-      return -1;
-    if (rotated >= 0 && (r = read_events(rotated, &whole, fn, data, err)) < 0)
-      return r;
-    f->rotated_pending = false;
-  }
   for (;;) {
     if (f->fd >= 0) {
       struct stat st;
@@ -459,10 +481,15 @@ int obs_events_follow_poll(struct obs_events_follower *f, obs_event_fn fn, void 
         return r;
     }
     int named = open_named(f, OBS_EVENTS_FILE, err);
-    if (named == NAMED_ABSENT)
-      return 0; /* between a rename and the next append: nothing new */
     if (named == NAMED_FAILED)
       return -1;
+    if (f->before_first && (r = read_rotated_once(f, named, fn, data, err)) < 0) {
+      if (named >= 0)
+        close(named);
+      return r;
+    }
+    if (named == NAMED_ABSENT)
+      return 0; /* between a rename and the next append: nothing new */
     if (f->fd >= 0 && same_file(named, f->fd)) {
       close(named);
       return 0;
@@ -470,6 +497,7 @@ int obs_events_follow_poll(struct obs_events_follower *f, obs_event_fn fn, void 
     if (f->fd < 0) {
       f->fd = named;
       f->offset = 0;
+      f->before_first = false;
     } else if ((r = follow_rotation(f, named, fn, data, err)) < 0) {
       close(named);
       return r;
