@@ -374,6 +374,9 @@ CORDON_API uint32_t cordon_backend_unenforced(const struct cordon_backend *backe
  * backend enforces it (ns, docker), else the most restrictive one it enforces, open when it
  * enforces none (worktree). */
 CORDON_API enum cordon_egress cordon_backend_default_egress(const struct cordon_backend *backend);
+/* The --net classes a backend can be asked for, as (1u << class) bits: each class it enforces,
+ * and open (which restricts nothing) wherever commands have a network at all. */
+CORDON_API uint32_t cordon_backend_egress_offered(const struct cordon_backend *backend);
 /* The capabilities the backend has on this host: its declared ones, plus `gpu` for ns and
  * docker where this host has GPU device nodes (CORDON_DEV_ROOT, for tests, names the directory
  * searched instead of /dev). What `cordon backends` reports. */

@@ -28,21 +28,13 @@ static json_t *features_json(uint32_t features) {
   return a;
 }
 
-/* The --net classes a backend can be asked for without a waiver: each class it enforces, and
- * open (which restricts nothing) wherever commands have a network at all. */
+/* The --net classes a backend can be asked for without a waiver (cordon_backend_egress_offered). */
 static json_t *egress_json(const struct cordon_backend *b) {
-  static const struct {
-    uint32_t feature;
-    enum cordon_egress egress;
-  } classes[] = {{CORDON_FEATURE_NET_NONE, CORDON_EGRESS_NONE},
-                 {CORDON_FEATURE_NET_LOOPBACK, CORDON_EGRESS_LOOPBACK},
-                 {CORDON_FEATURE_NET_RESTRICTED, CORDON_EGRESS_RESTRICTED}};
+  uint32_t offered = cordon_backend_egress_offered(b);
   json_t *a = json_array();
-  for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++)
-    if (b->enforces & classes[i].feature)
-      json_array_append_new(a, json_string(cordon_egress_name(classes[i].egress)));
-  if (b->capabilities & CORDON_CAP_NETWORK)
-    json_array_append_new(a, json_string(cordon_egress_name(CORDON_EGRESS_OPEN)));
+  for (enum cordon_egress e = CORDON_EGRESS_NONE; e <= CORDON_EGRESS_OPEN; e++)
+    if (offered & (1u << e))
+      json_array_append_new(a, json_string(cordon_egress_name(e)));
   return a;
 }
 

@@ -1,4 +1,4 @@
-/* Helpers the pool module's files share (pure): checks of JSON values and names, capability
+/* Helpers the pool module's files share: checks of JSON values and names, capability
  * sets as JSON, the canonical hash of a value. */
 #ifndef CORDON_POOL_INTERNAL_H
 #define CORDON_POOL_INTERNAL_H
@@ -9,7 +9,24 @@
 
 #include <jansson.h>
 
+#include <cordon/audit.h>
+#include <cordon/cas.h>
 #include <cordon/error.h>
+#include <cordon/keys.h>
+
+/* For _cleanup_(): the handles the effects hold. */
+static inline void audit_closep(struct cordon_audit_log **log) {
+  if (*log)
+    cordon_audit_close(*log);
+}
+static inline void cas_closep(struct cordon_cas **cas) {
+  if (*cas)
+    cordon_cas_close(*cas);
+}
+static inline void key_freep(struct cordon_signing_key **key) {
+  if (*key)
+    cordon_signing_key_free(*key);
+}
 
 /* The capabilities a pool may name: every protocol capability but caller_stdio (plumbing). */
 #define POOL_CAPABILITIES                                                       \

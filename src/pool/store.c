@@ -26,19 +26,6 @@
 #include "pool/pool.h"
 #include "protocol/context.h"
 
-static void audit_closep(struct cordon_audit_log **log) {
-  if (*log)
-    cordon_audit_close(*log);
-}
-static void cas_closep(struct cordon_cas **cas) {
-  if (*cas)
-    cordon_cas_close(*cas);
-}
-static void key_freep(struct cordon_signing_key **key) {
-  if (*key)
-    cordon_signing_key_free(*key);
-}
-
 /* An exclusive lock on .cordon/pools/lock, held until the fd is closed. */
 static int pools_lock(struct cordon_context *ctx, int *fd, struct cordon_error **err) {
   _cleanup_free_ char *dir = NULL;
@@ -258,21 +245,6 @@ static int put_text(struct cordon_cas *cas, const char *text, size_t n, char dig
   return 0;
 }
 
-/* The classes a backend can be asked for (as the selector's registry view lists them): each
- * one it enforces, and open where it has a network. */
-static uint32_t egress_offered(const struct cordon_backend *b) {
-  uint32_t mask = 0;
-  if (b->enforces & CORDON_FEATURE_NET_NONE)
-    mask |= 1u << CORDON_EGRESS_NONE;
-  if (b->enforces & CORDON_FEATURE_NET_LOOPBACK)
-    mask |= 1u << CORDON_EGRESS_LOOPBACK;
-  if (b->enforces & CORDON_FEATURE_NET_RESTRICTED)
-    mask |= 1u << CORDON_EGRESS_RESTRICTED;
-  if (b->capabilities & CORDON_CAP_NETWORK)
-    mask |= 1u << CORDON_EGRESS_OPEN;
-  return mask;
-}
-
 /* Each allowed backend's availability and capabilities on this host, from the registry (only
  * the allowlist's backends are asked: availability may probe an engine). */
 static int host_status(const json_t *effective, struct cordon_registry **reg,
@@ -301,7 +273,7 @@ static int host_status(const json_t *effective, struct cordon_registry **reg,
     st->capabilities = cordon_backend_capabilities(b);
     st->enforces = b->enforces;
     st->tier = b->tier;
-    st->egress = egress_offered(b);
+    st->egress = cordon_backend_egress_offered(b);
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "base/cleanup.h"
 #include "crypto/jcs.h"
+#include "pool/internal.h"
 #include "pool/pool.h"
 
 /* Every type's body members besides signer, sorted. */
@@ -165,19 +166,6 @@ out:
 }
 
 /* ---- effects ---- */
-
-static void audit_closep(struct cordon_audit_log **log) {
-  if (*log)
-    cordon_audit_close(*log);
-}
-static void cas_closep(struct cordon_cas **cas) {
-  if (*cas)
-    cordon_cas_close(*cas);
-}
-static void key_freep(struct cordon_signing_key **key) {
-  if (*key)
-    cordon_signing_key_free(*key);
-}
 
 /* Store a document and chain event with details (stolen). */
 static int store_and_chain(struct cordon_context *ctx, const char *event, const char *actor,

@@ -71,6 +71,19 @@ enum cordon_egress cordon_backend_default_egress(const struct cordon_backend *b)
   return CORDON_EGRESS_OPEN;
 }
 
+uint32_t cordon_backend_egress_offered(const struct cordon_backend *b) {
+  uint32_t mask = 0;
+  if (b->enforces & CORDON_FEATURE_NET_NONE)
+    mask |= 1u << CORDON_EGRESS_NONE;
+  if (b->enforces & CORDON_FEATURE_NET_LOOPBACK)
+    mask |= 1u << CORDON_EGRESS_LOOPBACK;
+  if (b->enforces & CORDON_FEATURE_NET_RESTRICTED)
+    mask |= 1u << CORDON_EGRESS_RESTRICTED;
+  if (b->capabilities & CORDON_CAP_NETWORK)
+    mask |= 1u << CORDON_EGRESS_OPEN;
+  return mask;
+}
+
 char *cordon_features_describe(uint32_t mask) {
   size_t size = 1;
   for (unsigned i = 0; i < CORDON_FEATURE_COUNT; i++)

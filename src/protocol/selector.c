@@ -305,21 +305,6 @@ void cordon_select_attested_free(struct cordon_select_attested *rows, size_t n) 
 
 /* ---- effects: the registry as candidates -------------------------------------------------- */
 
-/* The classes a backend can be asked for: each one it enforces, and open where it has a
- * network (as `cordon backends --json` lists them). */
-static uint32_t egress_offered(const struct cordon_backend *b) {
-  uint32_t mask = 0;
-  if (b->enforces & CORDON_FEATURE_NET_NONE)
-    mask |= 1u << CORDON_EGRESS_NONE;
-  if (b->enforces & CORDON_FEATURE_NET_LOOPBACK)
-    mask |= 1u << CORDON_EGRESS_LOOPBACK;
-  if (b->enforces & CORDON_FEATURE_NET_RESTRICTED)
-    mask |= 1u << CORDON_EGRESS_RESTRICTED;
-  if (b->capabilities & CORDON_CAP_NETWORK)
-    mask |= 1u << CORDON_EGRESS_OPEN;
-  return mask;
-}
-
 int cordon_select_candidates(const struct cordon_registry *reg,
                              const struct cordon_select_attested *rows, size_t n_rows,
                              struct cordon_select_candidate **out, size_t *n,
@@ -343,7 +328,7 @@ int cordon_select_candidates(const struct cordon_registry *reg,
       c->declared = cordon_backend_capabilities(b);
       c->enforces = b->enforces;
       c->tier = b->tier;
-      c->egress = egress_offered(b);
+      c->egress = cordon_backend_egress_offered(b);
       for (size_t r = 0; r < n_rows; r++)
         if (rows[r].name && !strcmp(rows[r].name, b->name))
           c->attested = &rows[r];
