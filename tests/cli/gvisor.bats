@@ -283,3 +283,19 @@ except (OSError, ValueError) as e:
   [ "$status" -eq 0 ] || { echo "$output"; false; }
   [ "$output" = V ]
 }
+
+@test "gvisor: a session's sandbox is reaped by a reaper holding none of cordon's fds; destroy ends both" {
+  id=$("$CORDON" session create --backend gvisor)
+  root=$(ls -d /run/cordon/*/state | while read -r r; do
+    runsc --root="$r" list 2>/dev/null | grep -q "cordon-$id" && echo "$r"; done)
+  [ -n "$root" ]
+  pid=$(runsc --root="$root" state "cordon-$id" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
+  reaper=$(awk '{print $4}' "/proc/$pid/stat")
+  [ "$reaper" -gt 1 ]
+  # The reaper holds only /dev/null and runsc's log (stdin, stdout, stderr): no lock, no socket.
+  [ "$(ls "/proc/$reaper/fd" | sort -n | tr '\n' ' ')" = "0 1 2 " ]
+  "$CORDON" session destroy "$id"
+  for _ in $(seq 50); do [ -e "/proc/$reaper" ] && [ "$(awk '{print $3}' "/proc/$reaper/stat" 2>/dev/null)" != Z ] || break; sleep 0.1; done
+  ! kill -0 "$pid" 2>/dev/null
+  [ ! -e "/proc/$reaper" ] || [ "$(awk '{print $3}' "/proc/$reaper/stat")" = Z ]
+}
