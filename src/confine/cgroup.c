@@ -587,3 +587,16 @@ void confine_cgroup_orphans_free(struct confine_cgroup_orphan *found, size_t cou
   }
   free(found);
 }
+
+int confine_cgroup_move_to_parent(const char *dir, pid_t pid) {
+  _cleanup_free_ char *parent = strdup(dir);
+  char *slash = parent ? strrchr(parent, '/') : NULL;
+  if (!slash || slash == parent) {
+    errno = parent ? EINVAL : ENOMEM;
+    return -1;
+  }
+  *slash = 0;
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%d", (int)pid);
+  return write_file(parent, "cgroup.procs", buf);
+}

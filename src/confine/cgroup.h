@@ -90,6 +90,9 @@ uint64_t confine_cgroups_oom_kills(const struct confine_cgroups *cg);
 /* Whether the v2 cgroup dirfd still holds a process (cgroup.events). */
 bool confine_cgroup_populated(int dirfd);
 
+/* Move process pid from the v2 cgroup dir to its parent cgroup. 0 or -1 (errno). */
+int confine_cgroup_move_to_parent(const char *dir, pid_t pid);
+
 /* Kill everything in the v2 cgroup dirfd and wait (up to `seconds`) until it is empty. */
 void confine_cgroup_kill_fd(int dirfd, double seconds);
 

@@ -148,10 +148,11 @@ static void test_one_shot_and_overlay(void **state) {
   struct cordon_manifest m = {0};
   m.one_shot = true;
   struct ns_plan plan = {0};
-  /* one-shot without limits: no cgroups, its pid namespace dies with its command */
+  /* one-shot without limits: cgroups all the same, for the device cgroup rule */
   build(&m, &rootless, &plan);
   assert_true(plan.one_shot);
-  assert_false(plan.needs_cgroups);
+  assert_true(plan.needs_cgroups);
+  assert_false(plan.oom_shield);
   ns_plan_clear(&plan);
   /* a memory limit: cgroups, and pid 1 shielded from the OOM killer */
   m.policy.limits.memory_bytes = 64 << 20;

@@ -792,6 +792,17 @@ void ns_oneshot_release(struct ns_oneshot *o) {
   ns_oneshot_free(o);
 }
 
+pid_t ns_oneshot_pid1_finishing(const struct ns_oneshot *o) {
+  if (!o || !o->command_done || o->vfork_thread_started || o->reaped || o->pid1 <= 0 ||
+      o->report[0] < 0)
+    return 0;
+  /* pid 1 hangs up only after it has killed and reaped everything else */
+  struct pollfd pfd = {.fd = o->report[0], .events = POLLIN};
+  if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLHUP))
+    return 0;
+  return o->pid1;
+}
+
 void ns_oneshot_free(struct ns_oneshot *o) {
   if (!o)
     return;

@@ -83,6 +83,9 @@ int ns_oneshot_exec_failure(const struct ns_oneshot *o);
 void ns_oneshot_kill(struct ns_oneshot *o);
 /* Kill and reap what is left, release everything. NULL is fine. */
 void ns_oneshot_free(struct ns_oneshot *o);
+/* pid 1 of an ended sandbox that has hung up (everything else in it killed and reaped: only its
+ * _exit is left), not yet reaped, without the OOM shield; else 0. */
+pid_t ns_oneshot_pid1_finishing(const struct ns_oneshot *o);
 /* ns_oneshot_free, except that once the command has ended in a process about to exit
  * (proc_exit_pending), pid 1's own exit is not waited for. */
 void ns_oneshot_release(struct ns_oneshot *o);

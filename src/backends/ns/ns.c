@@ -172,6 +172,18 @@ static bool cgroups_in_use(const struct confine_cgroups *cg) {
   return any;
 }
 
+/* A one-shot sandbox without limits has a cgroup v2 for its device rule alone. Once pid 1 has
+ * hung up it runs nothing but its own _exit: moved to the parent cgroup, it lets the cgroup go
+ * now rather than after the kernel has taken its namespaces down (milliseconds of RCU grace
+ * periods), and `cordon run` exits without waiting for it, as it does with no cgroup. */
+static bool oneshot_leave_cgroup(struct ns_impl *impl) {
+  for (size_t i = 0; i < CONFINE_CG_V1_COUNT; i++)
+    if (impl->cgroups.v1[i])
+      return false;
+  pid_t pid1 = ns_oneshot_pid1_finishing(impl->ended);
+  return pid1 > 0 && impl->cgroups.v2 && confine_cgroup_move_to_parent(impl->cgroups.v2, pid1) == 0;
+}
+
 static int stop_everything(struct cordon_session *s, struct cordon_error **err) {
   struct ns_impl *impl = s->impl;
   struct ns_impl *loaded = NULL;
@@ -201,8 +213,9 @@ static int stop_everything(struct cordon_session *s, struct cordon_error **err) 
                             s->id, (int)impl->holder_pid);
   }
   holder_kill(impl);
-  /* An ended one-shot sandbox's pid 1 leaves its cgroups only once it has exited. */
-  if (cgroups_in_use(&impl->cgroups)) {
+  /* An ended one-shot sandbox's pid 1 leaves its cgroups only once it has exited, unless it
+   * can be moved out first (oneshot_leave_cgroup). */
+  if (cgroups_in_use(&impl->cgroups) && !oneshot_leave_cgroup(impl)) {
     ns_oneshot_free(impl->ended);
     impl->ended = NULL;
   }

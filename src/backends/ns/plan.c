@@ -185,8 +185,8 @@ int ns_plan_build(const struct cordon_manifest *m, const struct ns_plan_host *ho
                                .fsize = policy->limits.fsize_bytes ? policy->limits.fsize_bytes
                                                                    : CORDON_DEFAULT_FSIZE_BYTES};
   p.limits = policy->limits;
-  bool any_limit = p.limits.memory_bytes || p.limits.pids || p.limits.cpus > 0;
-  p.needs_cgroups = !p.one_shot || any_limit;
+  /* Always: the device cgroup rule (start.c) lives on the session's cgroup v2. */
+  p.needs_cgroups = true;
   p.oom_shield = p.limits.memory_bytes > 0;
   p.tmp_bytes = confine_tmp_bytes(&policy->limits);
   p.new_network = policy->egress != CORDON_EGRESS_OPEN;

@@ -59,8 +59,8 @@ struct ns_plan {
   bool one_shot;
   struct confine_rlimits rlimits;
   struct cordon_limits limits;
-  /* cgroups: always for a holder (a leaf per exec); a one-shot sandbox needs none without
-   * limits, its pid namespace dies with its command. */
+  /* cgroups: always, one-shot too: a holder's leaf per exec, the limits, and the device cgroup
+   * rule, which lives on the session's cgroup v2 (devfilter.h). */
   bool needs_cgroups;
   bool oom_shield; /* a memory limit: pid 1 is shielded from the OOM killer (holder.h) */
   uint64_t tmp_bytes;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +33,8 @@
 #include "base/syscalls.h"
 #include "confine/cgroup.h"
 #include "confine/cpus.h"
+#include "confine/devfilter.h"
+#include "confine/devices.h"
 #include "confine/policy.h"
 #include "confine/private.h"
 #include "confine/resolve.h"
@@ -345,6 +348,71 @@ static int make_cgroups(struct start *st, struct cordon_error **err) {
   st->cgroup_fd =
       impl->cgroups.v2 ? open(impl->cgroups.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   return r;
+}
+
+/* The defaults and one rule per granted node, read and write, by the numbers the host path has
+ * now. Should the node be swapped before the holder clones it, the clone has other numbers and
+ * the rule does not cover it: fail closed. */
+static int device_rules(const struct ns_plan *plan, struct confine_dev_rule **rules, size_t *n,
+                        struct cordon_error **err) {
+  const struct confine_dev_rule *defaults;
+  size_t n_defaults = confine_devfilter_defaults(&defaults);
+  *rules = calloc(n_defaults + plan->n_devices, sizeof(**rules));
+  if (!*rules)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "device rules");
+  memcpy(*rules, defaults, n_defaults * sizeof(*defaults));
+  *n = n_defaults;
+  for (size_t i = 0; i < plan->n_devices; i++) {
+    const char *host = plan->devices[i].source;
+    struct stat node;
+    if (confine_device_check(host, err) < 0)
+      return -1;
+    if (lstat(host, &node) < 0)
+      return cordon_error_set(err, CORDON_ERR_NOT_FOUND, errno, "device %s", host);
+    if (!S_ISCHR(node.st_mode))
+      return cordon_error_set(err, CORDON_ERR_USAGE, ENODEV, "device %s is not a character device",
+                              host);
+    (*rules)[(*n)++] = (struct confine_dev_rule){.type = CONFINE_DEV_CHAR,
+                                                 .major = major(node.st_rdev),
+                                                 .minor = minor(node.st_rdev),
+                                                 .access = CONFINE_DEV_READ | CONFINE_DEV_WRITE};
+  }
+  return 0;
+}
+
+/* Step: the device cgroup rule on the session's cgroup v2, before anything is born in it: the
+ * sandbox opens the nodes its /dev holds and the granted ones, nothing else. Without a grant,
+ * a host where it cannot be applied (no cgroup v2 of the session, no CAP_BPF: rootless) still
+ * has the mount tree gate (docs/security.md); a grant it cannot back is refused by name. */
+static int apply_device_filter(struct start *st, struct cordon_error **err) {
+  const bool granted = st->plan.n_devices > 0;
+  if (st->cgroup_fd < 0) {
+    if (!granted)
+      return 0;
+    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
+                            "--device cannot be enforced: its device cgroup rule needs a cgroup "
+                            "v2 of the session, and none could be made here (no cgroup v2 "
+                            "hierarchy, or none delegated to this user: see CORDON_CGROUP_ROOT)");
+  }
+  _cleanup_free_ struct confine_dev_rule *rules = NULL;
+  _cleanup_free_ struct bpf_insn *insns = NULL;
+  size_t n_rules = 0, count = 0;
+  if (device_rules(&st->plan, &rules, &n_rules, err) < 0 ||
+      confine_devfilter_build(rules, n_rules, &insns, &count, err) < 0)
+    return -1;
+  struct cordon_error *attach_err = NULL;
+  if (confine_devfilter_attach(st->cgroup_fd, insns, count, &attach_err) < 0) {
+    if (!granted) {
+      cordon_error_free(attach_err);
+      return 0;
+    }
+    if (err && !*err)
+      *err = attach_err;
+    else
+      cordon_error_free(attach_err);
+    return cordon_error_prefix(err, "--device cannot be enforced");
+  }
+  return 0;
 }
 
 /* The workspace as the sandbox mounts it: the overlay of a resume, a one-shot's own workspace
@@ -664,7 +732,7 @@ int ns_start(struct cordon_session *s, const struct cordon_manifest *m, const ch
     return -1;
   impl->one_shot = st.plan.one_shot;
   /* Carried out: each step's fds stay in st, closed by start_clear if a later step fails. */
-  if (make_cgroups(&st, err) < 0 ||
+  if (make_cgroups(&st, err) < 0 || apply_device_filter(&st, err) < 0 ||
       (!impl->one_shot && make_control(s, impl, &st.listen_fd, &st.socket_file_fd, err) < 0) ||
       map_identity(&st, err) < 0 || prepare_home(&st, err) < 0 || start_egress(&st, err) < 0)
     return -1;
