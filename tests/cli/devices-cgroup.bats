@@ -4,8 +4,8 @@
 # else, with or without --device. The nodes are made here with mknod: copies of /dev/null's
 # numbers (which every sandbox may open) and of /dev/fuse's (10:229, which none may unless it
 # is granted; opening one only makes an idle fuse channel). The attack that only the rule
-# stops: a device node handed in as stdin (the host path is not nodev) reopened from inside
-# through /proc/self/fd/0. As nobody, where the program cannot be loaded, --device is refused.
+# stops: a device node handed in as stdin (run -i; the host path is not nodev) reopened from
+# inside through /proc/self/fd/0 (the same command on a build without the rule reopens it). As nobody, where the program cannot be loaded, --device is refused.
 
 bats_require_minimum_version 1.5.0
 
@@ -28,6 +28,7 @@ setup() {
   mknod -m 666 "$NODES/fuse2" c 10 229
   # The host opens them: what fails inside fails there alone (a nodev $TMPDIR would stop this).
   (exec 3<>"$NODES/fuse") 2>/dev/null || skip "a copy of /dev/fuse's numbers does not open here"
+  (exec 3<"$NODES/fuse2") 2>/dev/null || skip "cannot open $NODES/fuse2"
 }
 
 teardown() {
@@ -63,35 +64,33 @@ EOF
 
 @test "devices cgroup: a node handed in as stdin reopens when its numbers are allowed (the control)" {
   # Without this, the next test could pass for another reason (stdin relayed, not reopened).
-  run --separate-stderr "$CORDON" run --backend ns -- sh -c \
-    'test -c /proc/self/fd/0 && echo is-char; exec 3<>/proc/self/fd/0 && echo reopened' \
-    <"$NODES/nullish"
+  run --separate-stderr "$CORDON" run -i --backend ns -- sh -c \
+    'readlink /proc/self/fd/0; if (exec 3<>/proc/self/fd/0); then echo reopened; fi' <"$NODES/nullish"
   [ "$status" -eq 0 ]
-  [[ "$output" == *is-char* ]]
+  [[ "$output" == *"$NODES/nullish"* ]]
   [[ "$output" == *reopened* ]]
 }
 
 @test "devices cgroup: a node not granted, handed in as stdin, cannot be reopened inside (EPERM)" {
-  run --separate-stderr "$CORDON" run --backend ns -- sh -c \
-    'test -c /proc/self/fd/0 && echo is-char; exec 3<>/proc/self/fd/0 && echo REOPENED; true' \
-    <"$NODES/fuse"
+  run --separate-stderr "$CORDON" run -i --backend ns -- sh -c \
+    'readlink /proc/self/fd/0; if (exec 3<>/proc/self/fd/0); then echo REOPENED; fi; true' <"$NODES/fuse"
   [ "$status" -eq 0 ]
-  [[ "$output" == *is-char* ]]
+  [[ "$output" == *"$NODES/fuse"* ]]
   [[ "$output" != *REOPENED* ]]
   [[ "$stderr" == *"Operation not permitted"* ]]
   # as root inside too: the rule does not care for the sandbox's uid
-  run --separate-stderr "$CORDON" run --backend ns --user root -- sh -c \
-    'exec 3<>/proc/self/fd/0 && echo REOPENED; true' <"$NODES/fuse"
+  run --separate-stderr "$CORDON" run -i --backend ns --user root -- sh -c \
+    'if (exec 3<>/proc/self/fd/0); then echo REOPENED; fi; true' <"$NODES/fuse"
   [ "$status" -eq 0 ]
   [[ "$output" != *REOPENED* ]]
   [[ "$stderr" == *"Operation not permitted"* ]]
 }
 
 @test "devices cgroup: the granted node opens; another of other numbers, handed in, does not" {
-  mknod -m 666 "$NODES/other" c 10 228 # never granted
-  run --separate-stderr "$CORDON" run --backend ns --device "$NODES/fuse:/dev/granted" -- sh -c '
-    exec 3<>/dev/granted && echo granted-opens
-    exec 4<>/proc/self/fd/0 && echo OTHER-REOPENED
+  mknod -m 666 "$NODES/other" c 10 200 # tun's numbers, never granted
+  run --separate-stderr "$CORDON" run -i --backend ns --device "$NODES/fuse:/dev/granted" -- sh -c '
+    if (exec 3<>/dev/granted); then echo granted-opens; fi
+    if (exec 4<>/proc/self/fd/0); then echo OTHER-REOPENED; fi
     true' <"$NODES/other"
   [ "$status" -eq 0 ]
   [[ "$output" == *granted-opens* ]]
@@ -109,16 +108,23 @@ EOF
   run device_programs "$cg"
   [ "$status" -eq 0 ]
   [ "$output" = 1 ]
-  run --separate-stderr "$CORDON" session exec "$id" -- sh -c \
-    'exec 3<>/dev/fuse && echo granted-opens; exec 4<>/proc/self/fd/0 && echo REOPENED; true' \
+  run --separate-stderr "$CORDON" session exec -i "$id" -- sh -c \
+    'if (exec 3<>/dev/fuse); then echo granted-opens; fi; if (exec 4<>/proc/self/fd/0); then echo REOPENED; fi; true' \
     <"$NODES/fuse2"
   [ "$status" -eq 0 ]
   [[ "$output" == *granted-opens* ]]
   # fuse2 has the granted node's numbers: the rule is by numbers, and allows it
   [[ "$output" == *REOPENED* ]]
-  run --separate-stderr "$CORDON" session exec "$id" -- sh -c \
-    'exec 4<>/proc/self/fd/0 && echo REOPENED; true' <"$NODES/nullish"
+  run --separate-stderr "$CORDON" session exec -i "$id" -- sh -c \
+    'if (exec 4<>/proc/self/fd/0); then echo REOPENED; fi; true' <"$NODES/nullish"
   [[ "$output" == *REOPENED* ]]
+  # and one of other numbers is refused in a session's exec as in a run
+  mknod -m 666 "$NODES/other" c 10 200
+  run --separate-stderr "$CORDON" session exec -i "$id" -- sh -c \
+    'if (exec 4<>/proc/self/fd/0); then echo REOPENED; fi; true' <"$NODES/other"
+  [ "$status" -eq 0 ]
+  [[ "$output" != *REOPENED* ]]
+  [[ "$stderr" == *"Operation not permitted"* ]]
   # a session without --device gets it too
   run --separate-stderr "$CORDON" session create --backend ns
   [ "$status" -eq 0 ]
