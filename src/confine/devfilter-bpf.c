@@ -67,14 +67,21 @@ int confine_devfilter_attach(int cgroup_fd, const struct bpf_insn *insns, size_t
     fd = load(insns, count, log, sizeof(log));
     if (fd < 0) {
       int e = errno;
-      /* its last line says why */
+      /* its last line before the "processed N insns" summary says why */
       size_t len = strnlen(log, sizeof(log) - 1);
       log[len] = 0;
-      while (len && log[len - 1] == '\n')
-        log[--len] = 0;
-      char *last = strrchr(log, '\n');
-      if (last)
-        memmove(log, last + 1, strlen(last + 1) + 1);
+      for (int lines = 0; lines < 2; lines++) {
+        while (len && log[len - 1] == '\n')
+          log[--len] = 0;
+        char *last = strrchr(log, '\n');
+        if (strncmp(last ? last + 1 : log, "processed ", 10) != 0) {
+          if (last)
+            memmove(log, last + 1, strlen(last + 1) + 1);
+          break;
+        }
+        len = last ? (size_t)(last - log) : 0;
+        log[len] = 0;
+      }
       return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, e,
                               "cannot load the device cgroup program%s%s%s", why(e),
                               log[0] ? ": " : "", log);

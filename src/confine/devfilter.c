@@ -10,7 +10,7 @@
  *   for each rule:
  *     if r2 != type goto next
  *     r1 = r3; r1 &= access; if r1 != r3 goto next   (the access asked is within the rule's)
- *     if r4 != major goto next
+ *     if r4 != major goto next                        (a range: r4 < first or r4 > last)
  *     if r5 != minor goto next                        (left out for any minor)
  *     r0 = 1; exit
  *   next:
@@ -53,27 +53,18 @@ static struct bpf_insn exit_insn(void) {
   return insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
 }
 
-enum { PROLOGUE = 6, EPILOGUE = 2, RULE_MAX = 8 };
+enum { PROLOGUE = 6, EPILOGUE = 2, RULE_MAX = 9 };
 
 /* Read and write; a terminal as stdio is reached by reopening it. No mknod: the sandbox's user
  * namespace refuses a device node's mknod anyway. */
 #define RW (CONFINE_DEV_READ | CONFINE_DEV_WRITE)
-#define PTS(major) \
-  { CONFINE_DEV_CHAR, major, CONFINE_DEV_ANY_MINOR, RW }
 static const struct confine_dev_rule defaults[] = {
-    {CONFINE_DEV_CHAR, 1, 3, RW}, /* null */
-    {CONFINE_DEV_CHAR, 1, 5, RW}, /* zero */
-    {CONFINE_DEV_CHAR, 1, 7, RW}, /* full */
-    {CONFINE_DEV_CHAR, 1, 8, RW}, /* random */
-    {CONFINE_DEV_CHAR, 1, 9, RW}, /* urandom */
-    PTS(136),
-    PTS(137),
-    PTS(138),
-    PTS(139),
-    PTS(140),
-    PTS(141),
-    PTS(142),
-    PTS(143),
+    {CONFINE_DEV_CHAR, 1, 3, RW, 0},                         /* null */
+    {CONFINE_DEV_CHAR, 1, 5, RW, 0},                         /* zero */
+    {CONFINE_DEV_CHAR, 1, 7, RW, 0},                         /* full */
+    {CONFINE_DEV_CHAR, 1, 8, RW, 0},                         /* random */
+    {CONFINE_DEV_CHAR, 1, 9, RW, 0},                         /* urandom */
+    {CONFINE_DEV_CHAR, 136, CONFINE_DEV_ANY_MINOR, RW, 143}, /* pts slaves, majors 136-143 */
 };
 
 size_t confine_devfilter_defaults(const struct confine_dev_rule **rules) {
@@ -89,7 +80,8 @@ static int rule_check(const struct confine_dev_rule *r, size_t i, struct cordon_
   if (!r->access || (r->access & ~all))
     return cordon_error_set(err, CORDON_ERR_INVALID, EINVAL, "device rule %zu: bad access %#x", i,
                             r->access);
-  if (r->major > CONFINE_DEV_MAJOR_MAX ||
+  if (r->major > CONFINE_DEV_MAJOR_MAX || r->major_last > CONFINE_DEV_MAJOR_MAX ||
+      (r->major_last && r->major_last < r->major) ||
       (r->minor != CONFINE_DEV_ANY_MINOR && r->minor > CONFINE_DEV_MINOR_MAX))
     return cordon_error_set(err, CORDON_ERR_INVALID, ERANGE,
                             "device rule %zu: numbers %u:%u out of range", i, r->major, r->minor);
@@ -99,8 +91,9 @@ static int rule_check(const struct confine_dev_rule *r, size_t i, struct cordon_
 /* One rule's block at out (RULE_MAX free): its length. */
 static size_t emit_rule(const struct confine_dev_rule *r, struct bpf_insn *out) {
   const bool any_minor = r->minor == CONFINE_DEV_ANY_MINOR;
-  /* type, three for access, major, minor, then the two of the accept */
-  const int16_t len = (int16_t)(any_minor ? 7 : 8);
+  const bool range = r->major_last > r->major;
+  /* type, three for access, major (two for a range), minor, then the two of the accept */
+  const int16_t len = (int16_t)(7 + range + !any_minor);
   size_t n = 0;
   /* Each jump skips to the end of the block: what is left of it after the jump. */
 #define TO_NEXT ((int16_t)(len - (int16_t)n - 1))
@@ -110,8 +103,15 @@ static size_t emit_rule(const struct confine_dev_rule *r, struct bpf_insn *out) 
   out[n++] = alu32_imm(BPF_AND, BPF_REG_1, (int32_t)r->access);
   out[n] = insn(BPF_JMP | BPF_JNE | BPF_X, BPF_REG_1, BPF_REG_3, TO_NEXT, 0);
   n++;
-  out[n] = jne_imm(BPF_REG_4, (int32_t)r->major, TO_NEXT);
-  n++;
+  if (range) {
+    out[n] = insn(BPF_JMP | BPF_JLT | BPF_K, BPF_REG_4, 0, TO_NEXT, (int32_t)r->major);
+    n++;
+    out[n] = insn(BPF_JMP | BPF_JGT | BPF_K, BPF_REG_4, 0, TO_NEXT, (int32_t)r->major_last);
+    n++;
+  } else {
+    out[n] = jne_imm(BPF_REG_4, (int32_t)r->major, TO_NEXT);
+    n++;
+  }
   if (!any_minor) {
     out[n] = jne_imm(BPF_REG_5, (int32_t)r->minor, TO_NEXT);
     n++;

@@ -36,10 +36,11 @@ enum {
 
 /* Allows a request of this type and numbers whose access is within `access`. */
 struct confine_dev_rule {
-  uint32_t type;   /* CONFINE_DEV_CHAR or CONFINE_DEV_BLOCK */
-  uint32_t major;  /* exact */
-  uint32_t minor;  /* exact, or CONFINE_DEV_ANY_MINOR */
-  uint32_t access; /* a non-empty set of CONFINE_DEV_READ | _WRITE | _MKNOD */
+  uint32_t type;       /* CONFINE_DEV_CHAR or CONFINE_DEV_BLOCK */
+  uint32_t major;      /* exact, or the first of a range */
+  uint32_t minor;      /* exact, or CONFINE_DEV_ANY_MINOR */
+  uint32_t access;     /* a non-empty set of CONFINE_DEV_READ | _WRITE | _MKNOD */
+  uint32_t major_last; /* the last major of a range major..major_last; 0 (or major): major alone */
 };
 
 /* Pure: the rules every ns sandbox gets, read and write, no mknod: the nodes its /dev holds

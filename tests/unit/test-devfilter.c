@@ -72,13 +72,18 @@ static int run(const struct bpf_insn *p, size_t n, uint32_t type, uint32_t acces
       is_ctx[d] = false;
       break;
     case BPF_JMP | BPF_JNE | BPF_K:
-    case BPF_JMP | BPF_JNE | BPF_X: {
+    case BPF_JMP | BPF_JNE | BPF_X:
+    case BPF_JMP | BPF_JLT | BPF_K:
+    case BPF_JMP | BPF_JGT | BPF_K: {
       bool by_reg = (i->code & BPF_X) != 0;
       assert_true(set[d] && !is_ctx[d]);
       assert_true(!by_reg || (set[s] && !is_ctx[s]));
       uint64_t other = by_reg ? reg[s] : (uint64_t)(int64_t)i->imm;
       assert_true(i->off > 0 && pc + 1 + (size_t)i->off < n); /* forward, inside */
-      if (reg[d] != other)
+      bool jump = BPF_OP(i->code) == BPF_JNE   ? reg[d] != other
+                  : BPF_OP(i->code) == BPF_JLT ? reg[d] < other
+                                               : reg[d] > other; /* unsigned, as the kernel */
+      if (jump)
         pc += (size_t)i->off;
       break;
     }
@@ -98,7 +103,8 @@ static int reference(const struct confine_dev_rule *rules, size_t n, uint32_t ty
                      uint32_t major, uint32_t minor) {
   for (size_t i = 0; i < n; i++) {
     const struct confine_dev_rule *r = &rules[i];
-    if (r->type == type && (access & ~r->access) == 0 && r->major == major &&
+    uint32_t last = r->major_last > r->major ? r->major_last : r->major;
+    if (r->type == type && (access & ~r->access) == 0 && r->major <= major && major <= last &&
         (r->minor == CONFINE_DEV_ANY_MINOR || r->minor == minor))
       return 1;
   }
@@ -193,17 +199,19 @@ static void test_random_against_reference(void **state) {
     size_t n = 1 + (size_t)(rand() % 40);
     struct confine_dev_rule rules[40];
     for (size_t i = 0; i < n; i++) {
+      memset(&rules[i], 0, sizeof(rules[i]));
       rules[i].type = rand() % 2 ? C : B;
       rules[i].access = 1 + (uint32_t)(rand() % 7);
       rules[i].major = (uint32_t)(rand() % 8);
       rules[i].minor = rand() % 5 == 0 ? CONFINE_DEV_ANY_MINOR : (uint32_t)(rand() % 8);
+      rules[i].major_last = rand() % 4 == 0 ? rules[i].major + (uint32_t)(rand() % 3) : 0;
     }
     struct bpf_insn *p;
     size_t count;
     build(rules, n, &p, &count);
     for (int q = 0; q < 200; q++) {
       uint32_t type = rand() % 2 ? C : B, access = 1 + (uint32_t)(rand() % 7);
-      uint32_t major = (uint32_t)(rand() % 9), minor = (uint32_t)(rand() % 9);
+      uint32_t major = (uint32_t)(rand() % 11), minor = (uint32_t)(rand() % 9);
       assert_int_equal(run(p, count, type, access, major, minor),
                        reference(rules, n, type, access, major, minor));
     }
@@ -235,6 +243,10 @@ static void test_refusals(void **state) {
   r = (struct confine_dev_rule){C, 4096, 0, R};
   expect_refused(&r, 1);
   r = (struct confine_dev_rule){C, 1, 0x100000, R};
+  expect_refused(&r, 1);
+  r = (struct confine_dev_rule){C, 5, 0, R, 4}; /* a range that ends before it starts */
+  expect_refused(&r, 1);
+  r = (struct confine_dev_rule){C, 5, 0, R, 4096};
   expect_refused(&r, 1);
   static struct confine_dev_rule many[CONFINE_DEVFILTER_MAX_RULES + 1];
   for (size_t i = 0; i < CONFINE_DEVFILTER_MAX_RULES + 1; i++)
