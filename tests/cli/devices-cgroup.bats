@@ -146,6 +146,10 @@ EOF
   nobody "$CORDON" run --backend ns -- true 2>/dev/null || skip "the ns backend does not run as nobody here"
   run --separate-stderr nobody "$CORDON" run --backend ns --device "$NODES/fuse" -- true
   [ "$status" -ne 0 ]
-  [[ "$stderr" == *"--device cannot be enforced"* ]]
+  [[ "$stderr" == *"--device/--gpu cannot be enforced"* ]]
   [ "$(printf '%s\n' "$stderr" | grep -c .)" -eq 1 ]
+  # session create says so with the exit code of what cannot be enforced here (4)
+  run --separate-stderr nobody "$CORDON" session create --backend ns --device "$NODES/fuse"
+  [ "$status" -eq 4 ]
+  [[ "$stderr" == *"--device/--gpu cannot be enforced"* ]]
 }

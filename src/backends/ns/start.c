@@ -389,10 +389,11 @@ static int apply_device_filter(struct start *st, struct cordon_error **err) {
   if (st->cgroup_fd < 0) {
     if (!granted)
       return 0;
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0,
-                            "--device cannot be enforced: its device cgroup rule needs a cgroup "
-                            "v2 of the session, and none could be made here (no cgroup v2 "
-                            "hierarchy, or none delegated to this user: see CORDON_CGROUP_ROOT)");
+    return cordon_error_set(
+        err, CORDON_ERR_UNAVAILABLE, 0,
+        "--device/--gpu cannot be enforced: its device cgroup rule needs a cgroup "
+        "v2 of the session, and none could be made here (no cgroup v2 "
+        "hierarchy, or none delegated to this user: see CORDON_CGROUP_ROOT)");
   }
   _cleanup_free_ struct confine_dev_rule *rules = NULL;
   _cleanup_free_ struct bpf_insn *insns = NULL;
@@ -410,7 +411,7 @@ static int apply_device_filter(struct start *st, struct cordon_error **err) {
       *err = attach_err;
     else
       cordon_error_free(attach_err);
-    return cordon_error_prefix(err, "--device cannot be enforced");
+    return cordon_error_prefix(err, "--device/--gpu cannot be enforced");
   }
   return 0;
 }
