@@ -153,3 +153,21 @@ EOF
   [ "$status" -eq 4 ]
   [[ "$stderr" == *"--device/--gpu cannot be enforced"* ]]
 }
+
+@test "devices cgroup: with no cgroup v2 for the session (a v1-only host's case) --device is refused, a run without it goes on" {
+  # CORDON_CGROUP_ROOT naming a v2 directory that does not exist: no session cgroup can be made,
+  # as on a host with no v2 hierarchy at all.
+  local mp
+  for mp in /sys/fs/cgroup/unified /sys/fs/cgroup; do
+    [ "$(stat -f -c %T "$mp" 2>/dev/null)" = cgroup2fs ] && break
+    mp=
+  done
+  [ -n "$mp" ] || skip "no cgroup v2 hierarchy here"
+  run --separate-stderr env CORDON_CGROUP_ROOT="$mp/cordon-missing-$$" "$CORDON" run --backend ns \
+    --device "$NODES/fuse" -- true
+  [ "$status" -eq 125 ]
+  [[ "$stderr" == *"--device/--gpu cannot be enforced: its device cgroup rule needs a cgroup v2"* ]]
+  run env CORDON_CGROUP_ROOT="$mp/cordon-missing-$$" "$CORDON" run --backend ns -- echo ran
+  [ "$status" -eq 0 ]
+  [ "$output" = ran ]
+}
