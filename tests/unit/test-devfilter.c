@@ -312,6 +312,22 @@ static int child_opens(const char *dir) {
   return WEXITSTATUS(status);
 }
 
+/* The test's cgroup, removed by the teardown whatever the test did. */
+static char *test_cgroup;
+
+static int remove_test_cgroup(void **state) {
+  (void)state;
+  if (!test_cgroup)
+    return 0;
+  /* the exited children leave the cgroup as they are reaped; give the kernel a moment */
+  int removed = -1;
+  for (int i = 0; i < 100 && (removed = rmdir(test_cgroup)) < 0 && errno == EBUSY; i++)
+    usleep(10000);
+  free(test_cgroup);
+  test_cgroup = NULL;
+  return removed;
+}
+
 static void test_attached_program_denies(void **state) {
   (void)state;
   if (geteuid() != 0) {
@@ -319,20 +335,20 @@ static void test_attached_program_denies(void **state) {
     skip();
   }
   const char *why = NULL;
-  char *dir = make_cgroup(&why);
-  if (!dir) {
+  test_cgroup = make_cgroup(&why);
+  if (!test_cgroup) {
     print_message("skipped: %s\n", why);
     skip();
   }
-  int cg = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int cg = open(test_cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   assert_true(cg >= 0);
   struct cordon_error *err = NULL;
   uint32_t n = 99;
   assert_int_equal(confine_devfilter_count(cg, &n, &err), 0);
   assert_int_equal(n, 0);
   /* Without the program both opens work: the test below can fail. */
-  assert_int_equal(child_opens(dir), 12);
-  const struct confine_dev_rule only_null = {C, 1, 3, R | W};
+  assert_int_equal(child_opens(test_cgroup), 12);
+  const struct confine_dev_rule only_null = {C, 1, 3, R | W, 0};
   struct bpf_insn *p;
   size_t count;
   build(&only_null, 1, &p, &count);
@@ -342,14 +358,8 @@ static void test_attached_program_denies(void **state) {
     fail_msg("attach: %s", err->message);
   assert_int_equal(confine_devfilter_count(cg, &n, &err), 0);
   assert_int_equal(n, 1);
-  assert_int_equal(child_opens(dir), 0);
+  assert_int_equal(child_opens(test_cgroup), 0);
   close(cg);
-  /* the exited children leave the cgroup as they are reaped; give the kernel a moment */
-  int removed = -1;
-  for (int i = 0; i < 100 && (removed = rmdir(dir)) < 0 && errno == EBUSY; i++)
-    usleep(10000);
-  assert_int_equal(removed, 0);
-  free(dir);
 }
 
 int main(void) {
@@ -358,7 +368,7 @@ int main(void) {
       cmocka_unit_test(test_granted),
       cmocka_unit_test(test_random_against_reference),
       cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_attached_program_denies),
+      cmocka_unit_test_teardown(test_attached_program_denies, remove_test_cgroup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
