@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # The ns backend's device cgroup rule (src/confine/devfilter.c): an eBPF program on the session's
 # cgroup v2 that lets the sandbox open the nodes its /dev holds and the granted ones, nothing
-# else, with or without --device. The nodes are made here with mknod: copies of /dev/null's
+# else, on every sandbox that has a cgroup: every session, and every one-shot run with a limit or
+# a grant (a bare one-shot run has no cgroup: docs/security.md). The nodes are made here with mknod: copies of /dev/null's
 # numbers (which every sandbox may open) and of /dev/fuse's (10:229, which none may unless it
 # is granted; opening one only makes an idle fuse channel). The attack that only the rule
 # stops: a device node handed in as stdin (run -i; the host path is not nodev) reopened from
@@ -72,14 +73,15 @@ EOF
 }
 
 @test "devices cgroup: a node not granted, handed in as stdin, cannot be reopened inside (EPERM)" {
-  run --separate-stderr "$CORDON" run -i --backend ns -- sh -c \
+  # --pids: a one-shot run with a limit has a cgroup, and so the rule
+  run --separate-stderr "$CORDON" run -i --backend ns --pids 64 -- sh -c \
     'readlink /proc/self/fd/0; if (exec 3<>/proc/self/fd/0); then echo REOPENED; fi; true' <"$NODES/fuse"
   [ "$status" -eq 0 ]
   [[ "$output" == *"$NODES/fuse"* ]]
   [[ "$output" != *REOPENED* ]]
   [[ "$stderr" == *"Operation not permitted"* ]]
   # as root inside too: the rule does not care for the sandbox's uid
-  run --separate-stderr "$CORDON" run -i --backend ns --user root -- sh -c \
+  run --separate-stderr "$CORDON" run -i --backend ns --pids 64 --user root -- sh -c \
     'if (exec 3<>/proc/self/fd/0); then echo REOPENED; fi; true' <"$NODES/fuse"
   [ "$status" -eq 0 ]
   [[ "$output" != *REOPENED* ]]

@@ -148,12 +148,19 @@ static void test_one_shot_and_overlay(void **state) {
   struct cordon_manifest m = {0};
   m.one_shot = true;
   struct ns_plan plan = {0};
-  /* one-shot without limits: cgroups all the same, for the device cgroup rule */
+  /* one-shot without limits or devices: no cgroups, its pid namespace dies with its command */
   build(&m, &rootless, &plan);
   assert_true(plan.one_shot);
-  assert_true(plan.needs_cgroups);
+  assert_false(plan.needs_cgroups);
   assert_false(plan.oom_shield);
   ns_plan_clear(&plan);
+  /* a device grant: cgroups, for the device cgroup rule */
+  const char *devices[] = {"/dev/null:/dev/granted", NULL};
+  m.devices = devices;
+  build(&m, &rootless, &plan);
+  assert_true(plan.needs_cgroups);
+  ns_plan_clear(&plan);
+  m.devices = NULL;
   /* a memory limit: cgroups, and pid 1 shielded from the OOM killer */
   m.policy.limits.memory_bytes = 64 << 20;
   build(&m, &rootless, &plan);

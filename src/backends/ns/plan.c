@@ -185,8 +185,11 @@ int ns_plan_build(const struct cordon_manifest *m, const struct ns_plan_host *ho
                                .fsize = policy->limits.fsize_bytes ? policy->limits.fsize_bytes
                                                                    : CORDON_DEFAULT_FSIZE_BYTES};
   p.limits = policy->limits;
-  /* Always: the device cgroup rule (start.c) lives on the session's cgroup v2. */
-  p.needs_cgroups = true;
+  /* A holder has a leaf per exec; limits and the device cgroup rule of a grant (start.c) live on
+   * the session's cgroup v2. A one-shot sandbox without either needs none: its pid namespace
+   * dies with its command, and a cgroup would cost its cold start a third (docs/security.md). */
+  bool any_limit = p.limits.memory_bytes || p.limits.pids || p.limits.cpus > 0;
+  p.needs_cgroups = !p.one_shot || any_limit || p.n_devices > 0;
   p.oom_shield = p.limits.memory_bytes > 0;
   p.tmp_bytes = confine_tmp_bytes(&policy->limits);
   p.new_network = policy->egress != CORDON_EGRESS_OPEN;

@@ -59,8 +59,9 @@ struct ns_plan {
   bool one_shot;
   struct confine_rlimits rlimits;
   struct cordon_limits limits;
-  /* cgroups: always, one-shot too: a holder's leaf per exec, the limits, and the device cgroup
-   * rule, which lives on the session's cgroup v2 (devfilter.h). */
+  /* cgroups: for a holder (a leaf per exec), limits, and a device grant (the device cgroup rule
+   * lives on the session's cgroup v2, devfilter.h); a one-shot sandbox with none of them has none.
+   */
   bool needs_cgroups;
   bool oom_shield; /* a memory limit: pid 1 is shielded from the OOM killer (holder.h) */
   uint64_t tmp_bytes;
