@@ -538,6 +538,13 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_(json_decrefp) json_t *spec = NULL;
   if (gvisor_spec(&params, &spec, err) < 0)
     return -1;
+  /* A one-shot session's spec gets its process from the one exec (one_shot_argv), in this
+   * process: kept here and written once, then, instead of written, read back and written again. */
+  if (s->one_shot) {
+    json_decref(s->impl);
+    s->impl = steal_ptr(&spec);
+    return 0;
+  }
   _cleanup_free_ char *text = json_dumps(spec, JSON_INDENT(2));
   _cleanup_close_ int bundle_fd = openat(rundir, "bundle", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (!text || bundle_fd < 0)
@@ -694,6 +701,12 @@ static int gvisor_shutdown(struct cordon_session *s, struct cordon_error **err) 
   return stop_sandbox(s);
 }
 
+/* The one-shot spec write_bundle kept, if its exec never came. */
+static void gvisor_release(struct cordon_session *s) {
+  json_decref(s->impl);
+  s->impl = NULL;
+}
+
 static int gvisor_destroy(struct cordon_session *s, struct cordon_error **err) {
   stop_sandbox(s);
   /* The owned workspace lives in the state directory, which the library removes. */
@@ -832,8 +845,11 @@ static int one_shot_argv(struct cordon_session *s, char *const *wrapper, char **
   json_decref(state);
   if (r < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  /* The spec start_sandbox kept (write_bundle); from the bundle when another process made the
+   * session. */
   json_error_t jerr;
-  _cleanup_(json_decrefp) json_t *spec = json_load_file(config, 0, &jerr);
+  _cleanup_(json_decrefp) json_t *spec =
+      s->impl ? steal_ptr(&s->impl) : json_load_file(config, 0, &jerr);
   json_t *process = json_object_get(spec, "process");
   json_t *args = json_array(), *caps = json_array();
   for (char *const *w = wrapper; args && *w; w++)
@@ -953,6 +969,7 @@ const struct cordon_backend cordon_backend_gvisor = {
     .resume = gvisor_resume,
     .attach = gvisor_attach,
     .destroy = gvisor_destroy,
+    .release = gvisor_release,
     .shutdown = gvisor_shutdown,
     .read = gvisor_read,
     .write = gvisor_write,

@@ -46,6 +46,17 @@ static void on_child(int sig) {
   (void)sig;
 }
 
+/* Point fds 0-2 at /dev/null: what gVisor's /proc/PID/fd then shows of this process. */
+static void stdio_to_null(void) {
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0)
+    return;
+  for (int fd = 0; fd <= 2; fd++)
+    dup2(null, fd);
+  if (null > 2)
+    close(null);
+}
+
 static void on_alarm(int sig) {
   (void)sig;
   timed_out = 1;
@@ -253,6 +264,9 @@ int main(int argc, char **argv) {
     memset(&chld, 0, sizeof(chld));
     chld.sa_handler = on_child;
     sigaction(SIGCHLD, &chld, NULL);
+    /* It writes nothing: no host file of runsc's (its log is the detached sandbox's stderr) stays
+     * open for /proc/1/fd to show. */
+    stdio_to_null();
     for (;;)
       if (waitpid(-1, NULL, WNOHANG) <= 0)
         pause();
@@ -299,6 +313,12 @@ int main(int argc, char **argv) {
   int stage[2] = {0, 0};
   ssize_t got = read(report_pipe[0], stage, sizeof(stage));
   close(report_pipe[0]);
+  /* The command runs (its execve closed the pipe): from here on the wrapper writes nothing but
+   * the record, so it keeps no copy of the exec's stdio. gVisor lets every process of the
+   * sandbox list /proc/PID/fd of every other and reopen what is there; the wrapper's fds are then
+   * /dev/null alone, as pid 1's: its stdio pipes stay with the command, which holds them. */
+  if (got == 0)
+    stdio_to_null();
 
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
