@@ -564,8 +564,9 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_(json_decrefp) json_t *spec = NULL;
   if (gvisor_spec(&params, &spec, err) < 0)
     return -1;
-  /* A one-shot session's spec gets its process from the one exec (one_shot_argv), in this
-   * process: kept here and written once, then, instead of written, read back and written again. */
+  /* A one-shot session's spec gets its process from its one exec (one_shot_argv), in this
+   * process: kept here, it is written once, by that exec, with the command (it was written here,
+   * read back there and written again). */
   if (s->one_shot) {
     json_decref(s->impl);
     s->impl = steal_ptr(&spec);
@@ -871,8 +872,8 @@ static int one_shot_argv(struct cordon_session *s, char *const *wrapper, char **
   json_decref(state);
   if (r < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
-  /* The spec start_sandbox kept (write_bundle); from the bundle when another process made the
-   * session. */
+  /* The spec write_bundle kept (a one-shot session is made and run by one process); else the
+   * bundle's, should one have been written. */
   json_error_t jerr;
   _cleanup_(json_decrefp) json_t *spec =
       s->impl ? steal_ptr(&s->impl) : json_load_file(config, 0, &jerr);
