@@ -287,7 +287,7 @@ except (OSError, ValueError) as e:
 @test "gvisor: a session's sandbox is reaped by a reaper holding none of cordon's fds; destroy ends both" {
   id=$("$CORDON" session create --backend gvisor)
   root=$(ls -d /run/cordon/*/state | while read -r r; do
-    runsc --root="$r" list 2>/dev/null | grep -q "cordon-$id" && echo "$r"; done)
+    if runsc --root="$r" list 2>/dev/null | grep -q "cordon-$id"; then echo "$r"; fi; done)
   [ -n "$root" ]
   pid=$(runsc --root="$root" state "cordon-$id" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
   reaper=$(awk '{print $4}' "/proc/$pid/stat")

@@ -50,7 +50,7 @@ known_gap() {
   [ "$backend" = gvisor ] || return 1
   case $1 in
     "read the holder's memory, environment or fds"*)
-      gap_reason="gVisor lets every process list /proc/PID/fd (the wrapper's fds are the exec's own stdio, pid 1's /dev/null; its environment: holder-environ below)" ;;
+      gap_reason="gVisor lets every process list /proc/PID/fd (mode 0555 in this runsc, no ptrace check): pid 1 and the wrappers hold /dev/null there, and the wrapper its 0600 status record (tests/cli/gvisor-holder-fds.bats); their environment: holder-environ below" ;;
     "control ordinary modes"*)
       gap_reason="gVisor does not implement linkat of an O_TMPFILE file (EOPNOTSUPP)" ;;
     *) return 1 ;;

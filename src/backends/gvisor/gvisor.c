@@ -6,7 +6,10 @@
  *   bundle/    config.json (spec.c); its root is shared (shared_rootfs: empty, read-only: mount
  *              points and the merged-usr links, the system directories bound over it read-only)
  *   control/   the status records of execs, bound at GVISOR_CONTROL_TARGET
- *   empty      an empty file bound over hidden files
+ *
+ * and, shared by every session (shared_rootfs, shared_file), in cordon's runtime directory: the
+ * rootfs skeleton, the sandbox's /etc/passwd and /etc/group, and the empty file bound over hidden
+ * files.
  *
  * The files there are written atomically but not durably (no fsync: the runtime directory holds
  * nothing that outlives the sandbox, and each fsync costs a cold run milliseconds).
@@ -458,10 +461,36 @@ static int protect_workspace(struct cordon_session *s, const struct cordon_polic
   return 0;
 }
 
+/* A small read-only file every sandbox binds the same: made once in cordon's runtime directory as
+ * PREFIX-<digest of its mode and content> (written under a temporary name, renamed into place)
+ * and shared, as the rootfs is: a file made and removed per session is an inode made and evicted
+ * per cold run, which costs milliseconds on a loaded disk. One whose type, owner, mode or size
+ * does not match is replaced. *path gets it. */
+static int shared_file(const char *prefix, const char *content, mode_t mode, char **path,
+                       struct cordon_error **err) {
+  _cleanup_free_ char *keyed = NULL, *runtime = NULL, *name = NULL;
+  char digest[CRYPTO_SHA256_HEX_LEN + 1];
+  size_t length = strlen(content);
+  if (asprintf(&keyed, "%o\n%s", (unsigned)mode, content) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", prefix);
+  if (crypto_sha256_hex(keyed, strlen(keyed), digest, err) < 0 ||
+      private_runtime_dir(&runtime, err) < 0)
+    return -1;
+  if (asprintf(&name, "%s-%.32s", prefix, digest) < 0 || asprintf(path, "%s/%s", runtime, name) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "%s", prefix);
+  struct stat st;
+  if (lstat(*path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+      (st.st_mode & 07777) == mode && (size_t)st.st_size == length && st.st_nlink == 1)
+    return 0;
+  _cleanup_close_ int dir = open(runtime, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", runtime);
+  return fs_write_replace_at(dir, name, content, length, mode, false, err);
+}
+
 /* /etc/passwd and /etc/group of the sandbox: only its own ids, the sandbox user named cordon
- * with its private home (the same names ns gives). */
-static int write_identity_files(struct cordon_session *s, int rundir, char **passwd, char **group,
-                                struct cordon_error **err) {
+ * with its private home (the same names ns gives); the same for every session (shared_file). */
+static int identity_files(char **passwd, char **group, struct cordon_error **err) {
   _cleanup_free_ char *users = NULL, *groups = NULL;
   if (asprintf(&users,
                "root:x:0:0:root:/root:/usr/sbin/nologin\n"
@@ -473,9 +502,8 @@ static int write_identity_files(struct cordon_session *s, int rundir, char **pas
     groups = NULL;
   if (!users || !groups)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "passwd");
-  if (fs_write_replace_at(rundir, "passwd", users, strlen(users), 0444, false, err) < 0 ||
-      fs_write_replace_at(rundir, "group", groups, strlen(groups), 0444, false, err) < 0 ||
-      session_path(s, "passwd", passwd, err) < 0 || session_path(s, "group", group, err) < 0)
+  if (shared_file("gvisor-passwd", users, 0444, passwd, err) < 0 ||
+      shared_file("gvisor-group", groups, 0444, group, err) < 0)
     return -1;
   return 0;
 }
@@ -483,17 +511,15 @@ static int write_identity_files(struct cordon_session *s, int rundir, char **pas
 static int write_bundle(struct cordon_session *s, const struct cordon_manifest *m, int rundir,
                         struct cordon_error **err) {
   _cleanup_free_ char *bundle = NULL, *rootfs = NULL, *control = NULL, *empty = NULL;
-  if (session_path(s, "bundle", &bundle, err) < 0 ||
-      session_path(s, "control", &control, err) < 0 || session_path(s, "empty", &empty, err) < 0)
+  if (session_path(s, "bundle", &bundle, err) < 0 || session_path(s, "control", &control, err) < 0)
     return -1;
 
   if (mkdirat(rundir, "bundle", 0700) < 0 || mkdirat(rundir, "state", 0700) < 0 ||
       mkdirat(rundir, "control", 0700) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: runtime directory", s->id);
-  _cleanup_close_ int empty_fd =
-      openat(rundir, "empty", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0);
-  if (empty_fd < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: empty file", s->id);
+  /* Bound, read-only, over hidden files: mode 0, so reading one is refused, as on ns. */
+  if (shared_file("gvisor-empty", "", 0, &empty, err) < 0)
+    return -1;
   /* The control directory belongs to uid 0 of the sandbox (the wrapper), mode 0700: the command,
    * uid 1000, can neither write a status record nor replace one. */
   if (fchownat(rundir, "control", GVISOR_WRAPPER_HOST_ID, GVISOR_WRAPPER_HOST_ID,
@@ -508,7 +534,7 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
                             "sandbox keeps for its wrapper",
                             s->workspace, GVISOR_WRAPPER_HOST_ID);
   _cleanup_free_ char *passwd = NULL, *group = NULL;
-  if (write_identity_files(s, rundir, &passwd, &group, err) < 0)
+  if (identity_files(&passwd, &group, err) < 0)
     return -1;
   _cleanup_(strv_freep) char **binds = NULL, **hidden = NULL;
   _cleanup_(policy_paths_clear) struct policy_paths paths = {0};
@@ -538,6 +564,14 @@ static int write_bundle(struct cordon_session *s, const struct cordon_manifest *
   _cleanup_(json_decrefp) json_t *spec = NULL;
   if (gvisor_spec(&params, &spec, err) < 0)
     return -1;
+  /* A one-shot session's spec gets its process from its one exec (one_shot_argv), in this
+   * process: kept here, it is written once, by that exec, with the command (it was written here,
+   * read back there and written again). */
+  if (s->one_shot) {
+    json_decref(s->impl);
+    s->impl = steal_ptr(&spec);
+    return 0;
+  }
   _cleanup_free_ char *text = json_dumps(spec, JSON_INDENT(2));
   _cleanup_close_ int bundle_fd = openat(rundir, "bundle", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (!text || bundle_fd < 0)
@@ -694,6 +728,12 @@ static int gvisor_shutdown(struct cordon_session *s, struct cordon_error **err) 
   return stop_sandbox(s);
 }
 
+/* The one-shot spec write_bundle kept, if its exec never came. */
+static void gvisor_release(struct cordon_session *s) {
+  json_decref(s->impl);
+  s->impl = NULL;
+}
+
 static int gvisor_destroy(struct cordon_session *s, struct cordon_error **err) {
   stop_sandbox(s);
   /* The owned workspace lives in the state directory, which the library removes. */
@@ -832,8 +872,11 @@ static int one_shot_argv(struct cordon_session *s, char *const *wrapper, char **
   json_decref(state);
   if (r < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  /* The spec write_bundle kept (a one-shot session is made and run by one process); else the
+   * bundle's, should one have been written. */
   json_error_t jerr;
-  _cleanup_(json_decrefp) json_t *spec = json_load_file(config, 0, &jerr);
+  _cleanup_(json_decrefp) json_t *spec =
+      s->impl ? steal_ptr(&s->impl) : json_load_file(config, 0, &jerr);
   json_t *process = json_object_get(spec, "process");
   json_t *args = json_array(), *caps = json_array();
   for (char *const *w = wrapper; args && *w; w++)
@@ -953,6 +996,7 @@ const struct cordon_backend cordon_backend_gvisor = {
     .resume = gvisor_resume,
     .attach = gvisor_attach,
     .destroy = gvisor_destroy,
+    .release = gvisor_release,
     .shutdown = gvisor_shutdown,
     .read = gvisor_read,
     .write = gvisor_write,

@@ -46,6 +46,17 @@ static void on_child(int sig) {
   (void)sig;
 }
 
+/* Point fds 0-2 at /dev/null: what gVisor's /proc/PID/fd then shows of this process. */
+static void stdio_to_null(void) {
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0)
+    return;
+  for (int fd = 0; fd <= 2; fd++)
+    dup2(null, fd);
+  if (null > 2)
+    close(null);
+}
+
 static void on_alarm(int sig) {
   (void)sig;
   timed_out = 1;
@@ -111,17 +122,26 @@ static void kill_tree(pid_t group) {
 
 /* One write of one short line to a new file: the host reads it only once the wrapper has exited
  * (runsc run or exec returned), so no rename is needed for it to be whole, and a record cut short
- * (the wrapper killed mid-way) does not parse, which the host reports as no record. Each file
- * operation is a round trip to gVisor's gofer: one fewer on every exec. */
+ * (the wrapper killed mid-way, or before it wrote: an empty file) does not parse, which the host
+ * reports as no record. Each file operation is a round trip to gVisor's gofer: the file is made
+ * while the command runs (open_record), so that only the write is left once it has ended. */
+static int record_fd = -1;
+
+static void open_record(const char *status_path) {
+  record_fd = open(status_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
 static void report(const char *status_path, const char *kind, int value) {
   char line[64];
   int n = snprintf(line, sizeof(line), "%s %d\n", kind, value);
-  int fd = open(status_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
+  if (record_fd < 0)
+    open_record(status_path);
+  if (record_fd < 0)
     return;
-  if (write(fd, line, (size_t)n) != n)
-    (void)ftruncate(fd, 0);
-  close(fd);
+  if (write(record_fd, line, (size_t)n) != n)
+    (void)ftruncate(record_fd, 0);
+  close(record_fd);
+  record_fd = -1;
 }
 
 /* No set-id mode bit may reach a file: gVisor's gofer applies modes to the host's files (the
@@ -253,6 +273,9 @@ int main(int argc, char **argv) {
     memset(&chld, 0, sizeof(chld));
     chld.sa_handler = on_child;
     sigaction(SIGCHLD, &chld, NULL);
+    /* It writes nothing: no host file of runsc's (its log is the detached sandbox's stderr) stays
+     * open for /proc/1/fd to show. */
+    stdio_to_null();
     for (;;)
       if (waitpid(-1, NULL, WNOHANG) <= 0)
         pause();
@@ -299,6 +322,14 @@ int main(int argc, char **argv) {
   int stage[2] = {0, 0};
   ssize_t got = read(report_pipe[0], stage, sizeof(stage));
   close(report_pipe[0]);
+  /* The command runs (its execve closed the pipe): from here on the wrapper writes nothing but
+   * the record, so it keeps no copy of the exec's stdio. gVisor lets every process of the
+   * sandbox list /proc/PID/fd of every other and reopen what is there; the wrapper's fds are then
+   * /dev/null alone, as pid 1's: its stdio pipes stay with the command, which holds them. */
+  if (got == 0) {
+    stdio_to_null();
+    open_record(status_path);
+  }
 
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
