@@ -292,10 +292,23 @@ except (OSError, ValueError) as e:
   pid=$(runsc --root="$root" state "cordon-$id" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
   reaper=$(awk '{print $4}' "/proc/$pid/stat")
   [ "$reaper" -gt 1 ]
-  # The reaper holds only /dev/null and runsc's log (stdin, stdout, stderr): no lock, no socket.
+  # The reaper holds only an empty pipe and runsc's log (stdin, stdout, stderr): no lock, no socket.
   [ "$(ls "/proc/$reaper/fd" | sort -n | tr '\n' ' ')" = "0 1 2 " ]
   "$CORDON" session destroy "$id"
   for _ in $(seq 50); do [ -e "/proc/$reaper" ] && [ "$(awk '{print $3}' "/proc/$reaper/stat" 2>/dev/null)" != Z ] || break; sleep 0.1; done
   ! kill -0 "$pid" 2>/dev/null
   [ ! -e "/proc/$reaper" ] || [ "$(awk '{print $3}' "/proc/$reaper/stat")" = Z ]
+}
+
+@test "gvisor: the host's /dev/null keeps its owner (runsc hands its stdio to the sandbox's user)" {
+  # runsc fchowns its stdio to the sandbox's user: cordon must give it pipes and files of its
+  # own. The owner is compared with itself before, not assumed root: an earlier run may have
+  # changed it on this host already (run the test as root after `chown root:root /dev/null`).
+  before=$(stat -c %u:%g /dev/null)
+  run "$CORDON" run --backend gvisor -- true </dev/null >/dev/null
+  [ "$status" -eq 0 ]
+  id=$("$CORDON" session create --backend gvisor </dev/null)
+  "$CORDON" session exec "$id" -- true </dev/null >/dev/null 2>/dev/null
+  "$CORDON" session destroy "$id" </dev/null
+  [ "$(stat -c %u:%g /dev/null)" = "$before" ]
 }

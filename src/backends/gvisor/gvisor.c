@@ -149,9 +149,10 @@ static int runsc(struct cordon_session *s, const char *const *args, bool quiet,
  * reparented to the host's init, and `runsc delete` polls a killed sandbox that stays a zombie
  * until init reaps it: seconds under an init that reaps lazily. It keeps no fd of cordon's (a
  * lock, a listening socket) beyond what runsc is given. Never returns. */
-static void __attribute__((noreturn)) reap_detached(char **argv, int null, int log, int status_fd) {
+static void __attribute__((noreturn))
+reap_detached(char **argv, int empty, int log, int status_fd) {
   setsid();
-  if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0 || dup2(empty, 0) < 0 || dup2(log, 1) < 0 ||
       dup2(log, 2) < 0 || dup2(status_fd, 3) < 0)
     _exit(125);
   sys_close_range(4, ~0u, 0);
@@ -199,10 +200,15 @@ static int runsc_detached(struct cordon_session *s, int rundir, const char *cons
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
   _cleanup_close_ int log =
       openat(rundir, "runsc.log", O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (log < 0 || null < 0)
+  if (log < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "session %s: runsc log", s->id);
+  /* stdin is an empty pipe of its own, stdout and stderr the log, never a shared file: runsc
+   * hands its stdio to the sandbox's user (fchown), which made the host's /dev/null nobody's. */
   int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
+  _cleanup_close_ int empty = pipefd[0];
+  close(pipefd[1]);
   if (pipe2(pipefd, O_CLOEXEC) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
   _cleanup_close_ int status_read = pipefd[0];
@@ -212,7 +218,7 @@ static int runsc_detached(struct cordon_session *s, int rundir, const char *cons
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "fork");
   }
   if (reaper == 0)
-    reap_detached(argv, null, log, pipefd[1]);
+    reap_detached(argv, empty, log, pipefd[1]);
   close(pipefd[1]);
   /* runsc's exit status, within the bound; the reaper itself lives on with the sandbox. */
   int status = 0;
@@ -929,7 +935,9 @@ static int gvisor_exec(struct cordon_session *s, const struct cordon_exec_reques
   struct exec_spec spec = {
       .argv = (const char *const *)argv,
       .envp = envp,
-      .stdin_data = req->stdin_data,
+      /* Never /dev/null (the runner's default): runsc hands its stdio to the sandbox's user
+       * (fchown), and the host's /dev/null became nobody's. An empty stdin is an empty pipe. */
+      .stdin_data = req->stdin_data ? req->stdin_data : "",
       .stdin_length = req->stdin_length,
       .max_output = req->max_output,
       .timeout = req->timeout > 0
