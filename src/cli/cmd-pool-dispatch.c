@@ -97,16 +97,12 @@ int pool_dispatch_place(const char *verb, struct cordon_context *ctx,
     report_refusal(&out->placement, pool, json);
     return EXIT_UNAVAILABLE;
   }
-  struct pool_manifest m = {0};
-  if (pool_lookup(ctx, pool, &m, &err) < 0 ||
-      pool_session_inputs_build(out->placement.effective.manifest, out->placement.chosen_backend,
+  /* The ceiling of the body that placed it (no second replay of the chain). */
+  if (pool_session_inputs_build(out->placement.effective.manifest, out->placement.chosen_backend,
                                 environ, &out->inputs, &err) < 0 ||
-      cordon_registry_find(reg, out->placement.chosen_backend, &out->backend, &err) < 0) {
-    pool_manifest_clear(&m);
+      cordon_registry_find(reg, out->placement.chosen_backend, &out->backend, &err) < 0)
     return cli_fail(err);
-  }
-  out->max_concurrency = m.max_concurrency;
-  pool_manifest_clear(&m);
+  out->max_concurrency = out->placement.max_concurrency;
   return EXIT_OK;
 }
 

@@ -295,6 +295,7 @@ int pool_place(struct cordon_context *ctx, const struct pool_recipe *recipe,
   if (lookup(log, cas, recipe->pool, &m, &retired, err) < 0)
     return -1;
   memcpy(p->pool_hash, m.pool_hash, 65);
+  p->max_concurrency = m.max_concurrency;
   json_auto_t *details = NULL;
   _cleanup_free_ char *overrides = NULL;
   int r;
