@@ -245,12 +245,17 @@ int pool_lease_destroy_detached(struct pool_lease *lease, struct cordon_session 
     r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
   if (!r)
     r = posix_spawnattr_setsigmask(&attr, &none);
-  if (!r && lockfd >= 0 && fcntl(lockfd, F_SETFD, 0) < 0) /* the slot's flock goes with it */
+  /* The slot's flock goes with it, as fd 3; nothing else of ours or our caller's does. */
+  if (!r && lockfd >= 0 && lockfd != 3)
+    r = posix_spawn_file_actions_adddup2(&actions, lockfd, 3);
+  else if (!r && lockfd == 3 && fcntl(lockfd, F_SETFD, 0) < 0)
     r = errno;
+  if (!r)
+    r = posix_spawn_file_actions_addclosefrom_np(&actions, lockfd >= 0 ? 4 : 3);
   if (!r) {
     char *argv[] = {"cordon", "session", "destroy", id, NULL};
     r = posix_spawn(destroyer, "/proc/self/exe", &actions, &attr, argv, environ);
-    if (lockfd >= 0)
+    if (lockfd == 3)
       fcntl(lockfd, F_SETFD, FD_CLOEXEC);
   }
   if (ready) {
