@@ -146,6 +146,16 @@ CORDON_API int cordon_audit_foreach(struct cordon_audit_log *log,
                                               void *userdata),
                                     void *userdata, struct cordon_error **err);
 
+/* verify and foreach in one pass under one lock: fn sees an entry only after its HMAC and its
+ * place in the chain (prev is the HMAC of the entry before it; the first is bound to the
+ * project) verified, so what fn reads is exactly what the chain vouches for. A chain problem
+ * stops the walk and is reported as by cordon_audit_verify (fn has then seen the entries
+ * before it); fn returning < 0 stops the walk and is returned. */
+CORDON_API int
+cordon_audit_verify_foreach(struct cordon_audit_log *log, struct cordon_audit_report *report,
+                            int (*fn)(const struct cordon_audit_entry *entry, void *userdata),
+                            void *userdata, struct cordon_error **err);
+
 #ifdef __cplusplus
 }
 #endif

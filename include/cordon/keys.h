@@ -51,6 +51,8 @@ struct cordon_signing_key;
 CORDON_API int cordon_signing_key_load(const char *dir, struct cordon_signing_key **out,
                                        struct cordon_error **err);
 CORDON_API void cordon_signing_key_free(struct cordon_signing_key *key);
+/* For _cleanup_(): frees *key (NULL is fine) and sets it to NULL. */
+CORDON_API void cordon_signing_key_freep(struct cordon_signing_key **key);
 /* The RFC 7638 thumbprint, CORDON_KEY_ID_LEN characters. */
 CORDON_API const char *cordon_signing_key_id(const struct cordon_signing_key *key);
 /* CORDON_ED25519_PUBLIC_LEN bytes. */

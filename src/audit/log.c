@@ -747,8 +747,26 @@ static int verify_line(const struct line_ref *ref, void *userdata, struct cordon
   return 0;
 }
 
-int cordon_audit_verify(struct cordon_audit_log *log, struct cordon_audit_report *report,
-                        struct cordon_error **err) {
+/* Defined with foreach, below: an entry handed to a caller's function. */
+struct foreach_state;
+static int foreach_line(const struct line_ref *ref, void *userdata, struct cordon_error **err);
+
+struct verified_walk {
+  struct verify_state verify;
+  struct foreach_state *each; /* NULL: verify only */
+};
+
+/* A line is handed on only after it verified: its HMAC, and its place in the chain. */
+static int verify_then_each(const struct line_ref *ref, void *userdata, struct cordon_error **err) {
+  struct verified_walk *v = userdata;
+  int r = verify_line(ref, &v->verify, err);
+  if (r != 0 || !v->each)
+    return r;
+  return foreach_line(ref, v->each, err);
+}
+
+static int verify_walk(struct cordon_audit_log *log, struct cordon_audit_report *report,
+                       struct foreach_state *each, struct cordon_error **err) {
   memset(report, 0, sizeof(*report));
   memcpy(report->head, AUDIT_GENESIS, sizeof(report->head));
   _cleanup_close_ int dirfd = -1, lockfd = -1;
@@ -764,10 +782,10 @@ int cordon_audit_verify(struct cordon_audit_log *log, struct cordon_audit_report
     free(w.segments);
     return -1;
   }
-  struct verify_state s = {.log = log, .report = report};
-  memcpy(s.expected_prev, log->genesis, sizeof(s.expected_prev));
+  struct verified_walk s = {.verify = {.log = log, .report = report}, .each = each};
+  memcpy(s.verify.expected_prev, log->genesis, sizeof(s.verify.expected_prev));
   size_t walk_count = w.missing ? w.missing - 1 : w.count;
-  int r = walk_lines(log, dirfd, &w, walk_count, verify_line, &s, err);
+  int r = walk_lines(log, dirfd, &w, walk_count, verify_then_each, &s, err);
   if (r == 0 && w.missing) {
     char name[64], reason[AUDIT_REASON_MAX + 64];
     segment_name(w.missing, name);
@@ -783,6 +801,11 @@ int cordon_audit_verify(struct cordon_audit_log *log, struct cordon_audit_report
   if (report->problem != CORDON_AUDIT_OK && !report->reason)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "audit verify");
   return 0;
+}
+
+int cordon_audit_verify(struct cordon_audit_log *log, struct cordon_audit_report *report,
+                        struct cordon_error **err) {
+  return verify_walk(log, report, NULL, err);
 }
 
 /* ---- foreach ------------------------------------------------------------------------------ */
@@ -829,6 +852,13 @@ static int foreach_line(const struct line_ref *ref, void *userdata, struct cordo
   if (r < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "audit walk stopped");
   return 0;
+}
+
+int cordon_audit_verify_foreach(struct cordon_audit_log *log, struct cordon_audit_report *report,
+                                int (*fn)(const struct cordon_audit_entry *entry, void *userdata),
+                                void *userdata, struct cordon_error **err) {
+  struct foreach_state s = {fn, userdata, 0};
+  return verify_walk(log, report, &s, err);
 }
 
 int cordon_audit_foreach(struct cordon_audit_log *log,

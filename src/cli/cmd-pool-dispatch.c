@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,17 +97,31 @@ int pool_dispatch_place(const char *verb, struct cordon_context *ctx,
     report_refusal(&out->placement, pool, json);
     return EXIT_UNAVAILABLE;
   }
-  struct pool_manifest m = {0};
-  if (pool_lookup(ctx, pool, &m, &err) < 0 ||
-      pool_session_inputs_build(out->placement.effective.manifest, out->placement.chosen_backend,
+  /* The ceiling of the body that placed it (no second replay of the chain). */
+  if (pool_session_inputs_build(out->placement.effective.manifest, out->placement.chosen_backend,
                                 environ, &out->inputs, &err) < 0 ||
-      cordon_registry_find(reg, out->placement.chosen_backend, &out->backend, &err) < 0) {
-    pool_manifest_clear(&m);
+      cordon_registry_find(reg, out->placement.chosen_backend, &out->backend, &err) < 0)
     return cli_fail(err);
-  }
-  out->max_concurrency = m.max_concurrency;
-  pool_manifest_clear(&m);
+  out->max_concurrency = out->placement.max_concurrency;
   return EXIT_OK;
+}
+
+void pool_dispatch_workspace_hint(const struct pool_dispatch_placed *d, struct cordon_error *err) {
+  const struct cordon_manifest *m = &d->inputs.manifest;
+  if (!err || !err->message || m->workspace || (!m->policy.read_only && !m->policy.hidden))
+    return;
+  if (!strstr(err->message, "read-only path") && !strstr(err->message, "hidden path"))
+    return;
+  /* Without --workspace a pool's session starts in a fresh, empty directory: its read_only and
+   * hidden paths cannot be there. */
+  char *message = NULL;
+  if (asprintf(&message,
+               "%s: pool %s's read_only and hidden paths name paths in the workspace, an empty "
+               "directory unless --workspace DIR (the current directory: --workspace .)",
+               err->message, d->recipe.pool) < 0)
+    return;
+  free(err->message);
+  err->message = message;
 }
 
 /* The placement as a warm slot would be recorded. */
@@ -200,31 +216,56 @@ int pool_lease_bind(struct pool_lease *lease, const char *session_id, struct cor
 }
 
 int pool_lease_destroy_detached(struct pool_lease *lease, struct cordon_session *s,
-                                struct cordon_error **err) {
+                                pid_t *destroyer, struct cordon_error **err) {
+  *destroyer = -1;
   char id[65];
   snprintf(id, sizeof(id), "%s", s->id);
   int lockfd = lease->slot ? pool_slot_lock_fd(lease->slot) : -1;
   fflush(NULL);
-  pid_t child = fork();
-  if (child < 0)
-    return cordon_session_destroy(s, err);
-  if (child == 0) {
-    /* Detached: a session of its own, and our parent does not wait for its grandchild. */
-    if (setsid() < 0 || fork() != 0)
-      _exit(0);
-    int null = open("/dev/null", O_RDWR);
-    if (null >= 0) {
-      dup2(null, 0);
-      dup2(null, 1);
-      dup2(null, 2);
-    }
-    if (lockfd >= 0)
-      fcntl(lockfd, F_SETFD, 0); /* the slot's flock goes with it */
-    char *argv[] = {"cordon", "session", "destroy", id, NULL};
-    execv("/proc/self/exe", argv);
-    _exit(127);
+  /* posix_spawn (a vfork underneath): we wait only for the exec, not for a fork of our whole
+   * address space and a second process to be scheduled; the destroyer runs in a session of its
+   * own, stdio on /dev/null (our caller's pipes close with us), and holds the slot's flock. */
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  sigset_t none;
+  sigemptyset(&none);
+  bool ready = posix_spawn_file_actions_init(&actions) == 0;
+  if (ready && posix_spawnattr_init(&attr) != 0) {
+    posix_spawn_file_actions_destroy(&actions);
+    ready = false;
   }
-  waitpid(child, NULL, 0);
+  int r = ready ? 0 : ENOMEM;
+  if (!r)
+    r = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDWR, 0);
+  if (!r)
+    r = posix_spawn_file_actions_adddup2(&actions, 0, 1);
+  if (!r)
+    r = posix_spawn_file_actions_adddup2(&actions, 0, 2);
+  if (!r)
+    r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
+  if (!r)
+    r = posix_spawnattr_setsigmask(&attr, &none);
+  /* The slot's flock goes with it, as fd 3; nothing else of ours or our caller's does. */
+  if (!r && lockfd >= 0 && lockfd != 3)
+    r = posix_spawn_file_actions_adddup2(&actions, lockfd, 3);
+  else if (!r && lockfd == 3 && fcntl(lockfd, F_SETFD, 0) < 0)
+    r = errno;
+  if (!r)
+    r = posix_spawn_file_actions_addclosefrom_np(&actions, lockfd >= 0 ? 4 : 3);
+  if (!r) {
+    char *argv[] = {"cordon", "session", "destroy", id, NULL};
+    r = posix_spawn(destroyer, "/proc/self/exe", &actions, &attr, argv, environ);
+    if (lockfd == 3)
+      fcntl(lockfd, F_SETFD, FD_CLOEXEC);
+  }
+  if (ready) {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+  }
+  if (r) {
+    *destroyer = -1;
+    return cordon_session_destroy(s, err);
+  }
   cordon_session_close(s);
   return 0;
 }

@@ -5,6 +5,7 @@
 #define CORDON_CLI_CMD_POOL_DISPATCH_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include <cordon/cordon.h>
 
@@ -23,6 +24,9 @@ struct pool_dispatch_placed {
   uint64_t max_concurrency;
 };
 void pool_dispatch_placed_clear(struct pool_dispatch_placed *d);
+/* A read_only or hidden path of the pool not found in a session made without --workspace (a
+ * fresh, empty directory): say so in err's message, naming --workspace. */
+void pool_dispatch_workspace_hint(const struct pool_dispatch_placed *d, struct cordon_error *err);
 
 /* A loaded attestation as pool_place takes it: out filled and returned, or NULL when a is NULL
  * or holds none (nothing was loaded into it). */
@@ -61,11 +65,13 @@ int pool_lease_begin(const char *verb, struct cordon_context *ctx,
 /* Tie the lease's slot to a session that outlives this process (`session create --pool`). */
 int pool_lease_bind(struct pool_lease *lease, const char *session_id, struct cordon_error **err);
 /* Destroy a used warm session after this process has exited: a detached `cordon session
- * destroy ID` (this binary, in a session of its own, stdio on /dev/null) that inherits the
- * lease's slot lock, so the slot stays held until the session is gone. s is closed (not
- * destroyed) here. When that cannot start, s is destroyed here. */
+ * destroy ID` (this binary, spawned into a session of its own, stdio on /dev/null) that
+ * inherits the lease's slot lock, so the slot stays held until the session is gone. s is closed
+ * (not destroyed) here. When that cannot start, s is destroyed here (*destroyer -1). Otherwise
+ * *destroyer is its pid: a caller that lives on reaps it (waitpid WNOHANG); one that exits
+ * leaves it to be re-parented. */
 int pool_lease_destroy_detached(struct pool_lease *lease, struct cordon_session *s,
-                                struct cordon_error **err);
+                                pid_t *destroyer, struct cordon_error **err);
 /* Let the slot go (one bound to a session stays with it). */
 void pool_lease_end(struct pool_lease *lease);
 

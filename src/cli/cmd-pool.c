@@ -2,6 +2,7 @@
  * and verify read or extend the registry, which is a projection of the audit chain; place
  * decides and seals a placement (or a refusal) without creating anything. pool_cli_place is
  * the placement `run --pool` and `session create --pool` make before they create. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "cli/cmd-pool.h"
 #include "crypto/jcs.h"
 #include "pool/pool.h"
+#include "pool/queue.h"
 
 extern char **environ;
 
@@ -43,10 +45,14 @@ static const char pool_usage[] =
     "                      template above its ceilings are refused, naming the field) and\n"
     "                      record it: pool.registered, or pool.updated for a known name\n"
     "  list                every pool: name, state, version, pool_hash\n"
-    "  show NAME           a pool's manifest and state\n"
+    "  show NAME           a pool's manifest and state, and its live state: slots in use of\n"
+    "                      max_concurrency, dispatches pending in its queue, warm sessions\n"
+    "                      ready by effective manifest hash (drifted ones: from another\n"
+    "                      body of the pool, to be quarantined by the next dispatch)\n"
     "  retire NAME         record pool.retired: later placements into it are refused\n"
-    "  verify              replay the chain, re-hash every stored body and re-check every\n"
-    "                      placement and refusal receipt; exit 1 naming the first break\n"
+    "  verify              walk the chain (each entry's HMAC and place in it first), re-hash\n"
+    "                      every stored body, re-check every placement, refusal, enrolment,\n"
+    "                      claim and quarantine receipt; exit 1 naming the first break\n"
     "  place NAME          decide and seal a placement without creating anything\n"
     "    --recipe FILE     {\"pool\": NAME, \"overrides\": {...}} (default: no overrides)\n"
     "    --out FILE        write the signed receipt to FILE (atomically)\n"
@@ -227,6 +233,79 @@ static void print_strings(const char *label, char *const *list) {
   printf("\n");
 }
 
+/* What a pool is doing right now: slots held of its ceiling, dispatches pending, warm sessions
+ * ready, grouped by the effective manifest (and backend) they serve. Read only: looking at a
+ * pool creates nothing. */
+static json_t *pool_live(struct cordon_context *ctx, const struct pool_manifest *m,
+                         struct cordon_error **err) {
+  const char *state_dir = cordon_context_state_dir(ctx);
+  struct pool_slot_usage usage = {0};
+  size_t pending = 0, n = 0;
+  struct pool_warm_record *ready = NULL;
+  if (pool_slot_usage(state_dir, m->name, &usage, err) < 0 ||
+      pool_queue_pending(state_dir, m->name, &pending, err) < 0 ||
+      pool_warm_list(state_dir, m->name, &ready, &n, err) < 0)
+    return NULL;
+  json_t *groups = json_array();
+  size_t current = 0;
+  for (size_t i = 0; i < n && groups; i++) {
+    bool drifted = strcmp(ready[i].pool_hash, m->pool_hash) != 0;
+    current += !drifted;
+    size_t j;
+    json_t *g, *same = NULL;
+    json_array_foreach(groups, j, g) {
+      if (!strcmp(json_string_value(json_object_get(g, "effective_manifest_hash")),
+                  ready[i].effective_manifest_hash) &&
+          !strcmp(json_string_value(json_object_get(g, "backend")), ready[i].backend) &&
+          json_is_true(json_object_get(g, "drifted")) == drifted) {
+        same = g;
+        break;
+      }
+    }
+    if (same) {
+      json_object_set_new(same, "sessions",
+                          json_integer(json_integer_value(json_object_get(same, "sessions")) + 1));
+      continue;
+    }
+    json_array_append_new(groups,
+                          json_pack("{s:s,s:s,s:I,s:b}", "effective_manifest_hash",
+                                    ready[i].effective_manifest_hash, "backend", ready[i].backend,
+                                    "sessions", (json_int_t)1, "drifted", drifted));
+  }
+  free(ready);
+  json_t *live = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "slots_in_use", (json_int_t)usage.held,
+                           "slots_held_by_sessions", (json_int_t)usage.sessions, "max_concurrency",
+                           (json_int_t)m->max_concurrency, "pending_dispatches",
+                           (json_int_t)pending, "warm_ready", (json_int_t)current, "warm_drifted",
+                           (json_int_t)(n - current), "warm", groups ? groups : json_array());
+  if (!live)
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "pool show");
+  return live;
+}
+
+static void print_live(const json_t *live) {
+  printf("%-26s %lld/%lld (%lld held by sessions)\n", "slots_in_use",
+         (long long)json_integer_value(json_object_get(live, "slots_in_use")),
+         (long long)json_integer_value(json_object_get(live, "max_concurrency")),
+         (long long)json_integer_value(json_object_get(live, "slots_held_by_sessions")));
+  printf("%-26s %lld\n", "pending_dispatches",
+         (long long)json_integer_value(json_object_get(live, "pending_dispatches")));
+  printf("%-26s %lld", "warm_ready",
+         (long long)json_integer_value(json_object_get(live, "warm_ready")));
+  long long drifted = json_integer_value(json_object_get(live, "warm_drifted"));
+  if (drifted)
+    printf(" (and %lld drifted)", drifted);
+  printf("\n");
+  size_t i;
+  json_t *g;
+  json_array_foreach(json_object_get(live, "warm"), i, g) {
+    printf("  %s %s %lld%s\n", json_string_value(json_object_get(g, "effective_manifest_hash")),
+           json_string_value(json_object_get(g, "backend")),
+           (long long)json_integer_value(json_object_get(g, "sessions")),
+           json_is_true(json_object_get(g, "drifted")) ? " drifted" : "");
+  }
+}
+
 static int pool_show_cmd(int argc, char **argv) {
   struct pool_flags f = {0};
   const char *name = NULL;
@@ -245,10 +324,18 @@ static int pool_show_cmd(int argc, char **argv) {
     return cli_fail(err);
   }
   const char *state_name = state == POOL_ACTIVE ? "active" : "retired";
+  json_t *live = pool_live(ctx, &m, &err);
+  if (!live) {
+    pool_manifest_clear(&m);
+    cordon_context_free(ctx);
+    return cli_fail(err);
+  }
   if (f.json) {
     json_t *doc = pool_manifest_json(&m);
-    if (doc)
+    if (doc) {
       json_object_set_new(doc, "state", json_string(state_name));
+      json_object_set(doc, "live", live);
+    }
     cli_print_json(doc);
   } else {
     printf("%-26s %s\n", "name", m.name);
@@ -275,7 +362,9 @@ static int pool_show_cmd(int argc, char **argv) {
     printf("%-26s %s\n", "template", t ? t : "{}");
     free(t);
     json_decref(caps);
+    print_live(live);
   }
+  json_decref(live);
   pool_manifest_clear(&m);
   cordon_context_free(ctx);
   return EXIT_OK;

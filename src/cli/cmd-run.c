@@ -26,8 +26,9 @@ static const char run_usage[] =
     "                        environment, limits and policy come from the pool's template\n"
     "                        and the recipe's overrides, never from the options above\n"
     "                        (but --attestation and --expected-keyid, which its selector\n"
-    "                        reads); a refused recipe exits 4 (receipt chained, nothing\n"
-    "                        created)\n"
+    "                        reads, and --workspace DIR: the pool's read_only and hidden\n"
+    "                        paths name paths in DIR; such a run is never served warm); a\n"
+    "                        refused recipe exits 4 (receipt chained, nothing created)\n"
     "  --recipe FILE         with --pool: {\"pool\": NAME, \"overrides\": {...}}\n"
     "  --wait SECONDS        with --pool: wait up to SECONDS for one of the pool's\n"
     "                        max_concurrency slots (default: refused at once, exit 4);\n"
@@ -88,8 +89,10 @@ int cmd_run(int argc, char **argv) {
       continue;
     }
     /* --attestation and --expected-keyid shape no manifest: with --pool they feed its selector. */
+    /* --workspace names the caller's directory, not the sandbox's shape: with --pool, the pool's
+     * read_only and hidden paths apply to it. */
     if (c != OPT_JSON && c != OPT_QUIET && c != '?' && c != CLI_OPT_ATTESTATION &&
-        c != CLI_OPT_EXPECTED_KEYID)
+        c != CLI_OPT_EXPECTED_KEYID && c != OPT_WORKSPACE)
       manifest_given = true;
     int r = c == '?' ? cli_option_error("run") : manifest_option("run", c, optarg, &o);
     if (r != 0) {
@@ -204,18 +207,21 @@ static int run_pooled(const char *pool, const char *recipe, double wait, struct 
   int held = pool_dispatch_place("run", ctx, reg, pool, recipe, NULL, attestation ? &att : NULL,
                                  o->json, &d);
   if (held == EXIT_OK)
-    held = pool_lease_begin("run", ctx, reg, &d, wait, true, o->json, &lease);
+    held = pool_lease_begin("run", ctx, reg, &d, wait, !o->workspace, o->json, &lease);
   if (held != EXIT_OK) {
     code = held == EXIT_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_CORDON;
     goto out;
   }
   d.inputs.manifest.ephemeral = true;
   d.inputs.manifest.one_shot = true;
+  /* The caller's directory (a warm session has its own, fresh one: never used with it). */
+  d.inputs.manifest.workspace = o->workspace;
   bool warm = lease.warm != NULL;
   if (warm) {
     s = lease.warm; /* used once: destroyed below, after we are gone */
     lease.warm = NULL;
   } else if (cordon_session_create(ctx, d.backend, &d.inputs.manifest, &s, &err) < 0) {
+    pool_dispatch_workspace_hint(&d, err);
     emit_failure(err, o->json, EXIT_CORDON);
     goto out;
   }
@@ -240,7 +246,9 @@ static int run_pooled(const char *pool, const char *recipe, double wait, struct 
   proc_exit_pending_set();
   /* A warm session's teardown (a container's, a VM's) is not this command's latency: a detached
    * process destroys it, holding the pool slot until it is gone. */
-  if ((warm ? pool_lease_destroy_detached(&lease, s, &err) : cordon_session_destroy(s, &err)) < 0) {
+  pid_t destroyer; /* not waited for: it outlives us, re-parented */
+  if ((warm ? pool_lease_destroy_detached(&lease, s, &destroyer, &err)
+            : cordon_session_destroy(s, &err)) < 0) {
     cli_fail(err);
     code = EXIT_CORDON;
   }

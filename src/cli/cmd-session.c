@@ -56,8 +56,10 @@ static const char create_usage[] =
     "  --pool NAME           place into the named pool first (`cordon pool`): the session's\n"
     "                        shape comes from the pool's template and the recipe's\n"
     "                        overrides, never from the options above (but --attestation\n"
-    "                        and --expected-keyid, which its selector reads); a refused\n"
-    "                        recipe exits 4 (receipt chained, no session created)\n"
+    "                        and --expected-keyid, which its selector reads, and\n"
+    "                        --workspace DIR: the pool's read_only and hidden paths name\n"
+    "                        paths in DIR); a refused recipe exits 4 (receipt chained, no\n"
+    "                        session created)\n"
     "  --recipe FILE         with --pool: {\"pool\": NAME, \"overrides\": {...}}\n"
     "  --wait SECONDS        with --pool: wait up to SECONDS for one of the pool's\n"
     "                        max_concurrency slots (default: refused at once, exit 4); the\n"
@@ -146,7 +148,7 @@ enum { OPT_POOL = 1000, OPT_RECIPE, OPT_WAIT_SLOT };
 
 /* `session create --pool`: place, then create from the effective manifest. */
 static int create_pooled(const char *pool, const char *recipe, double wait, bool json,
-                         const char *attestation, const char *expected_kid) {
+                         const char *attestation, const char *expected_kid, const char *workspace) {
   struct cordon_error *err = NULL;
   struct cli_attestation att = {0};
   struct cordon_registry *reg = NULL;
@@ -163,7 +165,9 @@ static int create_pooled(const char *pool, const char *recipe, double wait, bool
              (code = pool_lease_begin("session create", ctx, reg, &d, wait, false, json, &lease)) !=
                  EXIT_OK) {
     /* reported; a refusal or a held ceiling (4) created nothing */
-  } else if (cordon_session_create(ctx, d.backend, &d.inputs.manifest, &s, &err) < 0) {
+  } else if ((d.inputs.manifest.workspace = workspace,
+              cordon_session_create(ctx, d.backend, &d.inputs.manifest, &s, &err) < 0)) {
+    pool_dispatch_workspace_hint(&d, err);
     code = cli_fail(err);
   } else if (pool_lease_bind(&lease, s->id, &err) < 0) {
     /* The slot must outlive us with the session, or the ceiling would not hold. */
@@ -236,8 +240,10 @@ static int session_create(int argc, char **argv) {
       continue;
     }
     /* --attestation and --expected-keyid shape no manifest: with --pool they feed its selector. */
+    /* --workspace names the caller's directory, not the session's shape: with --pool, the
+     * pool's read_only and hidden paths apply to it. */
     if (c != OPT_JSON && c != OPT_QUIET && c != '?' && c != CLI_OPT_ATTESTATION &&
-        c != CLI_OPT_EXPECTED_KEYID)
+        c != CLI_OPT_EXPECTED_KEYID && c != OPT_WORKSPACE)
       manifest_given = true;
     int r = c == '?' ? cli_option_error("session create")
                      : manifest_option("session create", c, optarg, &o);
@@ -263,6 +269,7 @@ static int session_create(int argc, char **argv) {
   if (pool) {
     bool json = o.json;
     const char *attestation = o.select.attestation, *expected_kid = o.select.expected_kid;
+    const char *workspace = o.workspace; /* argv's, not o's */
     manifest_opts_free(&o);
     if (expected_kid && !attestation)
       return cli_usage_error("session create", "--expected-keyid needs --attestation FILE");
@@ -270,7 +277,8 @@ static int session_create(int argc, char **argv) {
       return cli_usage_error("session create",
                              "with --pool, the session's shape comes from the pool and its "
                              "recipe, not from manifest options or --from");
-    return create_pooled(pool, recipe, wait < 0 ? 0 : wait, json, attestation, expected_kid);
+    return create_pooled(pool, recipe, wait < 0 ? 0 : wait, json, attestation, expected_kid,
+                         workspace);
   }
   struct cordon_manifest m;
   struct cordon_repo_spec repo = {0};

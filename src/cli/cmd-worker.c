@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "base/cleanup.h"
@@ -122,11 +123,6 @@ static int worker_parse(const char *verb, int argc, char **argv, bool run, struc
   return 0;
 }
 
-static void key_freep(struct cordon_signing_key **key) {
-  if (*key)
-    cordon_signing_key_free(*key);
-}
-
 static int worker_enrol(int argc, char **argv) {
   struct worker_opts o = {0};
   int code = worker_parse("worker enrol", argc, argv, false, &o);
@@ -135,7 +131,7 @@ static int worker_enrol(int argc, char **argv) {
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
   struct pool_manifest m = {0};
-  _cleanup_(key_freep) struct cordon_signing_key *key = NULL;
+  _cleanup_(cordon_signing_key_freep) struct cordon_signing_key *key = NULL;
   _cleanup_free_ char *actor = pool_dispatch_actor();
   char digest[65];
   if (cordon_context_open(NULL, &ctx, &err) < 0 || cli_ensure_install_key(&err) < 0 ||
@@ -163,6 +159,8 @@ struct worker {
   struct cordon_signing_key *key;
   char *actor;
   struct cli_attestation att; /* --attestation, loaded once */
+  pid_t *destroyers;          /* detached destroyers of used warm sessions, reaped as they end */
+  size_t n_destroyers;
 };
 
 static void sha256_of(const unsigned char *data, size_t n, char out[65]) {
@@ -221,12 +219,29 @@ static int run_command(struct worker *w, struct pool_dispatch_placed *d, struct 
   struct cordon_exec_request req = {.argv = (const char *const *)dispatch->argv};
   int r = cordon_session_exec(s, &req, res, err);
   struct cordon_error *derr = NULL;
-  if ((warm ? pool_lease_destroy_detached(lease, s, &derr) : cordon_session_destroy(s, &derr)) <
-      0) {
+  pid_t destroyer = -1;
+  if ((warm ? pool_lease_destroy_detached(lease, s, &destroyer, &derr)
+            : cordon_session_destroy(s, &derr)) < 0) {
     cli_error("dispatch %s: %s", dispatch->id, derr->message);
     cordon_error_free(derr);
   }
+  if (destroyer > 0) {
+    pid_t *grown = realloc(w->destroyers, (w->n_destroyers + 1) * sizeof(*grown));
+    if (grown) {
+      w->destroyers = grown;
+      w->destroyers[w->n_destroyers++] = destroyer;
+    } /* else it stays a zombie until we exit */
+  }
   return r;
+}
+
+/* Reap the destroyers that have ended (no zombies pile up in a long-running worker). */
+static void reap_destroyers(struct worker *w) {
+  size_t kept = 0;
+  for (size_t i = 0; i < w->n_destroyers; i++)
+    if (waitpid(w->destroyers[i], NULL, WNOHANG) == 0)
+      w->destroyers[kept++] = w->destroyers[i];
+  w->n_destroyers = kept;
 }
 
 /* One claimed dispatch, start to end. Returns an exit code for --once. */
@@ -309,6 +324,7 @@ static int worker_loop(struct worker *w) {
     return cli_fail(err);
   }
   for (;;) {
+    reap_destroyers(w);
     struct pool_dispatch dispatch = {0};
     int r = pool_queue_claim(cordon_context_state_dir(w->ctx), w->o.pool, &dispatch, &err);
     if (r < 0)
@@ -348,7 +364,8 @@ static int worker_run(int argc, char **argv) {
   else
     code = worker_loop(&w);
   cli_attestation_clear(&w.att);
-  key_freep(&w.key);
+  cordon_signing_key_freep(&w.key);
+  free(w.destroyers); /* the ones still running are re-parented when we exit */
   cordon_registry_free(w.reg);
   cordon_context_free(w.ctx);
   free(w.actor);

@@ -238,6 +238,11 @@ void cordon_signing_key_free(struct cordon_signing_key *key) {
   free(key);
 }
 
+void cordon_signing_key_freep(struct cordon_signing_key **key) {
+  cordon_signing_key_free(*key);
+  *key = NULL;
+}
+
 const char *cordon_signing_key_id(const struct cordon_signing_key *key) {
   return key->kid;
 }

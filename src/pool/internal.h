@@ -23,10 +23,6 @@ static inline void cas_closep(struct cordon_cas **cas) {
   if (*cas)
     cordon_cas_close(*cas);
 }
-static inline void key_freep(struct cordon_signing_key **key) {
-  if (*key)
-    cordon_signing_key_free(*key);
-}
 
 /* The capabilities a pool may name: every protocol capability but caller_stdio (plumbing). */
 #define POOL_CAPABILITIES                                                       \

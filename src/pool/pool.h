@@ -307,6 +307,7 @@ struct pool_placement {
   size_t receipt_length;
   char receipt_digest[65]; /* its digest in the CAS */
   char pool_hash[65];
+  uint64_t max_concurrency; /* the placing body's ceiling (a dispatch's slot table needs it) */
 };
 void pool_placement_clear(struct pool_placement *p);
 

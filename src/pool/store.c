@@ -285,7 +285,7 @@ int pool_place(struct cordon_context *ctx, const struct pool_recipe *recipe,
   memset(p, 0, sizeof(*p));
   _cleanup_(audit_closep) struct cordon_audit_log *log = NULL;
   _cleanup_(cas_closep) struct cordon_cas *cas = NULL;
-  _cleanup_(key_freep) struct cordon_signing_key *key = NULL;
+  _cleanup_(cordon_signing_key_freep) struct cordon_signing_key *key = NULL;
   if (open_both(ctx, &log, &cas, err) < 0)
     return -1;
   if (cordon_signing_key_load(NULL, &key, err) < 0)
@@ -295,6 +295,7 @@ int pool_place(struct cordon_context *ctx, const struct pool_recipe *recipe,
   if (lookup(log, cas, recipe->pool, &m, &retired, err) < 0)
     return -1;
   memcpy(p->pool_hash, m.pool_hash, 65);
+  p->max_concurrency = m.max_concurrency;
   json_auto_t *details = NULL;
   _cleanup_free_ char *overrides = NULL;
   int r;

@@ -1,5 +1,6 @@
 /* `pool verify`: everything pools claim, re-derived offline from the audit chain and the CAS.
- * The chain's HMACs first (a deleted, edited or reordered line breaks it); then a replay: the
+ * One pass over the chain (cordon_audit_verify_foreach): each entry's HMAC and place in the
+ * chain first (a deleted, edited or reordered line breaks it), then its replay: the
  * registry projected again, every pool body the chain names re-read (the CAS read re-hashes
  * it) and re-parsed, every placement and refusal receipt re-read, its signature and form
  * checked, its members matched against the chain entry, and its decision re-derived by the same
@@ -286,32 +287,33 @@ int pool_verify(struct cordon_context *ctx, const char *expected_kid,
   if (cordon_audit_open_project(ctx, NULL, &log, err) < 0 ||
       cordon_cas_open_project(ctx, &cas, err) < 0)
     goto out;
+  /* One pass: each entry is checked here only after the audit layer verified its HMAC and its
+   * place in the chain (prev = the HMAC of the entry before it), under the same read lock, so
+   * the walk never reads a line the chain does not vouch for. The first break, of the chain or
+   * of a pool record, stops it. */
   struct cordon_audit_report chain = {0};
-  if (cordon_audit_verify(log, &chain, err) < 0)
-    goto out;
-  if (chain.problem != CORDON_AUDIT_OK) {
-    report->ok = false;
-    report->object = strdup("audit chain");
-    if (asprintf(&report->reason, "audit chain: %s line %llu: %s: %s",
-                 chain.file ? chain.file : "?", (unsigned long long)chain.line,
-                 cordon_audit_problem_name(chain.problem),
-                 chain.reason ? chain.reason : "broken") < 0)
-      report->reason = NULL;
+  struct walk w = {.cas = cas, .kid = expected_kid, .report = report, .err = err};
+  int wr = cordon_audit_verify_foreach(log, &chain, check_entry, &w, err);
+  pool_registry_clear(&w.reg);
+  if (wr < 0 && report->ok) {
     cordon_audit_report_clear(&chain);
-    r = 0;
     goto out;
   }
-  cordon_audit_report_clear(&chain);
-  struct walk w = {.cas = cas, .kid = expected_kid, .report = report, .err = err};
-  int wr = cordon_audit_foreach(log, check_entry, &w, err);
-  pool_registry_clear(&w.reg);
-  if (wr < 0 && report->ok)
-    goto out;
   if (wr < 0 && err && *err) {
     /* A break stops the walk; it is a verdict, not an error. */
     cordon_error_free(*err);
     *err = NULL;
   }
+  if (report->ok && chain.problem != CORDON_AUDIT_OK) {
+    report->ok = false;
+    report->object = strdup("audit chain");
+    if (asprintf(&report->reason, "audit chain: entry %llu (%s line %llu): %s: %s",
+                 (unsigned long long)chain.entry, chain.file ? chain.file : "?",
+                 (unsigned long long)chain.line, cordon_audit_problem_name(chain.problem),
+                 chain.reason ? chain.reason : "broken") < 0)
+      report->reason = NULL;
+  }
+  cordon_audit_report_clear(&chain);
   r = 0;
 out:
   if (key)

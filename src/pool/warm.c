@@ -197,3 +197,48 @@ int pool_warm_count(const char *state_dir, const char *pool, size_t *count,
   closedir(dir);
   return 0;
 }
+
+int pool_warm_list(const char *state_dir, const char *pool, struct pool_warm_record **out,
+                   size_t *n, struct cordon_error **err) {
+  *out = NULL;
+  *n = 0;
+  if (!pool_name_valid(pool))
+    return cordon_error_set(err, CORDON_ERR_USAGE, 0, "'%s' is not a pool name", pool);
+  _cleanup_free_ char *path = NULL;
+  if (asprintf(&path, "%s/pools/warm/%s/ready", state_dir, pool) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "warm slots");
+  /* Looking creates nothing: no directory, no warm slot. */
+  _cleanup_close_ int ready = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (ready < 0)
+    return errno == ENOENT
+               ? 0
+               : cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot open %s", path);
+  int fd = dup(ready);
+  DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+  if (!dir) {
+    if (fd >= 0)
+      close(fd);
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot read %s", path);
+  }
+  struct dirent *de;
+  int r = 0;
+  while ((de = readdir(dir))) {
+    struct pool_warm_record slot;
+    if (de->d_name[0] == '.' || read_record(ready, de->d_name, &slot))
+      continue; /* taken meanwhile, or not a record */
+    struct pool_warm_record *grown = realloc(*out, (*n + 1) * sizeof(**out));
+    if (!grown) {
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "warm slots");
+      break;
+    }
+    *out = grown;
+    (*out)[(*n)++] = slot;
+  }
+  closedir(dir);
+  if (r < 0) {
+    free(*out);
+    *out = NULL;
+    *n = 0;
+  }
+  return r;
+}

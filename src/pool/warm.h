@@ -57,6 +57,10 @@ void pool_warm_take_clear(struct pool_warm_take *t);
  * quarantine/, and take the first match (moved into used/). */
 int pool_warm_take(const char *state_dir, const struct pool_warm_record *current,
                    struct pool_warm_take *out, struct cordon_error **err);
+/* The pool's ready slots' records (malloc'd array; none when the pool never had any). Creates
+ * nothing; a record taken meanwhile or unreadable is left out. */
+int pool_warm_list(const char *state_dir, const char *pool, struct pool_warm_record **out,
+                   size_t *n, struct cordon_error **err);
 /* Ready slots of the pool. */
 int pool_warm_count(const char *state_dir, const char *pool, size_t *count,
                     struct cordon_error **err);

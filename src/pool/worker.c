@@ -205,7 +205,7 @@ static int store_and_chain(struct cordon_context *ctx, const char *event, const 
 
 int pool_worker_enrol(struct cordon_context *ctx, const char *pool, const char *pool_hash,
                       const char *actor, char *receipt_digest, struct cordon_error **err) {
-  _cleanup_(key_freep) struct cordon_signing_key *key = NULL;
+  _cleanup_(cordon_signing_key_freep) struct cordon_signing_key *key = NULL;
   _cleanup_free_ char *doc = NULL;
   size_t n = 0;
   if (cordon_signing_key_load(NULL, &key, err) < 0 ||
@@ -281,7 +281,7 @@ int pool_worker_record_result(struct cordon_context *ctx, const char *kid, const
 int pool_worker_record_quarantine(struct cordon_context *ctx,
                                   const struct pool_quarantine_fields *f, const char *actor,
                                   struct cordon_error **err) {
-  _cleanup_(key_freep) struct cordon_signing_key *key = NULL;
+  _cleanup_(cordon_signing_key_freep) struct cordon_signing_key *key = NULL;
   _cleanup_free_ char *doc = NULL;
   size_t n = 0;
   if (cordon_signing_key_load(NULL, &key, err) < 0 ||

@@ -303,7 +303,9 @@ static void test_init_and_load(void **state) {
   assert_false(res.audit_created);
   assert_int_equal(cordon_signing_key_load(dir, &key, NULL), 0);
   assert_string_equal(cordon_signing_key_id(key), kid);
-  cordon_signing_key_free(key);
+  cordon_signing_key_freep(&key); /* for _cleanup_(): frees and clears */
+  assert_null(key);
+  cordon_signing_key_freep(&key);
   assert_int_equal(cordon_audit_key_load(dir, false, audit2, NULL), 0);
   assert_memory_equal(audit1, audit2, 32);
 
