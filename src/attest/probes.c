@@ -20,23 +20,36 @@
 #define FILE_PROBE_CONTENT "cordon attest file_rw probe\n"
 #define VOLUME_TARGET "/attest-volume"
 #define VOLUME_CONTENT "cordon attest volume probe"
-/* Enough for a VM to boot in (a microvm's limit is its guest RAM). */
-#define MEMORY_LIMIT (160ull << 20)
-#define PIDS_LIMIT 16u
+/* A VM's memory limit is its guest RAM: enough for it to boot in. Any other sandbox gets a
+ * small one: the kernel reclaims and kills at the limit in a time that grows with it (about
+ * 2.5 s at 160 MiB, 0.2 s at 16 MiB for ns on a loaded host), and the probes' commands (sh,
+ * uname, bash) fit in it many times over. */
+#define MEMORY_LIMIT_VM (160ull << 20)
+#define MEMORY_LIMIT (16ull << 20)
+/* Room for the probes' own commands (sh and one more) beside the runtime's. */
+#define PIDS_LIMIT 8u
 
 /* Prints key=value lines: what the sandbox sees of the host. $1 the marker pid, $2 the marker
- * file, $3 the listener's port. Only POSIX sh and coreutils; bash or python3 for the connect. */
+ * file, $3 the listener's port. Only POSIX sh: the files are read by the shell's own `read`
+ * (its /proc/self is the command's view: same namespaces, credentials and seccomp filter), so
+ * the whole script starts two processes, uname and the client that connects (bash, python3 or
+ * nc); each process costs a sandbox with a user-space kernel (gvisor) a great deal. The
+ * interfaces are listed in the file's order and sorted by the parse. */
 static const char boundary_script[] =
     "p=$1 f=$2 port=$3\n"
     "[ -r /proc/self/status ] && echo proc=yes || echo proc=no\n"
-    "echo \"comm=$(cat /proc/$p/comm 2>/dev/null)\"\n"
+    "c=; { read -r c </proc/$p/comm; } 2>/dev/null; echo \"comm=$c\"\n"
     "[ -e \"$f\" ] && echo file=visible || echo file=hidden\n"
-    "echo \"uid=$(id -u 2>/dev/null)\"\n"
-    "echo \"uid_map=$(cat /proc/self/uid_map 2>/dev/null | tr -s ' \\n' '  ')\"\n"
-    "echo \"seccomp=$(sed -n 's/^Seccomp:[[:space:]]*//p' /proc/self/status 2>/dev/null)\"\n"
+    "u= s=; { while read -r k a b r; do case $k in Uid:) u=$b;; Seccomp:) s=$a;; esac; "
+    "done </proc/self/status; } 2>/dev/null\n"
+    "echo \"uid=$u\"\n"
+    "m=; { while read -r a b n; do m=\"$m$a $b $n \"; done </proc/self/uid_map; } 2>/dev/null\n"
+    "echo \"uid_map=$m\"\n"
+    "echo \"seccomp=$s\"\n"
     "echo \"kernel=$(uname -r 2>/dev/null)\"\n"
-    "echo \"interfaces=$(tail -n +3 /proc/net/dev 2>/dev/null | cut -d: -f1 | tr -d ' ' | "
-    "sort | tr '\\n' ,)\"\n"
+    "l=0 i=; { while IFS=: read -r n r; do l=$((l+1)); [ $l -gt 2 ] && i=\"$i${n##* },\"; "
+    "done </proc/net/dev; } 2>/dev/null\n"
+    "echo \"interfaces=$i\"\n"
     "if command -v bash >/dev/null 2>&1; then\n"
     "  bash -c \"exec 3<>/dev/tcp/127.0.0.1/$port\" 2>/dev/null && echo connect=ok || "
     "echo connect=refused\n"
@@ -57,6 +70,34 @@ void attest_inside_clear(struct attest_inside *in) {
     free(*fields[i]);
     *fields[i] = NULL;
   }
+}
+
+static int compare_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "b,a,lo," to "a,b,lo,": the interfaces in the order of their names, each followed by a
+ * comma, whatever order the sandbox's /proc/net/dev lists them in. */
+static int sort_name_list(char *list) {
+  size_t n = 0, length = strlen(list);
+  for (const char *c = list; *c; c++)
+    n += *c == ',';
+  if (n < 2 || list[length - 1] != ',')
+    return 0;
+  _cleanup_free_ char *copy = strdup(list);
+  _cleanup_free_ char **names = calloc(n + 1, sizeof(*names));
+  if (!copy || !names)
+    return -1;
+  size_t k = 0;
+  for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && k <= n;
+       t = strtok_r(NULL, ",", &save))
+    names[k++] = t;
+  qsort(names, k, sizeof(*names), compare_names);
+  size_t at = 0;
+  for (size_t i = 0; i < k; i++)
+    at += (size_t)snprintf(list + at, length + 1 - at, "%s,", names[i]);
+  list[at] = '\0';
+  return 0;
 }
 
 int attest_inside_parse(const char *text, struct attest_inside *out) {
@@ -82,7 +123,7 @@ int attest_inside_parse(const char *text, struct attest_inside *out) {
   for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
     if (!*fields[k] && !(*fields[k] = strdup("")))
       return -1;
-  return 0;
+  return sort_name_list(out->interfaces);
 }
 
 long long attest_host_uid(const char *uid_map, long long uid) {
@@ -262,12 +303,13 @@ static int gpu_probe(struct attest_backend *b, struct cordon_session *s) {
 }
 
 static int limit_probe(struct attest_backend *b, struct cordon_session *s, const char *name,
-                       bool enforced, const char *script, const char *what) {
+                       bool enforced, const char *script, const char *const *args,
+                       const char *what) {
   if (!enforced)
     return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_REFUTED, "not_enforced",
                             "the backend does not enforce a %s limit", what);
   struct cordon_exec_result res;
-  int rc = run_sh(s, script, NULL, &res);
+  int rc = run_sh(s, script, args, &res);
   bool survived = rc == 0 && res.exit_code == 0 && strstr((char *)res.stdout_data, "survived");
   bool ran = rc == 0 && !res.timed_out;
   cordon_exec_result_clear(&res);
@@ -285,12 +327,15 @@ static int limit_probe(struct attest_backend *b, struct cordon_session *s, const
 static const char memory_script[] =
     "dd if=/dev/zero of=/dev/null bs=256M count=1 2>/dev/null && echo survived";
 /* Counts the children that started ($! changes only when a fork succeeded), without a fork of
- * its own for the count. */
+ * its own for the count. $1 is the limit; twice as many children are tried, a margin above
+ * the processes a runtime keeps in the sandbox's count for itself (ns: up to 6), so all of
+ * them start only where the limit does not hold. Each fork costs a sandbox with a user-space
+ * kernel (gvisor) a great deal: the limit is small, and so the count of forks. */
 static const char pids_script[] =
-    "n=0 i=0 last= pids=\n"
-    "while [ $i -lt 32 ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
+    "w=$(($1*2)) n=0 i=0 last= pids=\n"
+    "while [ $i -lt $w ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
     "  if [ \"$!\" != \"$last\" ]; then n=$((n+1)); last=$!; pids=\"$pids $!\"; fi; done\n"
-    "[ $n -ge 32 ] && echo survived; kill $pids 2>/dev/null; exit 0\n";
+    "[ $n -ge $w ] && echo survived; kill $pids 2>/dev/null; exit 0\n";
 
 /* Every declared capability unverifiable, for one reason, and the boundary too. */
 static int all_unverifiable(struct attest_backend *b, const char *reason, const char *evidence) {
@@ -460,10 +505,13 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
                   : attest_probe_add(b, "device_node", "gpu", ATTEST_UNVERIFIABLE, "needs_exec",
                                      "no command could run inside");
   if (!plugin && seen) {
+    char limit[16];
+    snprintf(limit, sizeof(limit), "%u", PIDS_LIMIT);
+    const char *pids_args[] = {limit, NULL};
     r |= limit_probe(b, s, ATTEST_MEMORY_LIMIT, backend->enforces & CORDON_FEATURE_MEMORY,
-                     memory_script, "memory");
+                     memory_script, NULL, "memory");
     r |= limit_probe(b, s, ATTEST_PIDS_LIMIT, backend->enforces & CORDON_FEATURE_PIDS, pids_script,
-                     "pids");
+                     pids_args, "pids");
   }
   return r ? -1 : 0;
 }
@@ -493,7 +541,7 @@ int attest_probe_backend(struct cordon_context *ctx, const struct cordon_backend
       .policy = {.egress = egress, .require_enforcement = true},
   };
   if (!plugin && (backend->enforces & CORDON_FEATURE_MEMORY))
-    m.policy.limits.memory_bytes = MEMORY_LIMIT;
+    m.policy.limits.memory_bytes = backend->tier == CORDON_TIER_VM ? MEMORY_LIMIT_VM : MEMORY_LIMIT;
   if (!plugin && (backend->enforces & CORDON_FEATURE_PIDS))
     m.policy.limits.pids = PIDS_LIMIT;
   struct cordon_session *s = NULL;
