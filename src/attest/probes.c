@@ -357,12 +357,19 @@ static const char *declared_tier_reason(enum cordon_isolation_tier tier) {
 }
 
 /* The second session: the snapshot resumed (its file and a new snapshot's id compared) and
- * the volume's data read back. */
+ * the volume's data read back. Without a volume it runs no command, so it is made one-shot: a
+ * backend that can builds its sandbox with the one command, which never comes (gvisor then
+ * boots no sandbox at all); the file and the snapshot, on the host side, are the same either
+ * way. With a volume it stays an ordinary session: its command reads the volume, and on ns a
+ * resumed one-shot session's file and snapshot do not match before that command has run. */
 static int second_session(struct cordon_context *ctx, const struct cordon_backend *backend,
-                          const struct cordon_manifest *m, const char *snapshot_id,
+                          const struct cordon_manifest *first, const char *snapshot_id,
                           struct attest_backend *b) {
   struct cordon_session *s = NULL;
   struct cordon_error *err = NULL;
+  struct cordon_manifest second = *first;
+  second.one_shot = !(b->declared & CORDON_CAP_PERSISTENT_VOLUMES);
+  const struct cordon_manifest *m = &second;
   int rc = snapshot_id ? cordon_session_resume(ctx, backend, m, snapshot_id, &s, &err)
                        : cordon_session_create(ctx, backend, m, &s, &err);
   cordon_error_free(err);
