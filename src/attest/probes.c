@@ -28,13 +28,20 @@
 #define MEMORY_LIMIT (16ull << 20)
 /* Room for the probes' own commands (sh and one more) beside the runtime's. */
 #define PIDS_LIMIT 8u
+/* One buffer past the memory limit, touched by the read: bounded (256 MiB) where the limit is a
+ * lie, and stopped at the limit where it holds (no slow pipe into a growing string). */
+#define MEMORY_PAST_LIMIT "256M"
 
 /* Prints key=value lines: what the sandbox sees of the host. $1 the marker pid, $2 the marker
- * file, $3 the listener's port. Only POSIX sh: the files are read by the shell's own `read`
- * (its /proc/self is the command's view: same namespaces, credentials and seccomp filter), so
- * the whole script starts two processes, uname and the client that connects (bash, python3 or
- * nc); each process costs a sandbox with a user-space kernel (gvisor) a great deal. The
- * interfaces are listed in the file's order and sorted by the parse. */
+ * file, $3 the listener's port; then the limits, each where it is asked for: $4 the size of one
+ * buffer past the memory limit (memory= dd's exit code: 0 where the limit did not stop it,
+ * 137 where the kernel killed it), $5 the pids limit (pids=survived where twice as many
+ * children as the limit all started: see the pids part below). One exec for all of them: each
+ * exec costs a sandbox with a user-space kernel (gvisor) or a VM a great deal. Only POSIX sh: the
+ * files are read by the shell's own `read` (its /proc/self is the command's view: same namespaces,
+ * credentials and seccomp filter), so the whole script starts two processes, uname and the client
+ * that connects (bash, python3 or nc); each process costs a sandbox with a user-space kernel
+ * (gvisor) a great deal. The interfaces are listed in the file's order and sorted by the parse. */
 static const char boundary_script[] =
     "p=$1 f=$2 port=$3\n"
     "[ -r /proc/self/status ] && echo proc=yes || echo proc=no\n"
@@ -59,13 +66,29 @@ static const char boundary_script[] =
     "elif command -v nc >/dev/null 2>&1; then\n"
     "  nc -w 3 127.0.0.1 \"$port\" </dev/null >/dev/null 2>&1 && echo connect=ok || "
     "echo connect=refused\n"
-    "else echo connect=notool; fi\n";
+    "else echo connect=notool; fi\n"
+    /* The limits, last. pids: twice as many children as the limit are tried, a margin above
+     * the processes a runtime keeps in the sandbox's count for itself (ns: up to 6), so all of
+     * them start only where the limit does not hold; $! changes only when a fork succeeded.
+     * In a subshell: a shell whose fork fails may exit (dash does), and that end without
+     * "survived" is the limit at work too. */
+    "if [ -n \"$4\" ]; then dd if=/dev/zero of=/dev/null bs=$4 count=1 2>/dev/null; "
+    "echo \"memory=$?\"; fi\n"
+    "if [ -n \"$5\" ]; then\n"
+    "  r=$( (w=$(($5*2)) n=0 i=0 last= pids=\n"
+    "    while [ $i -lt $w ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
+    "      if [ \"$!\" != \"$last\" ]; then n=$((n+1)); last=$!; pids=\"$pids $!\"; fi; done\n"
+    "    [ $n -ge $w ] && echo survived; kill $pids) 2>/dev/null)\n"
+    "  echo \"pids=${r:-stopped}\"\n"
+    "fi\n"
+    "exit 0\n";
 
 /* ---- pure: what the script printed, and what it means ---------------------------------- */
 
 void attest_inside_clear(struct attest_inside *in) {
-  char **fields[] = {&in->proc,    &in->marker_comm, &in->file,       &in->uid,    &in->uid_map,
-                     &in->seccomp, &in->kernel,      &in->interfaces, &in->connect};
+  char **fields[] = {&in->proc,    &in->marker_comm, &in->file,   &in->uid,
+                     &in->uid_map, &in->seccomp,     &in->kernel, &in->interfaces,
+                     &in->connect, &in->memory,      &in->pids};
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
     free(*fields[i]);
     *fields[i] = NULL;
@@ -102,11 +125,12 @@ static int sort_name_list(char *list) {
 
 int attest_inside_parse(const char *text, struct attest_inside *out) {
   memset(out, 0, sizeof(*out));
-  static const char *const keys[] = {"proc",    "comm",   "file",       "uid",    "uid_map",
-                                     "seccomp", "kernel", "interfaces", "connect"};
-  char **fields[] = {&out->proc,   &out->marker_comm, &out->file,
-                     &out->uid,    &out->uid_map,     &out->seccomp,
-                     &out->kernel, &out->interfaces,  &out->connect};
+  static const char *const keys[] = {"proc",    "comm",    "file",   "uid",
+                                     "uid_map", "seccomp", "kernel", "interfaces",
+                                     "connect", "memory",  "pids"};
+  char **fields[] = {&out->proc,    &out->marker_comm, &out->file,   &out->uid,
+                     &out->uid_map, &out->seccomp,     &out->kernel, &out->interfaces,
+                     &out->connect, &out->memory,      &out->pids};
   for (const char *line = text; line && *line;) {
     const char *end = strchr(line, '\n');
     size_t length = end ? (size_t)(end - line) : strlen(line);
@@ -210,8 +234,8 @@ int attest_boundary_probes(struct attest_backend *b, const struct attest_inside 
 
 static int run_sh(struct cordon_session *s, const char *script, const char *const *args,
                   struct cordon_exec_result *res) {
-  const char *argv[8] = {"sh", "-c", script, "attest"};
-  for (size_t i = 0; args && args[i] && i < 4; i++)
+  const char *argv[10] = {"sh", "-c", script, "attest"};
+  for (size_t i = 0; args && args[i] && i < 5; i++)
     argv[4 + i] = args[i];
   struct cordon_exec_request req = {.argv = argv, .timeout = PROBE_TIMEOUT, .max_output = 65536};
   struct cordon_error *err = NULL;
@@ -302,40 +326,31 @@ static int gpu_probe(struct attest_backend *b, struct cordon_session *s) {
                                    "no GPU device node opens inside");
 }
 
-static int limit_probe(struct attest_backend *b, struct cordon_session *s, const char *name,
-                       bool enforced, const char *script, const char *const *args,
-                       const char *what) {
+/* One limit's verdict from what the script printed (pure). */
+static int limit_verdict(struct attest_backend *b, const char *name, bool enforced,
+                         const char *seen, const char *what) {
   if (!enforced)
     return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_REFUTED, "not_enforced",
                             "the backend does not enforce a %s limit", what);
-  struct cordon_exec_result res;
-  int rc = run_sh(s, script, args, &res);
-  bool survived = rc == 0 && res.exit_code == 0 && strstr((char *)res.stdout_data, "survived");
-  bool ran = rc == 0 && !res.timed_out;
-  cordon_exec_result_clear(&res);
-  if (!ran)
-    return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "probe_failed",
-                            "the %s probe could not run", what);
-  return survived ? attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_REFUTED, "limit_exceeded",
-                                     "going past the %s limit was not stopped", what)
-                  : attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_OBSERVED, "limit_stopped",
-                                     "going past the %s limit was stopped", what);
+  if (!strcmp(seen, "survived") || !strcmp(seen, "0"))
+    return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_REFUTED, "limit_exceeded",
+                            "going past the %s limit was not stopped", what);
+  /* pids: fewer children started than were tried; memory: the kernel killed the command
+   * (137), or it could not get its buffer (1, dd's own failure). Anything else (no dd, 127; no
+   * line at all: the script did not get this far) shows no limit at work. */
+  if (!strcmp(seen, "stopped") || !strcmp(seen, "137") || !strcmp(seen, "1"))
+    return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_OBSERVED, "limit_stopped",
+                            "going past the %s limit was stopped", what);
+  return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "probe_failed",
+                          "the %s probe could not run", what);
 }
 
-/* One buffer past the limit, touched by the read: bounded (256 MiB) where the limit is a lie,
- * and stopped at the limit where it holds (no slow pipe into a growing string). */
-static const char memory_script[] =
-    "dd if=/dev/zero of=/dev/null bs=256M count=1 2>/dev/null && echo survived";
-/* Counts the children that started ($! changes only when a fork succeeded), without a fork of
- * its own for the count. $1 is the limit; twice as many children are tried, a margin above
- * the processes a runtime keeps in the sandbox's count for itself (ns: up to 6), so all of
- * them start only where the limit does not hold. Each fork costs a sandbox with a user-space
- * kernel (gvisor) a great deal: the limit is small, and so the count of forks. */
-static const char pids_script[] =
-    "w=$(($1*2)) n=0 i=0 last= pids=\n"
-    "while [ $i -lt $w ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
-    "  if [ \"$!\" != \"$last\" ]; then n=$((n+1)); last=$!; pids=\"$pids $!\"; fi; done\n"
-    "[ $n -ge $w ] && echo survived; kill $pids 2>/dev/null; exit 0\n";
+int attest_limit_probes(struct attest_backend *b, const struct attest_inside *in,
+                        bool memory_enforced, bool pids_enforced) {
+  int r = limit_verdict(b, ATTEST_MEMORY_LIMIT, memory_enforced, in->memory, "memory");
+  r |= limit_verdict(b, ATTEST_PIDS_LIMIT, pids_enforced, in->pids, "pids");
+  return r ? -1 : 0;
+}
 
 /* Every declared capability unverifiable, for one reason, and the boundary too. */
 static int all_unverifiable(struct attest_backend *b, const char *reason, const char *evidence) {
@@ -450,8 +465,8 @@ static int second_join(struct second *sec, struct attest_backend *b) {
 }
 
 /* The first session's probes: exec, file_rw, the volume's write and the snapshot first (so
- * the second session can start beside the rest), then network, the boundary, gpu and the
- * limits. */
+ * the second session can start beside the rest), then gpu, and network, the boundary and the
+ * limits from one exec. */
 static int first_session(struct cordon_session *s, const struct cordon_backend *backend,
                          bool plugin, const struct attest_host *host, enum cordon_egress egress,
                          struct attest_backend *b, char **snapshot_id, struct second *sec) {
@@ -479,11 +494,22 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
     sec->snapshot_id = *snapshot_id;
     second_start(sec, b);
   }
+  /* gpu before the boundary: the pids part may leave children behind until the session ends. */
+  if (b->declared & CORDON_CAP_GPU)
+    r |= can_exec ? gpu_probe(b, s)
+                  : attest_probe_add(b, "device_node", "gpu", ATTEST_UNVERIFIABLE, "needs_exec",
+                                     "no command could run inside");
+  /* The limits are tried only where they are enforced, and never for a plugin (no limit is
+   * asked of it). */
+  bool memory = !plugin && (backend->enforces & CORDON_FEATURE_MEMORY);
+  bool pids = !plugin && (backend->enforces & CORDON_FEATURE_PIDS);
   struct attest_inside in = {0};
-  char pid[16], port[16];
+  char pid[16], port[16], limit[16];
   snprintf(pid, sizeof(pid), "%d", host->marker_pid);
   snprintf(port, sizeof(port), "%d", host->listener_port);
-  const char *args[] = {pid, host->marker_file, port, NULL};
+  snprintf(limit, sizeof(limit), "%u", PIDS_LIMIT);
+  const char *args[] = {
+      pid, host->marker_file, port, memory ? MEMORY_PAST_LIMIT : "", pids ? limit : "", NULL};
   bool seen = can_exec && run_sh(s, boundary_script, args, &res) == 0 && res.exit_code == 0 &&
               attest_inside_parse((const char *)res.stdout_data, &in) == 0;
   cordon_exec_result_clear(&res);
@@ -499,6 +525,7 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
                           "a plugin's commands may run off this host");
   else if (seen)
     r |= attest_boundary_probes(b, &in, host, egress == CORDON_EGRESS_NONE) |
+         attest_limit_probes(b, &in, memory, pids) |
          attest_probe_add(b, ATTEST_DECLARED_TIER, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
                           declared_tier_reason(backend->tier),
                           "declared %s: the measured tier is never above it",
@@ -507,19 +534,6 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
     r |= attest_probe_add(b, "boundary", ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "needs_exec",
                           "no command could run inside");
   attest_inside_clear(&in);
-  if (b->declared & CORDON_CAP_GPU)
-    r |= can_exec ? gpu_probe(b, s)
-                  : attest_probe_add(b, "device_node", "gpu", ATTEST_UNVERIFIABLE, "needs_exec",
-                                     "no command could run inside");
-  if (!plugin && seen) {
-    char limit[16];
-    snprintf(limit, sizeof(limit), "%u", PIDS_LIMIT);
-    const char *pids_args[] = {limit, NULL};
-    r |= limit_probe(b, s, ATTEST_MEMORY_LIMIT, backend->enforces & CORDON_FEATURE_MEMORY,
-                     memory_script, NULL, "memory");
-    r |= limit_probe(b, s, ATTEST_PIDS_LIMIT, backend->enforces & CORDON_FEATURE_PIDS, pids_script,
-                     pids_args, "pids");
-  }
   return r ? -1 : 0;
 }
 
