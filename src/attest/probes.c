@@ -34,14 +34,15 @@
 
 /* Prints key=value lines: what the sandbox sees of the host. $1 the marker pid, $2 the marker
  * file, $3 the listener's port; then the limits, each where it is asked for: $4 the size of one
- * buffer past the memory limit (memory= dd's exit code: 0 where the limit did not stop it,
- * 137 where the kernel killed it), $5 the pids limit (pids=survived where twice as many
- * children as the limit all started: see the pids part below). One exec for all of them: each
- * exec costs a sandbox with a user-space kernel (gvisor) or a VM a great deal. Only POSIX sh: the
- * files are read by the shell's own `read` (its /proc/self is the command's view: same namespaces,
- * credentials and seccomp filter), so the whole script starts two processes, uname and the client
- * that connects (bash, python3 or nc); each process costs a sandbox with a user-space kernel
- * (gvisor) a great deal. The interfaces are listed in the file's order and sorted by the parse. */
+ * buffer past the memory limit (memory= dd's exit code: 0 where the limit did not stop it, 137
+ * where the kernel killed it, nomem where dd was refused its buffer), $5 the pids limit
+ * (pids=survived where twice as many children as the limit all started: see the pids part
+ * below). One exec for all of them, and only POSIX sh: the files are read by the shell's own
+ * `read` (its /proc/self is the command's view: same namespaces, credentials and seccomp
+ * filter), so the boundary part starts two processes, uname and the client that connects
+ * (bash, python3 or nc). Each exec and each process costs a sandbox with a user-space kernel
+ * (gvisor) or a VM a great deal. The interfaces are listed in the file's order and sorted by
+ * the parse. */
 static const char boundary_script[] =
     "p=$1 f=$2 port=$3\n"
     "[ -r /proc/self/status ] && echo proc=yes || echo proc=no\n"
@@ -72,8 +73,8 @@ static const char boundary_script[] =
      * them start only where the limit does not hold; $! changes only when a fork succeeded.
      * In a subshell: a shell whose fork fails may exit (dash does), and that end without
      * "survived" is the limit at work too. */
-    "if [ -n \"$4\" ]; then dd if=/dev/zero of=/dev/null bs=$4 count=1 2>/dev/null; "
-    "echo \"memory=$?\"; fi\n"
+    "if [ -n \"$4\" ]; then e=$(dd if=/dev/zero of=/dev/null bs=$4 count=1 2>&1 >/dev/null); "
+    "r=$?; case $r:$e in 1:*emory*) r=nomem;; esac; echo \"memory=$r\"; fi\n"
     "if [ -n \"$5\" ]; then\n"
     "  r=$( (w=$(($5*2)) n=0 i=0 last= pids=\n"
     "    while [ $i -lt $w ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
@@ -336,9 +337,10 @@ static int limit_verdict(struct attest_backend *b, const char *name, bool enforc
     return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_REFUTED, "limit_exceeded",
                             "going past the %s limit was not stopped", what);
   /* pids: fewer children started than were tried; memory: the kernel killed the command
-   * (137), or it could not get its buffer (1, dd's own failure). Anything else (no dd, 127; no
-   * line at all: the script did not get this far) shows no limit at work. */
-  if (!strcmp(seen, "stopped") || !strcmp(seen, "137") || !strcmp(seen, "1"))
+   * (137), or dd said it could not get its buffer (nomem). Anything else (no dd, 127; another
+   * failure of dd, 1; no line at all: the script did not get this far) shows no limit at
+   * work. */
+  if (!strcmp(seen, "stopped") || !strcmp(seen, "137") || !strcmp(seen, "nomem"))
     return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_OBSERVED, "limit_stopped",
                             "going past the %s limit was stopped", what);
   return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "probe_failed",
