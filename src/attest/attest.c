@@ -30,6 +30,7 @@
 #include "base/fs.h"
 #include "crypto/digest.h"
 #include "crypto/jcs.h"
+#include "crypto/signed.h"
 
 /* ---- host facts ------------------------------------------------------------------------- */
 
@@ -351,22 +352,18 @@ int cordon_attest_verify(const char *document, size_t length, const char *expect
                          struct cordon_attest_report *report, struct cordon_error **err) {
   memset(report, 0, sizeof(*report));
   struct cordon_document_check check;
-  if (cordon_document_verify(document, length, expected_kid, &check, err) < 0)
+  /* The body as the check parsed it: parsing its canonical bytes again would cost a verify
+   * a third of its time. */
+  json_t *body = NULL;
+  if (crypto_document_verify_tree(document, length, expected_kid, &check, &body, err) < 0)
     return -1;
   memcpy(report->kid, check.kid, sizeof(report->kid));
   report->verdict = check.verdict;
-  if (check.verdict == CORDON_VERDICT_FAILED) {
+  if (check.verdict == CORDON_VERDICT_FAILED || !body) {
     report_set(report, CORDON_VERDICT_FAILED, "%s", check.reason ? check.reason : "failed");
+    json_decref(body);
     cordon_document_check_clear(&check);
     return 0;
-  }
-  json_t *body = NULL;
-  struct cordon_error *perr = NULL;
-  if (jcs_parse(check.body_json, strlen(check.body_json), CORDON_DOCUMENT_MAX, "body", &body,
-                &perr) < 0) {
-    cordon_error_free(perr);
-    cordon_document_check_clear(&check);
-    return report_set(report, CORDON_VERDICT_FAILED, "the body cannot be read");
   }
   char *reason = NULL;
   if (attest_body_check(body, report->host_facts_digest, &report->n_backends, &reason) < 0) {

@@ -20,23 +20,44 @@
 #define FILE_PROBE_CONTENT "cordon attest file_rw probe\n"
 #define VOLUME_TARGET "/attest-volume"
 #define VOLUME_CONTENT "cordon attest volume probe"
-/* Enough for a VM to boot in (a microvm's limit is its guest RAM). */
-#define MEMORY_LIMIT (160ull << 20)
-#define PIDS_LIMIT 16u
+/* A VM's memory limit is its guest RAM: enough for it to boot in. Any other sandbox gets a
+ * small one: the kernel reclaims and kills at the limit in a time that grows with it (about
+ * 2.5 s at 160 MiB, 0.2 s at 16 MiB for ns on a loaded host), and the probes' commands (sh,
+ * uname, bash) fit in it many times over. */
+#define MEMORY_LIMIT_VM (160ull << 20)
+#define MEMORY_LIMIT (16ull << 20)
+/* Room for the probes' own commands (sh and one more) beside the runtime's. */
+#define PIDS_LIMIT 8u
+/* One buffer past the memory limit, touched by the read: bounded (256 MiB) where the limit is a
+ * lie, and stopped at the limit where it holds (no slow pipe into a growing string). */
+#define MEMORY_PAST_LIMIT "256M"
 
 /* Prints key=value lines: what the sandbox sees of the host. $1 the marker pid, $2 the marker
- * file, $3 the listener's port. Only POSIX sh and coreutils; bash or python3 for the connect. */
+ * file, $3 the listener's port; then the limits, each where it is asked for: $4 the size of one
+ * buffer past the memory limit (memory= dd's exit code: 0 where the limit did not stop it, 137
+ * where the kernel killed it, nomem where dd was refused its buffer), $5 the pids limit
+ * (pids=survived where twice as many children as the limit all started: see the pids part
+ * below). One exec for all of them, and only POSIX sh: the files are read by the shell's own
+ * `read` (its /proc/self is the command's view: same namespaces, credentials and seccomp
+ * filter), so the boundary part starts two processes, uname and the client that connects
+ * (bash, python3 or nc). Each exec and each process costs a sandbox with a user-space kernel
+ * (gvisor) or a VM a great deal. The interfaces are listed in the file's order and sorted by
+ * the parse. */
 static const char boundary_script[] =
     "p=$1 f=$2 port=$3\n"
     "[ -r /proc/self/status ] && echo proc=yes || echo proc=no\n"
-    "echo \"comm=$(cat /proc/$p/comm 2>/dev/null)\"\n"
+    "c=; { read -r c </proc/$p/comm; } 2>/dev/null; echo \"comm=$c\"\n"
     "[ -e \"$f\" ] && echo file=visible || echo file=hidden\n"
-    "echo \"uid=$(id -u 2>/dev/null)\"\n"
-    "echo \"uid_map=$(cat /proc/self/uid_map 2>/dev/null | tr -s ' \\n' '  ')\"\n"
-    "echo \"seccomp=$(sed -n 's/^Seccomp:[[:space:]]*//p' /proc/self/status 2>/dev/null)\"\n"
+    "u= s=; { while read -r k a b r; do case $k in Uid:) u=$b;; Seccomp:) s=$a;; esac; "
+    "done </proc/self/status; } 2>/dev/null\n"
+    "echo \"uid=$u\"\n"
+    "m=; { while read -r a b n; do m=\"$m$a $b $n \"; done </proc/self/uid_map; } 2>/dev/null\n"
+    "echo \"uid_map=$m\"\n"
+    "echo \"seccomp=$s\"\n"
     "echo \"kernel=$(uname -r 2>/dev/null)\"\n"
-    "echo \"interfaces=$(tail -n +3 /proc/net/dev 2>/dev/null | cut -d: -f1 | tr -d ' ' | "
-    "sort | tr '\\n' ,)\"\n"
+    "l=0 i=; { while IFS=: read -r n r; do l=$((l+1)); [ $l -gt 2 ] && i=\"$i${n##* },\"; "
+    "done </proc/net/dev; } 2>/dev/null\n"
+    "echo \"interfaces=$i\"\n"
     "if command -v bash >/dev/null 2>&1; then\n"
     "  bash -c \"exec 3<>/dev/tcp/127.0.0.1/$port\" 2>/dev/null && echo connect=ok || "
     "echo connect=refused\n"
@@ -46,26 +67,71 @@ static const char boundary_script[] =
     "elif command -v nc >/dev/null 2>&1; then\n"
     "  nc -w 3 127.0.0.1 \"$port\" </dev/null >/dev/null 2>&1 && echo connect=ok || "
     "echo connect=refused\n"
-    "else echo connect=notool; fi\n";
+    "else echo connect=notool; fi\n"
+    /* The limits, last. pids: twice as many children as the limit are tried, a margin above
+     * the processes a runtime keeps in the sandbox's count for itself (ns: up to 6), so all of
+     * them start only where the limit does not hold; $! changes only when a fork succeeded.
+     * In a subshell: a shell whose fork fails may exit (dash does), and that end without
+     * "survived" is the limit at work too. */
+    "if [ -n \"$4\" ]; then e=$(dd if=/dev/zero of=/dev/null bs=$4 count=1 2>&1 >/dev/null); "
+    "r=$?; case $r:$e in 1:*emory*) r=nomem;; esac; echo \"memory=$r\"; fi\n"
+    "if [ -n \"$5\" ]; then\n"
+    "  r=$( (w=$(($5*2)) n=0 i=0 last= pids=\n"
+    "    while [ $i -lt $w ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
+    "      if [ \"$!\" != \"$last\" ]; then n=$((n+1)); last=$!; pids=\"$pids $!\"; fi; done\n"
+    "    [ $n -ge $w ] && echo survived; kill $pids) 2>/dev/null)\n"
+    "  echo \"pids=${r:-stopped}\"\n"
+    "fi\n"
+    "exit 0\n";
 
 /* ---- pure: what the script printed, and what it means ---------------------------------- */
 
 void attest_inside_clear(struct attest_inside *in) {
-  char **fields[] = {&in->proc,    &in->marker_comm, &in->file,       &in->uid,    &in->uid_map,
-                     &in->seccomp, &in->kernel,      &in->interfaces, &in->connect};
+  char **fields[] = {&in->proc,    &in->marker_comm, &in->file,   &in->uid,
+                     &in->uid_map, &in->seccomp,     &in->kernel, &in->interfaces,
+                     &in->connect, &in->memory,      &in->pids};
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
     free(*fields[i]);
     *fields[i] = NULL;
   }
 }
 
+static int compare_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "b,a,lo," to "a,b,lo,": the interfaces in the order of their names, each followed by a
+ * comma, whatever order the sandbox's /proc/net/dev lists them in. */
+static int sort_name_list(char *list) {
+  size_t n = 0, length = strlen(list);
+  for (const char *c = list; *c; c++)
+    n += *c == ',';
+  if (n < 2 || list[length - 1] != ',')
+    return 0;
+  _cleanup_free_ char *copy = strdup(list);
+  _cleanup_free_ char **names = calloc(n + 1, sizeof(*names));
+  if (!copy || !names)
+    return -1;
+  size_t k = 0;
+  for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && k <= n;
+       t = strtok_r(NULL, ",", &save))
+    names[k++] = t;
+  qsort(names, k, sizeof(*names), compare_names);
+  size_t at = 0;
+  for (size_t i = 0; i < k; i++)
+    at += (size_t)snprintf(list + at, length + 1 - at, "%s,", names[i]);
+  list[at] = '\0';
+  return 0;
+}
+
 int attest_inside_parse(const char *text, struct attest_inside *out) {
   memset(out, 0, sizeof(*out));
-  static const char *const keys[] = {"proc",    "comm",   "file",       "uid",    "uid_map",
-                                     "seccomp", "kernel", "interfaces", "connect"};
-  char **fields[] = {&out->proc,   &out->marker_comm, &out->file,
-                     &out->uid,    &out->uid_map,     &out->seccomp,
-                     &out->kernel, &out->interfaces,  &out->connect};
+  static const char *const keys[] = {"proc",    "comm",    "file",   "uid",
+                                     "uid_map", "seccomp", "kernel", "interfaces",
+                                     "connect", "memory",  "pids"};
+  char **fields[] = {&out->proc,    &out->marker_comm, &out->file,   &out->uid,
+                     &out->uid_map, &out->seccomp,     &out->kernel, &out->interfaces,
+                     &out->connect, &out->memory,      &out->pids};
   for (const char *line = text; line && *line;) {
     const char *end = strchr(line, '\n');
     size_t length = end ? (size_t)(end - line) : strlen(line);
@@ -82,7 +148,7 @@ int attest_inside_parse(const char *text, struct attest_inside *out) {
   for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
     if (!*fields[k] && !(*fields[k] = strdup("")))
       return -1;
-  return 0;
+  return sort_name_list(out->interfaces);
 }
 
 long long attest_host_uid(const char *uid_map, long long uid) {
@@ -169,8 +235,8 @@ int attest_boundary_probes(struct attest_backend *b, const struct attest_inside 
 
 static int run_sh(struct cordon_session *s, const char *script, const char *const *args,
                   struct cordon_exec_result *res) {
-  const char *argv[8] = {"sh", "-c", script, "attest"};
-  for (size_t i = 0; args && args[i] && i < 4; i++)
+  const char *argv[10] = {"sh", "-c", script, "attest"};
+  for (size_t i = 0; args && args[i] && i < 5; i++)
     argv[4 + i] = args[i];
   struct cordon_exec_request req = {.argv = argv, .timeout = PROBE_TIMEOUT, .max_output = 65536};
   struct cordon_error *err = NULL;
@@ -261,36 +327,32 @@ static int gpu_probe(struct attest_backend *b, struct cordon_session *s) {
                                    "no GPU device node opens inside");
 }
 
-static int limit_probe(struct attest_backend *b, struct cordon_session *s, const char *name,
-                       bool enforced, const char *script, const char *what) {
+/* One limit's verdict from what the script printed (pure). */
+static int limit_verdict(struct attest_backend *b, const char *name, bool enforced,
+                         const char *seen, const char *what) {
   if (!enforced)
     return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_REFUTED, "not_enforced",
                             "the backend does not enforce a %s limit", what);
-  struct cordon_exec_result res;
-  int rc = run_sh(s, script, NULL, &res);
-  bool survived = rc == 0 && res.exit_code == 0 && strstr((char *)res.stdout_data, "survived");
-  bool ran = rc == 0 && !res.timed_out;
-  cordon_exec_result_clear(&res);
-  if (!ran)
-    return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "probe_failed",
-                            "the %s probe could not run", what);
-  return survived ? attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_REFUTED, "limit_exceeded",
-                                     "going past the %s limit was not stopped", what)
-                  : attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_OBSERVED, "limit_stopped",
-                                     "going past the %s limit was stopped", what);
+  if (!strcmp(seen, "survived") || !strcmp(seen, "0"))
+    return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_REFUTED, "limit_exceeded",
+                            "going past the %s limit was not stopped", what);
+  /* pids: fewer children started than were tried; memory: the kernel killed the command
+   * (137), or dd said it could not get its buffer (nomem). Anything else (no dd, 127; another
+   * failure of dd, 1; no line at all: the script did not get this far) shows no limit at
+   * work. */
+  if (!strcmp(seen, "stopped") || !strcmp(seen, "137") || !strcmp(seen, "nomem"))
+    return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_OBSERVED, "limit_stopped",
+                            "going past the %s limit was stopped", what);
+  return attest_probe_add(b, name, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "probe_failed",
+                          "the %s probe could not run", what);
 }
 
-/* One buffer past the limit, touched by the read: bounded (256 MiB) where the limit is a lie,
- * and stopped at the limit where it holds (no slow pipe into a growing string). */
-static const char memory_script[] =
-    "dd if=/dev/zero of=/dev/null bs=256M count=1 2>/dev/null && echo survived";
-/* Counts the children that started ($! changes only when a fork succeeded), without a fork of
- * its own for the count. */
-static const char pids_script[] =
-    "n=0 i=0 last= pids=\n"
-    "while [ $i -lt 32 ]; do i=$((i+1)); sleep 10 >/dev/null 2>&1 &\n"
-    "  if [ \"$!\" != \"$last\" ]; then n=$((n+1)); last=$!; pids=\"$pids $!\"; fi; done\n"
-    "[ $n -ge 32 ] && echo survived; kill $pids 2>/dev/null; exit 0\n";
+int attest_limit_probes(struct attest_backend *b, const struct attest_inside *in,
+                        bool memory_enforced, bool pids_enforced) {
+  int r = limit_verdict(b, ATTEST_MEMORY_LIMIT, memory_enforced, in->memory, "memory");
+  r |= limit_verdict(b, ATTEST_PIDS_LIMIT, pids_enforced, in->pids, "pids");
+  return r ? -1 : 0;
+}
 
 /* Every declared capability unverifiable, for one reason, and the boundary too. */
 static int all_unverifiable(struct attest_backend *b, const char *reason, const char *evidence) {
@@ -312,12 +374,19 @@ static const char *declared_tier_reason(enum cordon_isolation_tier tier) {
 }
 
 /* The second session: the snapshot resumed (its file and a new snapshot's id compared) and
- * the volume's data read back. */
+ * the volume's data read back. Without a volume it runs no command, so it is made one-shot: a
+ * backend that can builds its sandbox with the one command, which never comes (gvisor then
+ * boots no sandbox at all); the file and the snapshot, on the host side, are the same either
+ * way. With a volume it stays an ordinary session: its command reads the volume, and on ns a
+ * resumed one-shot session's file and snapshot do not match before that command has run. */
 static int second_session(struct cordon_context *ctx, const struct cordon_backend *backend,
-                          const struct cordon_manifest *m, const char *snapshot_id,
+                          const struct cordon_manifest *first, const char *snapshot_id,
                           struct attest_backend *b) {
   struct cordon_session *s = NULL;
   struct cordon_error *err = NULL;
+  struct cordon_manifest second = *first;
+  second.one_shot = !(b->declared & CORDON_CAP_PERSISTENT_VOLUMES);
+  const struct cordon_manifest *m = &second;
   int rc = snapshot_id ? cordon_session_resume(ctx, backend, m, snapshot_id, &s, &err)
                        : cordon_session_create(ctx, backend, m, &s, &err);
   cordon_error_free(err);
@@ -398,8 +467,8 @@ static int second_join(struct second *sec, struct attest_backend *b) {
 }
 
 /* The first session's probes: exec, file_rw, the volume's write and the snapshot first (so
- * the second session can start beside the rest), then network, the boundary, gpu and the
- * limits. */
+ * the second session can start beside the rest), then gpu, and network, the boundary and the
+ * limits from one exec. */
 static int first_session(struct cordon_session *s, const struct cordon_backend *backend,
                          bool plugin, const struct attest_host *host, enum cordon_egress egress,
                          struct attest_backend *b, char **snapshot_id, struct second *sec) {
@@ -427,11 +496,22 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
     sec->snapshot_id = *snapshot_id;
     second_start(sec, b);
   }
+  /* gpu before the boundary: the pids part may leave children behind until the session ends. */
+  if (b->declared & CORDON_CAP_GPU)
+    r |= can_exec ? gpu_probe(b, s)
+                  : attest_probe_add(b, "device_node", "gpu", ATTEST_UNVERIFIABLE, "needs_exec",
+                                     "no command could run inside");
+  /* The limits are tried only where they are enforced, and never for a plugin (no limit is
+   * asked of it). */
+  bool memory = !plugin && (backend->enforces & CORDON_FEATURE_MEMORY);
+  bool pids = !plugin && (backend->enforces & CORDON_FEATURE_PIDS);
   struct attest_inside in = {0};
-  char pid[16], port[16];
+  char pid[16], port[16], limit[16];
   snprintf(pid, sizeof(pid), "%d", host->marker_pid);
   snprintf(port, sizeof(port), "%d", host->listener_port);
-  const char *args[] = {pid, host->marker_file, port, NULL};
+  snprintf(limit, sizeof(limit), "%u", PIDS_LIMIT);
+  const char *args[] = {
+      pid, host->marker_file, port, memory ? MEMORY_PAST_LIMIT : "", pids ? limit : "", NULL};
   bool seen = can_exec && run_sh(s, boundary_script, args, &res) == 0 && res.exit_code == 0 &&
               attest_inside_parse((const char *)res.stdout_data, &in) == 0;
   cordon_exec_result_clear(&res);
@@ -447,6 +527,7 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
                           "a plugin's commands may run off this host");
   else if (seen)
     r |= attest_boundary_probes(b, &in, host, egress == CORDON_EGRESS_NONE) |
+         attest_limit_probes(b, &in, memory, pids) |
          attest_probe_add(b, ATTEST_DECLARED_TIER, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
                           declared_tier_reason(backend->tier),
                           "declared %s: the measured tier is never above it",
@@ -455,16 +536,6 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
     r |= attest_probe_add(b, "boundary", ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE, "needs_exec",
                           "no command could run inside");
   attest_inside_clear(&in);
-  if (b->declared & CORDON_CAP_GPU)
-    r |= can_exec ? gpu_probe(b, s)
-                  : attest_probe_add(b, "device_node", "gpu", ATTEST_UNVERIFIABLE, "needs_exec",
-                                     "no command could run inside");
-  if (!plugin && seen) {
-    r |= limit_probe(b, s, ATTEST_MEMORY_LIMIT, backend->enforces & CORDON_FEATURE_MEMORY,
-                     memory_script, "memory");
-    r |= limit_probe(b, s, ATTEST_PIDS_LIMIT, backend->enforces & CORDON_FEATURE_PIDS, pids_script,
-                     "pids");
-  }
   return r ? -1 : 0;
 }
 
@@ -493,7 +564,7 @@ int attest_probe_backend(struct cordon_context *ctx, const struct cordon_backend
       .policy = {.egress = egress, .require_enforcement = true},
   };
   if (!plugin && (backend->enforces & CORDON_FEATURE_MEMORY))
-    m.policy.limits.memory_bytes = MEMORY_LIMIT;
+    m.policy.limits.memory_bytes = backend->tier == CORDON_TIER_VM ? MEMORY_LIMIT_VM : MEMORY_LIMIT;
   if (!plugin && (backend->enforces & CORDON_FEATURE_PIDS))
     m.policy.limits.pids = PIDS_LIMIT;
   struct cordon_session *s = NULL;

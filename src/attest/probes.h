@@ -24,6 +24,7 @@ struct attest_host {
 /* What the boundary script printed, one value per key (pure parse; strings malloc'd). */
 struct attest_inside {
   char *proc, *marker_comm, *file, *uid, *uid_map, *seccomp, *kernel, *interfaces, *connect;
+  char *memory, *pids; /* dd's exit code; "survived" or "stopped"; "" when not tried */
 };
 int attest_inside_parse(const char *text, struct attest_inside *out);
 void attest_inside_clear(struct attest_inside *in);
@@ -31,6 +32,10 @@ void attest_inside_clear(struct attest_inside *in);
  * none. */
 int attest_boundary_probes(struct attest_backend *b, const struct attest_inside *in,
                            const struct attest_host *host, bool net_none);
+/* The memory and pids limits' verdicts from what was seen inside (pure); a limit the backend
+ * does not enforce is refuted without a look. */
+int attest_limit_probes(struct attest_backend *b, const struct attest_inside *in,
+                        bool memory_enforced, bool pids_enforced);
 /* The host uid that uid maps to through uid_map's triples; -1 when unmapped. */
 long long attest_host_uid(const char *uid_map, long long uid);
 

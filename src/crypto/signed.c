@@ -15,6 +15,7 @@
 #include "crypto/digest.h"
 #include "crypto/jcs.h"
 #include "crypto/keys.h"
+#include "crypto/signed.h"
 
 const char *cordon_verdict_name(enum cordon_verdict verdict) {
   switch (verdict) {
@@ -141,9 +142,39 @@ static bool exact_members(const json_t *object, size_t n, ...) {
   return ok;
 }
 
+/* The body's canonical bytes, cut from the canonical document they were just shown to be part
+ * of: {"body":BODY,"signature":SIG} ("body" sorts first), SIG dumped again (a few hundred
+ * bytes) rather than BODY (all the rest). */
+static int canonical_body(const char *canonical, size_t length, json_t *sig, char **out,
+                          size_t *out_length, struct cordon_error **err) {
+  static const char head[] = "{\"body\":", middle[] = ",\"signature\":";
+  _cleanup_free_ char *sig_bytes = NULL;
+  size_t sig_length = 0;
+  if (jcs_dump(sig, &sig_bytes, &sig_length, err) < 0)
+    return -1;
+  size_t fixed = strlen(head) + strlen(middle) + sig_length + 1;
+  if (length <= fixed || memcmp(canonical, head, strlen(head)) ||
+      memcmp(canonical + length - 1 - sig_length - strlen(middle), middle, strlen(middle)) ||
+      memcmp(canonical + length - 1 - sig_length, sig_bytes, sig_length) ||
+      canonical[length - 1] != '}')
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EINVAL, "document: body not found");
+  *out_length = length - fixed;
+  if (!(*out = strndup(canonical + strlen(head), *out_length)))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "document");
+  return 0;
+}
+
 int cordon_document_verify(const char *document, size_t length, const char *expected_kid,
                            struct cordon_document_check *check, struct cordon_error **err) {
+  return crypto_document_verify_tree(document, length, expected_kid, check, NULL, err);
+}
+
+int crypto_document_verify_tree(const char *document, size_t length, const char *expected_kid,
+                                struct cordon_document_check *check, json_t **body_tree,
+                                struct cordon_error **err) {
   memset(check, 0, sizeof(*check));
+  if (body_tree)
+    *body_tree = NULL;
   if (length == 0 || document[length - 1] != '\n')
     return reject(check, "not a signed document: it must be one line ending in a newline");
   json_t *doc = NULL;
@@ -195,7 +226,7 @@ int cordon_document_verify(const char *document, size_t length, const char *expe
     r = reject(check, "the signature is not an EdDSA signature in base64url");
     goto out;
   }
-  if (jcs_dump(body, &body_bytes, &body_length, err) < 0)
+  if (canonical_body(document, length - 1, sig, &body_bytes, &body_length, err) < 0)
     goto out;
   if (cordon_ed25519_verify(public_key, body_bytes, body_length, signature, &perr) < 0) {
     r = reject(check, "bad signature by %s", check->kid);
@@ -208,6 +239,8 @@ int cordon_document_verify(const char *document, size_t length, const char *expe
   }
   check->verdict = expected_kid ? CORDON_VERDICT_VERIFIED : CORDON_VERDICT_UNANCHORED;
   check->body_json = steal_ptr(&body_bytes);
+  if (body_tree)
+    *body_tree = json_incref(body);
   r = 0;
 out:
   json_decref(doc);
