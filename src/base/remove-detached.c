@@ -89,9 +89,9 @@ REMOVER_CODE static int remove_entry(int dirfd, const char *name, int depth) {
 
 REMOVER_CODE static int remover_main(void *arg) {
   const struct remover *rm = arg;
-  /* Out of the caller's session and process group: a terminal's ^C or a harness that kills
-   * what the caller leaves in its group does not cut the removal short (what it would leave
-   * is `cordon gc`'s). No fd but the trash directory: nobody waits on our output. */
+  /* Out of the caller's session (its process group it has left already, see below: setsid
+   * fails for a group leader, and either is enough). No fd but the trash directory: nobody
+   * waits on our output. What a removal cut short leaves is `cordon gc`'s. */
   raw(SYS_setsid, 0, 0, 0, 0);
   if (rm->dirfd > 0)
     raw(SYS_close_range, 0, (long)rm->dirfd - 1, 0, 0);
@@ -130,6 +130,11 @@ int fs_remove_tree_detached(const char *path, const char *trash, struct cordon_e
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &old_mask);
     pid = clone(remover_main, stack + REMOVER_STACK_SIZE, CLONE_VM | SIGCHLD, rm);
+    /* Out of our process group before we go on (the remover's own setsid may run after our
+     * exit): a harness that kills what we leave in our group, or a terminal's ^C, must not
+     * cut the removal short. */
+    if (pid > 0)
+      setpgid(pid, pid);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
   }
   if (pid < 0)
