@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -93,6 +94,12 @@ REMOVER_CODE static int remover_main(void *arg) {
    * fails for a group leader, and either is enough). No fd but the trash directory: nobody
    * waits on our output. What a removal cut short leaves is `cordon gc`'s. */
   raw(SYS_setsid, 0, 0, 0, 0);
+  /* Background work, behind the caller's next command: the lowest priority of the ordinary
+   * policy (never a real-time one inherited from the caller), which still makes progress on
+   * a busy host. Its time goes mostly to waiting for the disk anyway. */
+  struct sched_param normal = {0};
+  raw(SYS_sched_setscheduler, 0, SCHED_OTHER, (long)&normal, 0);
+  raw(SYS_setpriority, PRIO_PROCESS, 0, 19, 0);
   if (rm->dirfd > 0)
     raw(SYS_close_range, 0, (long)rm->dirfd - 1, 0, 0);
   raw(SYS_close_range, (long)rm->dirfd + 1, ~0U, 0, 0);

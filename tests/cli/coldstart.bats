@@ -20,9 +20,10 @@ teardown() {
   project_leave
 }
 
-# Wait up to 5 s for .cordon/trash to hold nothing.
+# Wait up to 30 s for .cordon/trash to hold nothing (the remover runs at nice 19: a loaded
+# host gives it little time).
 trash_emptied() {
-  for _ in $(seq 50); do
+  for _ in $(seq 300); do
     [ -z "$(ls -A .cordon/trash 2>/dev/null)" ] && return 0
     sleep 0.1
   done
