@@ -9,6 +9,8 @@
 
 #include "backends/docker/docker.h"
 #include "backends/ns/ns.h"
+#include "base/cleanup.h"
+#include "base/fs.h"
 #include "cli/cli.h"
 #include "confine/private.h"
 
@@ -23,6 +25,8 @@ static const char gc_usage[] =
     "  - the empty cgroups of ns sessions of any project whose directory was deleted without\n"
     "    `session destroy` (such a sandbox ends by itself within 5 s), and the private\n"
     "    runtime directories (control socket, secret, --env values) of such sessions;\n"
+    "  - in this project, the directories of destroyed sessions whose removal, left to a\n"
+    "    process of its own as `cordon run` exits, was cut short (.cordon/trash);\n"
     "  - the entries of the registry of projects (in the per-user state directory; every\n"
     "    sandbox hides the .cordon/ of each project it names) whose .cordon/ is gone;\n"
     "  - the Docker containers that cordon made for sessions that no longer exist: the\n"
@@ -87,6 +91,14 @@ int cmd_gc(int argc, char **argv) {
   size_t pruned = 0;
   if (!dry_run)
     confine_projects_prune(&pruned, NULL);
+  /* The directories of destroyed sessions whose detached removal was cut short
+   * (base/remove-detached.h): nothing refers to them any more. Best effort too. */
+  _cleanup_free_ char *trash = NULL;
+  if (!dry_run && asprintf(&trash, "%s/trash", cordon_context_state_dir(ctx)) >= 0) {
+    struct cordon_error *ignored = NULL;
+    fs_remove_tree(trash, &ignored);
+    cordon_error_free(ignored);
+  }
   int code = EXIT_OK;
   json_t *session_list = json_array();
   for (size_t i = 0; i < n_sessions; i++) {

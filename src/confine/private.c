@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cordon/keys.h>
@@ -116,6 +117,140 @@ static int projects_walk(int (*fn)(int dfd, const char *name, const char *path, 
   return 0;
 }
 
+/* Registry entries go in as written (real paths when registered): checked only when one lies
+ * beneath a tree (confine_private_beneath), so a long registry costs one read per entry. */
+static int collect_entry(int dfd, const char *name, const char *path, void *data) {
+  (void)dfd, (void)name;
+  return path ? strv_push(data, path) : 0;
+}
+
+/* ---- the index: the registry read in one file ---------------------------------------------
+ *
+ * Every sandbox plan reads the registry (one readlink per project: dozens on a machine that
+ * runs test suites). The index holds the same list in one file beside it, with the directory's
+ * inode and modification time when it was read: any entry made or removed since changes that
+ * time, and the index is no longer used. It is written only when the directory had not
+ * changed for INDEX_QUIET_SECONDS before it was read, so that a change made while it was read
+ * cannot share the recorded time (the clock's step is coarser than a nanosecond). A cache,
+ * not a record: written without fsync, and a file that does not parse is simply not used. */
+#define INDEX_FILE "projects.index"
+#define INDEX_MAGIC "cordon projects index 1"
+#define INDEX_QUIET_SECONDS 2
+#define INDEX_MAX_BYTES (4u << 20)
+
+struct index_stamp {
+  unsigned long long ino, sec, nsec;
+};
+
+static int registry_stamp(const char *home, struct index_stamp *stamp) {
+  _cleanup_free_ char *dir = NULL;
+  struct stat st;
+  if (asprintf(&dir, "%s/" PROJECTS_DIR, home) < 0) {
+    dir = NULL;
+    return -1;
+  }
+  if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+    return -1;
+  *stamp =
+      (struct index_stamp){(unsigned long long)st.st_ino, (unsigned long long)st.st_mtim.tv_sec,
+                           (unsigned long long)st.st_mtim.tv_nsec};
+  return 0;
+}
+
+/* The entries the index lists when it matches stamp, pushed onto *set: 1; 0 when it does not
+ * (missing, stale, malformed: *set is left as it was); -1 out of memory. */
+static int index_read(const char *home, const struct index_stamp *stamp, char ***set) {
+  _cleanup_free_ char *path = NULL;
+  _cleanup_free_ unsigned char *data = NULL;
+  size_t length = 0;
+  if (asprintf(&path, "%s/" INDEX_FILE, home) < 0) {
+    path = NULL;
+    return -1;
+  }
+  struct cordon_error *ignored = NULL;
+  if (fs_read_file(path, INDEX_MAX_BYTES, &data, &length, &ignored) < 0) {
+    cordon_error_free(ignored);
+    return 0;
+  }
+  char *text = (char *)data, *line_end = strchr(text, '\n');
+  struct index_stamp recorded;
+  unsigned long long count = 0;
+  if (!line_end ||
+      sscanf(text, INDEX_MAGIC " %llu %llu %llu %llu", &recorded.ino, &recorded.sec, &recorded.nsec,
+             &count) != 4 ||
+      recorded.ino != stamp->ino || recorded.sec != stamp->sec || recorded.nsec != stamp->nsec)
+    return 0;
+  _cleanup_(strv_freep) char **entries = strv_copy(NULL);
+  if (!entries)
+    return -1;
+  unsigned long long found = 0;
+  for (char *line = line_end + 1; *line; line = line_end + 1) {
+    line_end = strchr(line, '\n');
+    if (!line_end || line[0] != '/' || found == count)
+      return 0; /* truncated or malformed: not used */
+    *line_end = 0;
+    if (strv_push(&entries, line) < 0)
+      return -1;
+    found++;
+  }
+  if (found != count)
+    return 0;
+  for (size_t i = 0; entries[i]; i++)
+    if (strv_push(set, entries[i]) < 0)
+      return -1;
+  return 1;
+}
+
+static void index_write(const char *home, const struct index_stamp *stamp, char *const *paths) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  if ((unsigned long long)now.tv_sec < stamp->sec + INDEX_QUIET_SECONDS)
+    return;
+  size_t count = 0, bytes = 128;
+  for (; paths && paths[count]; count++)
+    bytes += strlen(paths[count]) + 1;
+  if (bytes > INDEX_MAX_BYTES)
+    return;
+  _cleanup_free_ char *text = malloc(bytes);
+  if (!text)
+    return;
+  size_t used = (size_t)snprintf(text, bytes, INDEX_MAGIC " %llu %llu %llu %zu\n", stamp->ino,
+                                 stamp->sec, stamp->nsec, count);
+  for (size_t i = 0; i < count; i++) {
+    if (strchr(paths[i], '\n'))
+      return; /* a path the index cannot hold: the registry stays the only copy */
+    used += (size_t)snprintf(text + used, bytes - used, "%s\n", paths[i]);
+  }
+  _cleanup_close_ int dfd = open(home, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct cordon_error *ignored = NULL;
+  if (dfd >= 0)
+    fs_write_replace_at(dfd, INDEX_FILE, text, used, 0600, false, &ignored);
+  cordon_error_free(ignored);
+}
+
+/* The registry's entries (paths as registered) pushed onto *set: from the index when it is
+ * current, else by walking the registry (and refreshing the index). */
+static int registry_entries(const char *home, char ***set, struct cordon_error **err) {
+  struct index_stamp stamp = {0};
+  bool stamped = registry_stamp(home, &stamp) == 0;
+  if (stamped) {
+    int r = index_read(home, &stamp, set);
+    if (r != 0)
+      return r < 0 ? cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set") : 0;
+  }
+  _cleanup_(strv_freep) char **entries = strv_copy(NULL);
+  if (!entries)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+  if (projects_walk(collect_entry, &entries, err) < 0)
+    return -1;
+  if (stamped)
+    index_write(home, &stamp, entries);
+  for (size_t i = 0; entries[i]; i++)
+    if (strv_push(set, entries[i]) < 0)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
+  return 0;
+}
+
 static int push_canonical(char ***set, const char *path) {
   char *real = canonical_dir(path);
   if (!real)
@@ -126,13 +261,6 @@ static int push_canonical(char ***set, const char *path) {
       return 0;
     }
   return strv_push_take(set, real);
-}
-
-/* Registry entries go in as written (real paths when registered): checked only when one lies
- * beneath a tree (confine_private_beneath), so a long registry costs one read per entry. */
-static int collect_entry(int dfd, const char *name, const char *path, void *data) {
-  (void)dfd, (void)name;
-  return path ? strv_push(data, path) : 0;
 }
 
 static int prune_entry(int dfd, const char *name, const char *path, void *data) {
@@ -164,7 +292,7 @@ int confine_private_set(const char *own_state_dir, char ***out, struct cordon_er
   for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
     if (fixed[i] && push_canonical(&set, fixed[i]) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "hidden set");
-  if (home && projects_walk(collect_entry, &set, err) < 0)
+  if (home && registry_entries(home, &set, err) < 0)
     return -1;
   *out = steal_ptr(&set);
   return 0;

@@ -40,12 +40,26 @@ void obs_event_set_egress(struct obs_event *e, const char *decision, const char 
   e->bytes_in = bytes_in;
 }
 
+/* UTC from POSIX seconds by arithmetic (days to civil date, H. Hinnant's algorithm): glibc's
+ * gmtime_r loads the local time zone file first, a few system calls on every event. */
 void obs_time_format(const struct timespec *t, char *buf, size_t size) {
-  struct tm tm;
-  time_t seconds = t->tv_sec;
-  gmtime_r(&seconds, &tm);
-  snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, t->tv_nsec / 1000000);
+  long long seconds = (long long)t->tv_sec;
+  long long days = seconds / 86400, rest = seconds % 86400;
+  if (rest < 0) {
+    rest += 86400;
+    days--;
+  }
+  long long z = days + 719468;
+  long long era = (z >= 0 ? z : z - 146096) / 146097;
+  long long doe = z - era * 146097;                                      /* [0, 146096] */
+  long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
+  long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);               /* [0, 365] */
+  long long mp = (5 * doy + 2) / 153;                                    /* [0, 11] */
+  long long day = doy - (153 * mp + 2) / 5 + 1;
+  long long month = mp < 10 ? mp + 3 : mp - 9;
+  long long year = yoe + era * 400 + (month <= 2);
+  snprintf(buf, size, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03ldZ", year, month, day,
+           rest / 3600, rest / 60 % 60, rest % 60, t->tv_nsec / 1000000);
 }
 
 int obs_time_parse(const char *text, const struct timespec *now, struct timespec *out) {

@@ -37,6 +37,8 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/id-prefix.h"
+#include "base/proc.h"
+#include "base/remove-detached.h"
 #include "base/strv.h"
 
 #define STATE_FILE "state.json"
@@ -1075,6 +1077,19 @@ int cordon_session_shutdown(struct cordon_session *s, struct cordon_error **err)
   return save_state(s, err);
 }
 
+/* The session's directory goes last. A process that exits next (`cordon run`) leaves its
+ * removal to a detached remover (base/remove-detached.h): freeing the blocks of a directory
+ * can cost a millisecond each (a file system that discards them), paid after its exit code is
+ * out. The directory moves into the project's trash first, so it is gone from the sessions at
+ * once; `cordon gc` empties what a remover left. */
+static int session_remove_state_dir(struct cordon_session *s, struct cordon_error **err) {
+  _cleanup_free_ char *trash = NULL;
+  if (!proc_exit_pending() || !s->ctx ||
+      asprintf(&trash, "%s/trash", cordon_context_state_dir(s->ctx)) < 0)
+    return fs_remove_tree(s->state_dir, err);
+  return fs_remove_tree_detached(s->state_dir, trash, err);
+}
+
 int cordon_session_destroy(struct cordon_session *s, struct cordon_error **err) {
   if (!s)
     return 0;
@@ -1087,7 +1102,7 @@ int cordon_session_destroy(struct cordon_session *s, struct cordon_error **err) 
   if (r == 0 && session_private(s)->has_rundir)
     r = rundir_remove(cordon_context_state_dir(s->ctx), s->id, err);
   if (r == 0)
-    r = fs_remove_tree(s->state_dir, err);
+    r = session_remove_state_dir(s, err);
   log_event(s->ctx, "destroy", s->backend->name, s->id, age >= 0 ? age : seconds_since(&start),
             NULL, r < 0);
   session_free(s);
