@@ -182,7 +182,12 @@ static const char *features_of(uint32_t mask, char *buf, size_t size) {
 static void judge(const struct cordon_select_input *in, const struct cordon_select_candidate *c,
                   struct line *why) {
   const struct cordon_select_requirements *r = &in->requirements;
-  uint32_t caps = r->capabilities | (r->net_set ? CORDON_CAP_NETWORK : 0);
+  /* --net asks for the network capability, the backend's control of its egress, except `none`
+   * from a backend that declares none (no network device at all: nothing to control, nothing an
+   * attestation could refute); it must still offer the class (below). */
+  bool net_needs_network =
+      r->net_set && (r->net != CORDON_EGRESS_NONE || (c->declared & CORDON_CAP_NETWORK));
+  uint32_t caps = r->capabilities | (net_needs_network ? CORDON_CAP_NETWORK : 0);
   char buf[256];
   if (!c->available)
     line_add(why, "unavailable on this host");

@@ -108,9 +108,16 @@ static void test_declarations(void **state) {
   expect_rejected(&req, &c, true, "does not offer egress none");
   c.egress = ALL_EGRESS;
   expect_chosen(&req, &c, true);
-  /* --net implies network. */
+  /* --net implies network... */
+  req.net = CORDON_EGRESS_LOOPBACK;
   c.declared = CORDON_CAP_EXEC;
   expect_rejected(&req, &c, true, "does not declare network");
+  /* ...but `none` from a backend without network (no device: a microVM) needs only the class */
+  req.net = CORDON_EGRESS_NONE;
+  expect_chosen(&req, &c, true);
+  c.egress = 1u << CORDON_EGRESS_OPEN;
+  expect_rejected(&req, &c, true, "does not offer egress none");
+  c.egress = ALL_EGRESS;
   c.declared = BASE_CAPS;
   req.net_set = false;
   req.min_tier = CORDON_TIER_VM;
