@@ -261,11 +261,13 @@ void qemu_argv_free(char **argv) {
 
 /* The kernel command line: quiet (the console is a serial port, slow under TCG), no probing
  * of hardware microvm does not have, tsc_early_khz (without it TCG boots sometimes hang
- * calibrating), and what the agent reads (cordon.*). */
+ * calibrating), no legacy BSD ptys (the minimal kernel's pty_init made 256 pairs of them, a
+ * quarter of a second of its initcalls at load 18; the guest uses /dev/pts), and what the
+ * agent reads (cordon.*). */
 #define QEMU_KERNEL_CMDLINE                                                                \
   "console=ttyS0 quiet loglevel=1 panic=-1 reboot=t tsc_early_khz=2000000 no_timer_check " \
   "i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd 8250.nr_uarts=1 cryptomgr.notests "   \
-  "random.trust_cpu=on nomodeset pci=off"
+  "random.trust_cpu=on nomodeset pci=off pty.legacy_count=0"
 
 /* Under TCG only: the guest's speculation mitigations (page table isolation above all: a CR3
  * switch on every syscall, which software emulation pays as a TLB flush) cost the emulated CPU
