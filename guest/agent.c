@@ -59,43 +59,49 @@ struct agent {
   struct guest_keeper spare; /* the next exec's keeper, forked while idle */
 };
 
+/* The frame being sent (one exec at a time, one thread): output is read straight into its data. */
+static unsigned char frame[sizeof(struct guest_wire_header) + GUEST_WIRE_MAX_DATA];
+#define FRAME_DATA (frame + sizeof(struct guest_wire_header))
+
 /* Write a whole frame to the port, or drop it when the host is gone (a frame for a host that
- * hung up has no reader; the next host tells stale frames by their exec id). */
+ * hung up has no reader; the next host tells stale frames by their exec id). Header and data
+ * go in one write: each write is a buffer of its own on the virtio queue, delivered to the
+ * host's socket on its own (a status record written in two parts came as two reads, 2 ms
+ * apart under load). */
 static void send_frame(struct agent *a, enum guest_wire_type type, uint32_t id, const void *data,
                        size_t length) {
-  unsigned char header[sizeof(struct guest_wire_header)];
-  guest_wire_header_encode(type, id, (uint32_t)length, header);
-  const unsigned char *parts[2] = {header, data};
-  size_t sizes[2] = {sizeof(header), length};
+  if (length > GUEST_WIRE_MAX_DATA)
+    return;
+  guest_wire_header_encode(type, id, (uint32_t)length, frame);
+  if (length && data != FRAME_DATA)
+    memmove(frame + sizeof(struct guest_wire_header), data, length);
+  size_t total = sizeof(struct guest_wire_header) + length, done = 0;
   double hup_since = 0;
-  for (int i = 0; i < 2; i++) {
-    size_t done = 0;
-    while (done < sizes[i]) {
-      ssize_t w = write(a->port, parts[i] + done, sizes[i] - done);
-      if (w > 0) {
-        done += (size_t)w;
-        continue;
-      }
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w < 0 && errno != EAGAIN)
-        return;
-      struct pollfd p = {a->port, POLLOUT, 0};
-      if (poll(&p, 1, 1000) < 0 && errno != EINTR)
-        return;
-      if (!(p.revents & POLLHUP) || (p.revents & POLLOUT)) {
-        hup_since = 0;
-        continue;
-      }
-      /* No host: the connection event may be stale (see host_gone); a host that stays
-       * away this long is gone, and its frame with it. */
-      double now = now_s();
-      if (!hup_since)
-        hup_since = now;
-      if (now - hup_since > HOST_GONE_GRACE)
-        return;
-      usleep(20000);
+  while (done < total) {
+    ssize_t w = write(a->port, frame + done, total - done);
+    if (w > 0) {
+      done += (size_t)w;
+      continue;
     }
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0 && errno != EAGAIN)
+      return;
+    struct pollfd p = {a->port, POLLOUT, 0};
+    if (poll(&p, 1, 1000) < 0 && errno != EINTR)
+      return;
+    if (!(p.revents & POLLHUP) || (p.revents & POLLOUT)) {
+      hup_since = 0;
+      continue;
+    }
+    /* No host: the connection event may be stale (see host_gone); a host that stays away
+     * this long is gone, and its frame with it. */
+    double now = now_s();
+    if (!hup_since)
+      hup_since = now;
+    if (now - hup_since > HOST_GONE_GRACE)
+      return;
+    usleep(20000);
   }
 }
 
@@ -107,11 +113,11 @@ static void close_fd(int *fd) {
 
 /* Read what a command's stream has now and send it on. Returns false at EOF. */
 static bool pump_output(struct agent *a, int *fd, enum guest_wire_type type) {
-  static unsigned char buf[GUEST_WIRE_MAX_DATA];
   for (int round = 0; round < 16 && *fd >= 0; round++) {
-    ssize_t n = read(*fd, buf, sizeof(buf));
+    /* Read into the frame's data: no copy on the way out. */
+    ssize_t n = read(*fd, FRAME_DATA, GUEST_WIRE_MAX_DATA);
     if (n > 0) {
-      send_frame(a, type, a->x.id, buf, (size_t)n);
+      send_frame(a, type, a->x.id, FRAME_DATA, (size_t)n);
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -298,20 +304,22 @@ static void host_gone_for_good(struct agent *a) {
   }
 }
 
-static void read_port(struct agent *a) {
+/* Read what the port has and handle the frames it completes: the bytes read, 0 when the host
+ * is gone (and nothing waits), -1 when nothing was read. */
+static ssize_t read_port(struct agent *a) {
   if (a->in_capacity - a->in_length < 65536 && a->in_capacity < INBUF_MAX) {
     size_t cap = a->in_capacity ? a->in_capacity * 2 : 131072;
     if (cap > INBUF_MAX)
       cap = INBUF_MAX;
     unsigned char *grown = realloc(a->in, cap);
     if (!grown)
-      return;
+      return -1;
     a->in = grown;
     a->in_capacity = cap;
   }
   if (a->in_length == a->in_capacity) {
     a->in_length = 0; /* a frame larger than any valid one: drop it */
-    return;
+    return -1;
   }
   ssize_t n = read(a->port, a->in + a->in_length, a->in_capacity - a->in_length);
   if (n == 0)
@@ -320,12 +328,23 @@ static void read_port(struct agent *a) {
     a->in_length += (size_t)n;
     handle_input(a);
   }
+  return n;
 }
 
-/* Is a host connected to the port now? POLLHUP without POLLIN: none. */
+/* Is a host connected to the port now? No POLLHUP: yes. With POLLHUP, virtio-console reports
+ * POLLIN too whether or not bytes wait (a read would not block: it returns 0), so POLLIN says
+ * nothing there: only bytes read say a host wrote (a new connection's first bytes may come
+ * before its open event). Taking POLLIN|POLLHUP for a host made the idle agent spin, polling
+ * and reading 0 without end: its whole vCPU between execs, a busy host thread per idle VM. */
 static bool host_there(struct agent *a) {
   struct pollfd q = {a->port, POLLIN, 0};
-  return poll(&q, 1, 0) >= 0 && (!(q.revents & POLLHUP) || (q.revents & POLLIN));
+  if (poll(&q, 1, 0) < 0)
+    return false;
+  if (!(q.revents & POLLHUP))
+    return true;
+  if (!(q.revents & POLLIN))
+    return false;
+  return read_port(a) > 0;
 }
 
 static void serve(struct agent *a, int sigfd) {

@@ -379,8 +379,10 @@ static void test_argv(void **state) {
       qemu_argv_build("/usr/bin/qemu", &cfg, false, false, "/g/vmlinux", "/c/initrd.img", "/w");
   assert_non_null(argv);
   bool tcg = false, mem = false, smp = false, sandbox = false, net = false, acpi_off = false;
-  bool mitigations_off = false;
+  bool mitigations_off = false, rtc = false, norandmaps = false;
   for (size_t i = 0; argv[i]; i++) {
+    /* The RTC stays: without it the guest's boot polls the absent CMOS for up to a second. */
+    rtc |= strcmp(argv[i], "microvm,rtc=on") == 0;
     tcg |= strncmp(argv[i], "tcg,", 4) == 0 || strcmp(argv[i], "tcg") == 0;
     mem |= strcmp(argv[i], "512M") == 0;
     smp |= i > 0 && strcmp(argv[i - 1], "-smp") == 0 && strcmp(argv[i], "2") == 0;
@@ -390,23 +392,27 @@ static void test_argv(void **state) {
     if (strstr(argv[i], "cordon.root=")) {
       assert_non_null(strstr(argv[i], "cordon.net=none"));
       mitigations_off |= strstr(argv[i], "mitigations=off") != NULL;
+      norandmaps |= strstr(argv[i], " norandmaps") != NULL;
     }
   }
-  assert_true(tcg && mem && smp && sandbox);
+  assert_true(tcg && mem && smp && sandbox && rtc);
   assert_false(net);            /* no NIC at all */
   assert_false(acpi_off);       /* Debian's kernel needs ACPI on microvm */
   assert_true(mitigations_off); /* TCG: nothing to protect, much to pay */
+  assert_true(norandmaps);      /* TCG: translated code found again at the same addresses */
   qemu_argv_free(argv);
   /* The minimal kernel: no ACPI on the machine; under KVM the guest keeps its mitigations. */
   argv = qemu_argv_build("/usr/bin/qemu", &cfg, true, true, "/g/vmlinux", "/c/initrd.img", "/w");
   assert_non_null(argv);
-  acpi_off = mitigations_off = false;
+  acpi_off = mitigations_off = norandmaps = false;
   for (size_t i = 0; argv[i]; i++) {
-    acpi_off |= strcmp(argv[i], "microvm,rtc=off,acpi=off") == 0;
+    acpi_off |= strcmp(argv[i], "microvm,rtc=on,acpi=off") == 0;
     mitigations_off |= strstr(argv[i], "mitigations=off") != NULL;
+    norandmaps |= strstr(argv[i], "norandmaps") != NULL;
   }
   assert_true(acpi_off);
   assert_false(mitigations_off);
+  assert_false(norandmaps); /* KVM: the guest keeps its ASLR */
   qemu_argv_free(argv);
 }
 
