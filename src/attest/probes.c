@@ -14,6 +14,8 @@
 
 #include "attest/probes.h"
 #include "base/cleanup.h"
+#include "base/strv.h"
+#include "confine/devices.h"
 
 #define PROBE_TIMEOUT 30.0
 #define FILE_PROBE_PATH "attest-probe/file"
@@ -543,7 +545,8 @@ int attest_probe_backend(struct cordon_context *ctx, const struct cordon_backend
                          bool plugin, const struct attest_host *host, struct attest_backend *out,
                          struct cordon_error **err) {
   memset(out, 0, sizeof(*out));
-  out->declared = backend->capabilities & CORDON_ATTEST_CAPABILITIES;
+  /* What the backend has on this host: `gpu` only where it takes devices and GPU nodes exist. */
+  out->declared = cordon_backend_capabilities(backend) & CORDON_ATTEST_CAPABILITIES;
   if (!(out->name = strdup(backend->name)))
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "attestation");
   _cleanup_free_ char *why = NULL;
@@ -563,6 +566,10 @@ int attest_probe_backend(struct cordon_context *ctx, const struct cordon_backend
       .n_volumes = volumes ? 1 : 0,
       .policy = {.egress = egress, .require_enforcement = true},
   };
+  /* The gpu probe needs the nodes granted: every GPU found, as `--gpu all` would. */
+  _cleanup_(strv_freep) char **gpus = NULL;
+  if ((out->declared & CORDON_CAP_GPU) && confine_gpu_resolve("all", &gpus, NULL) == 0)
+    m.devices = (const char *const *)gpus;
   if (!plugin && (backend->enforces & CORDON_FEATURE_MEMORY))
     m.policy.limits.memory_bytes = backend->tier == CORDON_TIER_VM ? MEMORY_LIMIT_VM : MEMORY_LIMIT;
   if (!plugin && (backend->enforces & CORDON_FEATURE_PIDS))

@@ -4,6 +4,8 @@
 # byte-identical re-attestation, tampering refused, verify's exit codes. $LIAR_PLUGIN_DIR holds
 # the lying plugin (tests/conformance/liar-plugin.c); docker skips without an engine.
 
+bats_require_minimum_version 1.5.0
+
 load common
 
 setup_file() {
@@ -209,4 +211,31 @@ probe_verdict() {
   [[ "$output" == *"attest [--backend NAME]"* ]]
   run "$CORDON" attest --bogus
   [ "$status" -eq 2 ]
+}
+
+@test "attest ns with GPU nodes: gpu declared and probed through a grant; a node that opens nothing is refuted, and select refuses gpu" {
+  need_ns
+  [ "$(id -u)" -eq 0 ] || skip "mknod of the fake GPU nodes needs root"
+  dev=$(mktemp -d "${TMPDIR:-/tmp}/cordon-attest-gpu.XXXXXX") # outside the project: granted nodes live on the host
+  chmod 755 "$dev" # the sandbox's holder reaches the nodes by path
+  # /dev/null's numbers stand in for a GPU that opens (this machine has none).
+  mknod -m 666 "$dev/nvidia0" c 1 3
+  mknod -m 666 "$dev/nvidiactl" c 1 3
+  run env CORDON_DEV_ROOT="$dev" "$CORDON" attest --backend ns --out gpu.json
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  entry gpu.json ns | jq -e '(.declared | index("gpu")) and (.observed | index("gpu"))'
+  [ "$(probe_verdict gpu.json ns device_node)" = observed ]
+  # NVIDIA's own numbers with no driver on this host: the node is there but opens nothing.
+  rm "$dev/nvidia0" "$dev/nvidiactl"
+  mknod -m 666 "$dev/nvidia0" c 195 0
+  mknod -m 666 "$dev/nvidiactl" c 195 255
+  run env CORDON_DEV_ROOT="$dev" "$CORDON" attest --backend ns --out nogpu.json
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  entry nogpu.json ns | jq -e '.refuted | index("gpu")'
+  [ "$(probe_verdict nogpu.json ns device_node)" = refuted ]
+  run --separate-stderr env CORDON_DEV_ROOT="$dev" "$CORDON" select --require exec,gpu \
+    --attestation nogpu.json
+  [ "$status" -eq 4 ]
+  [[ "$stderr" == *"ns: gpu refuted by the attestation"* ]]
+  rm -r "$dev"
 }
