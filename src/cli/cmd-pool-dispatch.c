@@ -18,6 +18,7 @@
 
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/spawn-detached.h"
 #include "cli/cli.h"
 #include "crypto/jcs.h"
 #include "pool/queue.h"
@@ -215,13 +216,20 @@ int pool_lease_bind(struct pool_lease *lease, const char *session_id, struct cor
   return lease->slot ? pool_slot_bind_session(lease->slot, session_id, err) : 0;
 }
 
-int pool_lease_destroy_detached(struct pool_lease *lease, struct cordon_session *s,
+int pool_lease_destroy_detached(struct pool_lease *lease, struct cordon_session *s, bool exiting,
                                 pid_t *destroyer, struct cordon_error **err) {
   *destroyer = -1;
   char id[65];
   snprintf(id, sizeof(id), "%s", s->id);
   int lockfd = lease->slot ? pool_slot_lock_fd(lease->slot) : -1;
   fflush(NULL);
+  char *argv[] = {"cordon", "session", "destroy", id, NULL};
+  /* A caller about to exit does not even wait for the exec (the destroyer starts beside our
+   * exit, sharing our memory until then); one that lives on, a worker, spawns. */
+  if (exiting && (*destroyer = proc_spawn_detached("/proc/self/exe", argv, environ, lockfd)) > 0) {
+    cordon_session_close(s);
+    return 0;
+  }
   /* posix_spawn (a vfork underneath): we wait only for the exec, not for a fork of our whole
    * address space and a second process to be scheduled; the destroyer runs in a session of its
    * own, stdio on /dev/null (our caller's pipes close with us), and holds the slot's flock. */
@@ -253,7 +261,6 @@ int pool_lease_destroy_detached(struct pool_lease *lease, struct cordon_session 
   if (!r)
     r = posix_spawn_file_actions_addclosefrom_np(&actions, lockfd >= 0 ? 4 : 3);
   if (!r) {
-    char *argv[] = {"cordon", "session", "destroy", id, NULL};
     r = posix_spawn(destroyer, "/proc/self/exe", &actions, &attr, argv, environ);
     if (lockfd == 3)
       fcntl(lockfd, F_SETFD, FD_CLOEXEC);

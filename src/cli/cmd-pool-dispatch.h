@@ -69,8 +69,9 @@ int pool_lease_bind(struct pool_lease *lease, const char *session_id, struct cor
  * inherits the lease's slot lock, so the slot stays held until the session is gone. s is closed
  * (not destroyed) here. When that cannot start, s is destroyed here (*destroyer -1). Otherwise
  * *destroyer is its pid: a caller that lives on reaps it (waitpid WNOHANG); one that exits
- * leaves it to be re-parented. */
-int pool_lease_destroy_detached(struct pool_lease *lease, struct cordon_session *s,
+ * leaves it to be re-parented, and says so (exiting): its destroyer starts without being waited
+ * for (proc_spawn_detached). */
+int pool_lease_destroy_detached(struct pool_lease *lease, struct cordon_session *s, bool exiting,
                                 pid_t *destroyer, struct cordon_error **err);
 /* Let the slot go (one bound to a session stays with it). */
 void pool_lease_end(struct pool_lease *lease);

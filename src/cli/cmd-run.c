@@ -247,7 +247,7 @@ static int run_pooled(const char *pool, const char *recipe, double wait, struct 
   /* A warm session's teardown (a container's, a VM's) is not this command's latency: a detached
    * process destroys it, holding the pool slot until it is gone. */
   pid_t destroyer; /* not waited for: it outlives us, re-parented */
-  if ((warm ? pool_lease_destroy_detached(&lease, s, &destroyer, &err)
+  if ((warm ? pool_lease_destroy_detached(&lease, s, true, &destroyer, &err)
             : cordon_session_destroy(s, &err)) < 0) {
     cli_fail(err);
     code = EXIT_CORDON;

@@ -220,7 +220,7 @@ static int run_command(struct worker *w, struct pool_dispatch_placed *d, struct 
   int r = cordon_session_exec(s, &req, res, err);
   struct cordon_error *derr = NULL;
   pid_t destroyer = -1;
-  if ((warm ? pool_lease_destroy_detached(lease, s, &destroyer, &derr)
+  if ((warm ? pool_lease_destroy_detached(lease, s, false, &destroyer, &derr)
             : cordon_session_destroy(s, &derr)) < 0) {
     cli_error("dispatch %s: %s", dispatch->id, derr->message);
     cordon_error_free(derr);
