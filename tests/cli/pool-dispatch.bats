@@ -7,39 +7,19 @@
 
 bats_require_minimum_version 1.5.0
 
+load pool-common
+
 setup() {
-  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-pool-dispatch.XXXXXX")
-  export CORDON_PROJECT=$PROJECT
-  export CORDON_KEY_DIR=$PROJECT/keys
-  export XDG_STATE_HOME=$PROJECT/state
-  mkdir -p "$XDG_STATE_HOME" "$PROJECT/.cordon"
-  cd "$PROJECT"
-  "$CORDON" key init >/dev/null 2>&1
+  pool_project_enter pool-dispatch
   pool_spec ci 2 C > pool.json
 }
 
 teardown() {
-  cd /
-  local pid id
-  for pid in ${BACKGROUND:-}; do kill -9 "$pid" 2>/dev/null || true; done
-  for id in $("$CORDON" session list 2>/dev/null | awk '{print $1}'); do
-    CORDON_PROJECT=$PROJECT "$CORDON" session destroy "$id" >/dev/null 2>&1 || true
-  done
-  rm -rf "$PROJECT"
+  pool_project_leave
 }
 
 # pool_spec NAME MAX_CONCURRENCY LANG: a pool on ns whose body changes with LANG.
-pool_spec() {
-  printf '{"name": "%s", "backend_allowlist": ["ns"],
- "template": {"env": {"LANG": "%s"}, "timeout_seconds": 60, "net": "loopback",
-              "capabilities": ["exec", "file_rw"]},
- "exposed_fields": ["env"], "max_concurrency": %s, "capability_ceiling": ["exec", "file_rw"],
- "network_egress_class": "loopback", "credential_env_allowlist": []}\n' "$1" "$3" "$2"
-}
-
-ns_or_skip() {
-  "$CORDON" run --backend ns -- true >/dev/null 2>&1 || skip "ns backend unavailable here"
-}
+pool_spec() { pool_spec_exposing '"env"' "$@"; }
 
 # The slots of pool $1 held by live processes or sessions right now: their records.
 held() { find "$PROJECT/.cordon/pools/slots/$1" -name '*.json' 2>/dev/null | wc -l; }
@@ -53,19 +33,6 @@ wait_held() {
   done
   echo "pool $1 never held $2 slots ($(held "$1"))" >&2
   return 1
-}
-
-blob() { printf '%s/.cordon/cas/%s/%s' "$PROJECT" "${1:0:2}" "$1"; }
-
-flip() {
-  chmod u+w "$1"
-  python3 - "$1" "$2" <<'EOF'
-import sys
-path, offset = sys.argv[1], int(sys.argv[2])
-data = bytearray(open(path, 'rb').read())
-data[offset] ^= 1
-open(path, 'wb').write(bytes(data))
-EOF
 }
 
 # The details' member $2 of the first audit entry of event $1.

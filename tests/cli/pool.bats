@@ -7,14 +7,10 @@
 
 bats_require_minimum_version 1.5.0
 
+load pool-common
+
 setup() {
-  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-pool-cli.XXXXXX")
-  export CORDON_PROJECT=$PROJECT
-  export CORDON_KEY_DIR=$PROJECT/keys
-  export XDG_STATE_HOME=$PROJECT/state
-  mkdir -p "$XDG_STATE_HOME" "$PROJECT/.cordon"
-  cd "$PROJECT"
-  "$CORDON" key init >/dev/null 2>&1
+  pool_project_enter pool-cli
   cat > pool.json <<'EOF'
 {"name": "ci",
  "backend_allowlist": ["ns", "worktree"],
@@ -30,31 +26,7 @@ EOF
 }
 
 teardown() {
-  cd /
-  local id
-  for id in $("$CORDON" session list 2>/dev/null | awk '{print $1}'); do
-    CORDON_PROJECT=$PROJECT "$CORDON" session destroy "$id" >/dev/null 2>&1 || true
-  done
-  rm -rf "$PROJECT"
-}
-
-ns_or_skip() {
-  "$CORDON" run --backend ns -- true >/dev/null 2>&1 || skip "ns backend unavailable here"
-}
-
-# The CAS path of a digest.
-blob() { printf '%s/.cordon/cas/%s/%s' "$PROJECT" "${1:0:2}" "$1"; }
-
-# Flip the low bit of byte OFFSET of FILE (blobs are read-only).
-flip() {
-  chmod u+w "$1"
-  python3 - "$1" "$2" <<'EOF'
-import sys
-path, offset = sys.argv[1], int(sys.argv[2])
-data = bytearray(open(path, 'rb').read())
-data[offset] ^= 1
-open(path, 'wb').write(bytes(data))
-EOF
+  pool_project_leave
 }
 
 sessions_count() {
