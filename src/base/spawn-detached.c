@@ -33,27 +33,27 @@ struct spawn_args {
   int keep_fd;
 };
 
-SPAWN_CODE static long raw(long number, long a, long b, long c) {
-  return syscall(number, a, b, c);
+SPAWN_CODE static long raw(long number, long a, long b, long c, long d) {
+  return syscall(number, a, b, c, d);
 }
 
 SPAWN_CODE static int spawn_main(void *arg) {
   const struct spawn_args *sa = arg;
-  raw(SYS_setsid, 0, 0, 0);
+  raw(SYS_setsid, 0, 0, 0, 0);
   /* fd 3 first (keep_fd may be 0, 1 or 2), then stdio, then nothing else. */
-  if (sa->keep_fd >= 0 && sa->keep_fd != 3 && raw(SYS_dup3, sa->keep_fd, 3, 0) < 0)
-    raw(SYS_exit, 127, 0, 0);
-  long null = raw(SYS_openat, AT_FDCWD, (long)"/dev/null", O_RDWR);
-  if (null < 0 || (null != 0 && raw(SYS_dup3, null, 0, 0) < 0) || raw(SYS_dup3, 0, 1, 0) < 0 ||
-      raw(SYS_dup3, 0, 2, 0) < 0)
-    raw(SYS_exit, 127, 0, 0);
+  if (sa->keep_fd >= 0 && sa->keep_fd != 3 && raw(SYS_dup3, sa->keep_fd, 3, 0, 0) < 0)
+    raw(SYS_exit, 127, 0, 0, 0);
+  long null = raw(SYS_openat, AT_FDCWD, (long)"/dev/null", O_RDWR, 0);
+  if (null < 0 || (null != 0 && raw(SYS_dup3, null, 0, 0, 0) < 0) ||
+      raw(SYS_dup3, 0, 1, 0, 0) < 0 || raw(SYS_dup3, 0, 2, 0, 0) < 0)
+    raw(SYS_exit, 127, 0, 0, 0);
   if (sa->keep_fd >= 0)
-    raw(SYS_fcntl, 3, F_SETFD, 0);
-  raw(SYS_close_range, sa->keep_fd >= 0 ? 4 : 3, ~0U, 0);
+    raw(SYS_fcntl, 3, F_SETFD, 0, 0);
+  raw(SYS_close_range, sa->keep_fd >= 0 ? 4 : 3, ~0U, 0, 0);
   uint64_t empty = 0; /* the kernel's sigset_t */
-  raw(SYS_rt_sigprocmask, SIG_SETMASK, (long)&empty, 0);
-  raw(SYS_execve, (long)sa->path, (long)sa->argv, (long)sa->envp);
-  raw(SYS_exit, 127, 0, 0);
+  raw(SYS_rt_sigprocmask, SIG_SETMASK, (long)&empty, 0, sizeof(empty));
+  raw(SYS_execve, (long)sa->path, (long)sa->argv, (long)sa->envp, 0);
+  raw(SYS_exit, 127, 0, 0, 0);
   return 0;
 }
 
