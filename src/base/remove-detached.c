@@ -10,17 +10,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/detached.h"
 #include "base/fs.h"
 #include "base/remove-detached.h"
 
@@ -29,26 +27,17 @@
 #define REMOVER_MAX_DEPTH 96
 #define REMOVER_DIRENT_BUF 2048
 
-#if defined(__SANITIZE_ADDRESS__)
-#define REMOVER_CODE __attribute__((no_sanitize_address))
-#else
-#define REMOVER_CODE
-#endif
-
 struct remover {
   int dirfd; /* the trash directory */
   char name[64];
 };
 
-/* Raw calls: no errno (it lives in the caller's thread-local storage, which is exiting). */
-REMOVER_CODE static long raw(long number, long a, long b, long c, long d) {
-  return syscall(number, a, b, c, d);
-}
+#define raw detached_raw
 
-REMOVER_CODE static int remove_entry(int dirfd, const char *name, int depth);
+DETACHED_CODE static int remove_entry(int dirfd, const char *name, int depth);
 
 /* Every entry of the open directory fd, until a pass finds none. */
-REMOVER_CODE static int remove_contents(int fd, int depth) {
+DETACHED_CODE static int remove_contents(int fd, int depth) {
   char buf[REMOVER_DIRENT_BUF];
   for (;;) {
     long n = raw(SYS_getdents64, fd, (long)buf, sizeof(buf), 0);
@@ -69,7 +58,7 @@ REMOVER_CODE static int remove_contents(int fd, int depth) {
   }
 }
 
-REMOVER_CODE static int remove_entry(int dirfd, const char *name, int depth) {
+DETACHED_CODE static int remove_entry(int dirfd, const char *name, int depth) {
   if (raw(SYS_unlinkat, dirfd, (long)name, 0, 0) == 0)
     return 0;
   if (depth > REMOVER_MAX_DEPTH)
@@ -88,7 +77,7 @@ REMOVER_CODE static int remove_entry(int dirfd, const char *name, int depth) {
   return r;
 }
 
-REMOVER_CODE static int remover_main(void *arg) {
+DETACHED_CODE static int remover_main(void *arg) {
   const struct remover *rm = arg;
   /* Out of the caller's session (its process group it has left already, see below: setsid
    * fails for a group leader, and either is enough). No fd but the trash directory: nobody
@@ -122,27 +111,14 @@ int fs_remove_tree_detached(const char *path, const char *trash, struct cordon_e
   if (renameat(parent_fd, base, trash_fd, base) < 0)
     return errno == ENOENT ? 0 : fs_remove_tree(path, err);
   /* Out of sight now: whatever happens next, the path is free and `cordon gc` empties the
-   * trash. The remover's stack (its arguments at the bottom) is never unmapped: it is ours
-   * until we exit, then the remover's alone. */
-  unsigned char *stack = mmap(NULL, REMOVER_STACK_SIZE, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+   * trash. Only SIGKILL stops the remover (it keeps every signal blocked). */
+  struct detached child;
+  struct remover *rm = detached_map(&child, sizeof(*rm), REMOVER_STACK_SIZE);
   pid_t pid = -1;
-  if (stack != MAP_FAILED) {
-    struct remover *rm = (struct remover *)stack;
+  if (rm) {
     rm->dirfd = trash_fd;
     snprintf(rm->name, sizeof(rm->name), "%s", base);
-    /* Every signal blocked across the clone and in the remover: no handler of ours runs
-     * there, and only SIGKILL stops it. */
-    sigset_t all, old_mask;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &old_mask);
-    pid = clone(remover_main, stack + REMOVER_STACK_SIZE, CLONE_VM | SIGCHLD, rm);
-    /* Out of our process group before we go on (the remover's own setsid may run after our
-     * exit): a harness that kills what we leave in our group, or a terminal's ^C, must not
-     * cut the removal short. */
-    if (pid > 0)
-      setpgid(pid, pid);
-    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    pid = detached_start(&child, remover_main, rm);
   }
   if (pid < 0)
     return fs_remove_tree_at(trash_fd, base, err) < 0 ? cordon_error_prefix(err, "%s", trash) : 0;

@@ -6,25 +6,18 @@
  * here shares our memory (CLONE_VM, no copy) but not our stack, reads only what was copied to
  * its own mapping, and makes raw system calls (errno and the allocator belong to our exiting
  * thread), as the detached remover does. */
-#include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/detached.h"
 #include "base/spawn-detached.h"
 
 #define SPAWN_STACK_SIZE (64 * 1024)
-
-#if defined(__SANITIZE_ADDRESS__)
-#define SPAWN_CODE __attribute__((no_sanitize_address))
-#else
-#define SPAWN_CODE
-#endif
+#define raw detached_raw
 
 struct spawn_args {
   const char *path;
@@ -33,11 +26,7 @@ struct spawn_args {
   int keep_fd;
 };
 
-SPAWN_CODE static long raw(long number, long a, long b, long c, long d) {
-  return syscall(number, a, b, c, d);
-}
-
-SPAWN_CODE static int spawn_main(void *arg) {
+DETACHED_CODE static int spawn_main(void *arg) {
   const struct spawn_args *sa = arg;
   raw(SYS_setsid, 0, 0, 0, 0);
   /* fd 3 first (keep_fd may be 0, 1 or 2), then stdio, then nothing else. */
@@ -85,15 +74,11 @@ pid_t proc_spawn_detached(const char *path, char *const argv[], char *const envp
   size_t argc = 0, envc = 0;
   size_t data = sizeof(struct spawn_args) + strlen(path) + 1 + vector_size(argv, &argc) +
                 vector_size(envp, &envc) + 2 * sizeof(char *);
-  size_t length = SPAWN_STACK_SIZE + ((data + 4095) & ~(size_t)4095);
-  /* The arguments at the bottom, the stack above them; never unmapped (the child's alone once
-   * we have exited). */
-  char *map = mmap(NULL, length, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-  if (map == MAP_FAILED)
+  struct detached child;
+  struct spawn_args *sa = detached_map(&child, data, SPAWN_STACK_SIZE);
+  if (!sa)
     return -1;
-  struct spawn_args *sa = (struct spawn_args *)(void *)map;
-  char *at = map + sizeof(*sa);
+  char *at = (char *)(sa + 1);
   at += (8 - ((uintptr_t)at & 7)) & 7;
   sa->argv = vector_copy(argv, argc, &at);
   at += (8 - ((uintptr_t)at & 7)) & 7;
@@ -101,21 +86,5 @@ pid_t proc_spawn_detached(const char *path, char *const argv[], char *const envp
   memcpy(at, path, strlen(path) + 1);
   sa->path = at;
   sa->keep_fd = keep_fd;
-  /* Every signal blocked across the clone: no handler of ours runs in the child (it sets an
-   * empty mask just before its exec). */
-  sigset_t all, old_mask;
-  sigfillset(&all);
-  sigprocmask(SIG_SETMASK, &all, &old_mask);
-  pid_t pid = clone(spawn_main, map + length, CLONE_VM | SIGCHLD, sa);
-  int saved = errno;
-  /* Out of our process group before we go on (its own setsid may run after our exit): a
-   * harness that kills what we leave in our group must not stop it. */
-  if (pid > 0)
-    setpgid(pid, pid);
-  sigprocmask(SIG_SETMASK, &old_mask, NULL);
-  if (pid < 0) {
-    munmap(map, length);
-    errno = saved;
-  }
-  return pid;
+  return detached_start(&child, spawn_main, sa);
 }
