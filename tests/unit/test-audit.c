@@ -1,7 +1,8 @@
 /* Unit tests of the HMAC-chained audit log (src/audit/): the chain verifies; any single changed
  * byte is caught; torn tails, removed, reordered and forged lines are named precisely;
  * concurrent appenders from four processes leave one unforked chain; rotation keeps the chain
- * continuous across segments; a chain bound to a project neither verifies nor grows as
+ * continuous across segments; a verified walk never hands on an entry that failed (edited,
+ * deleted) and returns the caller's stop; a chain bound to a project neither verifies nor grows as
  * another project's, nor as an unbound one's. */
 #include <errno.h>
 #include <fcntl.h>
@@ -944,6 +945,120 @@ static void test_project_log_through_context(void **state) {
   free(pb);
 }
 
+/* cordon_audit_verify_foreach hands each entry on only after its HMAC and its place in the
+ * chain verified: an edited line is never seen (the walk stops before it, naming it), a deleted
+ * line stops the walk at the entry whose link breaks, the caller's own stop is returned. */
+struct seen {
+  uint64_t count;
+  uint64_t indexes[64];
+  bool saw_beta;    /* an edited line's content reached the caller */
+  uint64_t stop_at; /* 0: never stop */
+};
+
+static int record(const struct cordon_audit_entry *e, void *userdata) {
+  struct seen *s = userdata;
+  if (s->count < 64)
+    s->indexes[s->count] = e->index;
+  s->count++;
+  if (strstr(e->details_json, "beta"))
+    s->saw_beta = true;
+  return s->stop_at && e->index == s->stop_at ? -1 : 0;
+}
+
+static void test_walk_intact_chain(void **state) {
+  (void)state;
+  char *dir = fresh_dir("walk-intact");
+  struct cordon_audit_log *log = open_log(dir, 600); /* rotates: several segments */
+  append_n(log, 9, "alpha");
+  struct cordon_audit_report r;
+  struct seen s = {0};
+  assert_int_equal(cordon_audit_verify_foreach(log, &r, record, &s, NULL), 0);
+  assert_int_equal(r.problem, CORDON_AUDIT_OK);
+  assert_int_equal(r.entries, 9);
+  assert_true(r.segments > 1);
+  assert_int_equal(s.count, 9);
+  for (uint64_t i = 0; i < 9; i++)
+    assert_int_equal(s.indexes[i], i + 1);
+  /* The same verdict and head as verify alone. */
+  struct cordon_audit_report plain;
+  verify(log, &plain);
+  assert_string_equal(plain.head, r.head);
+  cordon_audit_report_clear(&plain);
+  cordon_audit_report_clear(&r);
+  cordon_audit_close(log);
+  free(dir);
+}
+
+static void test_walk_never_hands_on_an_edited_line(void **state) {
+  (void)state;
+  char *dir = fresh_dir("walk-edited");
+  struct cordon_audit_log *log = open_log(dir, 0);
+  append_n(log, 5, "alpha");
+  char *seg = segment_path(dir, 1);
+  size_t n, start, length;
+  char *text = slurp(seg, &n);
+  /* Entry 3's details: "alpha" becomes "beta!" (same length, still well-formed JSON). */
+  line_span(text, 3, &start, &length);
+  char *word = memmem(text + start, length, "alpha", 5);
+  assert_non_null(word);
+  memcpy(word, "beta!", 5);
+  put(seg, text, n);
+  struct cordon_audit_report r;
+  struct seen s = {0};
+  assert_int_equal(cordon_audit_verify_foreach(log, &r, record, &s, NULL), 0);
+  assert_int_not_equal(r.problem, CORDON_AUDIT_OK);
+  assert_int_equal(r.entry, 3);
+  assert_int_equal(r.line, 3);
+  assert_int_equal(s.count, 2); /* entries 1 and 2, verified; never 3 */
+  assert_false(s.saw_beta);
+  cordon_audit_report_clear(&r);
+  free(text);
+  free(seg);
+  cordon_audit_close(log);
+  free(dir);
+}
+
+static void test_walk_stops_at_a_deleted_line(void **state) {
+  (void)state;
+  char *dir = fresh_dir("walk-deleted");
+  struct cordon_audit_log *log = open_log(dir, 0);
+  append_n(log, 5, "alpha");
+  char *seg = segment_path(dir, 1);
+  size_t n, start, length;
+  char *text = slurp(seg, &n);
+  line_span(text, 2, &start, &length);
+  memmove(text + start, text + start + length, n - start - length);
+  put(seg, text, n - length);
+  struct cordon_audit_report r;
+  struct seen s = {0};
+  assert_int_equal(cordon_audit_verify_foreach(log, &r, record, &s, NULL), 0);
+  assert_int_equal(r.problem, CORDON_AUDIT_BROKEN_LINK);
+  assert_int_equal(r.entry, 2);
+  assert_int_equal(s.count, 1);
+  cordon_audit_report_clear(&r);
+  free(text);
+  free(seg);
+  cordon_audit_close(log);
+  free(dir);
+}
+
+static void test_walk_returns_the_callers_stop(void **state) {
+  (void)state;
+  char *dir = fresh_dir("walk-stop");
+  struct cordon_audit_log *log = open_log(dir, 0);
+  append_n(log, 4, "alpha");
+  struct cordon_audit_report r;
+  struct seen s = {.stop_at = 2};
+  struct cordon_error *err = NULL;
+  assert_true(cordon_audit_verify_foreach(log, &r, record, &s, &err) < 0);
+  assert_non_null(err);
+  cordon_error_free(err);
+  assert_int_equal(s.count, 2);
+  cordon_audit_report_clear(&r);
+  cordon_audit_close(log);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_genesis_check_pure),
@@ -959,6 +1074,10 @@ int main(void) {
       cmocka_unit_test(test_concurrent_appenders),
       cmocka_unit_test(test_rotation),
       cmocka_unit_test(test_large_batch),
+      cmocka_unit_test(test_walk_intact_chain),
+      cmocka_unit_test(test_walk_never_hands_on_an_edited_line),
+      cmocka_unit_test(test_walk_stops_at_a_deleted_line),
+      cmocka_unit_test(test_walk_returns_the_callers_stop),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
