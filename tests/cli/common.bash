@@ -56,3 +56,30 @@ project_leave() {
   project_destroy_sessions
   rm -rf "$PROJECT"
 }
+
+# One booted microvm session (qemu monitor, TCG unless KVM works) for a whole bats file, as
+# booting costs seconds: call microvm_session_setup_file NAME from setup_file (it exports
+# $PROJECT, $SESSION, or MICROVM_SKIP with the reason the qemu monitor cannot run here),
+# microvm_session_setup from setup (skips, or fails when the boot failed) and
+# microvm_session_teardown_file from teardown_file.
+microvm_session_setup_file() {
+  export CORDON_MICROVM_MONITOR=qemu
+  local why
+  why=$(backend_unavailable_reason microvm)
+  [ -z "$why" ] || { export MICROVM_SKIP="microvm (qemu) unavailable: $why"; return 0; }
+  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-$1.XXXXXX")
+  export PROJECT CORDON_PROJECT=$PROJECT CORDON_KEY_DIR=$PROJECT/keys
+  SESSION=$(cd "$PROJECT" && "$CORDON" session create --backend microvm --monitor qemu)
+  export SESSION
+}
+
+microvm_session_setup() {
+  [ -z "${MICROVM_SKIP:-}" ] || skip "$MICROVM_SKIP"
+  [ -n "${SESSION:-}" ] || false
+}
+
+microvm_session_teardown_file() {
+  [ -n "${PROJECT:-}" ] || return 0
+  project_destroy_sessions
+  rm -rf "$PROJECT"
+}

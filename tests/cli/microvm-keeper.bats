@@ -8,26 +8,9 @@
 bats_require_minimum_version 1.5.0
 load common
 
-setup_file() {
-  export CORDON_MICROVM_MONITOR=qemu
-  why=$(backend_unavailable_reason microvm)
-  [ -z "$why" ] || { export MICROVM_SKIP="microvm (qemu) unavailable: $why"; return 0; }
-  PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/cordon-microvm-keeper.XXXXXX")
-  export PROJECT CORDON_PROJECT=$PROJECT CORDON_KEY_DIR=$PROJECT/keys
-  SESSION=$(cd "$PROJECT" && "$CORDON" session create --backend microvm --monitor qemu)
-  export SESSION
-}
-
-teardown_file() {
-  [ -n "${PROJECT:-}" ] || return 0
-  project_destroy_sessions
-  rm -rf "$PROJECT"
-}
-
-setup() {
-  [ -z "${MICROVM_SKIP:-}" ] || skip "$MICROVM_SKIP"
-  [ -n "${SESSION:-}" ] || false
-}
+setup_file() { microvm_session_setup_file microvm-keeper; }
+teardown_file() { microvm_session_teardown_file; }
+setup() { microvm_session_setup; }
 
 @test "microvm keeper: a waiting process killed by a leftover of the sandbox user does not cost the next exec" {
   # Left running: in 2 s it kills every process the sandbox's user may signal (the waiting
