@@ -814,6 +814,9 @@ struct foreach_state {
   int (*fn)(const struct cordon_audit_entry *entry, void *userdata);
   void *userdata;
   uint64_t index;
+  const char *event_prefix; /* NULL: every entry */
+  char *event_needle;       /* "event":"PREFIX */
+  size_t needle_length;
 };
 
 static int foreach_line(const struct line_ref *ref, void *userdata, struct cordon_error **err) {
@@ -823,10 +826,22 @@ static int foreach_line(const struct line_ref *ref, void *userdata, struct cordo
     return cordon_error_set(err, CORDON_ERR_INVALID, 0,
                             "%s: line %" PRIu64 " is torn (no final newline)", ref->file,
                             ref->line);
+  /* A canonical entry spells its event "event":"NAME": a line without those bytes for the
+   * prefix is another event's (or no entry at all, which verify reports) and is not parsed. */
+  if (s->event_prefix && !memmem(ref->data, ref->length, s->event_needle, s->needle_length)) {
+    s->index++;
+    return 0;
+  }
   json_t *entry = audit_line_parse(ref->data, ref->length, reason);
   if (!entry)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "%s: line %" PRIu64 ": %s", ref->file,
                             ref->line, reason);
+  const char *event = json_string_value(json_object_get(entry, "event"));
+  if (s->event_prefix && strncmp(event, s->event_prefix, strlen(s->event_prefix))) {
+    json_decref(entry); /* the bytes were in its details */
+    s->index++;
+    return 0;
+  }
   char *details = NULL;
   if (jcs_dump(json_object_get(entry, "details"), &details, NULL, err) < 0) {
     json_decref(entry);
@@ -836,7 +851,7 @@ static int foreach_line(const struct line_ref *ref, void *userdata, struct cordo
       .index = ++s->index,
       .file = ref->file,
       .line = ref->line,
-      .event = json_string_value(json_object_get(entry, "event")),
+      .event = event,
       .actor = json_string_value(json_object_get(entry, "actor")),
       .resource_type = json_string_value(json_object_get(entry, "resource_type")),
       .resource_id = json_string_value(json_object_get(entry, "resource_id")),
@@ -857,18 +872,34 @@ static int foreach_line(const struct line_ref *ref, void *userdata, struct cordo
 int cordon_audit_verify_foreach(struct cordon_audit_log *log, struct cordon_audit_report *report,
                                 int (*fn)(const struct cordon_audit_entry *entry, void *userdata),
                                 void *userdata, struct cordon_error **err) {
-  struct foreach_state s = {fn, userdata, 0};
+  struct foreach_state s = {fn, userdata, 0, NULL, NULL, 0};
   return verify_walk(log, report, &s, err);
 }
 
 int cordon_audit_foreach(struct cordon_audit_log *log,
                          int (*fn)(const struct cordon_audit_entry *entry, void *userdata),
                          void *userdata, struct cordon_error **err) {
+  return cordon_audit_foreach_event(log, NULL, fn, userdata, err);
+}
+
+int cordon_audit_foreach_event(struct cordon_audit_log *log, const char *event_prefix,
+                               int (*fn)(const struct cordon_audit_entry *entry, void *userdata),
+                               void *userdata, struct cordon_error **err) {
   _cleanup_close_ int dirfd = -1, lockfd = -1;
   struct walk_state w;
   if (open_for_reading(log, &dirfd, &lockfd, &w, err) < 0)
     return -1;
-  struct foreach_state s = {fn, userdata, 0};
+  struct foreach_state s = {fn, userdata, 0, event_prefix, NULL, 0};
+  _cleanup_free_ char *needle = NULL;
+  if (event_prefix) {
+    int n = asprintf(&needle, "\"event\":\"%s", event_prefix);
+    if (n < 0) {
+      free(w.segments);
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "audit log %s", log->dir);
+    }
+    s.event_needle = needle;
+    s.needle_length = (size_t)n;
+  }
   int r = w.count ? walk_lines(log, dirfd, &w, w.count, foreach_line, &s, err) : 0;
   free(w.segments);
   if (r > 0)

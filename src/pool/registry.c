@@ -130,7 +130,7 @@ int pool_registry_load(struct cordon_audit_log *log, struct pool_registry *reg,
     struct pool_registry *reg;
     struct cordon_error **err;
   } ctx = {reg, err};
-  if (cordon_audit_foreach(log, apply_entry, &ctx, err) < 0) {
+  if (cordon_audit_foreach_event(log, "pool.", apply_entry, &ctx, err) < 0) {
     pool_registry_clear(reg);
     return -1;
   }

@@ -247,7 +247,7 @@ int pool_worker_find_enrolment(struct cordon_context *ctx, const char *kid, cons
   _cleanup_(audit_closep) struct cordon_audit_log *log = NULL;
   struct find_enrolment f = {kid, pool, pool_hash, receipt_digest, false};
   if (cordon_audit_open_project(ctx, NULL, &log, err) < 0 ||
-      cordon_audit_foreach(log, find_enrolment_entry, &f, err) < 0)
+      cordon_audit_foreach_event(log, "worker.enrolled", find_enrolment_entry, &f, err) < 0)
     return -1;
   return f.found ? 1 : 0;
 }

@@ -1059,6 +1059,46 @@ static void test_walk_returns_the_callers_stop(void **state) {
   free(dir);
 }
 
+/* foreach_event hands on only the entries of its events, with their places in the whole chain,
+ * and a line that cannot be read still stops it. */
+static void test_foreach_event_filters(void **state) {
+  (void)state;
+  char *dir = fresh_dir("foreach-event");
+  struct cordon_audit_log *log = open_log(dir, 0);
+  for (int i = 0; i < 6; i++) {
+    char id[16];
+    snprintf(id, sizeof(id), "r-%d", i);
+    /* A decoy: a nested "event" naming the prefix in an entry of another event. */
+    struct cordon_audit_event ev = {i % 3 == 0 ? "pool.registered" : "session.created",
+                                    "user:tester", "thing", id,
+                                    "{\"event\":\"pool.decoy\",\"n\":1}"};
+    char hmac[65];
+    assert_int_equal(cordon_audit_append(log, &ev, hmac, NULL), 0);
+  }
+  struct seen s = {0};
+  assert_int_equal(cordon_audit_foreach_event(log, "pool.", record, &s, NULL), 0);
+  assert_int_equal(s.count, 2);
+  assert_int_equal(s.indexes[0], 1);
+  assert_int_equal(s.indexes[1], 4);
+  /* A line that is not an entry, among the skipped events, still stops the walk. */
+  char *seg = segment_path(dir, 1);
+  size_t n, start, length;
+  char *text = slurp(seg, &n);
+  line_span(text, 2, &start, &length);
+  text[start + 1] = ' '; /* {"actor" becomes { actor": not JSON */
+  put(seg, text, n);
+  struct cordon_error *err = NULL;
+  memset(&s, 0, sizeof(s));
+  assert_true(cordon_audit_foreach_event(log, "pool.", record, &s, &err) < 0);
+  assert_non_null(err);
+  assert_non_null(strstr(err->message, "line 2"));
+  cordon_error_free(err);
+  free(text);
+  free(seg);
+  cordon_audit_close(log);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_genesis_check_pure),
@@ -1078,6 +1118,7 @@ int main(void) {
       cmocka_unit_test(test_walk_never_hands_on_an_edited_line),
       cmocka_unit_test(test_walk_stops_at_a_deleted_line),
       cmocka_unit_test(test_walk_returns_the_callers_stop),
+      cmocka_unit_test(test_foreach_event_filters),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
