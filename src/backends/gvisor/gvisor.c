@@ -106,20 +106,36 @@ static char *container_id(struct cordon_session *s) {
   return asprintf(&id, "cordon-%s", s->id) < 0 ? NULL : id;
 }
 
-/* Run runsc with the session's state root; its stderr goes into the error. */
-static int runsc(struct cordon_session *s, const char *const *args, bool quiet,
-                 struct cordon_error **err) {
+/* The head of every runsc command line: the binary, the session's state root, and the global
+ * flags every call shares (runsc reads them at each call, so create, exec and delete agree).
+ *
+ * --ignore-cgroups: the spec sets no linux.resources (--memory and --cpus are refused, --pids is
+ * the Sentry's RLIMIT_NPROC), so the cgroups runsc would make (one per v1 hierarchy, at the root
+ * of each: a mkdir, joins, restores and an rmdir in every hierarchy, per sandbox) limit nothing;
+ * they would only move the sandbox and its gofer out of the caller's cgroups, and out of
+ * whatever limit an operator put on those. Without them runsc's tree stays where cordon started
+ * it: in the caller's cgroups (and, for a one-shot run or an exec, in the runner's own cgroup,
+ * exec/runner.c, which kills it whole). The isolation is the same or stronger, and a cold run is
+ * tens of milliseconds shorter on a loaded host (docs/design.md, "gvisor's speed"). */
+static int runsc_head(struct cordon_session *s, char ***argv, struct cordon_error **err) {
   const char *binary = find_runsc();
   if (!binary)
     return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "gvisor: runsc is not installed");
   _cleanup_free_ char *state = NULL, *root = NULL;
   if (session_path(s, "state", &state, err) < 0)
     return -1;
-  if (asprintf(&root, "--root=%s", state) < 0)
+  if (asprintf(&root, "--root=%s", state) < 0 || strv_push(argv, binary) < 0 ||
+      strv_push(argv, root) < 0 || strv_push(argv, "--ignore-cgroups") < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
+  return 0;
+}
+
+/* Run runsc with the session's state root; its stderr goes into the error. */
+static int runsc(struct cordon_session *s, const char *const *args, bool quiet,
+                 struct cordon_error **err) {
   _cleanup_(strv_freep) char **argv = NULL;
-  if (strv_push(&argv, binary) < 0 || strv_push(&argv, root) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
+  if (runsc_head(s, &argv, err) < 0)
+    return -1;
   for (const char *const *a = args; *a; a++)
     if (strv_push(&argv, *a) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
@@ -184,16 +200,10 @@ reap_detached(char **argv, int empty, int log, int status_fd) {
  * never reach its end). */
 static int runsc_detached(struct cordon_session *s, int rundir, const char *const *args,
                           struct cordon_error **err) {
-  const char *binary = find_runsc();
-  _cleanup_free_ char *state = NULL, *root = NULL;
-  if (!binary)
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "gvisor: runsc is not installed");
-  if (session_path(s, "state", &state, err) < 0)
-    return -1;
   _cleanup_(strv_freep) char **argv = NULL;
-  int r = asprintf(&root, "--root=%s", state) < 0 ? -1 : 0;
-  r = r < 0 ? r : strv_push(&argv, binary);
-  r = r < 0 ? r : strv_push(&argv, root);
+  if (runsc_head(s, &argv, err) < 0)
+    return -1;
+  int r = 0;
   for (const char *const *a = args; r == 0 && *a; a++)
     r = strv_push(&argv, *a);
   if (r < 0)
@@ -915,16 +925,10 @@ static int one_shot_argv(struct cordon_session *s, char *const *wrapper, char **
 static int gvisor_exec(struct cordon_session *s, const struct cordon_exec_request *req,
                        struct cordon_exec_result *res, struct cordon_error **err) {
   double started = fs_now();
-  const char *binary = find_runsc();
-  _cleanup_free_ char *token = NULL, *state = NULL, *root = NULL;
-  if (!binary)
-    return cordon_error_set(err, CORDON_ERR_UNAVAILABLE, 0, "gvisor: runsc is not installed");
-  if (fs_random_hex(8, &token, err) < 0 || session_path(s, "state", &state, err) < 0)
-    return -1;
+  _cleanup_free_ char *token = NULL;
   _cleanup_(strv_freep) char **argv = NULL;
-  if (asprintf(&root, "--root=%s", state) < 0 || strv_push(&argv, binary) < 0 ||
-      strv_push(&argv, root) < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "exec");
+  if (fs_random_hex(8, &token, err) < 0 || runsc_head(s, &argv, err) < 0)
+    return -1;
   _cleanup_(strv_freep) char **wrapper = NULL;
   bool one_shot = is_one_shot(s);
   if (wrapper_argv(s, req, token, &wrapper, err) < 0 ||

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #define SANDBOX_ID 1000 /* uid and gid of the sandbox user (confine/policy.h) */
+#define HELPER_TARGET "/.cordon-gvisor-exec" /* where the sandbox has it (spec.h) */
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 static volatile sig_atomic_t timed_out;
@@ -131,9 +132,30 @@ static void open_record(const char *status_path) {
   record_fd = open(status_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 
+/* "KIND N\n" into line (64 bytes): formatted by hand, as stdio's formatter is pages of code the
+ * wrapper would otherwise fault in, under gVisor's ptrace platform a trap to the Sentry each. */
+static int format_record(char line[64], const char *kind, int value) {
+  int n = 0;
+  for (; kind[n] && n < 40; n++)
+    line[n] = kind[n];
+  line[n++] = ' ';
+  unsigned magnitude = value < 0 ? 0u - (unsigned)value : (unsigned)value;
+  char digits[12];
+  int d = 0;
+  do
+    digits[d++] = (char)('0' + magnitude % 10);
+  while ((magnitude /= 10) && d < (int)sizeof(digits));
+  if (value < 0)
+    line[n++] = '-';
+  while (d)
+    line[n++] = digits[--d];
+  line[n++] = '\n';
+  return n;
+}
+
 static void report(const char *status_path, const char *kind, int value) {
   char line[64];
-  int n = snprintf(line, sizeof(line), "%s %d\n", kind, value);
+  int n = format_record(line, kind, value);
   if (record_fd < 0)
     open_record(status_path);
   if (record_fd < 0)
@@ -228,6 +250,11 @@ struct command_start {
   int report;
 };
 
+/* The stack of the command's process until its execve: in the wrapper's own bss, not mapped and
+ * unmapped per exec (each an address-space change the ptrace platform makes in its stub process
+ * on the host). What start_command and exec_command use is under 8 KiB. */
+static char command_stack[64 * 1024] __attribute__((aligned(64)));
+
 /* The command's process (clone with CLONE_VM: nothing here may touch the wrapper's memory but
  * its own stack, and it ends in execve or _exit). */
 static int start_command(void *arg) {
@@ -265,7 +292,27 @@ static int start_command(void *arg) {
   _exit(stage[0] == 'x' && stage[1] == ENOENT ? 127 : 126);
 }
 
+/* Whether this process is where it belongs: pid 1 of a sandbox (a one-shot run's wrapper or a
+ * session's holder), or an exec beside a holder that is this program (pid 1's argv[0] is the path
+ * the spec gives it). Anywhere else, on the host above all, the wrapper must do nothing: its tree
+ * kill takes every child of pid 1 for the command's orphan, and the host's init has many. */
+static int inside_sandbox(void) {
+  if (getpid() == 1)
+    return 1;
+  char cmdline[sizeof(HELPER_TARGET)] = {0};
+  int fd = open("/proc/1/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, cmdline, sizeof(cmdline));
+  close(fd);
+  return n == (ssize_t)sizeof(cmdline) && !memcmp(cmdline, HELPER_TARGET, sizeof(cmdline));
+}
+
 int main(int argc, char **argv) {
+  if (!inside_sandbox() || (argc == 2 && !strcmp(argv[1], "pause") && getpid() != 1)) {
+    fprintf(stderr, "cordon-gvisor-exec: runs only inside a cordon gvisor sandbox\n");
+    return 125;
+  }
   if (argc == 2 && !strcmp(argv[1], "pause")) {
     /* pid 1 of the sandbox: reap what is orphaned to it. SIGCHLD must be caught (not ignored,
      * pid 1's default) for pause to return when one arrives. */
@@ -310,12 +357,8 @@ int main(int argc, char **argv) {
    * space for every fork (a stub process), and the command's execve builds another; sharing ours
    * until the execve saves the first. We wait, suspended, until the child has exec'd or exited. */
   struct command_start start = {command, envp, cwd, nproc, fsize, report_pipe[1]};
-  size_t stack_size = 256 * 1024;
-  char *stack = malloc(stack_size);
-  if (!stack)
-    return 125;
-  pid_t child = clone(start_command, stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
-  free(stack);
+  pid_t child = clone(start_command, command_stack + sizeof(command_stack),
+                      CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
   if (child < 0)
     return 125;
   close(report_pipe[1]);
