@@ -578,6 +578,10 @@ int ns_holder_wait(pid_t holder, int ready_fd, struct cordon_error **err) {
  */
 
 #define ONESHOT_STACK_SIZE (256 * 1024)
+#define ONESHOT_STACK_PREFAULT (16 * 1024)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 struct ns_oneshot {
   const struct ns_holder_config *cfg;
@@ -860,6 +864,12 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
   o->stacks = ns_stack_map(2 * ONESHOT_STACK_SIZE);
   if (!o->stacks)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "sandbox stacks");
+  /* The tops of both stacks, which pid 1 and the command's process use, mapped now in one
+   * call each rather than faulted in page by page (a fault costs ten times a populated page
+   * in a VM); best effort, as in the CLI's start-up. */
+  for (int i = 1; i <= 2; i++)
+    (void)madvise(o->stacks + i * ONESHOT_STACK_SIZE - ONESHOT_STACK_PREFAULT,
+                  ONESHOT_STACK_PREFAULT, MADV_POPULATE_WRITE);
   if (pipe2(o->go, O_CLOEXEC) < 0 || pipe2(o->report, O_CLOEXEC) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
   o->dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
