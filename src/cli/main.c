@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,7 +194,29 @@ static void prefault_startup(void) {
   populate((uintptr_t)__data_start, (uintptr_t)_end);
 }
 
+#ifdef CORDON_DEFER_OPENSSL_CPUID
+/* OpenSSL's CPU probe, called from .init before main and again by OpenSSL's own initialisation
+ * (and crypto/digest.c's crypto_cpu_probe, before long hashes): skipped before main, done at the
+ * first call after it. Until then libcrypto sees no CPU features, which only means its generic
+ * code. */
+static bool main_started;
+void __real_OPENSSL_cpuid_setup(void);
+void __wrap_OPENSSL_cpuid_setup(void);
+void __wrap_OPENSSL_cpuid_setup(void) {
+  if (main_started)
+    __real_OPENSSL_cpuid_setup();
+}
+/* crypto/digest.c's hook (weak there): before long hashes and HMAC keys. Idempotent. */
+void crypto_cpu_probe(void);
+void crypto_cpu_probe(void) {
+  __real_OPENSSL_cpuid_setup();
+}
+#endif
+
 int main(int argc, char **argv) {
+#ifdef CORDON_DEFER_OPENSSL_CPUID
+  main_started = true;
+#endif
   if (argc < 2) {
     fputs(main_usage, stderr);
     return EXIT_USAGE;
