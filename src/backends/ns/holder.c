@@ -109,8 +109,46 @@ static void close_all_except(int *keep, size_t n) {
   sys_close_range(from, ~0U, 0);
 }
 
+/* The signals whose disposition is not the default (ignored or caught), from /proc/self/status
+ * (SigIgn, SigCgt): 1 when both were read. Bit n-1 is signal n. */
+static int signals_not_default(uint64_t *mask) {
+  char text[4096];
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  text[n] = 0;
+  int found = 0;
+  *mask = 0;
+  static const char *const keys[] = {"\nSigIgn:\t", "\nSigCgt:\t"};
+  for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+    const char *at = strstr(text, keys[i]);
+    char *end = NULL;
+    if (!at)
+      return 0;
+    errno = 0;
+    unsigned long long bits = strtoull(at + strlen(keys[i]), &end, 16);
+    if (errno || !end || *end != '\n')
+      return 0;
+    *mask |= bits;
+    found++;
+  }
+  return found == 2;
+}
+
+/* Every signal back to its default disposition. Only those that are not already (one read of
+ * /proc/self/status, where the kernel lists them), rather than 64 sigaction calls on pid 1's
+ * serial path; all 64 when that cannot be read. */
 static void reset_signals(void) {
-  for (int sig = 1; sig < NSIG; sig++) {
+  uint64_t mask = ~(uint64_t)0;
+  if (!signals_not_default(&mask))
+    mask = ~(uint64_t)0;
+  for (int sig = 1; sig < NSIG && sig <= 64; sig++) {
+    if (!(mask & (1ull << (sig - 1))))
+      continue;
     struct sigaction sa = {.sa_handler = SIG_DFL};
     sigaction(sig, &sa, NULL);
   }
