@@ -654,7 +654,7 @@ struct oneshot_net {
   unsigned char *stack_top;
   pid_t pid;
   volatile int nsfd;  /* the helper's network namespace, in the fd table it shares with pid 1 */
-  volatile int ready; /* helper -> pid 1: 1 once lo is up (or a step failed) */
+  volatile int ready; /* helper -> pid 1: 1 once it is done (lo up, or a step failed) */
   volatile int error; /* errno of the helper's failed step, or 0 */
   volatile int stage; /* which step failed (oneshot_net_join names them), or 0 */
 };
@@ -772,7 +772,6 @@ ON_OWN_STACK static int oneshot_net_main(void *arg) {
   net->stage = stage;
   net->error = error;
   __atomic_store_n(&net->ready, 1, __ATOMIC_SEQ_CST);
-  futex_wake_all(&net->ready);
   _exit(0);
 }
 
@@ -785,12 +784,14 @@ ON_OWN_STACK static int oneshot_net_start(struct oneshot_net *net, struct cordon
 }
 
 ON_OWN_STACK static int oneshot_net_join(struct oneshot_net *net, struct cordon_error **err) {
-  while (!__atomic_load_n(&net->ready, __ATOMIC_SEQ_CST))
-    sys_futex((uint32_t *)&net->ready, FUTEX_WAIT, 0);
+  /* Its exit is its answer: a helper killed before it could give one fails the setup. */
   while (waitpid(net->pid, NULL, __WALL) < 0 && errno == EINTR)
     ;
   int r = 0;
-  if (net->stage) {
+  if (!__atomic_load_n(&net->ready, __ATOMIC_SEQ_CST)) {
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                         "the helper making the sandbox's network namespace died");
+  } else if (net->stage) {
     static const char *const what[] = {"",
                                        "socket in the sandbox's network namespace",
                                        "cannot name the sandbox's network namespace",
