@@ -11,10 +11,25 @@
 
 #include "crypto/digest.h"
 
+/* The `cordon` executable, linked with a static libcrypto, defers OpenSSL's CPU probe from
+ * start-up to its first use (src/cli/main.c) and defines this to run it; elsewhere it is absent
+ * and the probe ran when libcrypto was loaded. Without it OpenSSL uses its generic code, which is
+ * as right but slower: asked for before hashing anything long, and by every HMAC key. OpenSSL's
+ * own initialisation (every EVP use) runs the probe too. */
+void crypto_cpu_probe(void) __attribute__((weak));
+#define CRYPTO_PROBE_BYTES 4096
+
+static void cpu_probe(void) {
+  if (crypto_cpu_probe)
+    crypto_cpu_probe();
+}
+
 /* The low-level functions, not SHA256(): in OpenSSL 3 that one goes through EVP, whose first
  * fetch costs about 3 ms of CPU (see struct crypto_hmac below). */
 int crypto_sha256(const void *data, size_t length, uint8_t out[CRYPTO_SHA256_LEN],
                   struct cordon_error **err) {
+  if (length >= CRYPTO_PROBE_BYTES)
+    cpu_probe();
   SHA256_CTX ctx;
   if (!SHA256_Init(&ctx) || !SHA256_Update(&ctx, data, length) || !SHA256_Final(out, &ctx))
     return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "SHA-256 failed");
@@ -169,6 +184,7 @@ void crypto_hmac_free(struct crypto_hmac *h) {
 
 int crypto_hmac_new(const uint8_t *key, size_t key_length, struct crypto_hmac **out,
                     struct cordon_error **err) {
+  cpu_probe(); /* a key is made to hash many messages (audit verify) */
   struct crypto_hmac *h = calloc(1, sizeof(*h));
   if (!h)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "HMAC");

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <net/if.h>
 #include <linux/close_range.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -40,6 +41,9 @@
 #include "confine/userns.h"
 
 #define HOSTNAME "cordon"
+#ifndef SIOCGSKNS
+#define SIOCGSKNS 0x894C /* linux/sockios.h: the socket's network namespace, as an fd */
+#endif
 
 /* ---- messages from the setup processes back to the caller -------------------------------- */
 
@@ -105,8 +109,46 @@ static void close_all_except(int *keep, size_t n) {
   sys_close_range(from, ~0U, 0);
 }
 
+/* The signals whose disposition is not the default (ignored or caught), from /proc/self/status
+ * (SigIgn, SigCgt): 1 when both were read. Bit n-1 is signal n. */
+static int signals_not_default(uint64_t *mask) {
+  char text[4096];
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  text[n] = 0;
+  int found = 0;
+  *mask = 0;
+  static const char *const keys[] = {"\nSigIgn:\t", "\nSigCgt:\t"};
+  for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+    const char *at = strstr(text, keys[i]);
+    char *end = NULL;
+    if (!at)
+      return 0;
+    errno = 0;
+    unsigned long long bits = strtoull(at + strlen(keys[i]), &end, 16);
+    if (errno || !end || *end != '\n')
+      return 0;
+    *mask |= bits;
+    found++;
+  }
+  return found == 2;
+}
+
+/* Every signal back to its default disposition. Only those that are not already (one read of
+ * /proc/self/status, where the kernel lists them), rather than 64 sigaction calls on pid 1's
+ * serial path; all 64 when that cannot be read. */
 static void reset_signals(void) {
-  for (int sig = 1; sig < NSIG; sig++) {
+  uint64_t mask = ~(uint64_t)0;
+  if (!signals_not_default(&mask))
+    mask = ~(uint64_t)0;
+  for (int sig = 1; sig < NSIG && sig <= 64; sig++) {
+    if (!(mask & (1ull << (sig - 1))))
+      continue;
     struct sigaction sa = {.sa_handler = SIG_DFL};
     sigaction(sig, &sa, NULL);
   }
@@ -114,10 +156,18 @@ static void reset_signals(void) {
 
 /* ---- the sandbox's own setup, in its first process ----------------------------------------- */
 
+/* The one-shot's network namespace, made beside pid 1's mounts (see oneshot_net_start). */
+struct oneshot_net;
+static int oneshot_net_start(struct oneshot_net *net, struct cordon_error **err);
+static int oneshot_net_join(struct oneshot_net *net, struct cordon_error **err);
+
 /* Everything pid 1 does before it can start commands, in both forms (the holder and the
  * one-shot): the cgroup namespace, the sandbox uid (keeping capabilities: it still mounts),
- * the root, the host name and the loopback interface. */
-static int sandbox_setup(const struct ns_holder_config *cfg, struct cordon_error **err) {
+ * the root, the host name and the loopback interface. With net (the one-shot), pid 1 was born
+ * in the caller's network namespace: a helper makes the sandbox's own while the root is built,
+ * and pid 1 joins it before anything else touches the network. */
+static int sandbox_setup(const struct ns_holder_config *cfg, struct oneshot_net *net,
+                         struct cordon_error **err) {
   /* Our cgroup namespace is rooted at the session's cgroup, where we were born. */
   if (unshare(CLONE_NEWCGROUP) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create the cgroup namespace");
@@ -143,12 +193,18 @@ static int sandbox_setup(const struct ns_holder_config *cfg, struct cordon_error
   if (root.n_devices)
     memcpy(devices, root.devices, root.n_devices * sizeof(devices[0]));
   root.devices = devices;
+  if (net && oneshot_net_start(net, err) < 0)
+    return -1;
   if (confine_root_prepare_trees(&root, err) < 0 || confine_build_root(&root, err) < 0)
     return -1;
   if (sethostname(HOSTNAME, strlen(HOSTNAME)) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "sethostname");
-  if (cfg->new_network && cfg->loopback && confine_loopback_up(err) < 0)
+  if (net) {
+    if (oneshot_net_join(net, err) < 0)
+      return -1;
+  } else if (cfg->new_network && cfg->loopback && confine_loopback_up(err) < 0) {
     return -1;
+  }
   if (cfg->egress_fd >= 0 && ns_egress_handoff(cfg->egress_fd, err) < 0)
     return -1;
   if (cfg->cpus_visible && confine_limit_affinity(cfg->cpus_visible, err) < 0)
@@ -385,7 +441,7 @@ static _Noreturn void holder_main(const struct ns_holder_config *cfg, int go_fd,
   reset_signals();
   setsid();
   ns_set_title("cordon: holder");
-  if (sandbox_setup(cfg, &err) < 0)
+  if (sandbox_setup(cfg, NULL, &err) < 0)
     fail_setup(ready_fd, err);
 
   /* Daemon: no terminal, no inherited fds, nothing to attach to. */
@@ -578,6 +634,30 @@ int ns_holder_wait(pid_t holder, int ready_fd, struct cordon_error **err) {
  */
 
 #define ONESHOT_STACK_SIZE (256 * 1024)
+#define ONESHOT_STACK_PREFAULT (16 * 1024)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* The one-shot sandbox's network namespace is the slowest one to make (the kernel runs every
+ * per-namespace init of the network stack: ~0.3-0.5 ms here), and bringing lo up in it costs
+ * more. Neither needs the mount tree: so pid 1 is born without CLONE_NEWNET and, first thing,
+ * clones a helper (CLONE_VM | CLONE_FILES, on the command's stack, unused until then) that
+ * makes a new network namespace (unshare: in its own time, where a clone would make it in
+ * pid 1's) and brings lo up there while pid 1 builds the root on the other
+ * core. pid 1 then reaps the helper and joins its namespace (setns), all before it drops its
+ * capabilities and long before the command exists. The namespace is owned
+ * by the sandbox's user namespace, as one made by pid 1's own clone would be. Should the join
+ * fail, the setup fails: the command never runs in the caller's network namespace. */
+struct oneshot_net {
+  const struct ns_holder_config *cfg;
+  unsigned char *stack_top;
+  pid_t pid;
+  volatile int nsfd;  /* the helper's network namespace, in the fd table it shares with pid 1 */
+  volatile int ready; /* helper -> pid 1: 1 once it is done (lo up, or a step failed) */
+  volatile int error; /* errno of the helper's failed step, or 0 */
+  volatile int stage; /* which step failed (oneshot_net_join names them), or 0 */
+};
 
 struct ns_oneshot {
   const struct ns_holder_config *cfg;
@@ -605,6 +685,7 @@ struct ns_oneshot {
   volatile int exec_stage; /* 0, or NS_STAGE_* when the command failed before execve */
   volatile int exec_errno;
   struct ns_oneshot *left_next; /* on left_at_exit */
+  struct oneshot_net net;
 };
 
 /* Ended sandboxes whose pid 1 this process, about to exit, does not wait for (see
@@ -663,6 +744,71 @@ ON_OWN_STACK static void futex_wake_all(volatile int *word) {
   sys_futex((uint32_t *)word, FUTEX_WAKE, INT_MAX);
 }
 
+/* The helper: only system calls (it shares pid 1's memory and fd table, and runs beside it).
+ * It hands its namespace over as an fd (SIOCGSKNS on a socket of it: no /proc, whose view
+ * changes while pid 1 pivots, and no pidfd, which setns checks like ptrace against the memory
+ * we share with the caller), then exits: the fd keeps the namespace. */
+ON_OWN_STACK static int oneshot_net_main(void *arg) {
+  struct oneshot_net *net = arg;
+  int stage = 0, error = 0, nsfd = -1, sock = -1;
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof(ifr));
+  memcpy(ifr.ifr_name, "lo", 3);
+  /* Made here, not by the clone: a clone makes its namespaces in the parent's time. */
+  if (unshare(CLONE_NEWNET) < 0)
+    stage = 5, error = errno;
+  else if ((sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+    stage = 1, error = errno;
+  else if ((nsfd = ioctl(sock, SIOCGSKNS)) < 0)
+    stage = 2, error = errno;
+  else if (net->cfg->loopback && ioctl(sock, SIOCGIFFLAGS, &ifr) < 0)
+    stage = 3, error = errno;
+  else if (net->cfg->loopback &&
+           (ifr.ifr_flags |= IFF_UP | IFF_RUNNING, ioctl(sock, SIOCSIFFLAGS, &ifr) < 0))
+    stage = 4, error = errno;
+  if (sock >= 0)
+    close(sock);
+  net->nsfd = nsfd;
+  net->stage = stage;
+  net->error = error;
+  __atomic_store_n(&net->ready, 1, __ATOMIC_SEQ_CST);
+  _exit(0);
+}
+
+ON_OWN_STACK static int oneshot_net_start(struct oneshot_net *net, struct cordon_error **err) {
+  net->pid = clone(oneshot_net_main, net->stack_top, CLONE_VM | CLONE_FILES | SIGCHLD, net);
+  if (net->pid < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
+                            "cannot create the sandbox's network namespace");
+  return 0;
+}
+
+ON_OWN_STACK static int oneshot_net_join(struct oneshot_net *net, struct cordon_error **err) {
+  /* Its exit is its answer: a helper killed before it could give one fails the setup. */
+  while (waitpid(net->pid, NULL, __WALL) < 0 && errno == EINTR)
+    ;
+  int r = 0;
+  if (!__atomic_load_n(&net->ready, __ATOMIC_SEQ_CST)) {
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                         "the helper making the sandbox's network namespace died");
+  } else if (net->stage) {
+    static const char *const what[] = {"",
+                                       "socket in the sandbox's network namespace",
+                                       "cannot name the sandbox's network namespace",
+                                       "cannot read the flags of lo",
+                                       "cannot bring lo up",
+                                       "cannot create the sandbox's network namespace"};
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, net->error, "%s", what[net->stage]);
+  } else if (setns(net->nsfd, CLONE_NEWNET) < 0) {
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno,
+                         "cannot join the sandbox's network namespace");
+  }
+  if (net->nsfd >= 0)
+    close(net->nsfd);
+  net->nsfd = -1;
+  return r;
+}
+
 ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
   struct ns_oneshot *o = arg;
   struct cordon_error *err = NULL;
@@ -679,7 +825,7 @@ ON_OWN_STACK static int oneshot_pid1_main(void *arg) {
     _exit(1);      /* the caller reports its own failure */
   reset_signals(); /* the caller's handlers must never run here */
   setsid();
-  if (sandbox_setup(o->cfg, &err) < 0)
+  if (sandbox_setup(o->cfg, o->cfg->new_network ? &o->net : NULL, &err) < 0)
     oneshot_fail(o, err);
   /* Nothing below needs a privilege: the command is born with none. Not dumpable, so nothing in
    * the sandbox may read this memory, which is also the caller's (its arguments included). */
@@ -818,13 +964,18 @@ void ns_oneshot_free(struct ns_oneshot *o) {
   free(o);
 }
 
+/* pid 1 of a one-shot sandbox: its network namespace comes from its helper (oneshot_net). */
+static int oneshot_namespace_flags(const struct ns_holder_config *cfg) {
+  return namespace_flags(cfg) & ~CLONE_NEWNET;
+}
+
 /* oom_shield: pid 1 as a vfork of this thread, which waits in the clone until pid 1 ends. */
 static void *oneshot_vfork_thread(void *arg) {
   struct ns_oneshot *o = arg;
-  pid_t pid =
-      clone(oneshot_pid1_main, o->stacks + ONESHOT_STACK_SIZE,
-            CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | namespace_flags(o->cfg) | SIGCHLD, o,
-            &o->pid1_tid);
+  pid_t pid = clone(oneshot_pid1_main, o->stacks + ONESHOT_STACK_SIZE,
+                    CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | oneshot_namespace_flags(o->cfg) |
+                        SIGCHLD,
+                    o, &o->pid1_tid);
   if (pid < 0) {
     __atomic_store_n(&o->pid1_started, -errno, __ATOMIC_SEQ_CST);
     futex_wake_all(&o->pid1_started);
@@ -855,11 +1006,19 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
   struct ns_oneshot *o = calloc(1, sizeof(*o));
   if (!o)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "sandbox");
-  *o = (struct ns_oneshot){.cfg = cfg, .cmd = cmd, .go = {-1, -1}, .report = {-1, -1}};
+  *o = (struct ns_oneshot){
+      .cfg = cfg, .cmd = cmd, .go = {-1, -1}, .report = {-1, -1}, .net = {.cfg = cfg, .nsfd = -1}};
   *out = o;
   o->stacks = ns_stack_map(2 * ONESHOT_STACK_SIZE);
   if (!o->stacks)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "sandbox stacks");
+  o->net.stack_top = o->stacks + 2 * ONESHOT_STACK_SIZE; /* the command's, free until then */
+  /* The tops of both stacks, which pid 1 and the command's process use, mapped now in one
+   * call each rather than faulted in page by page (a fault costs ten times a populated page
+   * in a VM); best effort, as in the CLI's start-up. */
+  for (int i = 1; i <= 2; i++)
+    (void)madvise(o->stacks + i * ONESHOT_STACK_SIZE - ONESHOT_STACK_PREFAULT,
+                  ONESHOT_STACK_PREFAULT, MADV_POPULATE_WRITE);
   if (pipe2(o->go, O_CLOEXEC) < 0 || pipe2(o->report, O_CLOEXEC) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
   o->dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
@@ -870,7 +1029,7 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
   pthread_sigmask(SIG_SETMASK, &all, &old_mask);
   pid_t pid = cfg->oom_shield ? oneshot_clone_shielded(o)
                               : clone(oneshot_pid1_main, o->stacks + ONESHOT_STACK_SIZE,
-                                      CLONE_VM | namespace_flags(cfg) | SIGCHLD, o);
+                                      CLONE_VM | oneshot_namespace_flags(cfg) | SIGCHLD, o);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
   if (pid < 0)
