@@ -4,8 +4,9 @@
  *
  *   proxy   the proxy on a loopback TCP listener, as on ns (the daemon serves the listener
  *           that the sandbox's pid 1 hands over): client -> proxy -> server
- *   bridge  as on docker (the bridge in the container): client -> bridge -> unix socket ->
- *           proxy -> server
+ *   bridge  as on docker (the bridge in the container): the bridge accepts and hands the
+ *           client's socket to the proxy over a unix socket (SCM_RIGHTS); the proxy then
+ *           relays client -> proxy -> server as above (no byte crosses the bridge)
  *
  * All three use the same client and the same server; "direct" is what `--net open` gives.
  *
@@ -221,7 +222,7 @@ int main(int argc, char **argv) {
     if (children[i] == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       close(stop[1]);
-      struct net_proxy_options o = {.rules = parsed, .events_fd = -1};
+      struct net_proxy_options o = {.rules = parsed, .events_fd = -1, .handoff = i == 0};
       int r = i == 0   ? net_proxy_serve(&o, unix_fd, stop[0], &err)
               : i == 1 ? net_bridge_serve(bridge_fd, connect_unix, socket_path, stop[0], &err)
                        : net_proxy_serve(&o, proxy_fd, stop[0], &err);

@@ -14,6 +14,7 @@
 #ifndef CORDON_NET_PROXY_H
 #define CORDON_NET_PROXY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <cordon/backend.h>
@@ -45,6 +46,9 @@ struct net_proxy_options {
   size_t buffer_bytes;      /* per direction per connection; 0: default */
   int header_timeout_ms;    /* a client that has not sent a whole request head by then is
                                refused (rule "timeout"); 0: default (10 s) */
+  bool handoff;             /* listen_fd is a unix socket whose every client hands over one
+                               client's TCP socket (net/handoff.h) instead of speaking itself;
+                               anything else it sends is refused (rule "bad-handoff") */
 };
 
 /* Serve proxy requests arriving on listen_fd (a listening unix stream socket) until stop_fd
@@ -55,8 +59,9 @@ int net_proxy_serve(const struct net_proxy_options *o, int listen_fd, int stop_f
                     struct cordon_error **err);
 
 /* Inside the sandbox's network namespace: accept on listen_fd (TCP, 127.0.0.1:NET_BRIDGE_PORT)
- * and relay each connection to the proxy's unix socket, which connect_proxy opens (it returns
- * a connected fd or -1 with errno). Until stop_fd becomes readable or hangs up. */
+ * and hand each accepted socket to the proxy (a proxy serving with `handoff`) over a fresh
+ * connection to its unix socket, which connect_proxy opens (it returns a connected fd or -1
+ * with errno); the bridge keeps no byte of it. Until stop_fd becomes readable or hangs up. */
 int net_bridge_serve(int listen_fd, int (*connect_proxy)(void *arg), void *arg, int stop_fd,
                      struct cordon_error **err);
 

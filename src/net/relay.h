@@ -29,6 +29,8 @@ struct net_direction {
   bool shut;            /* `to` was shut down for writing: this direction is done */
   uint64_t bytes;       /* bytes delivered to `to` */
   size_t max_capacity;  /* the bound the pipe may grow to */
+  bool interrupted;     /* a splice returned EINTR: it had blocked (a socket whose O_NONBLOCK
+                           someone else cleared) until a signal ended it */
 };
 
 /* Opens the pipe, at most capacity bytes (rounded up by the kernel) once grown. 0, or -1 with
