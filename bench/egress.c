@@ -22,7 +22,9 @@
  * a proxied byte is copied as often as a direct one (into the server's socket, out of the
  * client's); what the proxy adds is a second TCP connection's packet work (transmit, loopback
  * delivery, acks) and its wake-ups, nearly all in the kernel under splice(2). Hence one relay
- * on ns (no bridge, no unix socket) and pipes that grow to 1 MiB under bulk. On a machine
+ * on both paths (ns: no bridge; docker: the bridge hands the socket over and relays nothing)
+ * and pipes that grow to 1 MiB under bulk. Both paths leave every socket's buffers to the
+ * kernel's autotuning, as the direct path does (docs/design.md has the knobs tried). On a machine
  * whose CPUs are saturated, compare CPU time per byte (an outside timer) rather than wall
  * time: a path with more processes gets a larger share of a contended machine. */
 #include <errno.h>
