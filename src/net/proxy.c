@@ -479,10 +479,10 @@ static void relay(struct proxy *p, struct conn *c, unsigned slot, uint32_t event
   bool readable = (events & EPOLLIN) || hangup, writable = (events & EPOLLOUT) || hangup;
   bool up = upstream ? writable : readable, down = upstream ? readable : writable;
   int a = up ? net_direction_pump(&c->up) : 0, b = down ? net_direction_pump(&c->down) : 0;
-  /* A splice the watchdog had to end: the client's socket blocks, which only the sandbox can
-   * have made so (it shares the open file). That connection ends. */
-  bool blocked =
-      (c->up.interrupted || c->down.interrupted) && (fcntl(c->client, F_GETFL) & O_NONBLOCK) == 0;
+  /* A splice the watchdog had to end: it blocked, on a socket only the sandbox can have made
+   * blocking (it shares the open file; a non-blocking splice never sleeps). That connection
+   * ends, whatever the flag says now. */
+  bool blocked = c->up.interrupted || c->down.interrupted;
   c->up.interrupted = c->down.interrupted = false;
   if (a < 0 || b < 0 || blocked || (c->up.shut && c->down.shut)) {
     finish(p, c);

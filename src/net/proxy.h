@@ -48,7 +48,10 @@ struct net_proxy_options {
                                refused (rule "timeout"); 0: default (10 s) */
   bool handoff;             /* listen_fd is a unix socket whose every client hands over one
                                client's TCP socket (net/handoff.h) instead of speaking itself;
-                               anything else it sends is refused (rule "bad-handoff") */
+                               anything else it sends is refused (rule "bad-handoff");
+                               the calling thread then gets SIGALRM every 200 ms while it
+                               serves (a no-op handler, installed without SA_RESTART: the
+                               watchdog of proxy.c) */
 };
 
 /* Serve proxy requests arriving on listen_fd (a listening unix stream socket) until stop_fd
