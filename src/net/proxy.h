@@ -1,13 +1,14 @@
 /* Egress class `restricted`: a proxy outside the sandbox and a bridge inside it.
  *
- * The sandbox's network namespace has only loopback. Inside it, the bridge listens on
- * 127.0.0.1:NET_BRIDGE_PORT and carries every connection, byte for byte, over a unix socket to
- * the proxy, which cordon runs on the host side for exactly as long as the session. The proxy
- * speaks HTTP CONNECT, plain-HTTP forwarding and SOCKS5 (remote name resolution) on that one
- * socket, resolves names itself, and checks the resolved address (never the name alone) against
- * the rules before it connects: loopback, private, link-local, CGNAT, unique-local, multicast
- * and broadcast stay blocked, even for an allowed name, unless an allow_cidrs range opens them.
- * Every decision is one line in the session's event log.
+ * The sandbox's network namespace has only loopback. Its 127.0.0.1:NET_BRIDGE_PORT reaches
+ * the proxy, which cordon runs on the host side for exactly as long as the session: on ns the
+ * proxy serves that listening socket itself; on docker a bridge inside accepts and hands each
+ * client's socket over the proxy's unix socket (net/handoff.h). Either way the proxy reads the
+ * client's own socket and relays it: one relay a byte. The proxy speaks HTTP CONNECT,
+ * plain-HTTP forwarding and SOCKS5 (remote name resolution), resolves names itself, and checks the
+ * resolved address (never the name alone) against the rules before it connects: loopback, private,
+ * link-local, CGNAT, unique-local, multicast and broadcast stay blocked, even for an allowed name,
+ * unless an allow_cidrs range opens them. Every decision is one line in the session's event log.
  *
  * Pure parts (rules, address classes, request parsing) sit apart from the serving loop so they
  * are tested without a network; the serving loop is one process, confined before it serves. */

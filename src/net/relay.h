@@ -1,4 +1,4 @@
-/* One direction of a relayed connection, shared by the proxy and the bridge: bytes move from
+/* One direction of a relayed connection (the proxy's; tests/unit/test-net-relay.c): bytes move from
  * one socket to the other through a pipe with splice(2), so they never cross user space, and
  * the pipe's size is the direction's buffer bound: when it is full the reader stops reading
  * (backpressure), so a flooding peer costs a bounded amount of memory. A pipe starts small
