@@ -4,8 +4,9 @@
  *
  *   proxy   the proxy on a loopback TCP listener, as on ns (the daemon serves the listener
  *           that the sandbox's pid 1 hands over): client -> proxy -> server
- *   bridge  as on docker (the bridge in the container): client -> bridge -> unix socket ->
- *           proxy -> server
+ *   bridge  as on docker (the bridge in the container): the bridge accepts and hands the
+ *           client's socket to the proxy over a unix socket (SCM_RIGHTS); the proxy then
+ *           relays client -> proxy -> server as above (no byte crosses the bridge)
  *
  * All three use the same client and the same server; "direct" is what `--net open` gives.
  *
@@ -21,7 +22,9 @@
  * a proxied byte is copied as often as a direct one (into the server's socket, out of the
  * client's); what the proxy adds is a second TCP connection's packet work (transmit, loopback
  * delivery, acks) and its wake-ups, nearly all in the kernel under splice(2). Hence one relay
- * on ns (no bridge, no unix socket) and pipes that grow to 1 MiB under bulk. On a machine
+ * on both paths (ns: no bridge; docker: the bridge hands the socket over and relays nothing)
+ * and pipes that grow to 1 MiB under bulk. Both paths leave every socket's buffers to the
+ * kernel's autotuning, as the direct path does (docs/design.md has the knobs tried). On a machine
  * whose CPUs are saturated, compare CPU time per byte (an outside timer) rather than wall
  * time: a path with more processes gets a larger share of a contended machine. */
 #include <errno.h>
@@ -221,7 +224,7 @@ int main(int argc, char **argv) {
     if (children[i] == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       close(stop[1]);
-      struct net_proxy_options o = {.rules = parsed, .events_fd = -1};
+      struct net_proxy_options o = {.rules = parsed, .events_fd = -1, .handoff = i == 0};
       int r = i == 0   ? net_proxy_serve(&o, unix_fd, stop[0], &err)
               : i == 1 ? net_bridge_serve(bridge_fd, connect_unix, socket_path, stop[0], &err)
                        : net_proxy_serve(&o, proxy_fd, stop[0], &err);

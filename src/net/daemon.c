@@ -318,7 +318,9 @@ static _Noreturn void egress_main(struct egress_daemon *d) {
     daemon_failed(d->events_fd, "proxy", err);
     _exit(1);
   }
-  struct net_proxy_options o = {.rules = d->rules, .events_fd = d->events_fd};
+  /* Docker: the bridge in the container hands over each client's socket (handoff.h). */
+  struct net_proxy_options o = {
+      .rules = d->rules, .events_fd = d->events_fd, .handoff = listen_fd == d->proxy_listen};
   int r = net_proxy_serve(&o, listen_fd, stop_fd, &err);
   if (r < 0)
     daemon_failed(d->events_fd, "proxy", err);

@@ -1,8 +1,14 @@
 /* The egress proxy's serving loop (proxy.h): one thread on epoll, a slot per connection, each
  * slot a small state machine:
  *
- *   HEAD (HTTP head or SOCKS5 greeting+request) -> RESOLVING -> CONNECTING -> RELAYING
- *                     \-> refused: reply, DRAINING (read and discard until EOF or 2 s) -> free
+ *   [HANDOFF ->] HEAD (HTTP head or SOCKS5 greeting+request) -> RESOLVING -> CONNECTING ->
+ *   RELAYING;  refused: reply, DRAINING (read and discard until EOF or 2 s) -> free
+ *
+ * HANDOFF (options.handoff): the slot holds a unix connection from the bridge until the client's
+ * own TCP socket arrives on it (handoff.h); then the slot serves that socket. Such a socket's
+ * open file is shared with the sandbox, which may clear its O_NONBLOCK: every recv and send
+ * says MSG_DONTWAIT, and a watchdog signal every TICK_MS ends a splice that blocks anyway (the
+ * connection is then closed), so one client cannot hold the loop.
  *
  * Names go to resolver threads; addresses (resolved, pinned or literal) are checked one by one
  * before each connect, and a blocked one is skipped, never tried. Every wait has a deadline,
@@ -15,6 +21,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +33,7 @@
 
 #include "base/cleanup.h"
 #include "net/events.h"
+#include "net/handoff.h"
 #include "net/relay.h"
 #include "net/request.h"
 #include "net/resolver.h"
@@ -53,6 +61,7 @@ enum conn_state {
   CONN_CONNECTING,
   CONN_RELAYING,
   CONN_DRAINING,
+  CONN_HANDOFF,
 };
 
 enum conn_protocol { PROTO_UNKNOWN = 0, PROTO_CONNECT, PROTO_HTTP, PROTO_SOCKS5 };
@@ -77,6 +86,7 @@ struct conn {
   size_t prefix_length;
   int64_t deadline, last_activity;
   struct net_direction up, down; /* client->upstream, upstream->client */
+  bool handed;                   /* client came by handoff: its open file is the sandbox's too */
 };
 
 struct proxy {
@@ -135,6 +145,7 @@ static void watch(struct proxy *p, int fd, uint64_t tag, uint32_t *current, uint
 static void update_interest(struct proxy *p, struct conn *c, unsigned slot) {
   uint32_t client = 0, upstream = 0;
   switch (c->state) {
+  case CONN_HANDOFF:
   case CONN_HEAD:
   case CONN_DRAINING: client = EPOLLIN; break;
   case CONN_CONNECTING: upstream = EPOLLOUT; break;
@@ -163,9 +174,14 @@ static void close_upstream(struct proxy *p, struct conn *c) {
 static void free_conn(struct proxy *p, struct conn *c) {
   close_upstream(p, c);
   if (c->client >= 0) {
+    /* Before close: an open file shared with the sandbox stays in the epoll set after our
+     * close while the sandbox holds it, and its events would reach this slot's next owner. */
     if (c->client_mask != UINT32_MAX)
       epoll_ctl(p->epoll, EPOLL_CTL_DEL, c->client, NULL);
-    close(c->client);
+    if (c->handed)
+      net_handoff_close(c->client);
+    else
+      close(c->client);
   }
   net_direction_close(&c->up);
   net_direction_close(&c->down);
@@ -187,7 +203,7 @@ static void finish(struct proxy *p, struct conn *c) {
 static void send_small(int fd, const void *bytes, size_t length) {
   /* A reply of a few hundred bytes to a socket whose buffer is empty: one send suffices, and
    * a client that does not read it loses only its own reply. */
-  ssize_t ignored = send(fd, bytes, length, MSG_NOSIGNAL);
+  ssize_t ignored = send(fd, bytes, length, MSG_NOSIGNAL | MSG_DONTWAIT);
   (void)ignored;
 }
 
@@ -422,7 +438,8 @@ static void parse_head_socks5(struct proxy *p, struct conn *c, unsigned slot) {
 }
 
 static void read_head(struct proxy *p, struct conn *c, unsigned slot) {
-  ssize_t n = recv(c->client, c->head + c->head_length, NET_HEAD_MAX - c->head_length, 0);
+  ssize_t n =
+      recv(c->client, c->head + c->head_length, NET_HEAD_MAX - c->head_length, MSG_DONTWAIT);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
     free_conn(p, c); /* the client left before asking for anything: nothing was decided */
     return;
@@ -446,7 +463,7 @@ static void read_head(struct proxy *p, struct conn *c, unsigned slot) {
 static void drain_client(struct proxy *p, struct conn *c) {
   char discard[4096];
   for (;;) {
-    ssize_t n = recv(c->client, discard, sizeof discard, 0);
+    ssize_t n = recv(c->client, discard, sizeof discard, MSG_DONTWAIT);
     if (n > 0)
       continue;
     if (n == 0 || (errno != EAGAIN && errno != EINTR))
@@ -462,7 +479,12 @@ static void relay(struct proxy *p, struct conn *c, unsigned slot, uint32_t event
   bool readable = (events & EPOLLIN) || hangup, writable = (events & EPOLLOUT) || hangup;
   bool up = upstream ? writable : readable, down = upstream ? readable : writable;
   int a = up ? net_direction_pump(&c->up) : 0, b = down ? net_direction_pump(&c->down) : 0;
-  if (a < 0 || b < 0 || (c->up.shut && c->down.shut)) {
+  /* A splice the watchdog had to end: it blocked, on a socket only the sandbox can have made
+   * blocking (it shares the open file; a non-blocking splice never sleeps). That connection
+   * ends, whatever the flag says now. */
+  bool blocked = c->up.interrupted || c->down.interrupted;
+  c->up.interrupted = c->down.interrupted = false;
+  if (a < 0 || b < 0 || blocked || (c->up.shut && c->down.shut)) {
     finish(p, c);
     return;
   }
@@ -503,10 +525,36 @@ static void accept_clients(struct proxy *p, int listen_fd) {
     }
     c->client = fd;
     c->client_mask = c->upstream_mask = UINT32_MAX;
-    c->state = CONN_HEAD;
+    c->state = p->o->handoff ? CONN_HANDOFF : CONN_HEAD;
     c->deadline = now_ms() + p->header_timeout;
     update_interest(p, c, slot);
   }
+}
+
+/* The bridge's unix connection in the slot carries the client's socket: the slot takes it (the
+ * head's deadline runs on), or the connection is refused and closed. */
+static void take_handoff(struct proxy *p, struct conn *c, unsigned slot) {
+  int fd;
+  const char *why = NULL;
+  int r = net_handoff_receive(c->client, &fd, &why);
+  if (r == 0)
+    return;
+  if (r < 0) {
+    if (why && why[0]) {
+      struct net_event e = {.rule = NET_RULE_BAD_HANDOFF, .time_ms = wall_ms()};
+      net_event_write(p->o->events_fd, &e);
+    }
+    free_conn(p, c);
+    return;
+  }
+  if (c->client_mask != UINT32_MAX)
+    epoll_ctl(p->epoll, EPOLL_CTL_DEL, c->client, NULL);
+  close(c->client);
+  c->client = fd;
+  c->client_mask = UINT32_MAX;
+  c->handed = true;
+  c->state = CONN_HEAD;
+  update_interest(p, c, slot);
 }
 
 static void on_event(struct proxy *p, uint64_t tag, uint32_t events) {
@@ -517,6 +565,7 @@ static void on_event(struct proxy *p, uint64_t tag, uint32_t events) {
   struct conn *c = &p->conns[slot];
   bool hangup = (events & (EPOLLHUP | EPOLLERR)) != 0;
   switch (c->state) {
+  case CONN_HANDOFF: take_handoff(p, c, slot); break;
   case CONN_HEAD: read_head(p, c, slot); break;
   case CONN_RESOLVING:
     if (hangup)
@@ -539,6 +588,10 @@ static void check_deadlines(struct proxy *p) {
   for (unsigned slot = 0; slot < p->max; slot++) {
     struct conn *c = &p->conns[slot];
     switch (c->state) {
+    case CONN_HANDOFF:
+      if (now >= c->deadline)
+        free_conn(p, c); /* a unix connection that never handed anything over */
+      break;
     case CONN_HEAD:
       if (now >= c->deadline)
         refuse(p, c, slot, NET_RULE_TIMEOUT, 408, NET_SOCKS5_TTL_EXPIRED);
@@ -583,6 +636,37 @@ static void raise_fd_limit(unsigned connections) {
   setrlimit(RLIMIT_NOFILE, &limit);
 }
 
+/* The watchdog (handoff): SIGALRM every TICK_MS at this thread only (the resolver's threads
+ * never see it), with a handler installed without SA_RESTART, so that a call blocked on a
+ * socket the sandbox made blocking returns EINTR. */
+#ifndef sigev_notify_thread_id /* glibc before 2.41 names it only so */
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+static void on_watchdog(int signal) {
+  (void)signal;
+}
+
+static int watchdog_start(timer_t *timer) {
+  struct sigaction action = {.sa_handler = on_watchdog};
+  sigemptyset(&action.sa_mask);
+  struct sigevent event = {.sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGALRM};
+  event.sigev_notify_thread_id = gettid();
+  struct itimerspec every = {.it_interval = {0, TICK_MS * 1000000L},
+                             .it_value = {0, TICK_MS * 1000000L}};
+  sigset_t alarm;
+  sigemptyset(&alarm);
+  sigaddset(&alarm, SIGALRM);
+  if (sigaction(SIGALRM, &action, NULL) < 0 || sigprocmask(SIG_UNBLOCK, &alarm, NULL) < 0 ||
+      timer_create(CLOCK_MONOTONIC, &event, timer) < 0)
+    return -1;
+  if (timer_settime(*timer, 0, &every, NULL) < 0) {
+    timer_delete(*timer);
+    return -1;
+  }
+  return 0;
+}
+
 static bool stop_requested(int stop_fd) {
   struct pollfd pfd = {.fd = stop_fd, .events = POLLIN};
   return poll(&pfd, 1, 0) > 0;
@@ -613,6 +697,8 @@ int net_proxy_serve(const struct net_proxy_options *o, int listen_fd, int stop_f
     c->up.pipe[0] = c->up.pipe[1] = c->down.pipe[0] = c->down.pipe[1] = -1;
   }
   int r = 0;
+  timer_t watchdog;
+  bool watching = false;
   p.epoll = epoll_create1(EPOLL_CLOEXEC);
   if (p.epoll < 0) {
     r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "egress proxy: epoll");
@@ -622,6 +708,11 @@ int net_proxy_serve(const struct net_proxy_options *o, int listen_fd, int stop_f
     r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "egress proxy: resolver threads");
     goto out;
   }
+  if (o->handoff && watchdog_start(&watchdog) < 0) {
+    r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "egress proxy: watchdog timer");
+    goto out;
+  }
+  watching = o->handoff;
   if ((r = add_watch(p.epoll, listen_fd, TAG_LISTEN, err)) < 0 ||
       (r = add_watch(p.epoll, stop_fd, TAG_STOP, err)) < 0 ||
       (r = add_watch(p.epoll, net_resolver_fd(p.resolver), TAG_RESOLVER, err)) < 0)
@@ -654,6 +745,8 @@ int net_proxy_serve(const struct net_proxy_options *o, int listen_fd, int stop_f
       stopping = true;
   }
 out:
+  if (watching)
+    timer_delete(watchdog);
   for (unsigned i = 0; i < p.max; i++)
     if (p.conns[i].state == CONN_RELAYING)
       finish(&p, &p.conns[i]);

@@ -1,19 +1,21 @@
 /* Egress class `restricted`: a proxy outside the sandbox and a bridge inside it.
  *
- * The sandbox's network namespace has only loopback. Inside it, the bridge listens on
- * 127.0.0.1:NET_BRIDGE_PORT and carries every connection, byte for byte, over a unix socket to
- * the proxy, which cordon runs on the host side for exactly as long as the session. The proxy
- * speaks HTTP CONNECT, plain-HTTP forwarding and SOCKS5 (remote name resolution) on that one
- * socket, resolves names itself, and checks the resolved address (never the name alone) against
- * the rules before it connects: loopback, private, link-local, CGNAT, unique-local, multicast
- * and broadcast stay blocked, even for an allowed name, unless an allow_cidrs range opens them.
- * Every decision is one line in the session's event log.
+ * The sandbox's network namespace has only loopback. Its 127.0.0.1:NET_BRIDGE_PORT reaches
+ * the proxy, which cordon runs on the host side for exactly as long as the session: on ns the
+ * proxy serves that listening socket itself; on docker a bridge inside accepts and hands each
+ * client's socket over the proxy's unix socket (net/handoff.h). Either way the proxy reads the
+ * client's own socket and relays it: one relay a byte. The proxy speaks HTTP CONNECT,
+ * plain-HTTP forwarding and SOCKS5 (remote name resolution), resolves names itself, and checks the
+ * resolved address (never the name alone) against the rules before it connects: loopback, private,
+ * link-local, CGNAT, unique-local, multicast and broadcast stay blocked, even for an allowed name,
+ * unless an allow_cidrs range opens them. Every decision is one line in the session's event log.
  *
  * Pure parts (rules, address classes, request parsing) sit apart from the serving loop so they
  * are tested without a network; the serving loop is one process, confined before it serves. */
 #ifndef CORDON_NET_PROXY_H
 #define CORDON_NET_PROXY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <cordon/backend.h>
@@ -45,6 +47,12 @@ struct net_proxy_options {
   size_t buffer_bytes;      /* per direction per connection; 0: default */
   int header_timeout_ms;    /* a client that has not sent a whole request head by then is
                                refused (rule "timeout"); 0: default (10 s) */
+  bool handoff;             /* listen_fd is a unix socket whose every client hands over one
+                               client's TCP socket (net/handoff.h) instead of speaking itself;
+                               anything else it sends is refused (rule "bad-handoff");
+                               the calling thread then gets SIGALRM every 200 ms while it
+                               serves (a no-op handler, installed without SA_RESTART: the
+                               watchdog of proxy.c) */
 };
 
 /* Serve proxy requests arriving on listen_fd (a listening unix stream socket) until stop_fd
@@ -55,8 +63,9 @@ int net_proxy_serve(const struct net_proxy_options *o, int listen_fd, int stop_f
                     struct cordon_error **err);
 
 /* Inside the sandbox's network namespace: accept on listen_fd (TCP, 127.0.0.1:NET_BRIDGE_PORT)
- * and relay each connection to the proxy's unix socket, which connect_proxy opens (it returns
- * a connected fd or -1 with errno). Until stop_fd becomes readable or hangs up. */
+ * and hand each accepted socket to the proxy (a proxy serving with `handoff`) over a fresh
+ * connection to its unix socket, which connect_proxy opens (it returns a connected fd or -1
+ * with errno); the bridge keeps no byte of it. Until stop_fd becomes readable or hangs up. */
 int net_bridge_serve(int listen_fd, int (*connect_proxy)(void *arg), void *arg, int stop_fd,
                      struct cordon_error **err);
 

@@ -56,8 +56,8 @@ static bool would_block(void) {
 static int drain(struct net_direction *d) {
   int moved = 0;
   while (d->pending && d->pending_at < d->pending_length) {
-    ssize_t n =
-        send(d->to, d->pending + d->pending_at, d->pending_length - d->pending_at, MSG_NOSIGNAL);
+    ssize_t n = send(d->to, d->pending + d->pending_at, d->pending_length - d->pending_at,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0)
       return errno == EINTR ? 0 : would_block() ? moved : -1;
     d->pending_at += (size_t)n;
@@ -72,6 +72,8 @@ static int drain(struct net_direction *d) {
   while (d->in_pipe > 0) {
     ssize_t n = splice(d->pipe[0], NULL, d->to, NULL, d->in_pipe,
                        SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE);
+    if (n < 0 && errno == EINTR)
+      d->interrupted = true;
     if (n < 0)
       return errno == EINTR ? moved : would_block() ? moved : -1;
     d->in_pipe -= (size_t)n;
@@ -91,8 +93,10 @@ int net_direction_pump(struct net_direction *d) {
     ssize_t n = splice(d->from, NULL, d->pipe[1], NULL, d->capacity - d->in_pipe,
                        SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) {
+        d->interrupted = true; /* not again: it may block again (relay.h) */
+        break;
+      }
       if (would_block())
         break;
       return -1;

@@ -1,4 +1,4 @@
-/* One direction of a relayed connection, shared by the proxy and the bridge: bytes move from
+/* One direction of a relayed connection (the proxy's; tests/unit/test-net-relay.c): bytes move from
  * one socket to the other through a pipe with splice(2), so they never cross user space, and
  * the pipe's size is the direction's buffer bound: when it is full the reader stops reading
  * (backpressure), so a flooding peer costs a bounded amount of memory. A pipe starts small
@@ -29,6 +29,8 @@ struct net_direction {
   bool shut;            /* `to` was shut down for writing: this direction is done */
   uint64_t bytes;       /* bytes delivered to `to` */
   size_t max_capacity;  /* the bound the pipe may grow to */
+  bool interrupted;     /* a splice returned EINTR: it had blocked (a socket whose O_NONBLOCK
+                           someone else cleared) until a signal ended it */
 };
 
 /* Opens the pipe, at most capacity bytes (rounded up by the kernel) once grown. 0, or -1 with

@@ -59,6 +59,7 @@ int net_pin_parse(const char *text, struct net_pin *out, const char **why);
 #define NET_RULE_BAD_REQUEST "bad-request"
 #define NET_RULE_TOO_MANY "too-many-connections"
 #define NET_RULE_TIMEOUT "timeout"
+#define NET_RULE_BAD_HANDOFF "bad-handoff" /* not one connected TCP socket (handoff.h) */
 
 enum net_target_kind {
   NET_TARGET_REFUSED = 0,

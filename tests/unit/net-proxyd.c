@@ -61,7 +61,8 @@ int main(int argc, char **argv) {
   const char *socket_path = NULL, *port_file = NULL, *events_path = NULL;
   const char **domains = NULL, **cidrs = NULL, **pins = NULL;
   size_t domain_count = 0, cidr_count = 0, pin_count = 0;
-  struct net_proxy_options o = {.events_fd = -1};
+  struct net_proxy_options o = {.events_fd = -1,
+                                .handoff = true}; /* as docker's: the bridge hands over */
   int port = 0, confine = 0;
   static const struct option options[] = {
       {"socket", required_argument, NULL, 's'},

@@ -919,8 +919,9 @@ static void kill_orphans(struct monitors *m, pid_t bridge) {
 
 /* Egress restricted: the host's proxy has put its socket in the agent's directory (the
  * backend's egress.c). The bridge listens on 127.0.0.1:NET_BRIDGE_PORT of the container's own
- * network namespace (lo only) and relays every connection to that socket; the proxy outside
- * decides. A process of its own (exec'd, so kill-exec knows it by its verb), not dumpable. */
+ * network namespace (lo only) and hands every connection, socket and all, over that socket
+ * (net/handoff.h); the proxy outside decides and relays. A process of its own (exec'd, so kill-exec
+ * knows it by its verb), not dumpable. */
 static int bridge_connect(void *arg) {
   (void)arg;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
