@@ -68,7 +68,8 @@ pid_t sys_clone3_run(uint64_t flags, int cgroup_fd, void *stack, size_t stack_si
 /* futex(word, FUTEX_WAIT, value) without glibc's wrapper, which would write errno: the child
  * of sys_clone3_run_shared shares our thread-local storage, errno included, and may be
  * between a failed call and its look at errno. Returns 0 or -errno. */
-static long raw_futex_wait(uint32_t *word, uint32_t value) {
+__attribute__((always_inline, no_sanitize_address)) static inline long
+raw_futex_wait(uint32_t *word, uint32_t value) {
   register long timeout __asm__("r10") = 0;
   long r;
   __asm__ volatile("syscall"
