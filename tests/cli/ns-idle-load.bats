@@ -22,36 +22,34 @@ teardown() {
 }
 
 holder_of() {
-  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["backend_state"]["holder_pid"])' \
-    ".cordon/sessions/$1/state.json"
+  grep -o '"holder_pid": *[0-9]*' ".cordon/sessions/$1/state.json" | grep -o '[0-9]*$'
 }
 
 # "PID STATE" of process $1 and of every descendant, one a line, from /proc/*/stat (the state
-# and the parent follow the last ')', since a command name may hold spaces or parentheses).
+# and the parent follow the last ')', since a command name may hold spaces or parentheses). In
+# a bash of its own, away from the trap bats runs at every command, and no python: on a loaded
+# host either took seconds, and the samples must come close together.
 session_tree() {
-  python3 - "$1" <<'EOF'
-import os, sys
-root = int(sys.argv[1])
-procs = {}
-for name in os.listdir("/proc"):
-    if not name.isdigit():
-        continue
-    try:
-        with open(f"/proc/{name}/stat") as f:
-            stat = f.read()
-    except OSError:
-        continue
-    fields = stat[stat.rindex(")") + 2:].split()
-    procs[int(name)] = (fields[0], int(fields[1]))
-todo, seen = [root], []
-while todo:
-    pid = todo.pop()
-    if pid not in procs:
-        continue
-    seen.append(pid)
-    todo += [p for p, (_, ppid) in procs.items() if ppid == pid]
-for pid in sorted(seen):
-    print(pid, procs[pid][0])
+  bash -s "$1" <<'EOF'
+declare -A parent=() state=()
+for f in /proc/[0-9]*/stat; do
+  { read -r line <"$f"; } 2>/dev/null || continue
+  pid=${line%% *}
+  rest=${line##*) }
+  state[$pid]=${rest%% *}
+  rest=${rest#* }
+  parent[$pid]=${rest%% *}
+done
+todo=("$1")
+while [ ${#todo[@]} -gt 0 ]; do
+  p=${todo[0]}
+  todo=("${todo[@]:1}")
+  [ -n "${state[$p]:-}" ] || continue
+  echo "$p ${state[$p]}"
+  for c in "${!parent[@]}"; do
+    [ "${parent[$c]}" != "$p" ] || todo+=("$c")
+  done
+done
 EOF
 }
 
