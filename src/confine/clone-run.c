@@ -8,6 +8,8 @@
  * stack (16-byte aligned by the caller, as the ABI wants at a call) and exits with its result.
  * Elsewhere than x86-64 it fails with ENOSYS and callers fall back to a fork. */
 #include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,10 +65,65 @@ pid_t sys_clone3_run(uint64_t flags, int cgroup_fd, void *stack, size_t stack_si
   return (pid_t)r;
 }
 
+/* futex(word, FUTEX_WAIT, value) without glibc's wrapper, which would write errno: the child
+ * of sys_clone3_run_shared shares our thread-local storage, errno included, and may be
+ * between a failed call and its look at errno. Returns 0 or -errno. */
+__attribute__((always_inline, no_sanitize_address)) static inline long
+raw_futex_wait(uint32_t *word, uint32_t value) {
+  register long timeout __asm__("r10") = 0;
+  long r;
+  __asm__ volatile("syscall"
+                   : "=a"(r)
+                   : "0"((long)SYS_futex), "D"(word), "S"((long)FUTEX_WAIT), "d"((long)value),
+                     "r"(timeout)
+                   : "rcx", "r11", "memory");
+  return r;
+}
+
+/* Not instrumented by ASan: nothing between the clone and the end of the wait may touch the
+ * sanitizer's state (its stack frames, its fake stacks), which the child uses meanwhile. */
+__attribute__((no_sanitize_address)) pid_t sys_clone3_run_shared(uint64_t flags, int cgroup_fd,
+                                                                 void *stack, size_t stack_size,
+                                                                 int (*fn)(void *), void *arg) {
+  if (flags & CLONE_VFORK) {
+    errno = EINVAL;
+    return -1;
+  }
+  /* Non-zero until the child lets go of our memory: the kernel writes 0 there and wakes the
+   * futex on it (a shared futex wake, so the wait below is a shared one too). Set before the
+   * child exists, so no ordering is left to the kernel. */
+  uint32_t in_use = 1;
+  struct confine_clone_args args = {
+      .flags = flags | CLONE_VM | CLONE_CHILD_CLEARTID | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
+      .child_tid = (uint64_t)(uintptr_t)&in_use,
+      .exit_signal = SIGCHLD,
+      .stack = (uint64_t)(uintptr_t)stack,
+      .stack_size = stack_size,
+      .cgroup = cgroup_fd >= 0 ? (uint64_t)cgroup_fd : 0,
+  };
+  long r = cordon_clone3_raw(&args, sizeof(args), fn, arg);
+  if (r < 0) {
+    errno = (int)-r;
+    return -1;
+  }
+  /* A signal, a stop or a spurious wake-up only sends us round again; the word is 0 once the
+   * child has exec'd (exec_mm_release) or exited (exit_mm_release). */
+  while (__atomic_load_n(&in_use, __ATOMIC_ACQUIRE) != 0)
+    raw_futex_wait(&in_use, 1);
+  return (pid_t)r;
+}
+
 #else
 
 pid_t sys_clone3_run(uint64_t flags, int cgroup_fd, void *stack, size_t stack_size,
                      int (*fn)(void *), void *arg) {
+  (void)flags, (void)cgroup_fd, (void)stack, (void)stack_size, (void)fn, (void)arg;
+  errno = ENOSYS;
+  return -1;
+}
+
+pid_t sys_clone3_run_shared(uint64_t flags, int cgroup_fd, void *stack, size_t stack_size,
+                            int (*fn)(void *), void *arg) {
   (void)flags, (void)cgroup_fd, (void)stack, (void)stack_size, (void)fn, (void)arg;
   errno = ENOSYS;
   return -1;

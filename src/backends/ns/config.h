@@ -28,7 +28,7 @@ struct ns_holder_config {
                        takes one leaf per exec; -1 when there is none */
   int cgroup_join_fds[CONFINE_CG_MAX_DIRS]; /* v1 cgroup.procs fds the holder joins */
   int memory_join_fd; /* the v1 memory cgroup's cgroup.procs, or -1: only each command process
-                         joins it (a vfork, immune to the OOM killer until its execve), never
+                         joins it (then a vfork, immune to the OOM killer until its execve), never
                          pid 1 or a worker, whose memory is shared with the caller (one-shot)
                          or with waiting command processes: the kernel kills every process
                          sharing an OOM victim's memory, and the session (or the caller) must

@@ -8,10 +8,10 @@
  *     worker         supervises execs one at a time, as a child subreaper so everything a
  *                    command leaves behind comes back to it; reports the exit status, kills
  *                    the tree, then starts its next command process (up to 64 execs)
- *       command      started ahead of time, a vfork of the worker (it shares the worker's
- *                    memory until its execve), born in the exec's cgroup leaf: setsid,
- *                    rlimits, seccomp, then accept() on the session socket; on a request:
- *                    stdio, chdir, execve
+ *       command      started ahead of time in the worker's memory (CLONE_VM: shared until
+ *                    its execve, while the worker waits interruptibly; worker.c), born in
+ *                    the exec's cgroup leaf: setsid, rlimits, seccomp, then accept() on the
+ *                    session socket; on a request: stdio, chdir, execve
  *
  * Killing the holder (pid 1) makes the kernel kill the whole namespace. The holder is created
  * by ns_holder_spawn() from the calling process: a fork (so the holder is not our child and

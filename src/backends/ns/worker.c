@@ -1,8 +1,8 @@
 /* The worker half of the ns holder (see holder.h for the process tree): a worker serves execs
- * one after the other, each with a command process started ahead of time as a vfork of the
- * worker, supervises it as a subreaper, reports its exit status, kills the tree on a timeout
- * and keeps what a command left running in the background until it ends; with
- * the holder it keeps the count of idle pairs (worker.h). */
+ * one after the other, each with a command process started ahead of time in the worker's
+ * memory (start_command), supervises it as a subreaper, reports its exit status, kills the tree on
+ * a timeout and keeps what a command left running in the background until it ends; with the holder
+ * it keeps the count of idle pairs (worker.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -132,7 +132,8 @@ ON_OWN_STACK static _Noreturn void command_fail(int conn, int stage, int errnum)
 
 /* The command process: everything slow first, then wait for a client. */
 /* A command process joins the memory cgroup itself (see memory_join_fd): still a vfork of its
- * worker or pid 1 until its execve, which the OOM killer never picks. Async-signal-safe. */
+ * worker (start_command keeps the vfork for it) or pid 1 until its execve, which the OOM killer
+ * never picks. Async-signal-safe. */
 int ns_join_memory_cgroup(const struct ns_holder_config *cfg) {
   if (cfg->memory_join_fd < 0)
     return 0;
@@ -336,13 +337,24 @@ static int pair_receive(int pair, char *tag, int *fd) {
   return 0;
 }
 
-/* The command process is a vfork of its worker: clone3 with CLONE_VM|CLONE_VFORK onto a stack
- * of its own, born in the exec's leaf. It borrows the worker's memory until its execve (or
- * exit), while the worker, which has nothing else to do meanwhile, waits in the clone; so no
- * address space is copied for it, which on a virtualised host was a third of an exec's cost
- * (bench/startup). The worker is single-threaded, so whatever the command calls (malloc
- * included) finds its state consistent, and leaves it so for the worker. Where
- * sys_clone3_run is not implemented, a fork. */
+/* The command process shares its worker's memory: clone3 with CLONE_VM onto a stack of its
+ * own, born in the exec's leaf. It borrows the worker's memory until its execve (or exit),
+ * while the worker, which has nothing else to do meanwhile, waits for that; so no address
+ * space is copied for it, which on a virtualised host was a third of an exec's cost
+ * (bench/startup). The worker is single-threaded and runs nothing but that wait while the
+ * command runs, so whatever the command calls (malloc included) finds its state consistent,
+ * and leaves it so for the worker.
+ *
+ * How the worker waits: not as a vfork parent (CLONE_VFORK), which sleeps uninterruptibly
+ * (state D) until the execve, that is for the whole life of an idle session: one more on the
+ * host's load average per idle pair, and a worker no signal reaches. It sleeps on a futex the
+ * kernel wakes when the command lets go of its memory (sys_clone3_run_shared), interruptibly.
+ * One exception keeps the vfork: a command that joins a v1 memory cgroup
+ * (cfg->memory_join_fd) does so while it waits, and only a vfork child is passed over by the
+ * OOM killer (in_vfork); a command sharing its worker's memory without one would be a victim
+ * that frees nothing (the memory is the worker's, charged elsewhere) and takes its worker
+ * with it (docs/security.md, "Out of memory"). Where clone3 onto a stack of our own is not
+ * implemented, a fork. */
 struct command_start {
   const struct ns_holder_config *cfg;
   int pair;     /* the command's end of the socketpair */
@@ -358,6 +370,11 @@ ON_OWN_STACK static int command_entry(void *arg) {
   command_main(start->cfg, start->pair);
 }
 
+/* Whether the command must be a vfork (see above): only one that joins a v1 memory cgroup. */
+static bool command_needs_vfork(const struct ns_holder_config *cfg) {
+  return cfg->memory_join_fd >= 0;
+}
+
 static pid_t start_command(struct command_start *start, int leaf_fd) {
   /* One stack per worker, above a guard page: its commands use it one after the other. */
   static unsigned char *stack;
@@ -369,8 +386,11 @@ static pid_t start_command(struct command_start *start, int leaf_fd) {
   if (stack) {
     /* The last command on it (a worker serves several) exec'd from deep in its frames. */
     STACK_UNPOISON(stack, COMMAND_STACK_SIZE);
-    pid_t pid = sys_clone3_run(CLONE_VM | CLONE_VFORK, leaf_fd, stack, COMMAND_STACK_SIZE,
-                               command_entry, start);
+    pid_t pid =
+        command_needs_vfork(start->cfg)
+            ? sys_clone3_run(CLONE_VM | CLONE_VFORK, leaf_fd, stack, COMMAND_STACK_SIZE,
+                             command_entry, start)
+            : sys_clone3_run_shared(0, leaf_fd, stack, COMMAND_STACK_SIZE, command_entry, start);
     if (pid >= 0 || errno != ENOSYS)
       return pid;
   }
@@ -535,8 +555,8 @@ static _Noreturn void worker_keep(struct worker *w) {
 }
 
 /* A worker serves execs one after the other: once an exec's tree is gone it starts its next
- * command process (a vfork: no fork per exec), up to WORKER_MAX_EXECS, since what each command
- * process allocates before its execve stays in our heap. Anything left of an exec (what a
+ * command process (in our memory: no fork per exec), up to WORKER_MAX_EXECS, since what each
+ * command process allocates before its execve stays in our heap. Anything left of an exec (what a
  * command left running, or a process that would not die within the kill's bounded wait) makes
  * the worker a keeper instead (worker_keep), and the holder makes a new pair. */
 #define WORKER_MAX_EXECS 64
@@ -562,7 +582,7 @@ _Noreturn void ns_worker_main(const struct ns_holder_config *cfg, int busy_fd, i
       worker_exit(&w, 0);
     }
     /* Idle again as soon as the next command process waits (it borrows our memory, so it is
-     * started last: we wait in that vfork until it runs a client's command). */
+     * started last: we wait, interruptibly, until it runs a client's command). */
     worker_tell(&w, WORKER_REARMED);
   }
 }

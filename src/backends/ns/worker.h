@@ -1,6 +1,6 @@
 /* Private to the ns holder (holder.c) and its workers (worker.c): what the holder's pid 1 and the
  * one-shot share with the worker half, which serves execs one after the other, starts their
- * command processes as vforks and keeps the count of idle pairs with the holder. */
+ * command processes in its own memory and keeps the count of idle pairs with the holder. */
 #ifndef CORDON_NS_WORKER_H
 #define CORDON_NS_WORKER_H
 
