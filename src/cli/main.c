@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "cli/cmd-pool-dispatch.h"
+#include "crypto/digest.h"
 
 static const char main_usage[] =
     "usage: cordon VERB [options]\n"
@@ -206,9 +207,8 @@ void __wrap_OPENSSL_cpuid_setup(void) {
   if (main_started)
     __real_OPENSSL_cpuid_setup();
 }
-/* crypto/digest.c's hook (weak there): before long hashes and HMAC keys. Idempotent. */
-void crypto_cpu_probe(void);
-void crypto_cpu_probe(void) {
+/* crypto/digest.c's hook: before long hashes and HMAC keys. Idempotent. */
+static void cpu_probe_now(void) {
   __real_OPENSSL_cpuid_setup();
 }
 #endif
@@ -216,6 +216,7 @@ void crypto_cpu_probe(void) {
 int main(int argc, char **argv) {
 #ifdef CORDON_DEFER_OPENSSL_CPUID
   main_started = true;
+  crypto_cpu_probe_hook = cpu_probe_now;
 #endif
   if (argc < 2) {
     fputs(main_usage, stderr);

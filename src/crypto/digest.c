@@ -11,17 +11,14 @@
 
 #include "crypto/digest.h"
 
-/* The `cordon` executable, linked with a static libcrypto, defers OpenSSL's CPU probe from
- * start-up to its first use (src/cli/main.c) and defines this to run it; elsewhere it is absent
- * and the probe ran when libcrypto was loaded. Without it OpenSSL uses its generic code, which is
- * as right but slower: asked for before hashing anything long, and by every HMAC key. OpenSSL's
- * own initialisation (every EVP use) runs the probe too. */
-void crypto_cpu_probe(void) __attribute__((weak));
+void (*crypto_cpu_probe_hook)(void);
 #define CRYPTO_PROBE_BYTES 4096
 
+/* Asked for before hashing anything long, and by every HMAC key: until the probe has run,
+ * OpenSSL uses its generic code, which is as right but slower. */
 static void cpu_probe(void) {
-  if (crypto_cpu_probe)
-    crypto_cpu_probe();
+  if (crypto_cpu_probe_hook)
+    crypto_cpu_probe_hook();
 }
 
 /* The low-level functions, not SHA256(): in OpenSSL 3 that one goes through EVP, whose first

@@ -15,6 +15,12 @@
 
 int crypto_sha256(const void *data, size_t length, uint8_t out[CRYPTO_SHA256_LEN],
                   struct cordon_error **err);
+/* OpenSSL's CPU probe, when the program deferred it from start-up (the `cordon` executable,
+ * linked with a static libcrypto: src/cli/main.c sets this); NULL where it ran as libcrypto
+ * loaded. Called before any long hash and by every HMAC key; OpenSSL's own initialisation
+ * (every EVP use) runs the probe too. It must be idempotent. */
+extern void (*crypto_cpu_probe_hook)(void);
+
 /* out holds 65 bytes: 64 lowercase hex digits and a NUL. */
 int crypto_sha256_hex(const void *data, size_t length, char out[CRYPTO_SHA256_HEX_LEN + 1],
                       struct cordon_error **err);
