@@ -379,7 +379,7 @@ static void test_argv(void **state) {
       qemu_argv_build("/usr/bin/qemu", &cfg, false, false, "/g/vmlinux", "/c/initrd.img", "/w");
   assert_non_null(argv);
   bool tcg = false, mem = false, smp = false, sandbox = false, net = false, acpi_off = false;
-  bool mitigations_off = false, rtc = false, norandmaps = false;
+  bool mitigations_off = false, rtc = false, norandmaps = false, noapictimer = false;
   for (size_t i = 0; argv[i]; i++) {
     /* The RTC stays: without it the guest's boot polls the absent CMOS for up to a second. */
     rtc |= strcmp(argv[i], "microvm,rtc=on") == 0;
@@ -393,6 +393,7 @@ static void test_argv(void **state) {
       assert_non_null(strstr(argv[i], "cordon.net=none"));
       mitigations_off |= strstr(argv[i], "mitigations=off") != NULL;
       norandmaps |= strstr(argv[i], " norandmaps") != NULL;
+      noapictimer |= strstr(argv[i], " noapictimer") != NULL;
     }
   }
   assert_true(tcg && mem && smp && sandbox && rtc);
@@ -400,19 +401,30 @@ static void test_argv(void **state) {
   assert_false(acpi_off);       /* Debian's kernel needs ACPI on microvm */
   assert_true(mitigations_off); /* TCG: nothing to protect, much to pay */
   assert_true(norandmaps);      /* TCG: translated code found again at the same addresses */
+  assert_false(noapictimer);    /* Debian's kernel: its tick stopped without the APIC timer */
   qemu_argv_free(argv);
   /* The minimal kernel: no ACPI on the machine; under KVM the guest keeps its mitigations. */
   argv = qemu_argv_build("/usr/bin/qemu", &cfg, true, true, "/g/vmlinux", "/c/initrd.img", "/w");
   assert_non_null(argv);
-  acpi_off = mitigations_off = norandmaps = false;
+  acpi_off = mitigations_off = norandmaps = noapictimer = false;
   for (size_t i = 0; argv[i]; i++) {
     acpi_off |= strcmp(argv[i], "microvm,rtc=on,acpi=off") == 0;
     mitigations_off |= strstr(argv[i], "mitigations=off") != NULL;
     norandmaps |= strstr(argv[i], "norandmaps") != NULL;
+    noapictimer |= strstr(argv[i], "noapictimer") != NULL;
   }
   assert_true(acpi_off);
   assert_false(mitigations_off);
-  assert_false(norandmaps); /* KVM: the guest keeps its ASLR */
+  assert_false(norandmaps);  /* KVM: the guest keeps its ASLR */
+  assert_false(noapictimer); /* KVM: the guest keeps its APIC timer */
+  qemu_argv_free(argv);
+  /* The minimal kernel under TCG: no busy-polled calibration of the APIC timer at boot. */
+  argv = qemu_argv_build("/usr/bin/qemu", &cfg, false, true, "/g/vmlinux", "/c/initrd.img", "/w");
+  assert_non_null(argv);
+  noapictimer = false;
+  for (size_t i = 0; argv[i]; i++)
+    noapictimer |= strstr(argv[i], "cordon.root=") && strstr(argv[i], " noapictimer ");
+  assert_true(noapictimer);
   qemu_argv_free(argv);
 }
 

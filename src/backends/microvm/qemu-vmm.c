@@ -280,6 +280,14 @@ void qemu_argv_free(char **argv) {
  * Under KVM the guest kernel keeps both. */
 #define QEMU_KERNEL_CMDLINE_TCG " mitigations=off norandmaps"
 
+/* Under TCG, the minimal kernel only: no local APIC timer (noapictimer). The boot calibrates it
+ * against the PIT for ten ticks (LAPIC_CAL_LOOPS), busy-polling, which TCG stretched to some
+ * 285 ms of each boot (the guest's program counter sampled through qemu's monitor, 4 boots at
+ * load 14); the PIT, which the calibration used anyway, then gives the tick (and, with more than
+ * one vCPU, broadcasts it). Debian's kernel booted with it but then answered no exec (its tick
+ * stopped: printk times stood still), so it keeps its APIC timer. */
+#define QEMU_KERNEL_CMDLINE_TCG_MINIMAL " noapictimer"
+
 /* What bounds a VM beyond its RAM, written into the argv built above (kept apart from it):
  * --pids as cordon.pids= on the kernel command line (the guest agent's RLIMIT_NPROC of the
  * sandbox user), and under TCG the translation cache, which qemu sizes at 1 GiB by default and
@@ -310,6 +318,9 @@ char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, boo
   uint64_t mem = cfg->memory_bytes ? cfg->memory_bytes : MICROVM_DEFAULT_MEMORY_BYTES;
   unsigned vcpus = cfg->vcpus ? cfg->vcpus : MICROVM_DEFAULT_VCPUS;
   const char *root = cfg->root && cfg->root[0] == '/' ? cfg->root : MICROVM_DEFAULT_ROOT;
+  const char *tcg = kvm       ? ""
+                    : minimal ? QEMU_KERNEL_CMDLINE_TCG QEMU_KERNEL_CMDLINE_TCG_MINIMAL
+                              : QEMU_KERNEL_CMDLINE_TCG;
   bool ok = argv_add(argv, &n, "%s", binary) && argv_add(argv, &n, "-M") &&
             argv_add(argv, &n, "%s", minimal ? "microvm,rtc=on,acpi=off" : "microvm,rtc=on") &&
             argv_add(argv, &n, "-accel") && argv_add(argv, &n, "%s", kvm ? "kvm" : "tcg") &&
@@ -324,7 +335,7 @@ char **qemu_argv_build(const char *binary, const struct microvm_config *cfg, boo
             argv_add(argv, &n, "%s", kernel) && argv_add(argv, &n, "-initrd") &&
             argv_add(argv, &n, "%s", initrd) && argv_add(argv, &n, "-append") &&
             argv_add(argv, &n, QEMU_KERNEL_CMDLINE "%s cordon.root=%s cordon.user=%s cordon.net=%s",
-                     kvm ? "" : QEMU_KERNEL_CMDLINE_TCG, root, cfg->user_root ? "root" : "user",
+                     tcg, root, cfg->user_root ? "root" : "user",
                      cfg->egress == CORDON_EGRESS_NONE ? "none" : "loopback") &&
             /* The workspace read-write; the host's /usr and /etc read-only, as on ns. */
             argv_add(argv, &n, "-fsdev") &&
