@@ -61,6 +61,8 @@ static const char boundary_script[] =
     "done </proc/self/status; } 2>/dev/null\n"
     "echo \"uid=$u\"\n"
     "m=; { while read -r a b n; do m=\"$m$a $b $n \"; done </proc/self/uid_map; } 2>/dev/null\n"
+    /* A kernel without user namespaces has no uid_map: every uid is its own. */
+    "[ -r /proc/self/status ] && [ ! -e /proc/self/uid_map ] && m=none\n"
     "echo \"uid_map=$m\"\n"
     "echo \"seccomp=$s\"\n"
     "echo \"kernel=$(uname -r 2>/dev/null)\"\n"
@@ -197,7 +199,10 @@ long long attest_host_uid(const char *uid_map, long long uid) {
 static int host_uid_probe(struct attest_backend *b, const struct attest_inside *in) {
   char *end = NULL;
   long long uid = strtoll(in->uid, &end, 10);
-  long long host = (*in->uid && end && !*end) ? attest_host_uid(in->uid_map, uid) : -1;
+  /* No uid_map where /proc is there (a kernel without user namespaces, as a minimal guest's):
+   * every process is in the initial namespace, the identity map. */
+  const char *map = strcmp(in->uid_map, "none") ? in->uid_map : "0 0 4294967295";
+  long long host = (*in->uid && end && !*end) ? attest_host_uid(map, uid) : -1;
   if (host < 0)
     return attest_probe_add(b, ATTEST_NOT_ROOT_ON_HOST, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
                             "uid_map_unreadable",

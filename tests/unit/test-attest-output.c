@@ -1,9 +1,11 @@
 /* The one exec of the attestation's probes (src/attest/probes.c): its output split into the
  * exec probe's line, the file read inside between its markers, and the boundary's lines; and
- * the exec and file verdicts drawn from it. Pure: no sandbox. */
+ * the exec and file verdicts drawn from it; the host uid where the kernel has no user
+ * namespaces. Pure: no sandbox. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,10 +95,43 @@ static void test_verdicts(void **state) {
                    ATTEST_REFUTED);
 }
 
+/* not_root_on_host's verdict for uid (text) under uid_map (text), through the boundary probes. */
+static enum attest_verdict not_root(const char *uid, const char *uid_map) {
+  char text[256];
+  snprintf(text, sizeof(text),
+           "proc=yes\ncomm=\nfile=hidden\nuid=%s\nuid_map=%s\nseccomp=\nkernel=x\n"
+           "interfaces=lo,\nconnect=refused\n",
+           uid, uid_map);
+  struct attest_inside in;
+  assert_int_equal(attest_inside_parse(text, &in), 0);
+  struct attest_host host = {.kernel_release = "6.1"};
+  struct attest_backend b = {.name = strdup("x")};
+  assert_int_equal(attest_boundary_probes(&b, &in, &host, true), 0);
+  const struct attest_probe *p = find(&b, ATTEST_NOT_ROOT_ON_HOST);
+  assert_non_null(p);
+  enum attest_verdict v = p->verdict;
+  attest_backend_clear(&b);
+  attest_inside_clear(&in);
+  return v;
+}
+
+/* A kernel without user namespaces (no /proc/self/uid_map, "none"): the identity map. */
+static void test_no_user_namespaces(void **state) {
+  (void)state;
+  assert_int_equal(not_root("1000", "none"), ATTEST_OBSERVED);
+  assert_int_equal(not_root("0", "none"), ATTEST_REFUTED);
+  /* Unreadable (empty) stays unverifiable; a real map is read as before. */
+  assert_int_equal(not_root("1000", ""), ATTEST_UNVERIFIABLE);
+  assert_int_equal(not_root("0", "0 100000 65536 "), ATTEST_OBSERVED);
+  assert_int_equal(not_root("1000", "0 0 4294967295 "), ATTEST_OBSERVED);
+  assert_int_equal(not_root("0", "0 0 4294967295 "), ATTEST_REFUTED);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_split),
       cmocka_unit_test(test_verdicts),
+      cmocka_unit_test(test_no_user_namespaces),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
