@@ -34,8 +34,10 @@
  * lie, and stopped at the limit where it holds (no slow pipe into a growing string). */
 #define MEMORY_PAST_LIMIT "256M"
 
-/* Prints key=value lines: what the sandbox sees of the host. $1 the marker pid, $2 the marker
- * file, $3 the listener's port; then the limits, each where it is asked for: $4 the size of one
+/* Prints a line for the exec probe and the file probe's file as the command inside reads it
+ * ($6, when file_rw is probed), then key=value lines: what the sandbox sees of the host, and
+ * exits 3 (the exec probe's exit code). $1 the marker pid, $2 the marker file, $3 the
+ * listener's port; then the limits, each where it is asked for: $4 the size of one
  * buffer past the memory limit (memory= dd's exit code: 0 where the limit did not stop it, 137
  * where the kernel killed it, nomem where dd was refused its buffer), $5 the pids limit
  * (pids=survived where twice as many children as the limit all started: see the pids part
@@ -47,6 +49,11 @@
  * the parse. */
 static const char boundary_script[] =
     "p=$1 f=$2 port=$3\n"
+    /* The exec and file_rw probes' part: a line, then the workspace file $6 between markers
+     * (split off by attest_output_split). */
+    "echo " ATTEST_EXEC_LINE "\n"
+    "if [ -n \"$6\" ]; then echo " ATTEST_FILE_BEGIN
+    "; cat \"$6\" 2>/dev/null; echo; echo " ATTEST_FILE_END "; fi\n"
     "[ -r /proc/self/status ] && echo proc=yes || echo proc=no\n"
     "c=; { read -r c </proc/$p/comm; } 2>/dev/null; echo \"comm=$c\"\n"
     "[ -e \"$f\" ] && echo file=visible || echo file=hidden\n"
@@ -54,6 +61,8 @@ static const char boundary_script[] =
     "done </proc/self/status; } 2>/dev/null\n"
     "echo \"uid=$u\"\n"
     "m=; { while read -r a b n; do m=\"$m$a $b $n \"; done </proc/self/uid_map; } 2>/dev/null\n"
+    /* A kernel without user namespaces has no uid_map: every uid is its own. */
+    "[ -r /proc/self/status ] && [ ! -e /proc/self/uid_map ] && m=none\n"
     "echo \"uid_map=$m\"\n"
     "echo \"seccomp=$s\"\n"
     "echo \"kernel=$(uname -r 2>/dev/null)\"\n"
@@ -84,9 +93,33 @@ static const char boundary_script[] =
     "    [ $n -ge $w ] && echo survived; kill $pids) 2>/dev/null)\n"
     "  echo \"pids=${r:-stopped}\"\n"
     "fi\n"
-    "exit 0\n";
+    "exit 3\n";
 
 /* ---- pure: what the script printed, and what it means ---------------------------------- */
+
+int attest_output_split(const char *out, size_t length, const char *file_content,
+                        struct attest_output *split) {
+  memset(split, 0, sizeof(*split));
+  static const char exec_line[] = ATTEST_EXEC_LINE "\n";
+  static const char begin[] = ATTEST_FILE_BEGIN "\n";
+  static const char end[] = "\n" ATTEST_FILE_END "\n";
+  if (!out || length < strlen(exec_line) || memcmp(out, exec_line, strlen(exec_line)))
+    return -1;
+  split->exec_line = true;
+  const char *at = out + strlen(exec_line), *stop = out + length;
+  split->rest = at;
+  if (!file_content || (size_t)(stop - at) < strlen(begin) || memcmp(at, begin, strlen(begin)))
+    return 0;
+  at += strlen(begin);
+  const char *marker = memmem(at, (size_t)(stop - at), end, strlen(end));
+  if (!marker)
+    return 0;
+  size_t want = strlen(file_content);
+  split->file_seen = true;
+  split->file_equal = (size_t)(marker - at) == want && !memcmp(at, file_content, want);
+  split->rest = marker + strlen(end);
+  return 0;
+}
 
 void attest_inside_clear(struct attest_inside *in) {
   char **fields[] = {&in->proc,    &in->marker_comm, &in->file,   &in->uid,
@@ -166,7 +199,10 @@ long long attest_host_uid(const char *uid_map, long long uid) {
 static int host_uid_probe(struct attest_backend *b, const struct attest_inside *in) {
   char *end = NULL;
   long long uid = strtoll(in->uid, &end, 10);
-  long long host = (*in->uid && end && !*end) ? attest_host_uid(in->uid_map, uid) : -1;
+  /* No uid_map where /proc is there (a kernel without user namespaces, as a minimal guest's):
+   * every process is in the initial namespace, the identity map. */
+  const char *map = strcmp(in->uid_map, "none") ? in->uid_map : "0 0 4294967295";
+  long long host = (*in->uid && end && !*end) ? attest_host_uid(map, uid) : -1;
   if (host < 0)
     return attest_probe_add(b, ATTEST_NOT_ROOT_ON_HOST, ATTEST_BOUNDARY, ATTEST_UNVERIFIABLE,
                             "uid_map_unreadable",
@@ -237,30 +273,14 @@ int attest_boundary_probes(struct attest_backend *b, const struct attest_inside 
 
 static int run_sh(struct cordon_session *s, const char *script, const char *const *args,
                   struct cordon_exec_result *res) {
-  const char *argv[10] = {"sh", "-c", script, "attest"};
-  for (size_t i = 0; args && args[i] && i < 5; i++)
+  const char *argv[12] = {"sh", "-c", script, "attest"};
+  for (size_t i = 0; args && args[i] && i < 7; i++)
     argv[4 + i] = args[i];
   struct cordon_exec_request req = {.argv = argv, .timeout = PROBE_TIMEOUT, .max_output = 65536};
   struct cordon_error *err = NULL;
   memset(res, 0, sizeof(*res));
   int r = cordon_session_exec(s, &req, res, &err);
   cordon_error_free(err);
-  return r;
-}
-
-static int exec_probe(struct attest_backend *b, struct cordon_session *s) {
-  struct cordon_exec_result res;
-  if (run_sh(s, "echo attest-exec; exit 3", NULL, &res) < 0)
-    return attest_probe_add(b, "exec", "exec", ATTEST_REFUTED, "exec_error",
-                            "the exec call failed");
-  bool ok = res.exit_code == 3 && res.stdout_length == 12 &&
-            !memcmp(res.stdout_data, "attest-exec\n", 12);
-  int r =
-      ok ? attest_probe_add(b, "exec", "exec", ATTEST_OBSERVED, "exit_and_output",
-                            "sh -c printed what it was asked to and exited 3")
-         : attest_probe_add(b, "exec", "exec", ATTEST_REFUTED, "wrong_result",
-                            "exit code %d, %zu bytes of output", res.exit_code, res.stdout_length);
-  cordon_exec_result_clear(&res);
   return r;
 }
 
@@ -278,21 +298,29 @@ static int file_probe(struct attest_backend *b, struct cordon_session *s) {
   if (length != want || memcmp(data, FILE_PROBE_CONTENT, want))
     return attest_probe_add(b, "write_read_back", "file_rw", ATTEST_REFUTED, "content_differs",
                             "the file read back is not what was written");
-  if (attest_probe_add(b, "write_read_back", "file_rw", ATTEST_OBSERVED, "content_equal",
-                       "a file written was read back byte for byte") < 0)
-    return -1;
-  if (!(b->declared & CORDON_CAP_EXEC))
-    return 0;
-  struct cordon_exec_result res;
-  const char *args[] = {FILE_PROBE_PATH, NULL};
-  int rc = run_sh(s, "cat \"$1\"", args, &res);
-  bool seen = rc == 0 && res.exit_code == 0 && res.stdout_length == want &&
-              !memcmp(res.stdout_data, FILE_PROBE_CONTENT, want);
-  cordon_exec_result_clear(&res);
-  return seen ? attest_probe_add(b, "visible_inside", "file_rw", ATTEST_OBSERVED, "content_equal",
-                                 "the command inside reads the file as written")
-              : attest_probe_add(b, "visible_inside", "file_rw", ATTEST_REFUTED, "content_differs",
-                                 "the command inside does not see the file");
+  return attest_probe_add(b, "write_read_back", "file_rw", ATTEST_OBSERVED, "content_equal",
+                          "a file written was read back byte for byte");
+}
+
+/* The exec probe and the file probe's inside read, from the one exec's result (pure). */
+int attest_exec_file_probes(struct attest_backend *b, bool ran, int exit_code, size_t length,
+                            const struct attest_output *split, bool file_probed) {
+  int r = 0;
+  if (!ran)
+    r |= attest_probe_add(b, "exec", "exec", ATTEST_REFUTED, "exec_error", "the exec call failed");
+  else if (exit_code == 3 && split->exec_line)
+    r |= attest_probe_add(b, "exec", "exec", ATTEST_OBSERVED, "exit_and_output",
+                          "sh -c printed what it was asked to and exited 3");
+  else
+    r |= attest_probe_add(b, "exec", "exec", ATTEST_REFUTED, "wrong_result",
+                          "exit code %d, %zu bytes of output", exit_code, length);
+  if (file_probed)
+    r |= split->file_equal
+             ? attest_probe_add(b, "visible_inside", "file_rw", ATTEST_OBSERVED, "content_equal",
+                                "the command inside reads the file as written")
+             : attest_probe_add(b, "visible_inside", "file_rw", ATTEST_REFUTED, "content_differs",
+                                "the command inside does not see the file");
+  return r ? -1 : 0;
 }
 
 /* Egress none (or loopback): the host's listener must be unreachable; open: reachable. */
@@ -476,10 +504,13 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
                          struct attest_backend *b, char **snapshot_id, struct second *sec) {
   bool can_exec = b->declared & CORDON_CAP_EXEC;
   int r = 0;
-  if (can_exec)
-    r |= exec_probe(b, s);
-  if (b->declared & CORDON_CAP_FILE_RW)
+  /* The file probe's host side now; its inside read is part of the one exec below. */
+  bool file_written = false;
+  if (b->declared & CORDON_CAP_FILE_RW) {
+    size_t before = b->n_probes;
     r |= file_probe(b, s);
+    file_written = b->n_probes > before && b->probes[before].verdict == ATTEST_OBSERVED;
+  }
   struct cordon_exec_result res = {0};
   if (b->declared & CORDON_CAP_PERSISTENT_VOLUMES) {
     const char *vargs[] = {VOLUME_TARGET "/v", NULL};
@@ -512,10 +543,24 @@ static int first_session(struct cordon_session *s, const struct cordon_backend *
   snprintf(pid, sizeof(pid), "%d", host->marker_pid);
   snprintf(port, sizeof(port), "%d", host->listener_port);
   snprintf(limit, sizeof(limit), "%u", PIDS_LIMIT);
-  const char *args[] = {
-      pid, host->marker_file, port, memory ? MEMORY_PAST_LIMIT : "", pids ? limit : "", NULL};
-  bool seen = can_exec && run_sh(s, boundary_script, args, &res) == 0 && res.exit_code == 0 &&
-              attest_inside_parse((const char *)res.stdout_data, &in) == 0;
+  bool file_probed = can_exec && file_written;
+  const char *args[] = {pid,
+                        host->marker_file,
+                        port,
+                        memory ? MEMORY_PAST_LIMIT : "",
+                        pids ? limit : "",
+                        file_probed ? FILE_PROBE_PATH : "",
+                        NULL};
+  /* One exec for the exec probe, the file probe's inside read, the boundary and the limits:
+   * each exec costs gvisor or a VM much. */
+  bool ran = can_exec && run_sh(s, boundary_script, args, &res) == 0;
+  struct attest_output split = {0};
+  bool seen = ran &&
+              attest_output_split((const char *)res.stdout_data, res.stdout_length,
+                                  FILE_PROBE_CONTENT, &split) == 0 &&
+              res.exit_code == 3 && attest_inside_parse(split.rest, &in) == 0;
+  if (can_exec)
+    r |= attest_exec_file_probes(b, ran, res.exit_code, res.stdout_length, &split, file_probed);
   cordon_exec_result_clear(&res);
   if (b->declared & CORDON_CAP_NETWORK)
     r |= seen ? network_probe(b, &in, egress)

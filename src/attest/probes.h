@@ -28,6 +28,25 @@ struct attest_inside {
 };
 int attest_inside_parse(const char *text, struct attest_inside *out);
 void attest_inside_clear(struct attest_inside *in);
+/* The one exec's output begins with ATTEST_EXEC_LINE and, when the file probe asks, the
+ * workspace file between the two markers; the boundary's lines follow. */
+#define ATTEST_EXEC_LINE "attest-exec"
+#define ATTEST_FILE_BEGIN "attest-file-begin"
+#define ATTEST_FILE_END "attest-file-end"
+struct attest_output {
+  bool exec_line;   /* the output began with ATTEST_EXEC_LINE */
+  bool file_seen;   /* the file's markers were found */
+  bool file_equal;  /* what was between them is the file's content, byte for byte */
+  const char *rest; /* the boundary's lines (into the output) */
+};
+/* Split the output (pure): -1 when it does not begin with the exec line. file_content NULL:
+ * no file was asked for. */
+int attest_output_split(const char *out, size_t length, const char *file_content,
+                        struct attest_output *split);
+/* The exec probe's verdict (ran: the exec call succeeded; exit code 3 and the exec line) and,
+ * when file_probed, the file probe's inside read (pure). */
+int attest_exec_file_probes(struct attest_backend *b, bool ran, int exit_code, size_t length,
+                            const struct attest_output *split, bool file_probed);
 /* The boundary verdicts from what was seen inside (pure). net_none: the session had egress
  * none. */
 int attest_boundary_probes(struct attest_backend *b, const struct attest_inside *in,

@@ -35,11 +35,13 @@ probe() {
   [ "$(probe att.json pids_limit_enforced)" = "observed: going past the pids limit was stopped" ]
   [ "$(probe att.json no_route_off)" = "observed: with egress none only lo is up inside" ]
   [ "$(probe att.json host_processes_invisible)" = "observed: a host process is not visible in /proc inside" ]
-  # The first session's execs: exec, the file read inside, the volume's write, then the boundary
-  # and both limits in one. The resumed session reads the volume: one more.
+  # The first session's execs: the volume's write, then one for the exec probe, the file read
+  # inside, the boundary and both limits. The resumed session reads the volume: one more.
   run "$CORDON" events --json
   [ "$status" -eq 0 ]
-  [ "$(jq -s '[.[] | select(.verb == "exec" and .backend == "ns")] | length' <<<"$output")" -eq 5 ]
+  [ "$(jq -s '[.[] | select(.verb == "exec" and .backend == "ns")] | length' <<<"$output")" -eq 3 ]
+  [ "$(probe att.json exec)" = "observed: sh -c printed what it was asked to and exited 3" ]
+  [ "$(probe att.json visible_inside)" = "observed: the command inside reads the file as written" ]
 }
 
 @test "fake microvm: limits it declares but does not hold are refuted by the same exec" {
@@ -51,6 +53,11 @@ probe() {
   ifs=$(probe att.json no_route_off | sed -n 's/.*interfaces \([^ ]*\) host.*/\1/p')
   [ -n "$ifs" ]
   [ "$ifs" = "$(tr ',' '\n' <<<"${ifs%,}" | LC_ALL=C sort | tr '\n' ,)" ]
+  # One exec in all, the first session's; the resumed session is one-shot and runs none (so on
+  # microvm it boots no VM: tests/unit/test-microvm-lazy.c).
+  run "$CORDON" events --json
+  [ "$status" -eq 0 ]
+  [ "$(jq -s '[.[] | select(.verb == "exec" and .backend == "microvm")] | length' <<<"$output")" -eq 1 ]
 }
 
 @test "worktree: limits it does not enforce are refuted without being tried" {

@@ -6,7 +6,9 @@
  * shared into the guest: read, write, ls and snapshots happen on the host side, through
  * protocol/workspace.c, so the snapshot id is the one ns gives for the same tree) and the
  * state a later process needs to reach the VM again. The monitor's control directory (sockets,
- * console log) is the session's runtime directory, outside every workspace and snapshot. */
+ * console log) is the session's runtime directory, outside every workspace and snapshot. A
+ * one-shot session (manifest one_shot) boots its VM with its one exec rather than at create or
+ * resume, so one that is only read, written or snapshotted (host-side work) never boots. */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -34,6 +36,11 @@ struct microvm_session {
   char *control_dir;
   struct microvm_vm vm;
   bool booted;
+  /* A one-shot session's VM is booted by its one exec, not by create or resume: a session
+   * only read, written and snapshotted (all on the host side) never boots one. What the state
+   * needs once it boots: */
+  bool boot_pending, owned;
+  char *from_snapshot;
 };
 
 #define _cleanup_json_ _cleanup_(json_decrefp)
@@ -143,6 +150,9 @@ static int save_state(struct cordon_session *s, struct microvm_session *v, bool 
                         vm ? vm : json_null(), "owned_workspace", owned, "memory_bytes",
                         (json_int_t)v->cfg.memory_bytes, "vcpus", (json_int_t)v->cfg.vcpus,
                         "egress", cordon_egress_name(v->cfg.egress), "user_root", v->cfg.user_root);
+  /* No VM yet: another process that opens the session finds nothing to attach to or stop. */
+  if (o && v->boot_pending)
+    json_object_set_new(o, "boot_pending", json_true());
   /* Also what keeps the snapshot from `cas gc` while the session lives. */
   if (o && snapshot_id)
     json_object_set_new(o, "from_snapshot", json_string(snapshot_id));
@@ -159,6 +169,7 @@ static void session_impl_free(struct microvm_session *v) {
     v->vm.monitor->release(&v->vm);
   free(v->vm.state);
   free(v->control_dir);
+  free(v->from_snapshot);
   free(v);
 }
 
@@ -218,11 +229,32 @@ static int start_vm(struct cordon_session *s, const struct cordon_manifest *m,
    * environment of --env). */
   if (session_rundir(s, true, err) < 0)
     return -1;
+  v->owned = owned;
+  if (snapshot_id && !(v->from_snapshot = strdup(snapshot_id)))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "microvm session");
+  if (m->one_shot) {
+    v->boot_pending = true;
+    return save_state(s, v, owned, snapshot_id, err);
+  }
   if (mon->boot(&v->cfg, &v->vm, err) < 0)
     return cordon_error_prefix(err, "monitor %s: boot", mon->name);
   v->vm.monitor = mon;
   v->booted = true;
   return save_state(s, v, owned, snapshot_id, err);
+}
+
+/* The deferred boot of a one-shot session, before its exec; the state (now naming the VM) is
+ * written at once, so `session destroy` from another process stops it. */
+static int boot_pending(struct cordon_session *s, struct microvm_session *v,
+                        struct cordon_error **err) {
+  v->boot_pending = false;
+  if (v->monitor->boot(&v->cfg, &v->vm, err) < 0)
+    return cordon_error_prefix(err, "monitor %s: boot", v->monitor->name);
+  v->vm.monitor = v->monitor;
+  v->booted = true;
+  if (save_state(s, v, v->owned, v->from_snapshot, err) < 0 || session_persist(s, err) < 0)
+    return -1;
+  return 0;
 }
 
 static int microvm_create(struct cordon_session *s, const struct cordon_manifest *m,
@@ -284,6 +316,9 @@ static int microvm_attach(struct cordon_session *s, struct cordon_error **err) {
   if (session_impl_new(s, mon, &v, err) < 0)
     return -1;
   s->impl = v;
+  /* A one-shot session whose command has not run: no VM to reach (exec says so). */
+  if (json_is_true(json_object_get(o, "boot_pending")))
+    return 0;
   json_int_t memory = json_integer_value(json_object_get(o, "memory_bytes"));
   json_int_t vcpus = json_integer_value(json_object_get(o, "vcpus"));
   enum cordon_egress egress = CORDON_EGRESS_NONE;
@@ -307,6 +342,8 @@ static int microvm_attach(struct cordon_session *s, struct cordon_error **err) {
 
 static int microvm_shutdown(struct cordon_session *s, struct cordon_error **err) {
   struct microvm_session *v = s->impl;
+  if (v)
+    v->boot_pending = false; /* never booted, and now never will be */
   if (!v || !v->booted)
     return 0;
   if (v->monitor->shutdown(&v->vm, err) < 0)
@@ -330,6 +367,8 @@ static void microvm_release(struct cordon_session *s) {
 static int microvm_exec(struct cordon_session *s, const struct cordon_exec_request *req,
                         struct cordon_exec_result *res, struct cordon_error **err) {
   struct microvm_session *v = s->impl;
+  if (v && v->boot_pending && boot_pending(s, v, err) < 0)
+    return -1;
   if (!v || !v->booted)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0, "session %s: its VM is not running", s->id);
   return v->monitor->exec(&v->vm, &v->cfg, req, res, err);
