@@ -144,8 +144,10 @@ static void exec_finish(struct agent *a) {
     if (poll(&p, 1, 0) <= 0)
       break;
   }
-  if (n != (ssize_t)sizeof(r)) /* the keeper died without a word */
-    r = (struct exec_wire_reply){GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_SETUP,
+  /* The keeper died without a word (SIGKILL: the OOM killer, or a root command killing its
+   * parent): the command's status is lost, and the host must say so, never report 0. */
+  if (n != (ssize_t)sizeof(r))
+    r = (struct exec_wire_reply){GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_LOST,
                                  EIO};
   send_frame(a, GUEST_WIRE_REPLY, x->id, &r, sizeof(r));
   close_fd(&x->fds.stdin_w);
