@@ -144,8 +144,10 @@ static void exec_finish(struct agent *a) {
     if (poll(&p, 1, 0) <= 0)
       break;
   }
-  if (n != (ssize_t)sizeof(r)) /* the keeper died without a word */
-    r = (struct exec_wire_reply){GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_SETUP,
+  /* The keeper died without a word (SIGKILL: the OOM killer, or a root command killing its
+   * parent): the command's status is lost, and the host must say so, never report 0. */
+  if (n != (ssize_t)sizeof(r))
+    r = (struct exec_wire_reply){GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_LOST,
                                  EIO};
   send_frame(a, GUEST_WIRE_REPLY, x->id, &r, sizeof(r));
   close_fd(&x->fds.stdin_w);
@@ -239,10 +241,23 @@ static void handle_frame(struct agent *a, const struct guest_wire_header *h,
   switch (h->type) {
   case GUEST_WIRE_PING: send_frame(a, GUEST_WIRE_PONG, h->exec_id, NULL, 0); break;
   case GUEST_WIRE_REQUEST:
-    if (x->active)
-      guest_log("cordon-guest: a request while exec %u runs: ignored", x->id);
-    else
-      exec_begin(a, h->exec_id, payload, h->length);
+    if (mine) {
+      guest_log("cordon-guest: exec %u requested again: ignored", x->id);
+      break;
+    }
+    if (x->active) {
+      /* The host serialises execs (a lock held for the whole exec): another exec's request
+       * means the host of this one is gone, though its hang-up was not seen for good (the
+       * next host came within HOST_GONE_GRACE). End it (its record, of its id, is dropped by
+       * the new host), rather than ignore the new request until that host gives up. */
+      guest_log("cordon-guest: exec %u ended: exec %u came", x->id, h->exec_id);
+      kill(x->keeper, SIGUSR1);
+      struct pollfd p = {x->fds.status_r, POLLIN, 0};
+      if (poll(&p, 1, 5000) <= 0)
+        fcntl(x->fds.status_r, F_SETFL, O_NONBLOCK); /* no record: reported as lost */
+      exec_finish(a);
+    }
+    exec_begin(a, h->exec_id, payload, h->length);
     break;
   case GUEST_WIRE_STDIN:
     if (mine)

@@ -12,6 +12,8 @@
  *      command that exits 126/127 by itself is X, so the host tells them apart
  *   F  the cwd cannot be entered (stage CHDIR), or the process could not be set up
  *   T  the timeout fired; the whole tree was killed
+ *   F  with stage LOST: the agent's kill (SIGUSR1) ended it, or its status was never collected:
+ *      never an exit code the command did not return
  * A command that ends by itself keeps what it left running: the keeper stays the reaper of
  * that tree, as the ns and docker backends keep background processes. */
 #include <dirent.h>
@@ -100,6 +102,14 @@ static bool request_send(int fd, const unsigned char *bytes, size_t length) {
   return write_all(fd, &n, sizeof(n)) && write_all(fd, bytes, length);
 }
 
+static void oom_score_adjust(const char *value) {
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!write(fd, value, strlen(value));
+    close(fd);
+  }
+}
+
 /* The command's process, forked ahead of its request: everything that does not depend on the
  * request (signals, session, stdio, uid) is done before it comes; then the cwd, the
  * environment and execve. */
@@ -111,6 +121,7 @@ static _Noreturn void child_run(const struct guest_config *cfg, const int stdio[
   for (int s = 1; s < NSIG; s++)
     signal(s, SIG_DFL);
   setsid();
+  oom_score_adjust("0"); /* the keeper's -1000 is not the command's; while still root */
   for (int fd = 0; fd < 3; fd++)
     if (dup2(stdio[fd], fd) < 0)
       child_fail(report, EXEC_WIRE_STAGE_SETUP, errno, 126);
@@ -232,6 +243,9 @@ static pid_t child_fork(const struct guest_config *cfg, const int stdio[3], int 
 static _Noreturn void keeper(const struct guest_config *cfg, int request_r, const int stdio[3],
                              int status_w) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  /* Out of the OOM killer's choice (the command's process takes the default back): a keeper
+   * it picked would leave its command without a status (the host then reports an error). */
+  oom_score_adjust("-1000");
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
@@ -308,14 +322,22 @@ static _Noreturn void keeper(const struct guest_config *cfg, int request_r, cons
         status = st, done = true;
   }
   if (timed_out || killed || rep.stage > 0) {
-    kill_tree();
-    if (!done && pid > 0 && waitpid(pid, &status, 0) == pid)
+    /* The command first, reaped with its status: kill_tree reaps without one (a status never
+     * collected once read as 0, "exited 0", for a command the agent had killed). */
+    if (!done && pid > 0 && kill(pid, SIGKILL) == 0 && waitpid(pid, &status, 0) == pid)
       done = true;
+    kill_tree();
   }
   if (rep.stage > 0)
     r.type = EXEC_WIRE_FAILED, r.a = rep.stage, r.b = rep.errnum;
   else if (timed_out)
     r.type = EXEC_WIRE_TIMED_OUT;
+  else if (killed)
+    /* The agent's kill (its host hung up, or asked): the command did not end by itself, and
+     * what it would have returned is unknown. Never an exit code. */
+    r.type = EXEC_WIRE_FAILED, r.a = EXEC_WIRE_STAGE_LOST, r.b = ECONNABORTED;
+  else if (!done)
+    r.type = EXEC_WIRE_FAILED, r.a = EXEC_WIRE_STAGE_LOST, r.b = ECHILD;
   else if (rep.stage == 0 && WIFEXITED(status) &&
            (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127))
     r.type = EXEC_WIRE_EXEC_FAILED, r.a = WEXITSTATUS(status), r.b = rep.errnum;

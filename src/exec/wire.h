@@ -65,6 +65,9 @@ enum exec_wire_stage {
   EXEC_WIRE_STAGE_SETUP = 1,      /* the helper could not prepare the process */
   EXEC_WIRE_STAGE_CHDIR = 2,      /* the working directory is not usable */
   EXEC_WIRE_STAGE_NO_SECCOMP = 3, /* docker: the engine applied no seccomp profile */
+  /* microvm: the command ran but no status of it was collected (.b: EIO, its keeper died
+   * without a word; ECONNABORTED, the agent ended it because its host had hung up) */
+  EXEC_WIRE_STAGE_LOST = 4,
 };
 
 /* The 16 bytes of a reply. */

@@ -360,6 +360,18 @@ if boot "a guest-root VM" --workspace "$ws" --net none --user root; then
   else not_ok "control the command is the guest's root: id -u says $out"; fi
   # /etc is the host's, read-only, through the VMM (uid 65534): root in the guest reads only
   # what 65534 may read on the host.
+  # A status record never written is an error (125), never exit 0 (issue 19: the agent's kill,
+  # SIGUSR1 to the keeper, once came back as "exited 0" with no output; so did a memory hog the
+  # agent ended when it took the host for gone). Guest root can signal the command's keeper.
+  in_vm "$root_vm" sh -c 'kill -USR1 $PPID; sleep 5; echo late'
+  if [ "$code" -eq 125 ] && [[ "$out" == *"no exit status"* ]]; then ok "a command the guest agent ended reports no exit status (125)"
+  else not_ok "a command the guest agent ended: exit $code (expected 125, no exit status): $out"; fi
+  in_vm "$root_vm" sh -c 'kill -KILL $PPID; exit 0'
+  if [ "$code" -eq 125 ] && [[ "$out" == *"no exit status"* ]]; then ok "a command whose keeper was killed reports no exit status (125)"
+  else not_ok "a command whose keeper was killed: exit $code (expected 125, no exit status): $out"; fi
+  in_vm "$root_vm" sh -c 'cat /proc/$PPID/oom_score_adj /proc/self/oom_score_adj | tr "\n" " "'
+  if [ "$code" -eq 0 ] && [ "$out" = "-1000 0 " ]; then ok "the keeper is out of the OOM killer's choice, the command is not"
+  else not_ok "oom_score_adj of keeper and command: exit $code: $out"; fi
   attack "$root_vm" "guest root reads the host's /etc/shadow" read-file /etc/shadow
   attack "$root_vm" "guest root writes the host's /etc/passwd" write-file /etc/passwd
   attack "$root_vm" "guest root writes the host's /etc" write-file /etc/cordon-escape

@@ -161,12 +161,13 @@ static void test_exec_protocol(void **state) {
       {GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_EXEC_FAILED, 127, 2},
       {GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_TIMED_OUT, 0, 0},
       {GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_CHDIR, 2},
+      {GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_FAILED, EXEC_WIRE_STAGE_LOST, 5},
   };
   struct exec_wire_reply bad[] = {
       {GUEST_WIRE_REQUEST_MAGIC, EXEC_WIRE_EXITED, 0, 0},      /* the request's magic */
       {GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_RUNNING, 0, 0},       /* the guest never sends R */
       {GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_EXEC_FAILED, 125, 2}, /* only 126 or 127 */
-      {GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_FAILED, 3, 2},        /* a stage it does not have */
+      {GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_FAILED, 5, 2},        /* a stage it does not have */
       {GUEST_WIRE_REPLY_MAGIC, EXEC_WIRE_EXITED, 256, 0},      /* out of range */
   };
   struct exec_wire_reply out;

@@ -5,7 +5,7 @@
 #include "backends/microvm/guest-wire.h"
 
 const struct exec_wire_protocol guest_wire_exec_protocol = {
-    GUEST_WIRE_REQUEST_MAGIC, GUEST_WIRE_REPLY_MAGIC, "FXTE", EXEC_WIRE_STAGE_CHDIR,
+    GUEST_WIRE_REQUEST_MAGIC, GUEST_WIRE_REPLY_MAGIC, "FXTE", EXEC_WIRE_STAGE_LOST,
     "the guest agent"};
 
 size_t guest_wire_max_length(uint32_t type) {

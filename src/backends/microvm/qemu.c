@@ -30,6 +30,8 @@
 /* How long an exec waits for the line (the lock, the connection, the agent's PONG). */
 #define QEMU_CONNECT_TIMEOUT 30.0
 #define QEMU_PING_INTERVAL 0.5
+/* During an exec, once answered: a PING this often says the host is still there. */
+#define QEMU_KEEPALIVE_INTERVAL 0.5
 /* While the guest boots the PING waits in the socket until the agent opens its port; a PING
  * sent soon after that is answered at once, so the boot wait ends within this of the agent's
  * start (a stale PONG of an earlier PING is skipped by its id). */
@@ -411,7 +413,18 @@ static int feed_some(int s, uint32_t id, struct feeder *f, double deadline,
   return send_frame(s, GUEST_WIRE_STDIN, id, buf, n, deadline, err);
 }
 
-static void result_from_reply(const struct exec_wire_reply *r, struct cordon_exec_result *res) {
+/* A command's result from its status record (parsed: every value in range). Only X, E and T
+ * are results; anything else is an error, never an exit code of 0. */
+static int result_from_reply(const struct exec_wire_reply *r, bool kill_sent,
+                             struct cordon_exec_result *res, struct cordon_error **err) {
+  /* The host's KILL goes out only past the command's timeout: what ended it then was that. */
+  if (kill_sent && (r->type == EXEC_WIRE_TIMED_OUT ||
+                    (r->type == EXEC_WIRE_FAILED && r->a == EXEC_WIRE_STAGE_LOST))) {
+    res->timed_out = true;
+    res->exit_code = 128 + SIGKILL;
+    res->term_signal = SIGKILL;
+    return 0;
+  }
   switch (r->type) {
   case EXEC_WIRE_EXITED:
     res->exit_code = r->a;
@@ -426,8 +439,12 @@ static void result_from_reply(const struct exec_wire_reply *r, struct cordon_exe
     res->exit_code = 128 + SIGKILL;
     res->term_signal = SIGKILL;
     break;
-  default: break;
+  default:
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, EPROTO,
+                            "qemu: the guest agent's status record (type 0x%x) is no result",
+                            r->type);
   }
+  return 0;
 }
 
 /* Frames until the REPLY; stdin fed as the line takes it. The PING went out with the request
@@ -437,10 +454,12 @@ static void result_from_reply(const struct exec_wire_reply *r, struct cordon_exe
  * answer_deadline is an error. Returns 1 with *reply, -1 on error. */
 static int exec_pump(int s, uint32_t id, struct inbox *in, struct feeder *f, struct capture *out,
                      struct capture *errc, double timeout, double answer_deadline,
-                     struct exec_wire_reply *reply, struct cordon_error **err) {
+                     struct exec_wire_reply *reply, bool *kill_sent_out,
+                     struct cordon_error **err) {
   double start = fs_now();
   double kill_at = timeout > 0 ? start + timeout + QEMU_EXEC_GRACE : 0;
   bool kill_sent = false, answered = false;
+  *kill_sent_out = false;
   double next_ping = start + QEMU_PING_INTERVAL;
   for (;;) {
     struct guest_wire_header h;
@@ -470,16 +489,21 @@ static int exec_pump(int s, uint32_t id, struct inbox *in, struct feeder *f, str
     if (!answered && now >= answer_deadline)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ETIMEDOUT,
                               "qemu: the guest agent does not answer");
-    if (!answered && now >= next_ping) {
-      if (send_frame(s, GUEST_WIRE_PING, id, NULL, 0, answer_deadline, err) < 0)
+    /* Answered, the PING goes on as a keepalive: bytes from the host tell the agent it is
+     * still there when the guest sees the connection's events late (a stale close, an open
+     * delayed past HOST_GONE_GRACE in a guest stalled near OOM), where it would otherwise end
+     * the command as given up. */
+    if (now >= next_ping) {
+      if (send_frame(s, GUEST_WIRE_PING, id, NULL, 0,
+                     answered ? now + QEMU_EXEC_GRACE : answer_deadline, err) < 0)
         return -1;
-      next_ping = now + QEMU_PING_INTERVAL;
+      next_ping = now + (answered ? QEMU_KEEPALIVE_INTERVAL : QEMU_PING_INTERVAL);
     }
     if (kill_at > 0 && now >= kill_at && !kill_sent) {
       /* The agent's own timeout should have answered by now: ask it to kill the tree. */
       if (send_frame(s, GUEST_WIRE_KILL, id, NULL, 0, now + QEMU_EXEC_GRACE, err) < 0)
         return -1;
-      kill_sent = true;
+      kill_sent = *kill_sent_out = true;
     }
     if (kill_sent && now >= kill_at + QEMU_EXEC_GRACE)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ETIMEDOUT,
@@ -489,7 +513,7 @@ static int exec_pump(int s, uint32_t id, struct inbox *in, struct feeder *f, str
     if (feeding)
       p[1] = f->fd >= 0 ? (struct pollfd){f->fd, POLLIN, 0} : (struct pollfd){s, POLLOUT, 0};
     double wake = kill_at > 0 ? (kill_sent ? kill_at + QEMU_EXEC_GRACE : kill_at) : now + 1.0;
-    if (!answered && next_ping < wake)
+    if (next_ping < wake)
       wake = next_ping;
     if (poll(p, feeding ? 2 : 1, (int)remaining_ms(wake) + 1) < 0 && errno != EINTR)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "qemu: poll");
@@ -561,6 +585,7 @@ static int qemu_exec(struct microvm_vm *vm, const struct microvm_config *cfg,
                      .data = req->stdin_data,
                      .length = req->stdin_data ? req->stdin_length : 0};
   struct exec_wire_reply reply = {0};
+  bool kill_sent = false;
   int r = -1;
   if ((out.fd < 0 && !(out.data = malloc(max + 1))) ||
       (errc.fd < 0 && !(errc.data = malloc(max + 1)))) {
@@ -584,19 +609,31 @@ static int qemu_exec(struct microvm_vm *vm, const struct microvm_config *cfg,
   guest_wire_header_encode(GUEST_WIRE_REQUEST, id, (uint32_t)request_length, first + header);
   memcpy(first + 2 * header, request, request_length);
   if (send_all(s, first, 2 * header + request_length, answer_deadline, err) == 0)
-    r = exec_pump(s, id, &in, &f, &out, &errc, req->timeout, answer_deadline, &reply, err);
+    r = exec_pump(s, id, &in, &f, &out, &errc, req->timeout, answer_deadline, &reply, &kill_sent,
+                  err);
   close(s);
   if (r < 0)
     goto done;
-  if (reply.type == EXEC_WIRE_FAILED) {
-    r = cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b,
-                         reply.a == EXEC_WIRE_STAGE_CHDIR ? "cannot run %s in %s"
-                                                          : "the guest could not set up %s%.0s",
-                         req->argv[0], cwd);
+  if (reply.type == EXEC_WIRE_FAILED && !(kill_sent && reply.a == EXEC_WIRE_STAGE_LOST)) {
+    if (reply.a == EXEC_WIRE_STAGE_CHDIR)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b, "cannot run %s in %s", req->argv[0],
+                           cwd);
+    else if (reply.a != EXEC_WIRE_STAGE_LOST)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, reply.b, "the guest could not set up %s",
+                           req->argv[0]);
+    else if (reply.b == ECONNABORTED)
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                           "the guest agent ended %s, taking the host for gone: no exit status "
+                           "of it exists",
+                           req->argv[0]);
+    else
+      r = cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                           "no exit status of %s from the guest: its keeper died without one "
+                           "(the guest's OOM killer, or a kill from inside)",
+                           req->argv[0]);
     goto done;
   }
-  result_from_reply(&reply, res);
-  r = 0;
+  r = result_from_reply(&reply, kill_sent, res, err);
 done:
   free(in.data);
   if (r < 0) {
