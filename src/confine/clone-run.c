@@ -48,15 +48,21 @@ __asm__(".text\n"
                                       "  .cfi_endproc\n"
                                       ".size cordon_clone3_raw, .-cordon_clone3_raw\n");
 
-pid_t sys_clone3_run(uint64_t flags, int cgroup_fd, void *stack, size_t stack_size,
-                     int (*fn)(void *), void *arg) {
-  struct confine_clone_args args = {
+/* The arguments of a clone into fn on stack (born in cgroup_fd when >= 0), SIGCHLD at its end. */
+static struct confine_clone_args run_args(uint64_t flags, int cgroup_fd, void *stack,
+                                          size_t stack_size) {
+  return (struct confine_clone_args){
       .flags = flags | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
       .exit_signal = SIGCHLD,
       .stack = (uint64_t)(uintptr_t)stack,
       .stack_size = stack_size,
       .cgroup = cgroup_fd >= 0 ? (uint64_t)cgroup_fd : 0,
   };
+}
+
+pid_t sys_clone3_run(uint64_t flags, int cgroup_fd, void *stack, size_t stack_size,
+                     int (*fn)(void *), void *arg) {
+  struct confine_clone_args args = run_args(flags, cgroup_fd, stack, stack_size);
   long r = cordon_clone3_raw(&args, sizeof(args), fn, arg);
   if (r < 0) {
     errno = (int)-r;
@@ -93,14 +99,9 @@ __attribute__((no_sanitize_address)) pid_t sys_clone3_run_shared(uint64_t flags,
    * futex on it (a shared futex wake, so the wait below is a shared one too). Set before the
    * child exists, so no ordering is left to the kernel. */
   uint32_t in_use = 1;
-  struct confine_clone_args args = {
-      .flags = flags | CLONE_VM | CLONE_CHILD_CLEARTID | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
-      .child_tid = (uint64_t)(uintptr_t)&in_use,
-      .exit_signal = SIGCHLD,
-      .stack = (uint64_t)(uintptr_t)stack,
-      .stack_size = stack_size,
-      .cgroup = cgroup_fd >= 0 ? (uint64_t)cgroup_fd : 0,
-  };
+  struct confine_clone_args args =
+      run_args(flags | CLONE_VM | CLONE_CHILD_CLEARTID, cgroup_fd, stack, stack_size);
+  args.child_tid = (uint64_t)(uintptr_t)&in_use;
   long r = cordon_clone3_raw(&args, sizeof(args), fn, arg);
   if (r < 0) {
     errno = (int)-r;
