@@ -83,3 +83,23 @@ microvm_session_teardown_file() {
   project_destroy_sessions
   rm -rf "$PROJECT"
 }
+
+# `cordon serve ARGS...` in the background ($SERVER its pid), waited for (generously: start-up
+# under load); $ADDR is what it listens on ("unix:PATH" or "http://127.0.0.1:PORT"). The output
+# files exist before the server starts: its redirections happen in the background child, which
+# may not have run yet when the loop first reads serve.out.
+serve_start() {
+  : >serve.out
+  : >serve.err
+  "$CORDON" serve "$@" >serve.out 2>serve.err &
+  SERVER=$!
+  local i
+  for i in $(seq 200); do
+    ADDR=$(sed -n 's/^cordon serve: listening on //p' serve.out)
+    [ -n "$ADDR" ] && return 0
+    kill -0 "$SERVER" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat serve.err >&2
+  return 1
+}

@@ -57,20 +57,8 @@ teardown() {
 
 # `cordon serve` on the project's unix socket; $SOCKET once it listens.
 serve() {
-  "$CORDON" serve >serve.out 2>serve.err &
-  SERVER=$!
-  local i addr
-  for i in $(seq 200); do
-    addr=$(sed -n 's/^cordon serve: listening on //p' serve.out)
-    if [ -n "$addr" ]; then
-      SOCKET=${addr#unix:}
-      return 0
-    fi
-    kill -0 "$SERVER" 2>/dev/null || break
-    sleep 0.1
-  done
-  cat serve.err >&2
-  return 1
+  serve_start
+  SOCKET=${ADDR#unix:}
 }
 
 scrape() { curl -sS --unix-socket "$SOCKET" http://cordon/metrics; }

@@ -35,21 +35,7 @@ teardown() {
   rm -rf "$KEYS"
 }
 
-# Start the server with the given options; $ADDR is what it listens on ("unix:PATH" or
-# "http://127.0.0.1:PORT"), waited for (generously: start-up under load).
-serve() {
-  "$CORDON" serve "$@" >serve.out 2>serve.err &
-  SERVER=$!
-  local i
-  for i in $(seq 200); do
-    ADDR=$(sed -n 's/^cordon serve: listening on //p' serve.out)
-    [ -n "$ADDR" ] && return 0
-    kill -0 "$SERVER" 2>/dev/null || break
-    sleep 0.1
-  done
-  cat serve.err >&2
-  return 1
-}
+serve() { serve_start "$@"; }
 
 # api METHOD PATH [curl args...]: the body on stdout, the status in $STATUS_FILE's file.
 api() {
