@@ -46,7 +46,8 @@ static void send_frame(int s, enum guest_wire_type type, uint32_t id, const void
                        size_t length) {
   unsigned char buf[sizeof(struct guest_wire_header) + 64];
   guest_wire_header_encode(type, id, (uint32_t)length, buf);
-  memcpy(buf + sizeof(struct guest_wire_header), data, length);
+  if (length > 0)
+    memcpy(buf + sizeof(struct guest_wire_header), data, length);
   (void)!write(s, buf, sizeof(struct guest_wire_header) + length);
 }
 
