@@ -31,6 +31,8 @@
  * hang-up counts only when the host stays away this long (seconds); until then the exec goes
  * on and the buffered bytes stay. */
 #define HOST_GONE_GRACE 2.0
+/* How often the memory watch (memory.c) looks while an exec runs, in seconds. */
+#define MEMORY_WATCH_PERIOD 0.25
 
 static double now_s(void) {
   struct timespec ts;
@@ -362,7 +364,21 @@ static bool host_there(struct agent *a) {
   return read_port(a) > 0;
 }
 
+/* Near the end of the guest's RAM, kill what the OOM killer would, before reclaim stalls the
+ * guest (memory.c). */
+static void memory_watch(void) {
+  struct guest_meminfo m;
+  if (guest_meminfo_read("/proc", &m) < 0 || !guest_memory_low(&m))
+    return;
+  long score = 0;
+  pid_t pid = guest_oom_choose("/proc", &score);
+  if (pid > 1 && kill(pid, SIGKILL) == 0)
+    guest_log("cordon-guest: %lu of %lu KiB available: killed %d (oom_score %ld)", m.available_kib,
+              m.total_kib, (int)pid, score);
+}
+
 static void serve(struct agent *a, int sigfd) {
+  double watched = 0;
   /* A host that connected before the port was opened sends no SIGIO: look once now, or its
    * first PING would wait for the idle tick. */
   a->host_connected = host_there(a);
@@ -383,8 +399,13 @@ static void serve(struct agent *a, int sigfd) {
       st_at = n, p[n++] = (struct pollfd){x->fds.status_r, POLLIN, 0};
     if (x->pending)
       in_at = n, p[n++] = (struct pollfd){x->fds.stdin_w, POLLOUT, 0};
-    if (poll(p, (nfds_t)n, a->host_connected ? -1 : 1000) < 0 && errno != EINTR)
+    int wait_ms = x->active ? (int)(MEMORY_WATCH_PERIOD * 1000) : a->host_connected ? -1 : 1000;
+    if (poll(p, (nfds_t)n, wait_ms) < 0 && errno != EINTR)
       continue;
+    if (x->active && now_s() - watched >= MEMORY_WATCH_PERIOD) {
+      memory_watch();
+      watched = now_s();
+    }
     if (p[0].revents & POLLIN) {
       struct signalfd_siginfo si;
       while (read(sigfd, &si, sizeof(si)) == sizeof(si))

@@ -44,4 +44,17 @@ int guest_keeper_start(struct guest_keeper *k, const unsigned char *request, siz
 /* Give up an unused one (it exits with its child). */
 void guest_keeper_discard(struct guest_keeper *k);
 
+/* memory.c: the watch that ends a memory hog before the guest stalls in reclaim. */
+struct guest_meminfo {
+  unsigned long total_kib, available_kib;
+};
+/* /proc/meminfo's text: false when MemTotal or MemAvailable is missing or malformed. */
+bool guest_meminfo_parse(const char *text, struct guest_meminfo *m);
+/* MemAvailable below the floor (1/25 of the RAM, at least 8 MiB). */
+bool guest_memory_low(const struct guest_meminfo *m);
+/* PROC/meminfo read and parsed: 0, or -1. */
+int guest_meminfo_read(const char *proc, struct guest_meminfo *m);
+/* The process under PROC with the highest oom_score above 0, never pid 1 (*score set), or -1. */
+pid_t guest_oom_choose(const char *proc, long *score);
+
 #endif
