@@ -32,12 +32,13 @@
 static const char *cordon_bin;
 static char root[256];    /* the test's temporary directory */
 static char project[512]; /* a fresh project per test */
+static pid_t live[4];     /* servers started and not stopped: a failed test's, for teardown */
 
 struct server {
   pid_t pid;
   bool tcp;
   char path[1024]; /* unix socket */
-  int port;       /* TCP */
+  int port;        /* TCP */
 };
 
 struct reply {
@@ -124,6 +125,11 @@ static void server_start(struct server *srv, const char *first, ...) {
     _exit(127);
   }
   close(out[1]);
+  for (size_t i = 0; i < sizeof(live) / sizeof(*live); i++)
+    if (!live[i]) {
+      live[i] = srv->pid;
+      break;
+    }
   char line[1024];
   size_t len = 0;
   char c;
@@ -151,6 +157,9 @@ static void server_stop(struct server *srv) {
     kill(srv->pid, SIGTERM);
     int status = 0;
     waitpid(srv->pid, &status, 0);
+    for (size_t i = 0; i < sizeof(live) / sizeof(*live); i++)
+      if (live[i] == srv->pid)
+        live[i] = 0;
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
   srv->pid = 0;
@@ -324,6 +333,18 @@ static int setup(void **state) {
   setenv("CORDON_KEY_DIR", keys, 1);
   unsetenv("CORDON_BACKEND");
   assert_int_equal(chdir(project), 0);
+  return 0;
+}
+
+/* A failed test's servers are stopped (SIGTERM: they stop their races too). */
+static int teardown(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof(live) / sizeof(*live); i++)
+    if (live[i]) {
+      kill(live[i], SIGTERM);
+      waitpid(live[i], NULL, 0);
+      live[i] = 0;
+    }
   return 0;
 }
 
@@ -782,9 +803,9 @@ int main(void) {
   if (!mkdtemp(root))
     return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_unix_session_routes, setup),
-      cmocka_unit_test_setup(test_unix_errors_snapshots_races, setup),
-      cmocka_unit_test_setup(test_tcp_tokens, setup),
+      cmocka_unit_test_setup_teardown(test_unix_session_routes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unix_errors_snapshots_races, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tcp_tokens, setup, teardown),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   assert_int_equal(chdir("/"), 0);
