@@ -527,6 +527,89 @@ static void test_unix_session_routes(void **state) {
   assert_int_equal(access(want_path, F_OK), -1); /* the socket removed at exit */
 }
 
+/* Run a shell line in the project; its exit status. */
+static int sh(const char *line) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execl("/bin/sh", "sh", "-c", line, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* Create a session from BODY, run `cat FILE` in it, check its stdout, destroy it. */
+static void create_and_cat(const struct server *srv, const char *body, const char *file,
+                           const char *want) {
+  struct reply r;
+  call(srv, "POST", "/v1/sessions", NULL, body, &r);
+  expect(&r, 201, NULL);
+  char url[256], exec[512];
+  snprintf(url, sizeof(url), "/v1/sessions/%s", field(&r, "id"));
+  reply_clear(&r);
+  snprintf(exec, sizeof(exec), "%s/exec", url);
+  char argv[256];
+  snprintf(argv, sizeof(argv), "{\"argv\": [\"cat\", \"%s\"]}", file);
+  call(srv, "POST", exec, NULL, argv, &r);
+  expect(&r, 200, NULL);
+  _cleanup_free_ char *encoded = b64(want);
+  assert_int_equal(json_integer_value(json_object_get(r.json, "exit_code")), 0);
+  assert_string_equal(field(&r, "stdout"), encoded);
+  reply_clear(&r);
+  call(srv, "DELETE", url, NULL, NULL, &r);
+  expect(&r, 200, NULL);
+  reply_clear(&r);
+}
+
+/* The manifest's host-path fields end to end: workspace (an existing directory) and repo (a
+ * git repository, checked out on a branch); a policy the backend cannot enforce is 403 denied
+ * unless require_enforcement is false. */
+static void test_unix_manifest_workspace_repo_policy(void **state) {
+  (void)state;
+  struct server srv;
+  server_start(&srv, NULL);
+  char body[2048];
+  assert_int_equal(sh("mkdir ws && echo from-ws > ws/f"), 0);
+  snprintf(body, sizeof(body), "{\"backend\": \"worktree\", \"workspace\": \"%s/ws\"}", project);
+  create_and_cat(&srv, body, "f", "from-ws\n");
+  assert_int_equal(access("ws/f", F_OK), 0); /* the host's directory outlives the session */
+
+  if (sh("command -v git") != 0) {
+    fprintf(stderr, "test-serve-api: the repo field not tested: git is not installed\n");
+  } else {
+    assert_int_equal(sh("git init -q -b trunk src && echo from-repo > src/r.txt && "
+                        "git -C src add r.txt && git -C src -c user.email=t@t -c user.name=t "
+                        "commit -qm one"),
+                     0);
+    snprintf(body, sizeof(body),
+             "{\"backend\": \"worktree\", \"repo\": {\"source\": \"%s/src\", "
+             "\"branch\": \"trunk\"}}",
+             project);
+    create_and_cat(&srv, body, "r.txt", "from-repo\n");
+  }
+
+  struct reply r;
+  call(&srv, "POST", "/v1/sessions", NULL,
+       "{\"backend\": \"worktree\", \"policy\": {\"read_only\": [\"x\"]}}", &r);
+  expect(&r, 403, "denied");
+  reply_clear(&r);
+  _cleanup_free_ char *listed = run_cordon("session", "list", NULL);
+  assert_string_equal(listed, "");
+  _cleanup_free_ char *content = b64("kept\n");
+  snprintf(body, sizeof(body),
+           "{\"backend\": \"worktree\", \"require_enforcement\": false, \"limits\": "
+           "{\"pids\": 64}, \"policy\": {\"read_only\": [\"x\"]}, \"files\": "
+           "[{\"path\": \"x\", \"content\": \"%s\", \"mode\": 420}]}",
+           content);
+  create_and_cat(&srv, body, "x", "kept\n");
+  server_stop(&srv);
+}
+
 /* The error paths that need no session (400, 404, 405, 413), snapshots, receipts, audit, and a
  * race's 409 while it runs. */
 static void test_unix_errors_snapshots_races(void **state) {
@@ -806,6 +889,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_unix_session_routes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unix_errors_snapshots_races, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tcp_tokens, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unix_manifest_workspace_repo_policy, setup, teardown),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   assert_int_equal(chdir("/"), 0);
