@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 
 import pytest
 
@@ -99,8 +101,5 @@ def test_aio_snapshots_receipts_races_audit_jwks(project):
 
 
 def run_cordon_bytes(*args: str) -> bytes:
-    import os
-    import subprocess
-
     return subprocess.run([os.environ["CORDON"], *args], check=True,
                           capture_output=True).stdout
