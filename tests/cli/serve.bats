@@ -533,12 +533,14 @@ print(int(value) if value == int(value) else value)
   [ "$(status)" = 202 ]
   rid=$(echo "$output" | jq -r .id)
   [ "$(echo "$output" | jq -r .base)" = "$snap" ]
+  # While it runs the receipt is not there yet: 409 (asked at once; each candidate sleeps 1 s).
+  run -0 api GET "/v1/races/$rid/receipt"
+  [ "$(status)" = 409 ]
+  [ "$(echo "$output" | jq -r .error.code)" = race_running ]
   st=
   for i in $(seq 600); do
     st=$(api GET "/v1/races/$rid")
     [ "$(echo "$st" | jq -r .status)" = running ] || break
-    # While it runs the receipt is not there yet.
-    [ "$(api GET "/v1/races/$rid/receipt" >/dev/null; status)" = 409 ] || true
     sleep 0.2
   done
   [ "$(echo "$st" | jq -r .status)" = done ]
