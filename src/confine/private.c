@@ -129,18 +129,36 @@ static int collect_entry(int dfd, const char *name, const char *path, void *data
  * Every sandbox plan reads the registry (one readlink per project: dozens on a machine that
  * runs test suites). The index holds the same list in one file beside it, with the directory's
  * inode and modification time when it was read: any entry made or removed since changes that
- * time, and the index is no longer used. It is written only when the directory had not
- * changed for INDEX_QUIET_SECONDS before it was read, so that a change made while it was read
- * cannot share the recorded time (the clock's step is coarser than a nanosecond). A cache,
- * not a record: written without fsync, and a file that does not parse is simply not used. */
+ * time, and the index is no longer used. It is written only when the directory had not changed
+ * for a while before its time was read (index_quiet), so that a change made while it was read
+ * cannot share the recorded time: the file system stamps a change with a clock that steps
+ * coarsely (a kernel tick, or a whole second where it keeps no fractions). A cache, not a
+ * record: written without fsync, and a file that does not parse is simply not used. */
 #define INDEX_FILE "projects.index"
 #define INDEX_MAGIC "cordon projects index 1"
-#define INDEX_QUIET_SECONDS 2
+/* How long the directory must have been unchanged: with fractions of a second in its time, far
+ * more than a tick (1-10 ms) plus the coarse clock's lag; without, two whole seconds. (Test
+ * suites on a shared host change the registry every few seconds: a two-second rule for all
+ * left the index stale, and every plan walking the registry, most of the time.) */
+#define INDEX_QUIET_NS (100 * 1000 * 1000ull)
+#define INDEX_QUIET_WHOLE_SECONDS 2
 #define INDEX_MAX_BYTES (4u << 20)
 
 struct index_stamp {
   unsigned long long ino, sec, nsec;
+  struct timespec read_at; /* CLOCK_REALTIME when the directory's time was read */
 };
+
+/* Whether a directory last changed at (sec, nsec), as read at read_at, had been quiet long
+ * enough for its time to stand for its contents (see INDEX_QUIET_NS). */
+bool confine_projects_index_quiet(unsigned long long sec, unsigned long long nsec,
+                                  const struct timespec *read_at) {
+  unsigned long long now =
+      (unsigned long long)read_at->tv_sec * 1000000000ull + (unsigned long long)read_at->tv_nsec;
+  unsigned long long changed = sec * 1000000000ull + nsec;
+  unsigned long long quiet = nsec ? INDEX_QUIET_NS : INDEX_QUIET_WHOLE_SECONDS * 1000000000ull;
+  return now >= changed && now - changed >= quiet;
+}
 
 static int registry_stamp(const char *home, struct index_stamp *stamp) {
   _cleanup_free_ char *dir = NULL;
@@ -149,11 +167,13 @@ static int registry_stamp(const char *home, struct index_stamp *stamp) {
     dir = NULL;
     return -1;
   }
+  struct timespec read_at;
+  clock_gettime(CLOCK_REALTIME, &read_at);
   if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
     return -1;
   *stamp =
       (struct index_stamp){(unsigned long long)st.st_ino, (unsigned long long)st.st_mtim.tv_sec,
-                           (unsigned long long)st.st_mtim.tv_nsec};
+                           (unsigned long long)st.st_mtim.tv_nsec, read_at};
   return 0;
 }
 
@@ -202,9 +222,7 @@ static int index_read(const char *home, const struct index_stamp *stamp, char **
 }
 
 static void index_write(const char *home, const struct index_stamp *stamp, char *const *paths) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  if ((unsigned long long)now.tv_sec < stamp->sec + INDEX_QUIET_SECONDS)
+  if (!confine_projects_index_quiet(stamp->sec, stamp->nsec, &stamp->read_at))
     return;
   size_t count = 0, bytes = 128;
   for (; paths && paths[count]; count++)

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <time.h>
 
 #include <cordon/error.h>
 
@@ -26,6 +27,13 @@ int confine_projects_register(const char *state_dir, struct cordon_error **err);
 /* Remove registry entries whose .cordon/ is gone (or that cannot be read as one); *removed
  * (when not NULL) gets how many went. */
 int confine_projects_prune(size_t *removed, struct cordon_error **err);
+
+/* Pure: whether the registry's directory, last changed at (sec, nsec) and read at read_at
+ * (CLOCK_REALTIME), had been unchanged long enough for its time to stand for its contents, so
+ * that its index may be written: 100 ms when the time has fractions of a second, two seconds
+ * when it has none (a file system that keeps whole seconds). */
+bool confine_projects_index_quiet(unsigned long long sec, unsigned long long nsec,
+                                  const struct timespec *read_at);
 
 /* The always-hidden set: the fixed members (canonical, existing), own_state_dir (NULL: none)
  * and the registered projects (as registered: real paths then, not checked here). Lookups that

@@ -1,7 +1,8 @@
 /* The registry of projects read through its index (src/confine/private.c): used only while the
- * registry is unchanged since it was written, never written for a registry changed in the last
- * seconds, and a malformed or stale index falls back to the registry itself. A stale index
- * that were trusted would leave a new project's .cordon/ visible to sandboxes. */
+ * registry is unchanged since it was written, never written for a registry changed just before
+ * it was read (confine_projects_index_quiet), and a malformed or stale index falls back to the
+ * registry itself. A stale index that were trusted would leave a new project's .cordon/ visible to
+ * sandboxes. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -87,10 +88,22 @@ static void register_project(const char *name, char *out, size_t size) {
   assert_int_equal(confine_projects_register(out, &err), 0);
 }
 
+/* Make the registry look changed "just now", whatever the time a slow run takes: its
+ * directory's times set a little ahead (fractions of a second included). */
+static void touch_registry(void) {
+  char p[4200];
+  path_of(p, sizeof(p), "state/cordon/projects");
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  struct timespec times[2] = {{now.tv_sec + 30, 5000}, {now.tv_sec + 30, 5000}};
+  assert_int_equal(utimensat(AT_FDCWD, p, times, 0), 0);
+}
+
 static void test_index_follows_registry(void **state) {
   (void)state;
   char a[4200], b[4200], p[4200];
   register_project("a", a, sizeof(a));
+  touch_registry();
   /* Changed just now: read, but no index written (a change in the same clock step would not
    * show in the directory's time). */
   char **set = private_set();
@@ -141,8 +154,24 @@ static void test_index_follows_registry(void **state) {
   free(text);
 }
 
+/* The quiet rule: a tenth of a second when the time has fractions, two whole seconds when it has
+ * none; never for a time ahead of the reading. */
+static void test_index_quiet(void **state) {
+  (void)state;
+  struct timespec at = {1000, 500000000};
+  assert_true(confine_projects_index_quiet(1000, 300000000, &at));  /* 200 ms, fine times */
+  assert_false(confine_projects_index_quiet(1000, 450000000, &at)); /* 50 ms */
+  assert_false(confine_projects_index_quiet(1000, 600000000, &at)); /* ahead */
+  assert_false(confine_projects_index_quiet(999, 0, &at));          /* whole seconds: 1.5 s */
+  assert_true(confine_projects_index_quiet(998, 0, &at));           /* 2.5 s */
+  assert_false(confine_projects_index_quiet(1001, 0, &at));         /* ahead */
+  struct timespec late = {1001, 0};
+  assert_true(confine_projects_index_quiet(1000, 900000000, &late)); /* 100 ms exactly */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_index_quiet),
       cmocka_unit_test_setup_teardown(test_index_follows_registry, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
