@@ -30,7 +30,7 @@ exec "$REAL_RUNSC" "\$@"
 EOF
   chmod 755 "$SHIM/runsc"
   : >"$SHIM/stdin"
-  cd "$PROJECT"
+  cd "$PROJECT" || return 1
 }
 
 teardown() {
