@@ -1,7 +1,13 @@
 /* The gvisor mechanism: the agent runs under gVisor's `runsc` (its ptrace platform, which needs
  * no KVM), which intercepts every system call in a user-space kernel. The policy is lowered
  * into an OCI bundle (agent_gvisor_spec, pure) in a fresh 0700 directory with its own runsc
- * state root, run in the foreground, and removed afterwards. */
+ * state root, run in the foreground, and removed afterwards.
+ *
+ * runsc gets the gvisor backend's global flags (backends/gvisor/gvisor.c, runsc_head):
+ * --ignore-cgroups, as the spec sets no linux.resources, so the cgroups runsc would make at the
+ * root of every v1 hierarchy limit nothing and would only move the sandbox and its gofer out of
+ * the caller's cgroups (and out of any limit an operator put on those). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -223,6 +229,18 @@ static int write_bundle(const struct agent_launch *launch, int bundle_fd, const 
   return fs_write_atomic_at(bundle_fd, "config.json", text, strlen(text), 0600, err);
 }
 
+/* Whether runsc's state root holds anything (a container that was started and not removed). */
+static bool state_root_used(const char *state) {
+  DIR *d = opendir(state);
+  if (!d)
+    return errno != ENOENT;
+  bool used = false;
+  for (struct dirent *e; !used && (e = readdir(d));)
+    used = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return used;
+}
+
 static int run_bundle(const struct agent_launch *launch, const char *bundle, int *exit_code,
                       struct cordon_error **err) {
   _cleanup_free_ char *runsc = NULL, *state = NULL, *empty = NULL, *id = NULL, *hex = NULL;
@@ -240,13 +258,18 @@ static int run_bundle(const struct agent_launch *launch, const char *bundle, int
   if (asprintf(&network, "--network=%s", agent_gvisor_network(launch->policy->net)) < 0 ||
       asprintf(&root, "--root=%s", state) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "gvisor: runsc flags");
-  const char *const run[] = {runsc, root, "--platform=ptrace", network, "run", "--bundle", bundle,
-                             id,    NULL};
+  const char *const run[] = {runsc,   root,  "--ignore-cgroups", "--platform=ptrace",
+                             network, "run", "--bundle",         bundle,
+                             id,      NULL};
   int r = run_program(run, false, exit_code, err);
-  /* A sandbox that outlived its process (runsc killed) would keep the bundle busy. */
-  int ignored;
-  const char *const del[] = {runsc, root, "delete", "--force", id, NULL};
-  run_program(del, true, &ignored, NULL);
+  /* A sandbox that outlived its process (runsc killed) would keep the bundle busy. `runsc run`
+   * removes its container from the state root when it ends, so an empty state root costs no
+   * further runsc start. */
+  if (state_root_used(state)) {
+    int ignored;
+    const char *const del[] = {runsc, root, "--ignore-cgroups", "delete", "--force", id, NULL};
+    run_program(del, true, &ignored, NULL);
+  }
   return r;
 }
 
