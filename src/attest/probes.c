@@ -94,8 +94,9 @@ static const char boundary_script[] =
      * link is a forked shell (a command substitution) that waits for the next one's output,
      * and only the last prints "survived": a fork that fails ends its link without it (dash
      * exits there; another shell's substitution is empty). Forks of the shell, no exec: a
-     * process started from a binary costs gvisor or a TCG guest much (16 `sleep`s: 2.5 CPU-s
-     * under gvisor, 0.2 in the TCG guest; the chain 0.75 and 0.05). */
+     * process started from a binary costs gvisor or a TCG guest much (16 `sleep`s: 2.3 CPU-s
+     * under gvisor, 0.2 in the TCG guest; a chain of 16: 0.75 and 0.05). With a memory limit
+     * alone (ns, 16 MiB) it survives; with pids 8 it stops (docs/design.md). */
     "if [ -n \"$4\" ]; then e=$(dd if=/dev/zero of=/dev/null bs=$4 count=1 2>&1 >/dev/null); "
     "r=$?; case $r:$e in 1:*emory*) r=nomem;; esac; echo \"memory=$r\"; fi\n"
     "if [ -n \"$5\" ]; then\n"
