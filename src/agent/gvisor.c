@@ -7,7 +7,6 @@
  * --ignore-cgroups, as the spec sets no linux.resources, so the cgroups runsc would make at the
  * root of every v1 hierarchy limit nothing and would only move the sandbox and its gofer out of
  * the caller's cgroups (and out of any limit an operator put on those). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -229,18 +228,6 @@ static int write_bundle(const struct agent_launch *launch, int bundle_fd, const 
   return fs_write_atomic_at(bundle_fd, "config.json", text, strlen(text), 0600, err);
 }
 
-/* Whether runsc's state root holds anything (a container that was started and not removed). */
-static bool state_root_used(const char *state) {
-  DIR *d = opendir(state);
-  if (!d)
-    return errno != ENOENT;
-  bool used = false;
-  for (struct dirent *e; !used && (e = readdir(d));)
-    used = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-  closedir(d);
-  return used;
-}
-
 static int run_bundle(const struct agent_launch *launch, const char *bundle, int *exit_code,
                       struct cordon_error **err) {
   _cleanup_free_ char *runsc = NULL, *state = NULL, *empty = NULL, *id = NULL, *hex = NULL;
@@ -265,7 +252,7 @@ static int run_bundle(const struct agent_launch *launch, const char *bundle, int
   /* A sandbox that outlived its process (runsc killed) would keep the bundle busy. `runsc run`
    * removes its container from the state root when it ends, so an empty state root costs no
    * further runsc start. */
-  if (state_root_used(state)) {
+  if (fs_dir_has_entries(state)) {
     int ignored;
     const char *const del[] = {runsc, root, "--ignore-cgroups", "delete", "--force", id, NULL};
     run_program(del, true, &ignored, NULL);

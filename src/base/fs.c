@@ -1,5 +1,6 @@
 /* Filesystem helpers: atomic writes, bounded reads, anchored opens and safe removal. All fds
  * are O_CLOEXEC; walks inside a tree are anchored at a directory fd. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -412,4 +413,15 @@ void fs_boot_id(char *out, size_t size) {
   close(fd);
   out[n > 0 ? n : 0] = 0;
   out[strcspn(out, "\n")] = 0;
+}
+
+bool fs_dir_has_entries(const char *path) {
+  DIR *d = opendir(path);
+  if (!d)
+    return errno != ENOENT;
+  bool used = false;
+  for (struct dirent *e; !used && (e = readdir(d));)
+    used = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return used;
 }

@@ -91,6 +91,10 @@ void fs_boot_id(char *out, size_t size);
 /* Split "a/b/c" into dir "a/b" and base "c" (dir "" when there is no slash). */
 void fs_split_path(const char *path, char **dir, char **base);
 
+/* Whether the directory at path holds any entry; a missing directory holds none, and one that
+ * cannot be read counts as used (the caller then does its clean-up anyway). */
+bool fs_dir_has_entries(const char *path);
+
 /* Normalise a relative path: drop empty and "." components; refuse ".." and absolute paths.
  * "" and "." give "". */
 int fs_normalize_relative(const char *path, char **out, struct cordon_error **err);

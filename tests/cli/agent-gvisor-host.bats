@@ -9,6 +9,8 @@
 
 bats_require_minimum_version 1.5.0
 
+load common
+
 setup_file() {
   export BATS_NO_PARALLELIZE_WITHIN_FILE=true
 }
@@ -97,10 +99,6 @@ stop_agent() {
   wait "$1" 2>/dev/null || true
 }
 
-# The v1 lines of /proc/$1/cgroup, sorted.
-v1_cgroups() {
-  grep -v '^0::' /proc/"$1"/cgroup | sort
-}
 
 @test "agent gvisor: runsc runs with --ignore-cgroups, and a run that ended costs no runsc delete" {
   run agent sh -c 'exit 7'
@@ -118,12 +116,7 @@ v1_cgroups() {
   agent_pid=$!
   sandbox=$(find_below "$agent_pid" runsc-sandbox) || { echo "no runsc-sandbox"; false; }
   gofer=$(find_below "$agent_pid" runsc-gofer) || { echo "no runsc-gofer"; false; }
-  for pid in "$sandbox" "$gofer"; do
-    theirs=$(v1_cgroups "$pid")
-    echo "caller: $mine"
-    echo "$pid: $theirs"
-    [ "$theirs" = "$mine" ]
-  done
+  in_callers_v1_cgroups "$sandbox" "$gofer"
 }
 
 @test "agent gvisor: runsc killed mid-run: its container is deleted, nothing of it is left" {

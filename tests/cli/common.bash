@@ -103,3 +103,21 @@ serve_start() {
   cat serve.err >&2
   return 1
 }
+
+# The v1 lines of /proc/$1/cgroup ("N:controllers:/path"), sorted; the unified line (0::) is
+# left out: the runner puts runsc in a cgroup of its own there, to kill its tree.
+v1_cgroups() {
+  grep -v '^0::' /proc/"$1"/cgroup | sort
+}
+
+# Each PID is in the v1 cgroups of the test itself (what runsc must not move its processes out of).
+in_callers_v1_cgroups() {
+  local mine pid theirs
+  mine=$(v1_cgroups $$)
+  for pid in "$@"; do
+    theirs=$(v1_cgroups "$pid")
+    echo "caller: $mine"
+    echo "$pid: $theirs"
+    [ "$theirs" = "$mine" ] || return 1
+  done
+}

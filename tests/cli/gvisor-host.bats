@@ -32,11 +32,6 @@ descendants() {
   done
 }
 
-# The v1 lines of /proc/$1/cgroup ("N:controllers:/path"), sorted; the unified line (0::) is
-# left out: the runner puts runsc in a cgroup of its own there, to kill its tree.
-v1_cgroups() {
-  grep -v '^0::' /proc/"$1"/cgroup | sort
-}
 
 @test "gvisor host: a one-shot run's sandbox and gofer stay in the caller's cgroups" {
   need_backend gvisor
@@ -57,12 +52,7 @@ v1_cgroups() {
   done
   [ -n "$sandbox" ] || { echo "no runsc-sandbox below cordon $run_pid"; false; }
   [ -n "$gofer" ] || { echo "no runsc-gofer below cordon $run_pid"; false; }
-  for pid in "$sandbox" "$gofer"; do
-    theirs=$(v1_cgroups "$pid")
-    echo "caller: $mine"
-    echo "$pid: $theirs"
-    [ "$theirs" = "$mine" ]
-  done
+  in_callers_v1_cgroups "$sandbox" "$gofer"
   kill "$run_pid"
   wait "$run_pid" || true
   run_pid=""

@@ -19,7 +19,6 @@
  * status record; the exit code is taken from that record, never from runsc. read, write, ls
  * and snapshot work on the host side of the workspace (protocol/workspace.c), so a snapshot's
  * id is the same as ns's for the same tree. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -716,14 +715,7 @@ static bool state_root_used(struct cordon_session *s) {
   _cleanup_free_ char *state = NULL;
   if (session_path(s, "state", &state, NULL) < 0)
     return true;
-  DIR *d = opendir(state);
-  if (!d)
-    return errno != ENOENT;
-  bool used = false;
-  for (struct dirent *e; !used && (e = readdir(d));)
-    used = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-  closedir(d);
-  return used;
+  return fs_dir_has_entries(state);
 }
 
 /* Kill and delete the sandbox; a sandbox already gone is fine. A one-shot sandbox that `runsc
