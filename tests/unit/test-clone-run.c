@@ -1,4 +1,4 @@
-/* confine/clone-run.c: clone3 into a function on a stack of the caller's (the vfork that starts
+/* base/clone-run.c: clone3 into a function on a stack of the caller's (the vfork that starts
  * the ns holder's command processes). The child must run on that stack, in our memory when
  * asked (CLONE_VM|CLONE_VFORK: we wait until it is done), and exit with the function's result;
  * born in the cgroup asked for. */
@@ -14,12 +14,16 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/magic.h>
+
 #include <cmocka.h>
 
-#include "confine/clone-run.h"
+#include "base/clone-run.h"
 
 #define STACK_SIZE (64 * 1024)
 
@@ -112,11 +116,93 @@ static void test_errors_come_back_as_errno(void **state) {
   munmap(p.stack, STACK_SIZE);
 }
 
+/* ---- born in a cgroup ---------------------------------------------------------------------- */
+
+struct cgroup_probe {
+  char seen[4096]; /* the child's /proc/self/cgroup, read as its first act */
+  long length;
+};
+
+/* The child's first act: read /proc/self/cgroup into our memory (raw calls: nothing else has
+ * run in it yet, not even errno). */
+__attribute__((no_sanitize_address)) static int read_own_cgroup(void *arg) {
+  struct cgroup_probe *p = arg;
+  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 1;
+  p->length = syscall(SYS_read, fd, p->seen, sizeof(p->seen) - 1);
+  syscall(SYS_close, fd);
+  return p->length > 0 ? 0 : 2;
+}
+
+/* A fresh v2 cgroup under our own: its path below the mount ("/..."), and its directory. Skips
+ * where none can be made. */
+static void make_cgroup(char *relative, size_t relative_size, char *dir, size_t dir_size) {
+  const char *mount = NULL;
+  const char *candidates[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+  for (size_t i = 0; i < 2 && !mount; i++) {
+    struct statfs sfs;
+    if (statfs(candidates[i], &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC)
+      mount = candidates[i];
+  }
+  char own[2100] = "", line[2100];
+  FILE *f = mount ? fopen("/proc/self/cgroup", "re") : NULL;
+  while (f && fgets(line, sizeof(line), f))
+    if (strncmp(line, "0::/", 4) == 0) {
+      line[strcspn(line, "\n")] = '\0';
+      snprintf(own, sizeof(own), "%s", strcmp(line + 3, "/") == 0 ? "" : line + 3);
+    }
+  if (f)
+    fclose(f);
+  snprintf(relative, relative_size, "%s/cordon-test-clone-%d", own, (int)getpid());
+  snprintf(dir, dir_size, "%s%s", mount ? mount : "", relative);
+  if (!mount || mkdir(dir, 0755) < 0) {
+    print_message("SKIP: no cgroup v2 of our own to make a child cgroup in (%s)\n",
+                  mount ? strerror(errno) : "no v2 hierarchy");
+    skip();
+  }
+}
+
+static void test_born_in_the_cgroup(void **state) {
+  (void)state;
+#if !defined(__x86_64__)
+  skip();
+#endif
+  char relative[2200], dir[2300];
+  make_cgroup(relative, sizeof(relative), dir, sizeof(dir));
+  int cgroup_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_true(cgroup_fd >= 0);
+  unsigned char *stack =
+      mmap(NULL, STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(stack != MAP_FAILED);
+  struct cgroup_probe p = {.length = 0};
+  pid_t pid =
+      sys_clone3_run(CLONE_VM | CLONE_VFORK, cgroup_fd, stack, STACK_SIZE, read_own_cgroup, &p);
+  int e = errno;
+  close(cgroup_fd);
+  munmap(stack, STACK_SIZE);
+  if (pid < 0 && (e == E2BIG || e == EINVAL || e == ENOSYS)) {
+    rmdir(dir);
+    print_message("SKIP: this kernel has no CLONE_INTO_CGROUP (%s)\n", strerror(e));
+    skip();
+  }
+  assert_true(pid > 0);
+  int status = wait_status(pid);
+  rmdir(dir);
+  assert_int_equal(status, 0);
+  /* Its first act already saw the cgroup: it was born there, not moved there. */
+  char expected[2300];
+  snprintf(expected, sizeof(expected), "0::%s\n", relative);
+  p.seen[p.length] = '\0';
+  assert_non_null(strstr(p.seen, expected));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vfork_shares_memory_and_exits_with_the_result),
       cmocka_unit_test(test_without_clone_vm_the_child_has_a_copy),
       cmocka_unit_test(test_errors_come_back_as_errno),
+      cmocka_unit_test(test_born_in_the_cgroup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

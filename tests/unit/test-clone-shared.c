@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "confine/clone-run.h"
+#include "base/clone-run.h"
 
 #define STACK_SIZE (64 * 1024)
 

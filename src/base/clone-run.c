@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "confine/clone-run.h"
+#include "base/clone-run.h"
 
 #if defined(__x86_64__)
 
