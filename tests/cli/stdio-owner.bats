@@ -40,12 +40,16 @@ owners() {
   stat -c '%u:%g %n' "$@"
 }
 
+# From inside: try to give the sandbox's stdio to the sandbox's own user, to 1000 and to nobody
+# (each refused or confined to a view of the sandbox's own), then use it.
+ATTACK='for id in "$(id -u)" 1000 65534; do chown "$id:$id" /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2; done 2>/dev/null; '
+
 @test "agent --mechanism gvisor: stdin, stdout and stderr files keep their owner, and carry the bytes" {
   gvisor_or_skip
   before=$(owners "$IO/in" "$IO/out" "$IO/err")
   status=0
   "$CORDON" agent --mechanism gvisor --project "$PROJECT" -- \
-    sh -c 'cat; echo to-stdout; echo to-stderr >&2; exit 6' <"$IO/in" >"$IO/out" 2>"$IO/err" ||
+    sh -c "$ATTACK"'cat; echo to-stdout; echo to-stderr >&2; exit 6' <"$IO/in" >"$IO/out" 2>"$IO/err" ||
     status=$?
   [ "$status" -eq 6 ]
   [ "$(owners "$IO/in" "$IO/out" "$IO/err")" = "$before" ]
@@ -102,11 +106,11 @@ owners() {
   [ "$ran" -gt 0 ] || skip "no agent mechanism runs on this host"
 }
 
-@test "cordon run on each backend that runs here leaves a root-owned stdio's owner alone" {
+@test "cordon run on each backend that runs here: a root-owned stdio keeps its owner, also when the command chowns it" {
   ran=0
   for b in ns gvisor docker; do
     before=$(owners "$IO/in" "$IO/out" "$IO/null")
-    "$CORDON" run --backend "$b" -- sh -c 'cat; echo x' \
+    "$CORDON" run --backend "$b" -- sh -c "$ATTACK"'cat; echo x' \
       <"$IO/in" >"$IO/out" 2>"$IO/null" || continue # a backend this host lacks
     ran=$((ran + 1))
     [ "$(owners "$IO/in" "$IO/out" "$IO/null")" = "$before" ]
