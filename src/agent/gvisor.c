@@ -9,9 +9,11 @@
  * the caller's cgroups (and out of any limit an operator put on those). */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +25,8 @@
 #include "base/strv.h"
 #include "confine/oci.h"
 #include "confine/policy.h"
+#include "exec/pipe-relay.h"
+#include "exec/pty.h"
 
 /* jansson's own scope-bound reference (json_auto_t's cleanup). */
 #define _cleanup_json_ _cleanup_(json_decrefp)
@@ -185,23 +189,63 @@ static int gvisor_unenforced(const struct agent_policy *policy, char ***out,
   return *out ? 0 : cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "unenforced lines");
 }
 
-/* Run argv with the caller's stdio; its exit code (or 128+signal). */
-static int run_program(const char *const *argv, bool quiet, int *exit_code,
+/* How runsc's stdio is given. runsc hands the stdio of a sandbox it starts to the sandbox's
+ * user (fchown to gVisor's nobody, 65534): given the caller's own fds it changed the owner of
+ * whatever they were on the host (the host's /dev/null under a test runner or a service, the
+ * user's terminal, a file the output went to). So runsc only ever gets ends cordon made: the
+ * slave of a pty of ours (relayed to the caller's terminal) or pipes of ours (relayed to the
+ * caller's fds), or, for the quiet calls, pipes whose output is dropped. */
+enum runsc_stdio { RUNSC_PIPES, RUNSC_TERMINAL, RUNSC_QUIET };
+
+static void __attribute__((noreturn))
+exec_child(const char *const *argv, const int fds[3], bool terminal) {
+  for (int i = 0; i < 3; i++)
+    if (dup2(fds[i], i) < 0)
+      _exit(125);
+  /* A session of its own with the pty as its terminal: a Ctrl-C the relay passes as a byte
+   * becomes SIGINT to runsc, which forwards it to the agent (as at the caller's terminal). */
+  if (terminal && (setsid() < 0 || ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0))
+    _exit(125);
+  execv(argv[0], (char *const *)argv);
+  _exit(127);
+}
+
+/* Run argv with stdio of ours relayed to the caller's (never the caller's fds themselves);
+ * its exit code (or 128+signal). */
+static int run_program(const char *const *argv, enum runsc_stdio how, int *exit_code,
                        struct cordon_error **err) {
+  struct exec_pty *pty = NULL;
+  struct exec_pipe_relay *pipes = NULL;
+  int fds[3];
+  if (how == RUNSC_TERMINAL) {
+    int size_fd = isatty(STDIN_FILENO) ? STDIN_FILENO : STDOUT_FILENO;
+    if (exec_pty_open(STDIN_FILENO, STDOUT_FILENO, size_fd, &pty, err) < 0)
+      return -1;
+    fds[0] = fds[1] = fds[2] = exec_pty_slave(pty);
+  } else {
+    bool quiet = how == RUNSC_QUIET;
+    if (exec_pipe_relay_open(quiet ? -1 : STDIN_FILENO, quiet ? -1 : STDOUT_FILENO,
+                             quiet ? -1 : STDERR_FILENO, &pipes, err) < 0)
+      return -1;
+    exec_pipe_relay_child_fds(pipes, fds);
+  }
   fflush(NULL);
   pid_t pid = fork();
-  if (pid < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "gvisor: fork");
-  if (pid == 0) {
-    if (quiet) {
-      int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-      if (null >= 0)
-        dup2(null, STDOUT_FILENO), dup2(null, STDERR_FILENO);
-    }
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
+  if (pid == 0)
+    exec_child(argv, fds, how == RUNSC_TERMINAL);
+  int r = -1;
+  if (pid < 0) {
+    cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "gvisor: fork");
+  } else if ((pty ? exec_pty_start(pty, err) : exec_pipe_relay_start(pipes, err)) < 0) {
+    kill(pid, SIGKILL);
+    int ignored;
+    agent_exec_wait(pid, &ignored, NULL);
+  } else {
+    r = agent_exec_wait(pid, exit_code, err);
   }
-  return agent_exec_wait(pid, exit_code, err);
+  exec_pty_free(pty);
+  exec_pipe_relay_free(pipes);
+  return r;
 }
 
 static int write_bundle(const struct agent_launch *launch, int bundle_fd, const char *empty_file,
@@ -248,14 +292,14 @@ static int run_bundle(const struct agent_launch *launch, const char *bundle, int
   const char *const run[] = {runsc,   root,  "--ignore-cgroups", "--platform=ptrace",
                              network, "run", "--bundle",         bundle,
                              id,      NULL};
-  int r = run_program(run, false, exit_code, err);
+  int r = run_program(run, launch->tty ? RUNSC_TERMINAL : RUNSC_PIPES, exit_code, err);
   /* A sandbox that outlived its process (runsc killed) would keep the bundle busy. `runsc run`
    * removes its container from the state root when it ends, so an empty state root costs no
    * further runsc start. */
   if (fs_dir_has_entries(state)) {
     int ignored;
     const char *const del[] = {runsc, root, "--ignore-cgroups", "delete", "--force", id, NULL};
-    run_program(del, true, &ignored, NULL);
+    run_program(del, RUNSC_QUIET, &ignored, NULL);
   }
   return r;
 }

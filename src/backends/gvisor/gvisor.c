@@ -140,8 +140,11 @@ static int runsc(struct cordon_session *s, const char *const *args, bool quiet,
       return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "runsc");
   const char *const envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                               NULL};
+  /* stdin an empty pipe, not the runner's /dev/null: runsc is never handed a host file
+   * (docs/security.md, "The caller's stdio"). */
   struct exec_spec spec = {.argv = (const char *const *)argv,
                            .envp = envp,
+                           .stdin_data = "",
                            .max_output = 4096,
                            .timeout = RUNSC_TIMEOUT};
   struct cordon_exec_result res = {0};
