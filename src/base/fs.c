@@ -425,3 +425,14 @@ bool fs_dir_has_entries(const char *path) {
   closedir(d);
   return used;
 }
+
+void fs_close_reset(int *fd) {
+  if (*fd >= 0)
+    close(*fd);
+  *fd = -1;
+}
+
+int fs_set_nonblocking(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}

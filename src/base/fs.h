@@ -91,6 +91,12 @@ void fs_boot_id(char *out, size_t size);
 /* Split "a/b/c" into dir "a/b" and base "c" (dir "" when there is no slash). */
 void fs_split_path(const char *path, char **dir, char **base);
 
+/* Close *fd when it is open, and mark it closed (-1). */
+void fs_close_reset(int *fd);
+
+/* Add O_NONBLOCK to fd's status flags: 0, or -1 with errno set. */
+int fs_set_nonblocking(int fd);
+
 /* Whether the directory at path holds any entry; a missing directory holds none, and one that
  * cannot be read counts as used (the caller then does its clean-up anyway). */
 bool fs_dir_has_entries(const char *path);

@@ -35,18 +35,6 @@ struct exec_pipe_relay {
   bool input_ended;
 };
 
-static void close_quietly(int *fd) {
-  if (*fd >= 0) {
-    close(*fd);
-    *fd = -1;
-  }
-}
-
-static int set_nonblocking(int fd) {
-  int flags = fcntl(fd, F_GETFL);
-  return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
-
 int exec_pipe_relay_open(int in_fd, int out_fd, int err_fd, struct exec_pipe_relay **out,
                          struct cordon_error **err) {
   struct exec_pipe_relay *r = calloc(1, sizeof(*r));
@@ -77,7 +65,7 @@ int exec_pipe_relay_open(int in_fd, int out_fd, int err_fd, struct exec_pipe_rel
     /* stdin: the program reads p[0]; stdout and stderr: it writes p[1]. */
     r->theirs[i] = i == TO_IN ? p[0] : p[1];
     r->ours[i] = i == TO_IN ? p[1] : p[0];
-    if (set_nonblocking(r->ours[i]) < 0)
+    if (fs_set_nonblocking(r->ours[i]) < 0)
       e = errno;
   }
   if (!e && pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) < 0)
@@ -88,7 +76,7 @@ int exec_pipe_relay_open(int in_fd, int out_fd, int err_fd, struct exec_pipe_rel
   }
   if (in_fd < 0) {
     r->input_ended = true; /* the program reads end of input at once */
-    close_quietly(&r->ours[TO_IN]);
+    fs_close_reset(&r->ours[TO_IN]);
   }
   *out = r;
   return 0;
@@ -102,7 +90,7 @@ void exec_pipe_relay_child_fds(const struct exec_pipe_relay *r, int fds[3]) {
 static void end_input(struct exec_pipe_relay *r) {
   r->input_ended = true;
   r->pending_length = 0;
-  close_quietly(&r->ours[TO_IN]); /* the program reads end of input */
+  fs_close_reset(&r->ours[TO_IN]); /* the program reads end of input */
 }
 
 static void relay_input(struct exec_pipe_relay *r) {
@@ -141,7 +129,7 @@ static void relay_output(struct exec_pipe_relay *r, int which) {
     if (n < 0 && errno == EAGAIN)
       return;
     if (n <= 0) {
-      close_quietly(&r->ours[which]);
+      fs_close_reset(&r->ours[which]);
       return;
     }
     if (*to >= 0 && fs_write_all(*to, buf, (size_t)n) < 0)
@@ -203,7 +191,7 @@ static void *relay_main(void *arg) {
 
 int exec_pipe_relay_start(struct exec_pipe_relay *r, struct cordon_error **err) {
   for (int i = 0; i < 3; i++)
-    close_quietly(&r->theirs[i]);
+    fs_close_reset(&r->theirs[i]);
   /* Signals stay with the caller's threads: the relay only polls, and a write to a program
    * that closed its stdin fails with EPIPE here instead of raising SIGPIPE. */
   sigset_t all, old;
@@ -234,10 +222,10 @@ void exec_pipe_relay_free(struct exec_pipe_relay *r) {
     return;
   exec_pipe_relay_finish(r);
   for (int i = 0; i < 3; i++) {
-    close_quietly(&r->ours[i]);
-    close_quietly(&r->theirs[i]);
+    fs_close_reset(&r->ours[i]);
+    fs_close_reset(&r->theirs[i]);
   }
-  close_quietly(&r->wake[0]);
-  close_quietly(&r->wake[1]);
+  fs_close_reset(&r->wake[0]);
+  fs_close_reset(&r->wake[1]);
   free(r);
 }

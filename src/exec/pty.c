@@ -34,13 +34,6 @@ struct exec_pty {
   bool input_ended; /* in_fd at EOF (or gone): ^D sent, no more polling it */
 };
 
-static void close_quietly(int *fd) {
-  if (*fd >= 0) {
-    close(*fd);
-    *fd = -1;
-  }
-}
-
 static void copy_window_size(const struct exec_pty *p) {
   struct winsize ws;
   if (p->size_fd >= 0 && ioctl(p->size_fd, TIOCGWINSZ, &ws) == 0)
@@ -109,7 +102,7 @@ static int relay_output(struct exec_pty *p) {
 #define DRAIN_QUIET_MS 200
 #define DRAIN_LIMIT_MS 2000
 static void drain_output(struct exec_pty *p) {
-  close_quietly(&p->slave);
+  fs_close_reset(&p->slave);
   for (int waited = 0; waited < DRAIN_LIMIT_MS; waited += DRAIN_QUIET_MS / 4) {
     struct pollfd pfd = {.fd = p->master, .events = POLLIN};
     int ready = poll(&pfd, 1, DRAIN_QUIET_MS);
@@ -228,9 +221,9 @@ void exec_pty_free(struct exec_pty *p) {
   if (!p)
     return;
   exec_pty_finish(p);
-  close_quietly(&p->slave);
-  close_quietly(&p->master);
-  close_quietly(&p->wake[0]);
-  close_quietly(&p->wake[1]);
+  fs_close_reset(&p->slave);
+  fs_close_reset(&p->master);
+  fs_close_reset(&p->wake[0]);
+  fs_close_reset(&p->wake[1]);
   free(p);
 }

@@ -58,20 +58,6 @@ void cordon_exec_result_clear(struct cordon_exec_result *res) {
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
-static void close_fd(int *fd) {
-  if (*fd >= 0) {
-    close(*fd);
-    *fd = -1;
-  }
-}
-
-static int set_nonblocking(int fd) {
-  int flags = fcntl(fd, F_GETFL);
-  if (flags < 0)
-    return -1;
-  return fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
-
 /* poll() timeout in ms until the monotonic time `until` (rounded up, so we never spin). */
 static int ms_until(double until, double now) {
   double ms = (until - now) * 1000.0;
@@ -225,10 +211,10 @@ struct run {
 };
 
 static void run_release(struct run *run) {
-  close_fd(&run->stdin_fd);
-  close_fd(&run->out.fd);
-  close_fd(&run->err.fd);
-  close_fd(&run->exit_fd);
+  fs_close_reset(&run->stdin_fd);
+  fs_close_reset(&run->out.fd);
+  fs_close_reset(&run->err.fd);
+  fs_close_reset(&run->exit_fd);
   free(run->out.data);
   free(run->err.data);
 }
@@ -241,13 +227,13 @@ static void write_stdin(struct run *run) {
       return;
     /* EPIPE: the command closed its stdin (or ended) without reading everything; that is its
      * choice, not our failure. Any other error likewise just ends the input. */
-    close_fd(&run->stdin_fd);
+    fs_close_reset(&run->stdin_fd);
     return;
   }
   run->stdin_next += n;
   run->stdin_left -= (size_t)n;
   if (run->stdin_left == 0)
-    close_fd(&run->stdin_fd); /* EOF for the command */
+    fs_close_reset(&run->stdin_fd); /* EOF for the command */
 }
 
 static int read_capture(struct capture *c, struct cordon_error **err) {
@@ -262,7 +248,7 @@ static int read_capture(struct capture *c, struct cordon_error **err) {
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot read the command's output");
   }
   if (n == 0) {
-    close_fd(&c->fd);
+    fs_close_reset(&c->fd);
     return 0;
   }
   if (capture_append(c, chunk, (size_t)n) < 0)
@@ -274,8 +260,8 @@ static int read_capture(struct capture *c, struct cordon_error **err) {
  * drained until EOF or the grace period ends. */
 static void run_command_ended(struct run *run) {
   run->ended = true;
-  close_fd(&run->exit_fd);
-  close_fd(&run->stdin_fd);
+  fs_close_reset(&run->exit_fd);
+  fs_close_reset(&run->stdin_fd);
   run->launcher->kill_tree(run->launcher->data);
 }
 
@@ -288,8 +274,8 @@ static int run_loop(struct run *run, double timeout, struct cordon_error **err) 
       return 0;
     if (run->ended && now >= drain_until) {
       /* Something that escaped the kill still holds a pipe: stop waiting for it. */
-      close_fd(&run->out.fd);
-      close_fd(&run->err.fd);
+      fs_close_reset(&run->out.fd);
+      fs_close_reset(&run->err.fd);
       return 0;
     }
 
@@ -372,7 +358,7 @@ static void run_abort(struct run *run) {
     if (ready == 0)
       launcher->kill_tree(launcher->data);
   }
-  close_fd(&run->exit_fd);
+  fs_close_reset(&run->exit_fd);
   launcher->kill_tree(launcher->data);
 }
 
@@ -393,7 +379,7 @@ static int open_stdin(const struct exec_spec *spec, int *child_fd, int *parent_f
     return 0;
   }
   /* Only our end is non-blocking: the command's end is a separate open file description. */
-  if (set_nonblocking(p[1]) < 0) {
+  if (fs_set_nonblocking(p[1]) < 0) {
     int e = errno;
     close(p[1]);
     return cordon_error_set(err, CORDON_ERR_SYSTEM, e, "cannot set up the stdin pipe");
@@ -409,7 +395,7 @@ static int open_capture(struct capture *c, int *child_fd, const char *name,
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot create the %s pipe", name);
   c->fd = p[0];
   *child_fd = p[1];
-  if (set_nonblocking(c->fd) < 0)
+  if (fs_set_nonblocking(c->fd) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot set up the %s pipe", name);
   return 0;
 }
@@ -434,7 +420,7 @@ static int open_caller_fds(const struct exec_spec *spec, int child_fds[3], int *
 
 static void close_child_fds(int (*fds)[3]) {
   for (int i = 0; i < 3; i++)
-    close_fd(&(*fds)[i]);
+    fs_close_reset(&(*fds)[i]);
 }
 
 static int run_launched(const struct exec_spec *spec, const struct exec_launcher *launcher,
@@ -886,7 +872,7 @@ static int host_start(void *data, const struct exec_spec *spec, const int stdio_
   if (pid < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot start %s", argv0);
   h->pid = pid;
-  close_fd(&report_write);
+  fs_close_reset(&report_write);
 
   /* The child is ours and unreaped, so the pid still names it. */
   h->pidfd = sys_pidfd_open(pid, 0);
@@ -963,7 +949,7 @@ static void host_cleanup(void *data) {
     siginfo_t info;
     host_wait(h, &info);
   }
-  close_fd(&h->pidfd);
+  fs_close_reset(&h->pidfd);
   if (h->cgroup_leaf) {
     cgroup_leaf_remove(h->cgroup_leaf);
     free(h->cgroup_leaf);

@@ -110,12 +110,13 @@ static void kill_processes_with_argument(const char *marker) {
     return;
 }
 
-/* Whether the runner can use a per-exec cgroup v2 leaf here (same conditions as the
- * runner: a v2 hierarchy, our own cgroup writable, cgroup.kill present). */
-static bool cgroup_leaf_available(char *reason, size_t size) {
+/* Whether the runner can use a per-exec cgroup v2 leaf here (its conditions: a v2 hierarchy, the
+ * first it finds, our own cgroup writable, cgroup.kill present): own is then our v2 cgroup ("/..."
+ * from the "0::" line); else false with the reason. */
+static bool leaf_possible(char *own, size_t own_size, char *reason, size_t size) {
   const char *mount = NULL;
   const char *candidates[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
-  for (size_t i = 0; i < 2; i++) {
+  for (size_t i = 0; i < 2 && !mount; i++) {
     struct statfs sfs;
     if (statfs(candidates[i], &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC)
       mount = candidates[i];
@@ -129,11 +130,12 @@ static bool cgroup_leaf_available(char *reason, size_t size) {
     snprintf(reason, size, "cannot read /proc/self/cgroup");
     return false;
   }
-  char line[4096], own[4096] = "";
+  char line[4096];
+  own[0] = '\0';
   while (fgets(line, sizeof(line), f))
     if (strncmp(line, "0::/", 4) == 0) {
       line[strcspn(line, "\n")] = '\0';
-      snprintf(own, sizeof(own), "%s", line + 3);
+      snprintf(own, own_size, "%s", line + 3);
     }
   fclose(f);
   if (!own[0]) {
@@ -633,7 +635,8 @@ static void test_background_killed_after_exit(void **state) {
 
 static void test_daemon_killed_with_cgroup(void **state) {
   char reason[512];
-  if (!cgroup_leaf_available(reason, sizeof(reason))) {
+  char own[4096];
+  if (!leaf_possible(own, sizeof(own), reason, sizeof(reason))) {
     print_message("SKIP: daemonised grandchildren need a cgroup v2 leaf: %s\n", reason);
     skip();
   }
@@ -854,52 +857,6 @@ static void test_escaped_holder_bounded(void **state) {
  * CLONE_INTO_CGROUP: E2BIG or EINVAL, as a seccomp filter makes it here) the old path, a vfork
  * whose child joins the leaf, still puts the whole tree in the leaf. Either way a setsid daemon
  * the command leaves is killed with the leaf. Skips with the reason where no leaf can be made. */
-
-/* Our own v2 cgroup ("/..." from the "0::" line) when the runner can make a leaf under it (a
- * v2 hierarchy, our cgroup writable, cgroup.kill present); else false with the reason. */
-static bool leaf_possible(char *own, size_t own_size, char *reason, size_t size) {
-  const char *mount = NULL;
-  const char *candidates[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
-  for (size_t i = 0; i < 2 && !mount; i++) {
-    struct statfs sfs;
-    if (statfs(candidates[i], &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC)
-      mount = candidates[i];
-  }
-  if (!mount) {
-    snprintf(reason, size, "no cgroup v2 hierarchy mounted");
-    return false;
-  }
-  FILE *f = fopen("/proc/self/cgroup", "re");
-  if (!f) {
-    snprintf(reason, size, "cannot read /proc/self/cgroup");
-    return false;
-  }
-  char line[4096];
-  own[0] = '\0';
-  while (fgets(line, sizeof(line), f))
-    if (strncmp(line, "0::/", 4) == 0) {
-      line[strcspn(line, "\n")] = '\0';
-      snprintf(own, own_size, "%s", line + 3);
-    }
-  fclose(f);
-  if (!own[0]) {
-    snprintf(reason, size, "no cgroup v2 entry in /proc/self/cgroup");
-    return false;
-  }
-  char probe[8192], kill_file[8300];
-  snprintf(probe, sizeof(probe), "%s%s/cordon-test-probe-%d", mount,
-           strcmp(own, "/") == 0 ? "" : own, (int)getpid());
-  if (mkdir(probe, 0755) < 0) {
-    snprintf(reason, size, "cannot create a cgroup under %s%s: %s", mount, own, strerror(errno));
-    return false;
-  }
-  snprintf(kill_file, sizeof(kill_file), "%s/cgroup.kill", probe);
-  bool has_kill = access(kill_file, F_OK) == 0;
-  rmdir(probe);
-  if (!has_kill)
-    snprintf(reason, size, "cgroup.kill missing (kernel older than 5.14)");
-  return has_kill;
-}
 
 /* Whether text holds the line "0::OWN/cordon-exec-" followed by 16 hex digits: the runner's
  * leaf under our own cgroup, not our cgroup itself. */

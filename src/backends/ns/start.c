@@ -188,25 +188,19 @@ struct start {
   int egress_fd;                  /* pid 1's end of the egress daemon's handoff, or -1 */
 };
 
-static void close_fd(int *fd) {
-  if (*fd >= 0)
-    close(*fd);
-  *fd = -1;
-}
-
 /* The fds the holder has taken copies of (or the one exec will take): ours go. */
 static void start_close_fds(struct start *st) {
-  close_fd(&st->ws_fd);
-  close_fd(&st->idmap_fd);
-  close_fd(&st->workspace_tree_fd);
-  close_fd(&st->cgroup_fd);
+  fs_close_reset(&st->ws_fd);
+  fs_close_reset(&st->idmap_fd);
+  fs_close_reset(&st->workspace_tree_fd);
+  fs_close_reset(&st->cgroup_fd);
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
-    close_fd(&st->join_fds[i]);
-  close_fd(&st->memory_join_fd);
-  close_fd(&st->listen_fd);
-  close_fd(&st->socket_file_fd);
-  close_fd(&st->home_tree_fd);
-  close_fd(&st->egress_fd);
+    fs_close_reset(&st->join_fds[i]);
+  fs_close_reset(&st->memory_join_fd);
+  fs_close_reset(&st->listen_fd);
+  fs_close_reset(&st->socket_file_fd);
+  fs_close_reset(&st->home_tree_fd);
+  fs_close_reset(&st->egress_fd);
 }
 
 static void start_clear(struct start *st) {
