@@ -112,6 +112,18 @@ probe_verdict() {
   [ "$(jq -r .tier <<<"$e")" = none ]
 }
 
+@test "conformance of the lying plugin fails, and names each failure again on one line after its summary" {
+  export CORDON_PLUGIN_PATH=$LIAR_PLUGIN_DIR
+  run "$CORDON" conformance liar
+  [ "$status" -eq 1 ] || { echo "$output"; false; }
+  # Everything after the summary line: the failures, so a log cut to its tail still names them.
+  tail_lines=$(sed -n '/^[0-9]* passed, [0-9]* failed, [0-9]* skipped$/,$p' <<<"$output" | tail -n +2)
+  [ "$(grep -c '^fail ' <<<"$output")" -eq "$(wc -l <<<"$tail_lines")" ]
+  grep -qx 'failed net-none-no-interface: an interface other than lo exists inside: .*' <<<"$tail_lines"
+  # A newline in the command's output is shown as \n, not a second line.
+  grep -q '^failed sandbox-user-1000: .*expected "1000:1000:cordon\\n"' <<<"$tail_lines"
+}
+
 @test "attesting an unchanged host twice gives byte-identical documents; an audit event each" {
   export CORDON_PLUGIN_PATH=$LIAR_PLUGIN_DIR
   "$CORDON" attest --backend worktree --backend liar --out one.json
