@@ -68,11 +68,12 @@ wt() { "$CORDON" "$@"; }
 
 @test "run: timeout gives 124 and kills the command" {
   start=$(date +%s)
-  run $CORDON run --backend worktree --timeout 1 -- sleep 5
+  run $CORDON run --backend worktree --timeout 1 -- sleep 30
   end=$(date +%s)
   [ "$status" -eq 124 ]
   [[ "$output" == *"timed out"* ]]
-  [ $((end - start)) -le 3 ]
+  # Cut short (the sleep would take 30 s); not a measure of speed under a loaded suite.
+  [ $((end - start)) -le 15 ]
 }
 
 @test "run on ns: nothing the command started outlives cordon, which does not wait for pid 1" {

@@ -566,8 +566,12 @@ static void test_own_process_group(void **state) {
 
 /* ---- timeouts and the process tree -------------------------------------------------------- */
 
+/* The upper bounds below prove that the timeout or the exit cut the wait short (the commands
+ * would run 30 s and more), not how fast a loaded host (sanitizers, a parallel suite) reports. */
+#define CUT_SHORT 10.0
+
 static void test_timeout(void **state) {
-  struct exec_spec spec = {.argv = ARGV("sleep", "5"), .envp = test_env, .timeout = 1};
+  struct exec_spec spec = {.argv = ARGV("sleep", "30"), .envp = test_env, .timeout = 1};
   struct cordon_exec_result res;
   double start = fs_now();
   run_ok(&spec, &res);
@@ -576,8 +580,8 @@ static void test_timeout(void **state) {
   assert_int_equal(res.exit_code, 137);
   assert_int_equal(res.term_signal, 9);
   assert_true(elapsed >= 0.9);
-  assert_true(elapsed < 2.0);
-  assert_true(res.duration >= 0.9 && res.duration < 2.0);
+  assert_true(elapsed < CUT_SHORT);
+  assert_true(res.duration >= 0.9 && res.duration < CUT_SHORT);
   cordon_exec_result_clear(&res);
 
   /* A command that ends in time is not reported as timed out. */
@@ -595,7 +599,7 @@ static void test_timeout_kills_tree(void **state) {
    * sleep must be gone afterwards. */
   char marker[64], script[256];
   make_marker(marker, sizeof(marker));
-  snprintf(script, sizeof(script), "sleep 30 %s & echo started; sleep 5", marker);
+  snprintf(script, sizeof(script), "sleep 30 %s & echo started; sleep 30", marker);
   struct exec_spec spec = {.argv = ARGV("sh", "-c", script), .envp = test_env, .timeout = 1};
   struct cordon_exec_result res;
   double start = fs_now();
@@ -608,7 +612,7 @@ static void test_timeout_kills_tree(void **state) {
   if (!gone)
     kill_processes_with_argument(marker);
   assert_true(gone);
-  assert_true(elapsed < 2.0);
+  assert_true(elapsed < CUT_SHORT);
   cordon_exec_result_clear(&res);
   assert_no_children();
 }
@@ -624,7 +628,7 @@ static void test_background_killed_after_exit(void **state) {
   assert_false(res.timed_out);
   assert_int_equal(res.exit_code, 0);
   assert_string_equal((char *)res.stdout_data, "done\n");
-  assert_true(res.duration < 1.5);
+  assert_true(res.duration < CUT_SHORT);
   bool gone = process_gone_soon(marker);
   if (!gone)
     kill_processes_with_argument(marker);
@@ -649,7 +653,7 @@ static void test_daemon_killed_with_cgroup(void **state) {
   run_ok(&spec, &res);
   assert_false(res.timed_out);
   assert_int_equal(res.exit_code, 0);
-  assert_true(res.duration < 1.5);
+  assert_true(res.duration < CUT_SHORT);
   /* With the cgroup, kill_tree waits until the leaf is empty: gone at once, no grace. */
   bool gone = !process_with_argument_exists(marker);
   if (!gone)
@@ -843,7 +847,7 @@ static void test_escaped_holder_bounded(void **state) {
   double start = fs_now();
   assert_int_equal(exec_run_with(&spec, &launcher, &res, &err), 0);
   double elapsed = fs_now() - start;
-  assert_true(elapsed < 1.0);
+  assert_true(elapsed < CUT_SHORT); /* the escaped holder keeps the pipe 20 s */
   assert_true(strncmp((char *)res.stdout_data, "fake out", 8) == 0);
   assert_int_equal(fake.cleanups, 1);
   cordon_exec_result_clear(&res);
