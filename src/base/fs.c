@@ -366,6 +366,54 @@ static int remove_contents(int dirfd, struct cordon_error **err) {
   return 0;
 }
 
+/* One entry of fs_chown_tree's walk: its type and whether something is mounted on it, without
+ * following it (one statx: d_type may be DT_UNKNOWN, and says nothing of mounts). */
+static int chown_tree_at(int dirfd, uid_t uid, gid_t gid, int depth);
+
+static int chown_entry(int dirfd, const char *name, uid_t uid, gid_t gid, int depth) {
+  struct statx stx;
+  if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) < 0)
+    return -1;
+  if ((stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+      (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
+    errno = EXDEV; /* another file system's (or a bind mount's) owner is not ours to change */
+    return -1;
+  }
+  if (!S_ISDIR(stx.stx_mode))
+    return fchownat(dirfd, name, uid, gid, AT_SYMLINK_NOFOLLOW);
+  _cleanup_close_ int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return sub < 0 ? -1 : chown_tree_at(sub, uid, gid, depth + 1);
+}
+
+static int chown_tree_at(int dirfd, uid_t uid, gid_t gid, int depth) {
+  if (depth > FS_CHOWN_TREE_MAX_DEPTH) {
+    errno = ELOOP;
+    return -1;
+  }
+  if (fchown(dirfd, uid, gid) < 0)
+    return -1;
+  int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0)
+    return -1;
+  _cleanup_closedir_ DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return -1;
+  }
+  struct dirent *de;
+  while ((errno = 0, de = readdir(d))) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+      continue;
+    if (chown_entry(dirfd, de->d_name, uid, gid, depth) < 0)
+      return -1;
+  }
+  return errno ? -1 : 0;
+}
+
+int fs_chown_tree(int dirfd, uid_t uid, gid_t gid) {
+  return chown_tree_at(dirfd, uid, gid, 0);
+}
+
 int fs_remove_tree_at(int dirfd, const char *name, struct cordon_error **err) {
   if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
     return 0;

@@ -84,6 +84,13 @@ int fs_mkdirs_beneath(int rootfd, const char *relpath, const char *label,
 int fs_remove_tree_at(int dirfd, const char *name, struct cordon_error **err);
 int fs_remove_tree(const char *path, struct cordon_error **err);
 
+/* Hand the tree under dirfd (itself included) to uid:gid, never following a symlink and never
+ * crossing into a mount (EXDEV: something mounted inside is not the tree's to give away); a
+ * tree deeper than FS_CHOWN_TREE_MAX_DEPTH directories fails with ELOOP. 0, or -1 with errno
+ * and the tree handed over in part. */
+#define FS_CHOWN_TREE_MAX_DEPTH 64
+int fs_chown_tree(int dirfd, uid_t uid, gid_t gid);
+
 /* This boot's id (/proc/sys/kernel/random/boot_id, without the newline); "" when unreadable.
  * With a pid and its start time, it names a process across reboots. */
 void fs_boot_id(char *out, size_t size);

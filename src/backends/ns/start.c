@@ -101,35 +101,6 @@ static uid_t overflow_uid(void) {
   return v > 0 ? (uid_t)v : 65534;
 }
 
-/* Fallback when the workspace's file system cannot be id-mapped: hand a workspace we created
- * ourselves to the sandbox uid. Never done to a directory the caller gave us. */
-static int chown_tree(int dirfd, uid_t uid, gid_t gid, int depth) {
-  if (fchown(dirfd, uid, gid) < 0 || depth > 64)
-    return -1;
-  int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-  if (fd < 0)
-    return -1;
-  _cleanup_closedir_ DIR *d = fdopendir(fd);
-  if (!d) {
-    close(fd);
-    return -1;
-  }
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-      continue;
-    if (de->d_type == DT_DIR) {
-      _cleanup_close_ int sub =
-          openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0 || chown_tree(sub, uid, gid, depth + 1) < 0)
-        return -1;
-    } else if (fchownat(dirfd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
-      return -1;
-    }
-  }
-  return 0;
-}
-
 static uid_t env_id(const char *name, unsigned fallback) {
   const char *v = getenv(name);
   if (!v || !*v)
@@ -424,7 +395,7 @@ static int prepare_workspace_tree(struct start *st, bool hand_over, struct cordo
     return st->workspace_tree_fd < 0 ? -1 : 0;
   }
   if (hand_over) {
-    if (chown_tree(st->ws_fd, uid, gid, 0) < 0)
+    if (fs_chown_tree(st->ws_fd, uid, gid) < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hand %s to the sandbox uid",
                               ws);
     st->workspace_tree_fd = confine_tree_prepare(real, rw, -1, err);
@@ -444,7 +415,7 @@ static int prepare_workspace_tree(struct start *st, bool hand_over, struct cordo
     r = cordon_error_set(err, idmap_err->kind, idmap_err->errnum,
                          "workspace: the sandbox uid cannot be given write access: %s",
                          idmap_err->message);
-  } else if (chown_tree(st->ws_fd, uid, gid, 0) < 0) {
+  } else if (fs_chown_tree(st->ws_fd, uid, gid) < 0) {
     r = cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot hand %s to the sandbox uid", ws);
   } else {
     st->workspace_tree_fd = confine_tree_prepare(real, rw, -1, err);
