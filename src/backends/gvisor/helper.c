@@ -63,58 +63,96 @@ static void on_alarm(int sig) {
   timed_out = 1;
 }
 
-/* Kill every process whose parent is us (orphans of the tree reparent to us, the subreaper). */
-static int kill_children(void) {
+/* The sandbox's processes, pid and parent, from /proc: what kill_strays walks. A sandbox holds
+ * few; past MAX_PROCS the rest waits for the next pass. */
+#define MAX_PROCS 4096
+struct proc_link {
+  pid_t pid, ppid;
+};
+static struct proc_link sandbox_procs[MAX_PROCS];
+
+static size_t read_procs(void) {
   DIR *d = opendir("/proc");
   if (!d)
     return 0;
-  int killed = 0;
-  pid_t self = getpid();
+  size_t n = 0;
   struct dirent *e;
-  while ((e = readdir(d))) {
+  while (n < MAX_PROCS && (e = readdir(d))) {
     char *end;
     long pid = strtol(e->d_name, &end, 10);
-    if (*end || pid <= 1 || pid == self)
+    if (*end || pid <= 1)
       continue;
     char path[64], buf[512];
     snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
       continue;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    ssize_t len = read(fd, buf, sizeof(buf) - 1);
     close(fd);
-    if (n <= 0)
+    if (len <= 0)
       continue;
-    buf[n] = 0;
+    buf[len] = 0;
     const char *paren = strrchr(buf, ')'); /* the comm may hold spaces and parentheses */
     long ppid = 0;
-    /* Children of pid 1 are orphans (runsc's execs have parent 0): what a command daemonised
-     * out of its tree when gVisor did not reparent it to us. */
-    if (paren && sscanf(paren + 1, " %*c %ld", &ppid) == 1 && (ppid == self || ppid == 1)) {
-      kill((pid_t)pid, SIGKILL);
-      killed++;
-    }
+    if (paren && sscanf(paren + 1, " %*c %ld", &ppid) == 1)
+      sandbox_procs[n++] = (struct proc_link){(pid_t)pid, (pid_t)ppid};
   }
   closedir(d);
+  return n;
+}
+
+/* Kill what the command left: every descendant of ours, and every orphan (a child of pid 1,
+ * runsc's execs having parent 0) with its descendants. gVisor reparents an orphan to pid 1,
+ * never to a child subreaper such as us, and does so when its parent exits: a scan that only
+ * looked at children of ours and of pid 1 missed a process whose parent was being killed at
+ * that moment, and the wait that followed then found no child of ours and stopped, leaving
+ * it running. Through the parent links, such a process is still a descendant. Returns how many
+ * were sent SIGKILL. */
+static int kill_strays(void) {
+  static unsigned char doomed[MAX_PROCS];
+  size_t n = read_procs();
+  pid_t self = getpid();
+  memset(doomed, 0, n);
+  for (size_t i = 0; i < n; i++)
+    doomed[i] = sandbox_procs[i].pid != self &&
+                (sandbox_procs[i].ppid == self || sandbox_procs[i].ppid == 1);
+  /* The closure over parent links: at most n rounds, each adding a generation. */
+  for (int grew = 1; grew;) {
+    grew = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (doomed[i] || sandbox_procs[i].pid == self)
+        continue;
+      for (size_t j = 0; j < n; j++)
+        if (doomed[j] && sandbox_procs[j].pid == sandbox_procs[i].ppid) {
+          doomed[i] = grew = 1;
+          break;
+        }
+    }
+  }
+  int killed = 0;
+  for (size_t i = 0; i < n; i++)
+    if (doomed[i] && kill(sandbox_procs[i].pid, SIGKILL) == 0)
+      killed++;
   return killed;
 }
 
-/* Kill the whole tree and reap it: repeat until we have no child left. */
+/* Kill the whole tree and reap it: repeat until we have no child left and a scan finds nothing
+ * more to kill. */
 static void kill_tree(pid_t group) {
   kill(-group, SIGKILL);
   for (int pass = 0; pass < 1000; pass++) {
-    /* In a one-shot sandbox the wrapper is pid 1, the ancestor of every process there: once it
-     * has no child left, no process is left, and /proc need not be read. */
+    /* In a one-shot sandbox the wrapper is pid 1, the ancestor of every process there (orphans
+     * come to it): once it has no child left, no process is left, and /proc need not be read. */
     if (getpid() == 1) {
       while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
       if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
         return;
     }
-    kill_children();
+    int killed = kill_strays();
     while (waitpid(-1, NULL, WNOHANG) > 0)
       ;
-    if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+    if (killed == 0 && waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
       return;
     struct timespec nap = {0, 2000000};
     nanosleep(&nap, NULL);
