@@ -515,12 +515,17 @@ except OSError as e:
   local base
   base=$("$CORDON" snapshot take tree)
   # Every candidate fetches through the proxy; other.test is refused; the judge too.
-  run "$CORDON" race --backend ns --base "$base" --k 2 --out r.json \
+  # -f: an HTTP error (the proxy's 403 or 502) fails curl with a line on stderr, which the
+  # race's logs keep; every judge and candidate says which step failed.
+  run "$CORDON" race --backend ns --base "$base" --k 2 --out r.json --logs logs \
     --net restricted --allow-domain Allowed.Test. --allow-domain '*.z.test' \
     --allow-cidr 127.0.0.0/8 --resolve allowed.test:127.0.0.1 --resolve other.test:127.0.0.1 \
-    --judge-cmd "[\"sh\", \"-c\", \"curl -sS --max-time 20 http://allowed.test:$HTTP_PORT/hello.txt | grep -q loopback && ! curl -sf --max-time 20 http://other.test:$HTTP_PORT/hello.txt\"]" \
-    -- sh -c "curl -sS --max-time 20 http://allowed.test:$HTTP_PORT/hello.txt > got && ! curl -sf --max-time 20 http://other.test:$HTTP_PORT/hello.txt"
+    --judge-cmd "[\"sh\", \"-c\", \"curl -sSf --max-time 20 http://allowed.test:$HTTP_PORT/hello.txt | grep -q loopback || { echo judge: allowed.test failed >&2; exit 1; }; ! curl -sf --max-time 20 http://other.test:$HTTP_PORT/hello.txt || { echo judge: other.test was reached >&2; exit 1; }\"]" \
+    -- sh -c "curl -sSf --max-time 20 http://allowed.test:$HTTP_PORT/hello.txt > got && ! curl -sf --max-time 20 http://other.test:$HTTP_PORT/hello.txt"
   echo "$output"
+  for f in logs/*.stderr; do
+    if [ -s "$f" ]; then echo "== $f"; cat "$f"; fi
+  done
   [ "$status" -eq 0 ]
   jq -c .body.manifest r.json
   [ "$(jq -c .body.manifest.net r.json)" = '"restricted"' ]
