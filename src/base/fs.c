@@ -366,10 +366,10 @@ static int remove_contents(int dirfd, struct cordon_error **err) {
   return 0;
 }
 
-/* One entry of fs_chown_tree's walk: its type and whether something is mounted on it, without
- * following it (one statx: d_type may be DT_UNKNOWN, and says nothing of mounts). */
 static int chown_tree_at(int dirfd, uid_t uid, gid_t gid, int depth);
 
+/* One entry of fs_chown_tree's walk: its type and whether something is mounted on it, without
+ * following it (one statx: d_type may be DT_UNKNOWN, and says nothing of mounts). */
 static int chown_entry(int dirfd, const char *name, uid_t uid, gid_t gid, int depth) {
   struct statx stx;
   if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) < 0)
