@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/file.h>
@@ -28,6 +29,7 @@
 #include "base/syscalls.h"
 #include "net/daemon.h"
 #include "net/proxy.h"
+#include "net/rules.h"
 
 /* nobody: the proxy's uid and gid when cordon runs as root */
 #define OVERFLOW_ID 65534
@@ -36,7 +38,7 @@
 #define STAGING "/tmp"
 
 struct egress_daemon {
-  const struct net_rules *rules;
+  struct net_rules *rules;
   bool serves_bridge; /* the proxy serves a listener handed over (NET_EGRESS_BRIDGE) */
   int handoff;        /* the one fd arrives here; for a listener, its hang-up ends us */
   int proxy_listen;   /* NET_EGRESS_SOCKET in the session's runtime directory, or -1 (ns) */
@@ -360,6 +362,100 @@ static int proxy_socket(const struct net_egress_daemon_spec *spec, struct cordon
   return fd;
 }
 
+/* ---- the start: fork, then exec a fresh image ---------------------------------------------
+ *
+ * The caller may have threads (a race's workers, `cordon serve`). A child forked from such a
+ * process holds copies of whatever locks other threads held at that instant; the first
+ * allocation there can wait forever (seen with the sanitisers' allocator, which takes no lock
+ * around fork). So the daemon never runs in the fork's copy: the grandchild only moves its fds
+ * into place (async-signal-safe calls alone) and execs this very program again, as runc does
+ * for its init. The new image finds the marker in its argv before main (egress_daemon_entry)
+ * and serves. */
+
+#define EGRESS_DAEMON_FLAG "--cordon-internal-egress-daemon"
+/* The daemon's fds, as the new image finds them. */
+enum {
+  DAEMON_FD_HANDOFF = 3,
+  DAEMON_FD_EVENTS = 4,
+  DAEMON_FD_RULES = 5,
+  DAEMON_FD_LISTEN = 6,      /* the proxy's socket; absent when it serves the sandbox's listener */
+  DAEMON_FD_EXEC_STATUS = 7, /* close-on-exec: the parent reads an errno if the exec failed */
+};
+
+static bool fd_is_socket(int fd, int type) {
+  struct stat st;
+  int t = 0;
+  socklen_t len = sizeof t;
+  return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+         getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &len) == 0 && t == type;
+}
+
+/* Before main, in the image the grandchild exec'd: a program linking libcordon is the daemon
+ * when its argv is exactly PROGRAM EGRESS_DAEMON_FLAG bridge|socket. glibc hands argc and argv
+ * to constructors. */
+__attribute__((constructor)) static void egress_daemon_entry(int argc, char **argv) {
+  if (argc != 3 || strcmp(argv[1], EGRESS_DAEMON_FLAG) != 0)
+    return;
+  bool bridge = strcmp(argv[2], "bridge") == 0;
+  if ((!bridge && strcmp(argv[2], "socket") != 0) ||
+      !fd_is_socket(DAEMON_FD_HANDOFF, SOCK_SEQPACKET) ||
+      (!bridge && !fd_is_socket(DAEMON_FD_LISTEN, SOCK_STREAM))) {
+    fprintf(stderr, "cordon: %s is cordon's own: it is not meant to be run by hand\n",
+            EGRESS_DAEMON_FLAG);
+    _exit(2);
+  }
+  struct egress_daemon d = {.serves_bridge = bridge,
+                            .handoff = DAEMON_FD_HANDOFF,
+                            .proxy_listen = bridge ? -1 : DAEMON_FD_LISTEN,
+                            .events_fd = DAEMON_FD_EVENTS};
+  struct cordon_error *err = NULL;
+  if (net_rules_load(DAEMON_FD_RULES, &d.rules, &err) < 0) {
+    daemon_failed(d.events_fd, "rules", err);
+    _exit(1);
+  }
+  close(DAEMON_FD_RULES);
+  egress_main(&d);
+}
+
+/* The grandchild, between fork and exec: async-signal-safe calls only. Every fd it is given is
+ * close-on-exec here; each is copied above the targets first so that no move overwrites one
+ * still to be moved. */
+static _Noreturn void exec_daemon(char *const argv[], const int from[], size_t count,
+                                  int exec_status) {
+  int high[8];
+  for (size_t i = 0; i < count; i++)
+    high[i] = from[i] < 0 ? -1 : fcntl(from[i], F_DUPFD_CLOEXEC, 16);
+  int report = fcntl(exec_status, F_DUPFD_CLOEXEC, 16);
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  int e = report < 0 || null_fd < 0 ? errno : 0;
+  for (int i = 0; i < 3 && !e; i++)
+    if (dup2(null_fd, i) < 0)
+      e = errno;
+  for (size_t i = 0; i < count && !e; i++)
+    if (from[i] >= 0 && (high[i] < 0 || dup2(high[i], DAEMON_FD_HANDOFF + (int)i) < 0))
+      e = high[i] < 0 ? EBADF : errno;
+  if (!e && dup3(report, DAEMON_FD_EXEC_STATUS, O_CLOEXEC) < 0)
+    e = errno;
+  if (!e) {
+    report = DAEMON_FD_EXEC_STATUS;
+    if (sys_close_range(DAEMON_FD_EXEC_STATUS + 1, ~0U, 0) < 0)
+      e = errno;
+  }
+  /* Handlers go with the exec; ignored signals and the mask would stay. */
+  for (int sig = 1; sig < NSIG && !e; sig++)
+    signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  if (!e) {
+    extern char **environ;
+    execve("/proc/self/exe", argv, environ);
+    e = errno;
+  }
+  (void)!write(report >= 0 ? report : exec_status, &e, sizeof e);
+  _exit(127);
+}
+
 int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *handoff,
                             struct cordon_error **err) {
   int pair[2];
@@ -383,29 +479,46 @@ int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *hand
   if (flock(events_fd, LOCK_SH) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot lock %s/%s", spec->state_dir,
                             NET_EGRESS_EVENTS);
-  struct egress_daemon d = {.rules = spec->rules,
-                            .serves_bridge = spec->serves_bridge,
-                            .handoff = ours,
-                            .proxy_listen = listen_fd,
-                            .events_fd = events_fd};
+  _cleanup_close_ int rules_fd = memfd_create("cordon-egress-rules", MFD_CLOEXEC);
+  if (rules_fd < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "memfd_create");
+  if (net_rules_save(spec->rules, rules_fd, err) < 0)
+    return -1;
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) < 0)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
+  _cleanup_close_ int status_read = status_pipe[0];
+  _cleanup_close_ int status_write = status_pipe[1];
+  /* Built before the fork: the child allocates nothing. */
+  char *argv[] = {"cordon-egress", EGRESS_DAEMON_FLAG, spec->serves_bridge ? "bridge" : "socket",
+                  NULL};
+  const int from[] = {ours, events_fd, rules_fd, listen_fd};
   /* Twice, so that the daemon is nobody's child here: a caller that lives on (a race) must not
    * find it among its children, and `session create` may exit at once. */
   pid_t pid = fork();
   if (pid == 0) {
-    close(theirs);
     setsid();
     pid_t daemon = fork();
     if (daemon != 0)
       _exit(daemon < 0);
-    egress_main(&d);
+    exec_daemon(argv, from, ARRAY_SIZE(from), status_write);
   }
   if (pid < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot start the egress proxy");
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
+  close(steal_fd(&status_write));
+  int exec_errno = 0;
+  ssize_t n;
+  do /* EOF once the daemon's exec succeeded (the pipe is close-on-exec) or it gave up */
+    n = read(status_read, &exec_errno, sizeof exec_errno);
+  while (n < 0 && errno == EINTR);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "cannot start the egress proxy");
+  if (n == (ssize_t)sizeof exec_errno)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, exec_errno,
+                            "cannot start the egress proxy: exec of /proc/self/exe");
   *handoff = theirs;
   theirs = -1;
   return 0;

@@ -35,7 +35,7 @@ enum net_egress_handoff {
 };
 
 struct net_egress_daemon_spec {
-  const struct net_rules *rules; /* read by the daemon's own copy of memory after the fork */
+  const struct net_rules *rules; /* copied to the daemon (net_rules_save) */
   int run_fd;                    /* O_PATH of a directory private to the session: the socket
                                     (not made when serves_bridge: the proxy serves the listener
                                     handed over) */
@@ -45,8 +45,9 @@ struct net_egress_daemon_spec {
   gid_t socket_gid;
 };
 
-/* Fork the daemon (its own session, nobody's child here). *handoff: our end of the pair, for
- * net_egress_hand (or to pass to the process that will hand; closing it unused ends the
+/* Start the daemon: forked, then this program exec'd afresh (never the fork's copy of a
+ * process that may have threads), in its own session, nobody's child here. *handoff: our end of the
+ * pair, for net_egress_hand (or to pass to the process that will hand; closing it unused ends the
  * daemon). The daemon lives in its own mount namespace whose root is a read-only tmpfs holding
  * only what name resolution reads (docs/security.md, "Restricted egress"): as root, or as
  * another user inside a user namespace of its own (where the kernel offers none, without). */

@@ -2,12 +2,20 @@
 #include "net/rules.h"
 
 #include <ctype.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/cleanup.h"
+
+static inline void net_rules_freep(struct net_rules **r) {
+  net_rules_free(*r);
+}
 
 int net_name_normalise(const char *name, char *out, const char **why) {
   size_t n = strlen(name);
@@ -175,6 +183,104 @@ void net_rules_free(struct net_rules *rules) {
   free(rules->cidrs);
   free(rules->pins);
   free(rules);
+}
+
+/* ---- the daemon's copy ---------------------------------------------------------------------- */
+
+struct rules_header {
+  uint64_t domain_count, cidr_count, pin_count;
+};
+
+/* Far beyond any command line, and small enough that the arrays' sizes cannot overflow. */
+#define RULES_MAX_ENTRIES (1u << 20)
+
+static int write_all(int fd, const void *data, size_t size) {
+  for (const char *p = data; size > 0;) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return -1;
+    p += n;
+    size -= (size_t)n;
+  }
+  return 0;
+}
+
+int net_rules_save(const struct net_rules *rules, int fd, struct cordon_error **err) {
+  struct rules_header h = {0, 0, 0};
+  if (rules)
+    h = (struct rules_header){rules->domain_count, rules->cidr_count, rules->pin_count};
+  if (write_all(fd, &h, sizeof h) < 0 ||
+      (h.domain_count &&
+       write_all(fd, rules->domains, h.domain_count * sizeof *rules->domains) < 0) ||
+      (h.cidr_count && write_all(fd, rules->cidrs, h.cidr_count * sizeof *rules->cidrs) < 0) ||
+      (h.pin_count && write_all(fd, rules->pins, h.pin_count * sizeof *rules->pins) < 0))
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO,
+                            "cannot hand the egress proxy its rules");
+  return 0;
+}
+
+/* count entries of size bytes each at *offset, into a fresh array of count + 1 zeroed ones. */
+static void *load_array(int fd, off_t *offset, uint64_t count, size_t size) {
+  void *array = calloc(count + 1, size);
+  if (!array)
+    return NULL;
+  size_t want = count * size;
+  if (want && pread(fd, array, want, *offset) != (ssize_t)want) {
+    free(array);
+    return NULL;
+  }
+  *offset += (off_t)want;
+  return array;
+}
+
+static bool terminated(const char *name, size_t size) {
+  return memchr(name, 0, size) != NULL;
+}
+
+static bool family_known(const struct net_addr *a) {
+  return a->family == AF_INET || a->family == AF_INET6;
+}
+
+int net_rules_load(int fd, struct net_rules **out, struct cordon_error **err) {
+  *out = NULL;
+  struct rules_header h;
+  struct stat st;
+  if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fstat(fd, &st) < 0 ||
+      h.domain_count > RULES_MAX_ENTRIES || h.cidr_count > RULES_MAX_ENTRIES ||
+      h.pin_count > RULES_MAX_ENTRIES)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "the egress rules handed over are malformed");
+  uint64_t size = sizeof h + h.domain_count * sizeof(struct net_domain_pattern) +
+                  h.cidr_count * sizeof(struct net_cidr) + h.pin_count * sizeof(struct net_pin);
+  _cleanup_(net_rules_freep) struct net_rules *r = calloc(1, sizeof *r);
+  if (!r || (uint64_t)st.st_size != size)
+    return cordon_error_set(err, CORDON_ERR_INVALID, r ? 0 : ENOMEM,
+                            "the egress rules handed over are malformed");
+  off_t offset = sizeof h;
+  r->domains = load_array(fd, &offset, h.domain_count, sizeof *r->domains);
+  r->cidrs = load_array(fd, &offset, h.cidr_count, sizeof *r->cidrs);
+  r->pins = load_array(fd, &offset, h.pin_count, sizeof *r->pins);
+  if (!r->domains || !r->cidrs || !r->pins)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO, "egress rules");
+  r->domain_count = h.domain_count;
+  r->cidr_count = h.cidr_count;
+  r->pin_count = h.pin_count;
+  bool sound = true;
+  for (size_t i = 0; i < r->domain_count; i++)
+    sound &= terminated(r->domains[i].name, sizeof r->domains[i].name);
+  for (size_t i = 0; i < r->cidr_count; i++)
+    sound &= family_known(&r->cidrs[i].base) &&
+             r->cidrs[i].prefix <= (r->cidrs[i].base.family == AF_INET ? 32u : 128u);
+  for (size_t i = 0; i < r->pin_count; i++)
+    sound &=
+        terminated(r->pins[i].name, sizeof r->pins[i].name) && family_known(&r->pins[i].address);
+  if (!sound)
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0,
+                            "the egress rules handed over are malformed");
+  *out = steal_ptr(&r);
+  return 0;
 }
 
 static bool inside_allowed_range(const struct net_rules *rules, const struct net_addr *address) {

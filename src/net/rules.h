@@ -48,6 +48,13 @@ bool net_domain_pattern_matches(const struct net_domain_pattern *pattern, const 
  * --resolve spells it without the port. */
 int net_pin_parse(const char *text, struct net_pin *out, const char **why);
 
+/* The parsed rules as bytes, for the egress daemon (net/daemon.c), which is the same build
+ * exec'd afresh: three counts, then the three arrays as they lie in memory. save writes them
+ * at fd's offset; load reads them from offset 0 of fd (a memfd), checks every count against
+ * the bytes there and every name for its NUL, and allocates *out. 0, or -1 with err set. */
+int net_rules_save(const struct net_rules *rules, int fd, struct cordon_error **err);
+int net_rules_load(int fd, struct net_rules **out, struct cordon_error **err);
+
 /* The rule names that refusals carry (events, the 403 reason line, docs/formats.md). */
 #define NET_RULE_BAD_TARGET "bad-target"
 #define NET_RULE_NONCANONICAL "non-canonical-literal"

@@ -406,6 +406,38 @@ except OSError as e:
   "$CORDON" session destroy "$id"
 }
 
+@test "egress: the daemon is a fresh exec of cordon, not the fork's copy of a caller's threads" {
+  need_ns
+  local id pids pid cmdline fd target
+  id=$("$CORDON" session create --net restricted --allow-domain allowed.test)
+  [ -n "$id" ]
+  pids=$(egress_pids "$id")
+  [ -n "$pids" ]
+  for pid in $pids; do
+    # A fork's copy would carry the caller's argv ("session create ..."); an exec, its own.
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline")
+    echo "daemon $pid: $cmdline"
+    [ "$cmdline" = "cordon-egress --cordon-internal-egress-daemon bridge " ]
+    # It holds only what it serves with: null stdio, sockets, the event log, its own pipes.
+    for fd in /proc/"$pid"/fd/*; do
+      target=$(readlink "$fd")
+      echo "  $fd -> $target"
+      [[ "$target" =~ ^(/dev/null|socket:.*|pipe:.*|anon_inode:.*|.*/events\.jsonl)$ ]]
+    done
+  done
+  "$CORDON" session destroy "$id"
+}
+
+@test "egress: the daemon's internal entry run by hand is refused in one line, exit 2" {
+  run "$CORDON" --cordon-internal-egress-daemon bridge
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"not meant to be run by hand"* ]]
+  run "$CORDON" --cordon-internal-egress-daemon other
+  [ "$status" -eq 2 ]
+}
+
 # ---- docker ---------------------------------------------------------------------------------------
 
 @test "egress docker: only lo, the proxy variables, an allowed name works, others get 403" {

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "net/events.h"
 #include "net/rules.h"
@@ -221,6 +223,89 @@ static void test_event_line(void **state) {
   free(line);
 }
 
+/* The daemon's copy (net_rules_save, net_rules_load): the same decisions after the round trip;
+ * a copy cut short, padded, with a count past its bytes or a name without its NUL is refused. */
+static int saved_rules(const struct net_rules *rules) {
+  int fd = memfd_create("test-rules", MFD_CLOEXEC);
+  assert_true(fd >= 0);
+  struct cordon_error *err = NULL;
+  assert_int_equal(net_rules_save(rules, fd, &err), 0);
+  return fd;
+}
+
+static void assert_load_refused(int fd) {
+  struct net_rules *loaded = (struct net_rules *)1;
+  struct cordon_error *err = NULL;
+  assert_int_equal(net_rules_load(fd, &loaded, &err), -1);
+  assert_null(loaded);
+  assert_non_null(strstr(err->message, "malformed"));
+  cordon_error_free(err);
+}
+
+static void test_rules_round_trip(void **state) {
+  (void)state;
+  const char *domains[] = {"example.com", "*.api.test", NULL};
+  const char *cidrs[] = {"10.1.0.0/16", "fd00::/8", NULL};
+  const char *pins[] = {"pinned.test:127.0.0.2", "six.test:[::1]", NULL};
+  struct cordon_egress_rules text = {
+      .allow_domains = domains, .allow_cidrs = cidrs, .resolve = pins};
+  struct net_rules *rules = NULL, *loaded = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(net_rules_parse(&text, &rules, &err), 0);
+  int fd = saved_rules(rules);
+  assert_int_equal(net_rules_load(fd, &loaded, &err), 0);
+  assert_int_equal(loaded->domain_count, 2);
+  assert_int_equal(loaded->cidr_count, 2);
+  assert_int_equal(loaded->pin_count, 2);
+  const char *hosts[] = {"example.com", "x.api.test", "api.test",
+                         "other.test",  "10.1.2.3",   "10.2.0.1"};
+  for (size_t i = 0; i < sizeof hosts / sizeof *hosts; i++) {
+    struct net_target a, b;
+    net_rules_check_target(rules, hosts[i], &a);
+    net_rules_check_target(loaded, hosts[i], &b);
+    assert_int_equal(a.kind, b.kind);
+    assert_string_equal(a.rule, b.rule);
+  }
+  struct net_addr pinned[4];
+  assert_int_equal(net_rules_pinned(loaded, "six.test", pinned, 4), 1);
+  assert_int_equal(pinned[0].family, AF_INET6);
+  net_rules_free(loaded);
+
+  /* Cut short, then padded by a byte. */
+  off_t size = lseek(fd, 0, SEEK_END);
+  assert_int_equal(ftruncate(fd, size - 1), 0);
+  assert_load_refused(fd);
+  assert_int_equal(ftruncate(fd, size + 1), 0);
+  assert_load_refused(fd);
+  assert_int_equal(ftruncate(fd, size), 0);
+  /* A name with no NUL in its whole field. */
+  size_t field = sizeof rules->domains[0].name;
+  char *fill = malloc(field);
+  memset(fill, 'a', field);
+  assert_int_equal(
+      pwrite(fd, fill, field, 3 * sizeof(uint64_t) + offsetof(struct net_domain_pattern, name)),
+      (ssize_t)field);
+  free(fill);
+  assert_load_refused(fd);
+  close(fd);
+  /* A count past the bytes there, and a count too large to allocate. */
+  fd = saved_rules(rules);
+  uint64_t count = 3;
+  assert_int_equal(pwrite(fd, &count, sizeof count, 0), (ssize_t)sizeof count);
+  assert_load_refused(fd);
+  count = UINT64_MAX / 2;
+  assert_int_equal(pwrite(fd, &count, sizeof count, 0), (ssize_t)sizeof count);
+  assert_load_refused(fd);
+  close(fd);
+  /* No rules at all: nothing allowed, as with NULL. */
+  fd = saved_rules(NULL);
+  assert_int_equal(net_rules_load(fd, &loaded, &err), 0);
+  assert_int_equal(loaded->domain_count + loaded->cidr_count + loaded->pin_count, 0);
+  net_rules_free(loaded);
+  close(fd);
+  net_rules_free(rules);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_domain_patterns),
@@ -228,6 +313,7 @@ int main(void) {
       cmocka_unit_test(test_parse_errors_name_the_entry),
       cmocka_unit_test(test_decisions),
       cmocka_unit_test(test_event_line),
+      cmocka_unit_test(test_rules_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
