@@ -206,6 +206,7 @@ struct run {
   size_t stdin_left;
   struct capture out, err;
   int exit_fd;
+  struct exec_early_end *early_end; /* NULL unless honoured (exec_early_end) */
   bool ended;
   bool timed_out;
 };
@@ -279,8 +280,8 @@ static int run_loop(struct run *run, double timeout, struct cordon_error **err) 
       return 0;
     }
 
-    struct pollfd pfds[4];
-    int count = 0, in_at = -1, out_at = -1, err_at = -1, exit_at = -1;
+    struct pollfd pfds[5];
+    int count = 0, in_at = -1, out_at = -1, err_at = -1, exit_at = -1, early_at = -1;
     if (run->stdin_fd >= 0) {
       in_at = count;
       pfds[count++] = (struct pollfd){.fd = run->stdin_fd, .events = POLLOUT};
@@ -296,6 +297,10 @@ static int run_loop(struct run *run, double timeout, struct cordon_error **err) 
     if (run->exit_fd >= 0) {
       exit_at = count;
       pfds[count++] = (struct pollfd){.fd = run->exit_fd, .events = POLLIN};
+    }
+    if (run->early_end && !run->ended && !run->timed_out) {
+      early_at = count;
+      pfds[count++] = (struct pollfd){.fd = run->early_end->fd, .events = POLLIN};
     }
 
     int wait_ms = -1;
@@ -322,7 +327,11 @@ static int run_loop(struct run *run, double timeout, struct cordon_error **err) 
         return -1;
       if (err_at >= 0 && pfds[err_at].revents && read_capture(&run->err, err) < 0)
         return -1;
-      if (exit_at >= 0 && pfds[exit_at].revents) {
+      bool work_over =
+          early_at >= 0 && pfds[early_at].revents && run->early_end->check(run->early_end->data);
+      if (work_over)
+        run->early_end->ended_early = true;
+      if ((exit_at >= 0 && pfds[exit_at].revents) || work_over) {
         run_command_ended(run);
         now = fs_now();
         drain_until = now + DRAIN_GRACE;
@@ -442,6 +451,8 @@ static int run_launched(const struct exec_spec *spec, const struct exec_launcher
       .err = {.fd = -1, .limit = limit},
       .exit_fd = -1,
   };
+  if (spec->early_end)
+    spec->early_end->ended_early = false;
   _cleanup_(close_child_fds) int child_fds[3] = {-1, -1, -1};
   if (spec->caller_fds) {
     if (open_caller_fds(spec, child_fds, &run.stdin_fd, err) < 0)
@@ -457,6 +468,8 @@ static int run_launched(const struct exec_spec *spec, const struct exec_launcher
     return -1;
   /* The command holds its own copies now; ours would keep EOF from ever arriving. */
   close_child_fds(&child_fds);
+  if (spec->early_end && launcher->kills_whole_tree && launcher->kills_whole_tree(launcher->data))
+    run.early_end = spec->early_end;
 
   int r;
   if (run.exit_fd < 0) {
@@ -925,6 +938,11 @@ static int host_start(void *data, const struct exec_spec *spec, const int stdio_
   return 0;
 }
 
+static bool host_kills_whole_tree(void *data) {
+  const struct host_launcher *h = data;
+  return h->cgroup_leaf != NULL;
+}
+
 static int host_reap(void *data, int *exit_code, int *term_signal, struct cordon_error **err) {
   struct host_launcher *h = data;
   siginfo_t info;
@@ -965,6 +983,7 @@ int exec_run(const struct exec_spec *spec, struct cordon_exec_result *res,
       .start = host_start,
       .reap = host_reap,
       .kill_tree = host_kill_tree,
+      .kills_whole_tree = host_kills_whole_tree,
       .cleanup = host_cleanup,
   };
   int r = exec_run_with(spec, &launcher, res, err);

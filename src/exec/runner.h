@@ -28,6 +28,21 @@ struct exec_spec {
    * >= 0) directly, and the result holds no output. */
   const int *caller_fds;
   bool tty; /* fd 0 is a terminal to become the command's controlling terminal */
+  /* NULL, or how to tell that the command's work is over before its process ends. */
+  struct exec_early_end *early_end;
+};
+
+/* A command that reports its result elsewhere before its process ends (gvisor's one-shot run:
+ * the status record is written, then runsc tears its sandbox down at leisure). Each time fd
+ * becomes readable the runner asks check(data); true ends the run as the command's exit would:
+ * the tree killed, the output drained to EOF, the process reaped (its own status is then the
+ * kill's, which the caller ignores for the one it was told). Honoured only where the launcher
+ * kills the tree whole (exec_launcher.kills_whole_tree); ended_early says whether it was. */
+struct exec_early_end {
+  int fd;
+  bool (*check)(void *data); /* must consume what made fd readable */
+  void *data;
+  bool ended_early; /* out */
 };
 
 /* The spec of a backend's exec request (already normalised by the library: env final, timeout
@@ -62,6 +77,9 @@ struct exec_launcher {
   /* Kill every process the command started (called on timeout, and after the command ended,
    * to remove what it left running). Idempotent. */
   void (*kill_tree)(void *data);
+  /* Whether kill_tree reaches every process the command started, wherever it went (a cgroup,
+   * not a process group). May be NULL: no. */
+  bool (*kills_whole_tree)(void *data);
   /* Release resources (called once at the end, whatever happened). May be NULL. */
   void (*cleanup)(void *data);
 };

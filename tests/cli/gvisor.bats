@@ -269,6 +269,30 @@ except (OSError, ValueError) as e:
   [[ "$output" != *pause* ]]
 }
 
+# A one-shot run returns once the status record is whole: the runner kills runsc's whole tree
+# (its cgroup) instead of waiting for runsc's graceful teardown. Watched from a cgroup of the
+# test's own: the output is whole, the code is the record's, and not one process is left.
+@test "gvisor: a one-shot run ends at its status record: whole output, its code, nothing left" {
+  local cg=/sys/fs/cgroup/unified watch i
+  [ -f "$cg/cgroup.procs" ] || cg=/sys/fs/cgroup
+  [ -f "$cg/cgroup.procs" ] && [ -w "$cg" ] || skip "no writable cgroup v2 hierarchy to watch the run in"
+  watch=$(mktemp -d "$cg/cordon-test-gvisor.XXXXXX")
+  for i in 1 2 3; do
+    run bash -c 'echo $$ >"$1/cgroup.procs" && exec "$2" run --backend gvisor -- \
+      sh -c "head -c 3000000 /dev/zero | tr \"\\0\" x; echo tail-of-stderr >&2; exit 3" \
+      >"$3/out" 2>"$3/err"' _ "$watch" "$CORDON" "$BATS_TEST_TMPDIR"
+    cat "$BATS_TEST_TMPDIR/err"
+    [ "$status" -eq 3 ]
+    [ "$(wc -c <"$BATS_TEST_TMPDIR/out")" -eq 3000000 ]
+    [ "$(tr -d x <"$BATS_TEST_TMPDIR/out" | wc -c)" -eq 0 ]
+    grep -qx tail-of-stderr "$BATS_TEST_TMPDIR/err"
+    # Nothing of the run in the watched cgroup or below it, and the runner's leaf is gone.
+    [ -z "$(cat "$watch/cgroup.procs")" ]
+    [ -z "$(find "$watch" -mindepth 1 -type d)" ]
+  done
+  rmdir "$watch"
+}
+
 # gVisor's gofer would carry a set-id mode to the host's file: the wrapper's seccomp filter
 # refuses every such mode, and nothing in the workspace has a set-id bit afterwards.
 @test "gvisor: no set-id bit made inside reaches the host" {

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -663,6 +664,86 @@ static void test_daemon_killed_with_cgroup(void **state) {
   assert_no_children();
 }
 
+/* ---- early end ---------------------------------------------------------------------------- */
+
+/* The command writes "done" into a directory watched by inotify and then lingers (sleep 31,
+ * with a stray file written first, which the check must not take for the end). */
+struct done_watch {
+  int inotify;
+  char file[PATH_MAX];
+  int checks; /* how many times the runner asked */
+};
+
+static bool done_written(void *data) {
+  struct done_watch *w = data;
+  char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  while (read(w->inotify, events, sizeof(events)) > 0)
+    ;
+  w->checks++;
+  char line[16] = {0};
+  int fd = open(w->file, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, line, sizeof(line) - 1) : -1;
+  if (fd >= 0)
+    close(fd);
+  return n == 5 && strcmp(line, "done\n") == 0;
+}
+
+static void test_early_end(void **state) {
+  char reason[512], own[4096];
+  if (!leaf_possible(own, sizeof(own), reason, sizeof(reason))) {
+    print_message("SKIP: an early end needs the tree killed whole (a cgroup v2 leaf): %s\n",
+                  reason);
+    skip();
+  }
+  char dir[] = "/tmp/cordon-test-early.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  struct done_watch w = {.inotify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)};
+  assert_true(w.inotify >= 0);
+  assert_true(inotify_add_watch(w.inotify, dir, IN_MODIFY | IN_CLOSE_WRITE) >= 0);
+  snprintf(w.file, sizeof(w.file), "%s/record", dir);
+  char marker[64], script[1024];
+  make_marker(marker, sizeof(marker));
+  snprintf(script, sizeof(script),
+           "echo stray > %s/other; sleep 0.2; echo output; echo done > %s/record; "
+           "(setsid sleep 31 %s &); exec sleep 31 %s",
+           dir, dir, marker, marker);
+  struct exec_early_end early = {.fd = w.inotify, .check = done_written, .data = &w};
+  struct exec_spec spec = {
+      .argv = ARGV("sh", "-c", script), .envp = test_env, .timeout = 20, .early_end = &early};
+  struct cordon_exec_result res;
+  run_ok(&spec, &res);
+  assert_true(early.ended_early);
+  assert_false(res.timed_out);
+  assert_true(res.duration < CUT_SHORT);
+  assert_string_equal((char *)res.stdout_data, "output\n");
+  assert_int_equal(res.term_signal, SIGKILL); /* the process's own status: the kill's */
+  /* The lingering command and its daemon went with the tree, before the run returned. */
+  bool gone = !process_with_argument_exists(marker);
+  if (!gone)
+    kill_processes_with_argument(marker);
+  assert_true(gone);
+  cordon_exec_result_clear(&res);
+  assert_no_children();
+
+  /* Writes the check refuses (a stray file, a record cut short) wake it but end nothing: the
+   * command ends by itself, with its own code. */
+  early.ended_early = true;
+  w.checks = 0;
+  assert_int_equal(unlink(w.file), 0);
+  snprintf(script, sizeof(script),
+           "echo stray > %s/other; sleep 0.2; printf don > %s/record; sleep 0.2; exit 4", dir, dir);
+  spec.argv = ARGV("sh", "-c", script);
+  run_ok(&spec, &res);
+  assert_false(early.ended_early);
+  assert_true(w.checks >= 1);
+  assert_int_equal(res.exit_code, 4);
+  cordon_exec_result_clear(&res);
+  close(w.inotify);
+  char cleanup[600];
+  snprintf(cleanup, sizeof(cleanup), "rm -rf %s", dir);
+  assert_int_equal(system(cleanup), 0);
+}
+
 /* ---- threads ------------------------------------------------------------------------------ */
 
 struct thread_job {
@@ -1041,6 +1122,7 @@ int main(void) {
       cmocka_unit_test(test_timeout_kills_tree),
       cmocka_unit_test(test_background_killed_after_exit),
       cmocka_unit_test(test_daemon_killed_with_cgroup),
+      cmocka_unit_test(test_early_end),
       cmocka_unit_test(test_concurrent_threads),
       cmocka_unit_test(test_custom_launcher),
       cmocka_unit_test(test_custom_launcher_start_fails),
