@@ -602,8 +602,8 @@ static bool cgroup_is_empty(int events_fd) {
   return !populated || populated[strlen("populated ")] == '0';
 }
 
-/* Kill everything in the leaf and wait (bounded) until the kernel says it is empty. */
-static void cgroup_leaf_kill(const char *leaf) {
+/* Kill everything in the leaf at once (no wait). */
+static void cgroup_leaf_kill_send(const char *leaf) {
   _cleanup_close_ int kill_fd = open_at_path(leaf, "cgroup.kill", O_WRONLY);
   if (kill_fd >= 0) {
     ssize_t n;
@@ -611,6 +611,10 @@ static void cgroup_leaf_kill(const char *leaf) {
       n = write(kill_fd, "1", 1);
     while (n < 0 && errno == EINTR);
   }
+}
+
+/* Wait (bounded) until the kernel says the leaf is empty. */
+static void cgroup_leaf_wait_empty(const char *leaf) {
   _cleanup_close_ int events_fd = open_at_path(leaf, "cgroup.events", O_RDONLY);
   if (events_fd < 0)
     return;
@@ -624,6 +628,12 @@ static void cgroup_leaf_kill(const char *leaf) {
     struct pollfd pfd = {.fd = events_fd, .events = POLLPRI};
     poll(&pfd, 1, wait_ms < 20 ? wait_ms : 20);
   }
+}
+
+/* Kill everything in the leaf and wait (bounded) until the kernel says it is empty. */
+static void cgroup_leaf_kill(const char *leaf) {
+  cgroup_leaf_kill_send(leaf);
+  cgroup_leaf_wait_empty(leaf);
 }
 
 static void cgroup_leaf_remove(const char *leaf) {
@@ -830,6 +840,12 @@ static void host_kill_tree(void *data) {
   struct host_launcher *h = data;
   if (h->pid <= 0)
     return;
+  /* The leaf first, which also holds what left the process group (setsid daemons): one write
+   * kills every process at once. Signalled first, a large tree (a gVisor sandbox: its Sentry
+   * and a stub process per task) wakes up to die and takes both CPUs of a small host from us
+   * for milliseconds before the write. */
+  if (h->cgroup_leaf)
+    cgroup_leaf_kill_send(h->cgroup_leaf);
   /* The leader is not reaped before this runs, so neither its pid nor its process group id
    * can have been reused: signalling them cannot hit a stranger. */
   if (!h->reaped) {
@@ -837,9 +853,8 @@ static void host_kill_tree(void *data) {
       sys_pidfd_send_signal(h->pidfd, SIGKILL);
     kill(-h->pid, SIGKILL);
   }
-  /* The leaf also holds what left the process group (setsid daemons). */
   if (h->cgroup_leaf)
-    cgroup_leaf_kill(h->cgroup_leaf);
+    cgroup_leaf_wait_empty(h->cgroup_leaf);
 }
 
 static int host_start(void *data, const struct exec_spec *spec, const int stdio_fds[3],
