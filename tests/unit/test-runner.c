@@ -111,6 +111,15 @@ static void kill_processes_with_argument(const char *marker) {
     return;
 }
 
+/* No process with the marker is left now (the run killed its cgroup leaf and waited for it to
+ * empty: no grace); any that is left is killed before the assertion fails. */
+static void assert_gone_now(const char *marker) {
+  bool gone = !process_with_argument_exists(marker);
+  if (!gone)
+    kill_processes_with_argument(marker);
+  assert_true(gone);
+}
+
 /* Whether the runner can use a per-exec cgroup v2 leaf here (its conditions: a v2 hierarchy, the
  * first it finds, our own cgroup writable, cgroup.kill present): own is then our v2 cgroup ("/..."
  * from the "0::" line); else false with the reason. */
@@ -656,10 +665,7 @@ static void test_daemon_killed_with_cgroup(void **state) {
   assert_int_equal(res.exit_code, 0);
   assert_true(res.duration < CUT_SHORT);
   /* With the cgroup, kill_tree waits until the leaf is empty: gone at once, no grace. */
-  bool gone = !process_with_argument_exists(marker);
-  if (!gone)
-    kill_processes_with_argument(marker);
-  assert_true(gone);
+  assert_gone_now(marker);
   cordon_exec_result_clear(&res);
   assert_no_children();
 }
@@ -718,10 +724,7 @@ static void test_early_end(void **state) {
   assert_string_equal((char *)res.stdout_data, "output\n");
   assert_int_equal(res.term_signal, SIGKILL); /* the process's own status: the kill's */
   /* The lingering command and its daemon went with the tree, before the run returned. */
-  bool gone = !process_with_argument_exists(marker);
-  if (!gone)
-    kill_processes_with_argument(marker);
-  assert_true(gone);
+  assert_gone_now(marker);
   cordon_exec_result_clear(&res);
   assert_no_children();
 
