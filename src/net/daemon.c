@@ -417,20 +417,17 @@ __attribute__((constructor)) static void egress_daemon_entry(int argc, char **ar
   egress_main(&d);
 }
 
-/* The grandchild, between fork and exec: async-signal-safe calls only. Every fd it is given is
- * close-on-exec here; each is copied above the targets first so that no move overwrites one
- * still to be moved. */
+/* The grandchild, between fork and exec: async-signal-safe calls only. It only puts the fds
+ * in place and leaves no other; the new image detaches the rest (stdio, signals, mask:
+ * daemon_detach). Every fd it is given is close-on-exec here; each is copied above the targets
+ * first so that no move overwrites one still to be moved. */
 static _Noreturn void exec_daemon(char *const argv[], const int from[], size_t count,
                                   int exec_status) {
   int high[8];
   for (size_t i = 0; i < count; i++)
     high[i] = from[i] < 0 ? -1 : fcntl(from[i], F_DUPFD_CLOEXEC, 16);
   int report = fcntl(exec_status, F_DUPFD_CLOEXEC, 16);
-  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  int e = report < 0 || null_fd < 0 ? errno : 0;
-  for (int i = 0; i < 3 && !e; i++)
-    if (dup2(null_fd, i) < 0)
-      e = errno;
+  int e = report < 0 ? errno : 0;
   for (size_t i = 0; i < count && !e; i++)
     if (from[i] >= 0 && (high[i] < 0 || dup2(high[i], DAEMON_FD_HANDOFF + (int)i) < 0))
       e = high[i] < 0 ? EBADF : errno;
@@ -441,12 +438,6 @@ static _Noreturn void exec_daemon(char *const argv[], const int from[], size_t c
     if (sys_close_range(DAEMON_FD_EXEC_STATUS + 1, ~0U, 0) < 0)
       e = errno;
   }
-  /* Handlers go with the exec; ignored signals and the mask would stay. */
-  for (int sig = 1; sig < NSIG && !e; sig++)
-    signal(sig, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
   if (!e) {
     extern char **environ;
     execve("/proc/self/exe", argv, environ);

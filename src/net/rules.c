@@ -2,16 +2,17 @@
 #include "net/rules.h"
 
 #include <ctype.h>
-#include <stdint.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 
 static inline void net_rules_freep(struct net_rules **r) {
   net_rules_free(*r);
@@ -194,28 +195,15 @@ struct rules_header {
 /* Far beyond any command line, and small enough that the arrays' sizes cannot overflow. */
 #define RULES_MAX_ENTRIES (1u << 20)
 
-static int write_all(int fd, const void *data, size_t size) {
-  for (const char *p = data; size > 0;) {
-    ssize_t n = write(fd, p, size);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return -1;
-    p += n;
-    size -= (size_t)n;
-  }
-  return 0;
-}
-
 int net_rules_save(const struct net_rules *rules, int fd, struct cordon_error **err) {
   struct rules_header h = {0, 0, 0};
   if (rules)
     h = (struct rules_header){rules->domain_count, rules->cidr_count, rules->pin_count};
-  if (write_all(fd, &h, sizeof h) < 0 ||
+  if (fs_write_all(fd, &h, sizeof h) < 0 ||
       (h.domain_count &&
-       write_all(fd, rules->domains, h.domain_count * sizeof *rules->domains) < 0) ||
-      (h.cidr_count && write_all(fd, rules->cidrs, h.cidr_count * sizeof *rules->cidrs) < 0) ||
-      (h.pin_count && write_all(fd, rules->pins, h.pin_count * sizeof *rules->pins) < 0))
+       fs_write_all(fd, rules->domains, h.domain_count * sizeof *rules->domains) < 0) ||
+      (h.cidr_count && fs_write_all(fd, rules->cidrs, h.cidr_count * sizeof *rules->cidrs) < 0) ||
+      (h.pin_count && fs_write_all(fd, rules->pins, h.pin_count * sizeof *rules->pins) < 0))
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno ? errno : EIO,
                             "cannot hand the egress proxy its rules");
   return 0;
@@ -227,7 +215,7 @@ static void *load_array(int fd, off_t *offset, uint64_t count, size_t size) {
   if (!array)
     return NULL;
   size_t want = count * size;
-  if (want && pread(fd, array, want, *offset) != (ssize_t)want) {
+  if (want && fs_pread_all(fd, array, want, (uint64_t)*offset) < 0) {
     free(array);
     return NULL;
   }
@@ -247,7 +235,7 @@ int net_rules_load(int fd, struct net_rules **out, struct cordon_error **err) {
   *out = NULL;
   struct rules_header h;
   struct stat st;
-  if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fstat(fd, &st) < 0 ||
+  if (fs_pread_all(fd, &h, sizeof h, 0) < 0 || fstat(fd, &st) < 0 ||
       h.domain_count > RULES_MAX_ENTRIES || h.cidr_count > RULES_MAX_ENTRIES ||
       h.pin_count > RULES_MAX_ENTRIES)
     return cordon_error_set(err, CORDON_ERR_INVALID, 0,

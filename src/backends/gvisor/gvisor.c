@@ -19,7 +19,6 @@
  * status record; the exit code is taken from that record, never from runsc. read, write, ls
  * and snapshot work on the host side of the workspace (protocol/workspace.c), so a snapshot's
  * id is the same as ns's for the same tree. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -942,15 +941,6 @@ static bool record_whole(void *data) {
   return n > 0 && line[n - 1] == '\n';
 }
 
-/* Empties runsc's state root of a sandbox whose processes are all gone. */
-static void remove_state_entries(const char *state) {
-  _cleanup_close_ int dir = open(state, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  _cleanup_closedir_ DIR *d = dir >= 0 ? fdopendir(fcntl(dir, F_DUPFD_CLOEXEC, 3)) : NULL;
-  for (struct dirent *e; d && (e = readdir(d));)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-      fs_remove_tree_at(dir, e->d_name, NULL);
-}
-
 /* The watch, or -1 (the run then ends with runsc, as it would anyway). */
 static int record_watch_open(struct cordon_session *s, struct record_watch *w) {
   _cleanup_free_ char *control = NULL;
@@ -1004,11 +994,11 @@ static int gvisor_exec(struct cordon_session *s, const struct cordon_exec_reques
   fs_close_reset(&watch.control);
   if (ran < 0)
     return -1;
-  /* Killed whole: what runsc kept of the sandbox is a state file, no process; removing it here
-   * spares the destroy a `runsc delete`. */
+  /* Killed whole: what runsc kept of the sandbox is its state root, no process; removing it
+   * here spares the destroy a `runsc delete` (state_root_used). */
   _cleanup_free_ char *state = NULL;
   if (early.ended_early && session_path(s, "state", &state, NULL) == 0)
-    remove_state_entries(state);
+    fs_remove_tree(state, NULL);
   bool host_killed = res->timed_out;
   char kind[16];
   int value = 0;
