@@ -304,6 +304,26 @@ stored_in() {
   [ "$(sessions_left)" -eq 0 ]
 }
 
+# Attack from inside: pid 1 of an ns candidate shares the race process's memory, so it is kept
+# not dumpable (hidden from its sandbox's /proc, its /proc/1/mem closed). The flag is the memory's,
+# one for every candidate: restored when the first candidate ended, it opened pid 1 of every
+# other one, and the race's memory with it, to their commands (a candidate read 4 KiB of the
+# race's heap through /proc/1/mem). Candidate 0 ends at once; candidate 1 looks for 5 s.
+@test "ns race: a candidate never sees its pid 1 or the race's memory, after a sibling ended too" {
+  ns_snapshot_or_skip
+  run $CORDON race --backend ns --base "$BASE" --k 2 --jobs 2 --out r.json --logs logs -- sh -c '
+    [ "$CORDON_CANDIDATE_INDEX" -eq 0 ] && exit 0
+    for _ in $(seq 25); do
+      if [ -e /proc/1/status ] || head -c 1 /proc/1/mem >/dev/null 2>&1; then
+        echo "pid 1 reachable"; grep -m1 heap /proc/1/maps; exit 0
+      fi
+      sleep 0.2
+    done
+    echo "pid 1 hidden"'
+  [ "$status" -eq 0 ]
+  [ "$(cat logs/candidate-1.stdout)" = "pid 1 hidden" ]
+}
+
 # Issue 14, finding 13: the caller's umask does not reach the candidates (every sandboxed command
 # starts with umask 022), and a fork's root keeps the base's mode (here 0751, not 0755 & ~umask).
 @test "the same race under umask 077 and 022: the same snapshots, a byte-identical receipt" {

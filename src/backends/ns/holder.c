@@ -677,7 +677,7 @@ struct ns_oneshot {
   int go[2];     /* caller -> pid 1: the id maps are written */
   int report[2]; /* pid 1 -> caller: one setup_report; EOF when pid 1 is gone */
   bool child_ends_closed;
-  int dumpable; /* the caller's flag: pid 1 clears it for the memory they share */
+  bool dumpable_held; /* this sandbox holds the caller's flag cleared (dumpable_hold) */
   /* Shared memory: written by pid 1 or the command, read by the caller once pid 1 is reaped
    * (or, for exec_stage, once pid 1 has reported). */
   volatile int command_status;
@@ -691,6 +691,33 @@ struct ns_oneshot {
 /* Ended sandboxes whose pid 1 this process, about to exit, does not wait for (see
  * ns_oneshot_release): kept reachable, since pid 1 may still run on the stacks they hold. */
 static struct ns_oneshot *left_at_exit;
+
+/* The dumpable flag belongs to the memory, which every one-shot pid 1 shares with the caller:
+ * each pid 1 clears it (sandbox_drop_privileges), so that its sandbox can neither see pid 1
+ * (hidepid) nor open /proc/1/mem, which would be the caller's memory. Several sandboxes of one
+ * process (a race's candidates) share that one flag, so it comes back only when the last of
+ * them has ended: restored by whichever ended first, it would open every other one's pid 1,
+ * and the caller's memory with it, to that sandbox's commands. */
+static pthread_mutex_t dumpable_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned dumpable_holds;
+static int dumpable_saved;
+
+static void dumpable_hold(struct ns_oneshot *o) {
+  pthread_mutex_lock(&dumpable_lock);
+  if (dumpable_holds++ == 0)
+    dumpable_saved = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+  o->dumpable_held = true;
+  pthread_mutex_unlock(&dumpable_lock);
+}
+
+/* Once o's pid 1 is gone (or was never born). Idempotent. */
+static void dumpable_release(struct ns_oneshot *o) {
+  pthread_mutex_lock(&dumpable_lock);
+  if (o->dumpable_held && --dumpable_holds == 0 && dumpable_saved > 0)
+    prctl(PR_SET_DUMPABLE, dumpable_saved, 0, 0, 0);
+  o->dumpable_held = false;
+  pthread_mutex_unlock(&dumpable_lock);
+}
 
 ON_OWN_STACK static int oneshot_command_main(void *arg) {
   struct ns_oneshot *o = arg;
@@ -915,7 +942,7 @@ static void oneshot_wait(struct ns_oneshot *o, int *status) {
   while (waitpid(o->pid1, status, __WALL) < 0 && errno == EINTR)
     ;
   o->reaped = true;
-  prctl(PR_SET_DUMPABLE, o->dumpable, 0, 0, 0);
+  dumpable_release(o);
 }
 
 void ns_oneshot_kill(struct ns_oneshot *o) {
@@ -955,6 +982,7 @@ void ns_oneshot_free(struct ns_oneshot *o) {
   int status;
   ns_oneshot_kill(o);
   oneshot_wait(o, &status);
+  dumpable_release(o); /* a pid 1 never born */
   /* pid 1 is gone: its vfork is over, and its thread returns. */
   if (o->vfork_thread_started)
     pthread_join(o->vfork_thread, NULL);
@@ -1021,7 +1049,7 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
                   ONESHOT_STACK_PREFAULT, MADV_POPULATE_WRITE);
   if (pipe2(o->go, O_CLOEXEC) < 0 || pipe2(o->report, O_CLOEXEC) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
-  o->dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+  dumpable_hold(o);
   /* Every signal blocked across the clone, so no handler of ours runs in pid 1 before it resets
    * them all. */
   sigset_t all, old_mask;
