@@ -803,8 +803,10 @@ static int setid_fresh(const char *path) {
 }
 
 /* chmod(path, mode) through the i386 entry point (int 0x80): the path must sit below 4 GiB, so
- * it is copied into our (non-PIE, static) data segment first. -ENOSYS when the kernel has no
- * 32-bit emulation. */
+ * it is copied into our (non-PIE, static) data segment first. Made in a child, whose exit code
+ * carries the answer: without ia32 emulation (ia32_emulation=0) int 0x80 is a SIGSEGV, and
+ * gVisor (runsc 20221219 on Linux 6.18) answers a getpid that way but kills a chmod with
+ * SIGSEGV. A child killed by a signal means no 32-bit entry point: -1 with ENOSYS. */
 static long chmod_int80(const char *path, unsigned mode) {
 #if defined(__x86_64__)
   static char low[PATH_MAX];
@@ -813,28 +815,25 @@ static long chmod_int80(const char *path, unsigned mode) {
     errno = ENOSYS;
     return -1;
   }
-  /* Without ia32 emulation (ia32_emulation=0) int 0x80 is a SIGSEGV: try it in a child first. */
   pid_t pid = fork();
   if (pid == 0) {
-    long g;
-    __asm__ volatile("int $0x80" : "=a"(g) : "a"(20L /* i386 getpid */) : "memory");
-    _exit(0);
+    long r;
+    __asm__ volatile("int $0x80"
+                     : "=a"(r)
+                     : "a"(15L /* i386 chmod */), "b"((long)(uintptr_t)low), "c"((long)mode)
+                     : "memory");
+    _exit(r < 0 ? (int)(-r & 0xff) : 0);
   }
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status)) {
     errno = ENOSYS;
     return -1;
   }
-  long r;
-  __asm__ volatile("int $0x80"
-                   : "=a"(r)
-                   : "a"(15L /* i386 chmod */), "b"((long)(uintptr_t)low), "c"((long)mode)
-                   : "memory");
-  if (r < 0) {
-    errno = (int)-r;
+  if (WEXITSTATUS(status)) {
+    errno = WEXITSTATUS(status);
     return -1;
   }
-  return r;
+  return 0;
 #else
   (void)path;
   (void)mode;
