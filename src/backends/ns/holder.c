@@ -677,7 +677,7 @@ struct ns_oneshot {
   int go[2];     /* caller -> pid 1: the id maps are written */
   int report[2]; /* pid 1 -> caller: one setup_report; EOF when pid 1 is gone */
   bool child_ends_closed;
-  bool dumpable_held; /* this sandbox holds the caller's flag cleared (dumpable_hold) */
+  bool dumpable_held; /* pid 1 lives: it holds the caller's flag cleared (dumpable_hold) */
   /* Shared memory: written by pid 1 or the command, read by the caller once pid 1 is reaped
    * (or, for exec_stage, once pid 1 has reported). */
   volatile int command_status;
@@ -710,7 +710,7 @@ static void dumpable_hold(struct ns_oneshot *o) {
   pthread_mutex_unlock(&dumpable_lock);
 }
 
-/* Once o's pid 1 is gone (or was never born). Idempotent. */
+/* Once o's pid 1 is gone. Idempotent. */
 static void dumpable_release(struct ns_oneshot *o) {
   pthread_mutex_lock(&dumpable_lock);
   if (o->dumpable_held && --dumpable_holds == 0 && dumpable_saved > 0)
@@ -982,7 +982,6 @@ void ns_oneshot_free(struct ns_oneshot *o) {
   int status;
   ns_oneshot_kill(o);
   oneshot_wait(o, &status);
-  dumpable_release(o); /* a pid 1 never born */
   /* pid 1 is gone: its vfork is over, and its thread returns. */
   if (o->vfork_thread_started)
     pthread_join(o->vfork_thread, NULL);
@@ -1049,7 +1048,6 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
                   ONESHOT_STACK_PREFAULT, MADV_POPULATE_WRITE);
   if (pipe2(o->go, O_CLOEXEC) < 0 || pipe2(o->report, O_CLOEXEC) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "pipe");
-  dumpable_hold(o);
   /* Every signal blocked across the clone, so no handler of ours runs in pid 1 before it resets
    * them all. */
   sigset_t all, old_mask;
@@ -1067,6 +1065,7 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
                                 : CORDON_ERR_SYSTEM,
                             clone_errno, "cannot create the sandbox namespaces");
   o->pid1 = pid;
+  dumpable_hold(o); /* before the go: pid 1 clears the flag only after it */
   oneshot_close_child_ends(o);
   int r = confine_cgroups_join_fds(cfg->cgroup_join_fds, pid);
   if (r == 0 && cfg->cgroup_fd >= 0) {
