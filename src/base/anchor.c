@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/anchor.h"
@@ -44,6 +45,12 @@ static int open_by_components(int rootfd, const char *path, int flags, mode_t mo
     else
       fd = openat(dirfd, comp, flags | O_NOFOLLOW | O_CLOEXEC, mode);
     int saved = errno;
+    /* A symlink met as a directory (or with O_DIRECTORY) is ENOTDIR here, ELOOP to openat2's
+     * RESOLVE_NO_SYMLINKS: say ELOOP, as it does, so that callers name the symlink either way. */
+    struct stat st;
+    if (fd < 0 && saved == ENOTDIR && fstatat(dirfd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISLNK(st.st_mode))
+      saved = ELOOP;
     close(dirfd);
     if (fd < 0) {
       errno = saved;

@@ -146,6 +146,7 @@ need_mechanism() {
   [ "$status" -eq 1 ]
   [[ "$output" == *"out/app"*"symlink"* ]]
   run "$CORDON" build --rev HEAD --output out/app -- sh -c 'mkdir real && echo x > real/app && ln -s real out'
+  echo "$output" # shown if an assertion below fails
   [ "$status" -eq 1 ]
   [[ "$output" == *"symlink"* ]]
 }

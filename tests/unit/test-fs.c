@@ -301,6 +301,9 @@ static void test_anchor_modes(void **state) {
     assert_true(anchor_open_beneath(root, escapes[i], O_RDONLY, 0) < 0);
     assert_true(errno == EXDEV || errno == ELOOP);
   }
+  /* A symlink on the way is ELOOP (the fallback walk says the same: anchor_fallback_checks). */
+  assert_true(anchor_open(root, "a/in-link/x", O_RDONLY, 0) < 0);
+  assert_int_equal(errno, ELOOP);
   assert_true(anchor_open_beneath(root, "/etc/passwd", O_RDONLY, 0) < 0);
   fd = anchor_open(root, "", O_RDONLY | O_DIRECTORY, 0);
   assert_true(fd >= 0);
@@ -350,6 +353,10 @@ static int anchor_fallback_checks(int root) {
     return 14;
   if (anchor_open(root, "a/../../x", O_RDONLY, 0) >= 0 || errno != EXDEV)
     return 15;
+  /* A symlink on the way is ELOOP, as openat2 says it (not ENOTDIR). */
+  if (anchor_open(root, "out/passwd", O_PATH, 0) >= 0 || errno != ELOOP ||
+      anchor_open(root, "a/in-link/x", O_RDONLY, 0) >= 0 || errno != ELOOP)
+    return 17;
   struct cordon_error *err = NULL;
   fd = fs_open_beneath(root, "a/in-link", O_RDONLY, 0, "test", &err);
   if (fd >= 0 || err->kind != CORDON_ERR_DENIED)
