@@ -125,6 +125,15 @@ stop_agent() {
   sandbox=$(find_below "$agent_pid" runsc-sandbox) || { echo "no runsc-sandbox"; false; }
   runner=$(runsc_run_below "$agent_pid")
   [ -n "$runner" ] || { echo "no runsc run below the agent"; false; }
+  # Killed once runsc has recorded the container in its state root (the agent deletes what is
+  # recorded there): the sandbox process starts before that record is written.
+  state=$(sed -n 's/.*--root=\([^ ]*\) .* run --bundle .*/\1/p' "$SHIM/calls")
+  [ -n "$state" ] || { echo "no state root in the runsc call"; false; }
+  for _ in $(seq 200); do
+    [ -n "$(ls -A "$state" 2>/dev/null)" ] && break
+    sleep 0.1
+  done
+  [ -n "$(ls -A "$state")" ] || { echo "runsc recorded nothing in $state"; false; }
   kill -9 "$runner"
   run wait "$agent_pid"
   agent_pid=""
