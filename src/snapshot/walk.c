@@ -387,6 +387,10 @@ static int process_dir(struct worker *w, struct walk_node *node) {
   size_t n = 0;
   for (;;) {
     ssize_t got = getdents64(fd, w->dents, DENTS_BUFFER);
+    /* Removed since its open: a dead directory lists as ENOENT. rmdir needs it empty, so
+     * nothing in it is lost: it was simply not there. */
+    if (got < 0 && errno == ENOENT && node != t->root)
+      return vanish(t, node);
     if (got < 0)
       return changed_error(w, node, errno);
     if (got == 0)

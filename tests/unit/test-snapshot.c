@@ -1278,6 +1278,40 @@ static void test_live_tree(void **state) {
   free(tree);
 }
 
+/* Directories made and removed during the walk: one opened just before its removal lists as
+ * ENOENT (a dead directory), and was simply not there, as a file that vanishes. */
+static void *dir_churn_main(void *arg) {
+  struct churn *c = arg;
+  for (unsigned k = 0; !__atomic_load_n(&c->stop, __ATOMIC_RELAXED); k++) {
+    char d[512];
+    snprintf(d, sizeof(d), "%s/gone-%u", c->tree, k % 8);
+    mkdir(d, 0755);
+    rmdir(d);
+  }
+  return NULL;
+}
+
+static void test_live_tree_dirs(void **state) {
+  struct fixture *f = *state;
+  char *tree = path_of(f, "live-dirs");
+  mks(tree, "stable", "stable content\n", 0644);
+  struct churn c = {.tree = tree};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, dir_churn_main, &c), 0);
+  for (int i = 0; i < 600; i++) {
+    char id[CORDON_DIGEST_HEX_SIZE];
+    struct cordon_error *err = NULL;
+    if (cordon_snapshot_take(f->cas, tree, NULL, id, NULL, &err) < 0) {
+      __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
+      pthread_join(th, NULL);
+      fail_msg("snapshot %d of a tree whose directories come and go failed: %s", i, err->message);
+    }
+  }
+  __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
+  pthread_join(th, NULL);
+  free(tree);
+}
+
 /* ---- overlay terminal snapshots and shared bases ------------------------------------------ */
 
 static void test_overlay_terminal_snapshot(void **state) {
@@ -1765,6 +1799,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_import_gnu_tar, setup, teardown),
       cmocka_unit_test_setup_teardown(test_kill9_during_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(test_live_tree, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_live_tree_dirs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_overlay_terminal_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(test_overlay_markers_of_other_namespace, setup, teardown),
       cmocka_unit_test_setup_teardown(test_restore_links_from_reference, setup, teardown),
