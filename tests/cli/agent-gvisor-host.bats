@@ -135,7 +135,9 @@ stop_agent() {
   done
   [ -n "$(ls -A "$state")" ] || { echo "runsc recorded nothing in $state"; false; }
   kill -9 "$runner"
-  run wait "$agent_pid"
+  # Not `run wait`: bats runs that in a subshell, whose wait returns at once (not its child).
+  status=0
+  wait "$agent_pid" || status=$?
   agent_pid=""
   cat "$SHIM/out" "$SHIM/calls"
   [ "$status" -ne 0 ]
