@@ -295,7 +295,8 @@ static int run_bundle(const struct agent_launch *launch, const char *bundle, int
   int r = run_program(run, launch->tty ? RUNSC_TERMINAL : RUNSC_PIPES, exit_code, err);
   /* A sandbox that outlived its process (runsc killed) would keep the bundle busy. `runsc run`
    * removes its container from the state root when it ends, so an empty state root costs no
-   * further runsc start. */
+   * further runsc start; killed before it recorded anything there, it has left nothing running
+   * (agent-gvisor-host.bats kills it as it starts). */
   if (fs_dir_has_entries(state)) {
     int ignored;
     const char *const del[] = {runsc, root, "--ignore-cgroups", "delete", "--force", id, NULL};

@@ -3,7 +3,7 @@
 # (--ignore-cgroups: the agent's spec sets no resources, so runsc's cgroups at the root of every
 # v1 hierarchy would limit nothing and only move the sandbox out of the caller's cgroups), and
 # `runsc delete` runs only when the state root still holds a container (runsc killed mid-run),
-# not after every run. runsc is reached through a logging stand-in first on PATH, which execs the
+# not after every run, and a runsc killed at any point leaves nothing of its sandbox running. runsc is reached through a logging stand-in first on PATH, which execs the
 # real one. The agent's stdio are files of the test's own, never /dev/null (runsc hands its stdio
 # to the sandbox's user). Skipped, with the reason, without runsc or root.
 
@@ -147,4 +147,32 @@ stop_agent() {
     sleep 0.1
   done
   [ ! -d "/proc/$sandbox" ]
+}
+
+@test "agent gvisor: runsc killed as it starts, before or while it records its container: nothing of it is left" {
+  agent sleep 30 &
+  agent_pid=$!
+  runner=""
+  for _ in $(seq 2000); do
+    runner=$(runsc_run_below "$agent_pid")
+    [ -z "$runner" ] || break
+    sleep 0.01
+  done
+  [ -n "$runner" ] || { echo "no runsc run below the agent"; false; }
+  kill -9 "$runner"
+  status=0
+  wait "$agent_pid" || status=$?
+  agent_pid=""
+  cat "$SHIM/out" "$SHIM/calls"
+  [ "$status" -ne 0 ]
+  bundle=$(sed -n 's/.* run --bundle \([^ ]*\) .*/\1/p' "$SHIM/calls")
+  [ -n "$bundle" ] || { echo "no bundle in the runsc call"; false; }
+  # runsc's sandbox and gofer name the bundle or its state root on their command lines.
+  for _ in $(seq 50); do
+    left=$(grep -l -F -- "$bundle" /proc/[0-9]*/cmdline 2>/dev/null || true)
+    [ -n "$left" ] || break
+    sleep 0.1
+  done
+  [ -z "$left" ] || { echo "left running: $left"; false; }
+  [ ! -e "$bundle" ]
 }
