@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +29,9 @@ struct exec_pipe_relay {
   int ours[3];               /* our ends: stdin's write end, stdout's and stderr's read ends */
   int theirs[3];             /* the program's ends */
   int wake[2];               /* [1] written by finish, [0] polled by the relay */
+  /* A seekable input (a file): a copy of the program's end of its stdin pipe, which says how
+   * much it left unread there when it ends; -1 otherwise. */
+  int in_probe;
   pthread_t thread;
   bool started, finished;
   unsigned char pending[RELAY_CHUNK]; /* input read but not yet taken by the program */
@@ -45,7 +49,8 @@ int exec_pipe_relay_open(int in_fd, int out_fd, int err_fd, struct exec_pipe_rel
                                 .err_fd = err_fd,
                                 .ours = {-1, -1, -1},
                                 .theirs = {-1, -1, -1},
-                                .wake = {-1, -1}};
+                                .wake = {-1, -1},
+                                .in_probe = -1};
   int p[2], e = 0;
   for (int i = 0; i < 3 && !e; i++) {
     if (pipe2(p, O_CLOEXEC) < 0) {
@@ -77,6 +82,8 @@ int exec_pipe_relay_open(int in_fd, int out_fd, int err_fd, struct exec_pipe_rel
   if (in_fd < 0) {
     r->input_ended = true; /* the program reads end of input at once */
     fs_close_reset(&r->ours[TO_IN]);
+  } else if (lseek(in_fd, 0, SEEK_CUR) >= 0) {
+    r->in_probe = fcntl(r->theirs[TO_IN], F_DUPFD_CLOEXEC, 3); /* -1: input as a pipe's */
   }
   *out = r;
   return 0;
@@ -91,6 +98,22 @@ static void end_input(struct exec_pipe_relay *r) {
   r->input_ended = true;
   r->pending_length = 0;
   fs_close_reset(&r->ours[TO_IN]); /* the program reads end of input */
+}
+
+/* The program has ended. What was read from a seekable input but never taken by the program
+ * (in our buffer, or still in its pipe) goes back: the input's offset moves back over it, as
+ * head(1) does, so whoever reads the caller's input next (the rest of a shell loop over a
+ * file) finds it there. Input from a pipe or a terminal cannot be given back. */
+static void give_back_input(struct exec_pipe_relay *r) {
+  if (r->in_probe < 0)
+    return;
+  int queued = 0;
+  if (ioctl(r->in_probe, FIONREAD, &queued) < 0 || queued < 0)
+    queued = 0;
+  off_t unread = (off_t)r->pending_length + queued;
+  if (unread > 0)
+    (void)!lseek(r->in_fd, -unread, SEEK_CUR);
+  fs_close_reset(&r->in_probe);
 }
 
 static void relay_input(struct exec_pipe_relay *r) {
@@ -176,6 +199,7 @@ static void *relay_main(void *arg) {
         if (c == 'F' && !draining) {
           draining = true;
           deadline = now_ms() + DRAIN_LIMIT_MS;
+          give_back_input(r);
           end_input(r);
         }
     }
@@ -227,5 +251,6 @@ void exec_pipe_relay_free(struct exec_pipe_relay *r) {
   }
   fs_close_reset(&r->wake[0]);
   fs_close_reset(&r->wake[1]);
+  fs_close_reset(&r->in_probe);
   free(r);
 }

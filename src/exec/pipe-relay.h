@@ -6,7 +6,9 @@
  * program gets the ends of three pipes made for it, and a thread copies the caller's input into
  * the first and the program's output from the other two to the caller's fds as it comes.
  * Input that the program does not take yet waits in a small buffer, and meanwhile no more is
- * read, so output keeps flowing while the program does not read. */
+ * read, so output keeps flowing while the program does not read. A seekable input (a file) is
+ * left where the program stopped reading: what the relay read ahead goes back when the program
+ * ends. Read-ahead from a pipe or terminal is consumed, as with ssh(1). */
 #ifndef CORDON_EXEC_PIPE_RELAY_H
 #define CORDON_EXEC_PIPE_RELAY_H
 

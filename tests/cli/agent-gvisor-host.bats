@@ -176,3 +176,16 @@ stop_agent() {
   [ -z "$left" ] || { echo "left running: $left"; false; }
   [ ! -e "$bundle" ]
 }
+
+@test "agent gvisor: a file as stdin is left where the agent stopped reading" {
+  printf 'one\ntwo\nthree\n' >"$SHIM/lines"
+  # The agent takes one line; what follows it on the same input finds the rest.
+  {
+    PATH="$SHIM:$PATH" "$CORDON" agent --mechanism gvisor --project "$PROJECT" -- \
+      sh -c 'read l; echo "agent: $l"'
+    echo "after: $(cat)"
+  } <"$SHIM/lines" >"$SHIM/out" 2>&1
+  cat "$SHIM/out"
+  grep -qx 'agent: one' "$SHIM/out"
+  grep -qx 'after: two' "$SHIM/out"
+}

@@ -118,8 +118,36 @@ static void test_unread_input_and_bulk_output(void **state) {
   struct stat st;
   assert_int_equal(fstat(out, &st), 0);
   assert_int_equal(st.st_size, 1048576);
+  /* A file: what the relay read ahead went back, none of it was the program's. */
+  assert_int_equal(lseek(in, 0, SEEK_CUR), 0);
   close(in);
   close(out);
+}
+
+/* A file as input is left where the program stopped reading (the relay's read-ahead goes
+ * back), so the caller's next reader finds the rest: a shell loop over a file's lines, one
+ * program per line, loses none. */
+static void test_file_input_left_where_the_program_stopped(void **state) {
+  (void)state;
+  static const char lines[] = "one\ntwo\nthree\n";
+  int in = scratch_file(lines, strlen(lines));
+  const char *expect[] = {"one\n", "two\n", "three\n"};
+  for (int i = 0; i < 3; i++) {
+    int out = scratch_file(NULL, 0);
+    /* dash's read takes one byte at a time: exactly one line. */
+    assert_int_equal(run("read l; echo \"$l\"", in, out, -1), 0);
+    size_t n;
+    char *o = file_text(out, &n);
+    assert_string_equal(o, expect[i]);
+    free(o);
+    close(out);
+  }
+  assert_int_equal(lseek(in, 0, SEEK_CUR), (off_t)strlen(lines));
+  /* A program that reads it all leaves it at its end. */
+  assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+  assert_int_equal(run("cat >/dev/null", in, -1, -1), 0);
+  assert_int_equal(lseek(in, 0, SEEK_CUR), (off_t)strlen(lines));
+  close(in);
 }
 
 static void test_dropped_output(void **state) {
@@ -172,6 +200,7 @@ int main(void) {
       cmocka_unit_test(test_bytes_in_order_streams_apart),
       cmocka_unit_test(test_no_input_is_end_of_input),
       cmocka_unit_test(test_unread_input_and_bulk_output),
+      cmocka_unit_test(test_file_input_left_where_the_program_stopped),
       cmocka_unit_test(test_dropped_output),
       cmocka_unit_test(test_escaped_holder_does_not_hang),
       cmocka_unit_test(test_caller_stdio_closed),
