@@ -100,6 +100,17 @@ stop_agent() {
 }
 
 
+# Kill the agent's `runsc run` ($1) and wait for the agent, which must fail; prints its output
+# and the runsc calls. Not `run wait`: bats runs that in a subshell, whose wait returns at once.
+kill_runner() {
+  kill -9 "$1"
+  local status=0
+  wait "$agent_pid" || status=$?
+  agent_pid=""
+  cat "$SHIM/out" "$SHIM/calls"
+  [ "$status" -ne 0 ]
+}
+
 @test "agent gvisor: runsc runs with --ignore-cgroups, and a run that ended costs no runsc delete" {
   run agent sh -c 'exit 7'
   cat "$SHIM/out" "$SHIM/calls"
@@ -134,13 +145,7 @@ stop_agent() {
     sleep 0.1
   done
   [ -n "$(ls -A "$state")" ] || { echo "runsc recorded nothing in $state"; false; }
-  kill -9 "$runner"
-  # Not `run wait`: bats runs that in a subshell, whose wait returns at once (not its child).
-  status=0
-  wait "$agent_pid" || status=$?
-  agent_pid=""
-  cat "$SHIM/out" "$SHIM/calls"
-  [ "$status" -ne 0 ]
+  kill_runner "$runner"
   grep -q -- '--ignore-cgroups delete --force cordon-agent-' "$SHIM/calls"
   for _ in $(seq 50); do
     [ -d "/proc/$sandbox" ] || break
@@ -159,12 +164,7 @@ stop_agent() {
     sleep 0.01
   done
   [ -n "$runner" ] || { echo "no runsc run below the agent"; false; }
-  kill -9 "$runner"
-  status=0
-  wait "$agent_pid" || status=$?
-  agent_pid=""
-  cat "$SHIM/out" "$SHIM/calls"
-  [ "$status" -ne 0 ]
+  kill_runner "$runner"
   bundle=$(sed -n 's/.* run --bundle \([^ ]*\) .*/\1/p' "$SHIM/calls")
   [ -n "$bundle" ] || { echo "no bundle in the runsc call"; false; }
   # runsc's sandbox and gofer name the bundle or its state root on their command lines.

@@ -1246,6 +1246,27 @@ static void *churn_main(void *arg) {
   return NULL;
 }
 
+/* `rounds` snapshots of `tree` while `churn` changes it on a thread of its own, every other one
+ * without the stat cache; each must succeed. */
+static void snapshots_beside(struct fixture *f, const char *tree, void *(*churn)(void *),
+                             int rounds) {
+  struct churn c = {.tree = tree};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, churn, &c), 0);
+  struct cordon_snapshot_options nocache = {.no_stat_cache = true};
+  for (int i = 0; i < rounds; i++) {
+    char id[CORDON_DIGEST_HEX_SIZE];
+    struct cordon_error *err = NULL;
+    if (cordon_snapshot_take(f->cas, tree, i % 2 ? &nocache : NULL, id, NULL, &err) < 0) {
+      __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
+      pthread_join(th, NULL);
+      fail_msg("snapshot %d of a live tree failed: %s", i, err->message);
+    }
+  }
+  __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
+  pthread_join(th, NULL);
+}
+
 static void test_live_tree(void **state) {
   struct fixture *f = *state;
   char *tree = path_of(f, "live");
@@ -1254,22 +1275,7 @@ static void test_live_tree(void **state) {
     snprintf(name, sizeof(name), "d%d/f%d", i % 10, i);
     mks(tree, name, "stable content\n", 0644);
   }
-  struct churn c = {.tree = tree};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, churn_main, &c), 0);
-  struct cordon_snapshot_options nocache = {.no_stat_cache = true};
-  for (int i = 0; i < 30; i++) {
-    char id[CORDON_DIGEST_HEX_SIZE];
-    struct cordon_error *err = NULL;
-    int r = cordon_snapshot_take(f->cas, tree, i % 2 ? &nocache : NULL, id, NULL, &err);
-    if (r < 0) {
-      __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
-      pthread_join(th, NULL);
-      fail_msg("snapshot of a live tree failed: %s", err->message);
-    }
-  }
-  __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
-  pthread_join(th, NULL);
+  snapshots_beside(f, tree, churn_main, 30);
   struct cordon_cas_verify_report rep;
   struct cordon_error *err = NULL;
   must(cordon_cas_verify(f->cas, NULL, &rep, &err), err, "verify");
@@ -1295,20 +1301,7 @@ static void test_live_tree_dirs(void **state) {
   struct fixture *f = *state;
   char *tree = path_of(f, "live-dirs");
   mks(tree, "stable", "stable content\n", 0644);
-  struct churn c = {.tree = tree};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, dir_churn_main, &c), 0);
-  for (int i = 0; i < 600; i++) {
-    char id[CORDON_DIGEST_HEX_SIZE];
-    struct cordon_error *err = NULL;
-    if (cordon_snapshot_take(f->cas, tree, NULL, id, NULL, &err) < 0) {
-      __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
-      pthread_join(th, NULL);
-      fail_msg("snapshot %d of a tree whose directories come and go failed: %s", i, err->message);
-    }
-  }
-  __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
-  pthread_join(th, NULL);
+  snapshots_beside(f, tree, dir_churn_main, 600);
   free(tree);
 }
 
