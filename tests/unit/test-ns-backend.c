@@ -560,6 +560,41 @@ static void test_threaded_caller(void **state) {
   pthread_join(t, NULL);
 }
 
+/* The holder of a threaded caller is made in a copy of the caller (fork), where a lock another
+ * thread held at that instant stays held: it must take none that threads coming and going take
+ * (ASan's thread registry, through its prctl(PR_SET_NAME) hook, hung such a holder). Sessions
+ * made while two threads start and end threads without pause. */
+static bool churn_stop; /* atomic */
+static void *short_thread(void *arg) {
+  return arg;
+}
+static void *thread_churn(void *arg) {
+  (void)arg;
+  while (!__atomic_load_n(&churn_stop, __ATOMIC_RELAXED)) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, short_thread, NULL) == 0)
+      pthread_join(t, NULL);
+  }
+  return NULL;
+}
+
+static void test_threaded_caller_busy(void **state) {
+  __atomic_store_n(&churn_stop, false, __ATOMIC_RELAXED);
+  pthread_t churn[4];
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_create(&churn[i], NULL, thread_churn, NULL), 0);
+  for (int i = 0; i < 100; i++) {
+    struct cordon_manifest m = {0};
+    struct cordon_session *s = create(&m);
+    expect_stdout(s, "echo busy", "busy\n");
+    struct cordon_error *err = NULL;
+    assert_int_equal(cordon_session_destroy(s, &err), 0);
+  }
+  __atomic_store_n(&churn_stop, true, __ATOMIC_RELAXED);
+  for (int i = 0; i < 4; i++)
+    pthread_join(churn[i], NULL);
+}
+
 /* One-shot sandboxes started from several threads at once, each on a workspace of its own (so
  * each also makes the throw-away user namespace of an id-mapped mount): every thread's
  * processes are cloned while the others hold fresh pipes, and none may wait on a copy another
@@ -935,6 +970,7 @@ int main(void) {
       cmocka_unit_test(test_cwd_and_exec_errors),
       cmocka_unit_test(test_limits),
       cmocka_unit_test(test_threaded_caller),
+      cmocka_unit_test(test_threaded_caller_busy),
       cmocka_unit_test(test_concurrent_execs),
       cmocka_unit_test(test_workers_are_reused_and_clean),
       cmocka_unit_test(test_concurrent_one_shot),

@@ -28,6 +28,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/proc.h"
+#include "base/syscalls.h"
 #include "confine/clone-run.h"
 #include "confine/seccomp.h"
 
@@ -57,7 +58,7 @@ void ns_stack_unmap(void *p, size_t size) {
  * `--env TOKEN=...`) with `title`, as setproctitle does: /proc/PID/cmdline is world-readable
  * inside the sandbox even though we are not dumpable. */
 void ns_set_title(const char *title) {
-  prctl(PR_SET_NAME, "cordon", 0, 0, 0);
+  sys_prctl_set_name("cordon");
   struct proc_stat st;
   if (proc_stat_read(0, &st) < 0 || !st.arg_start || st.arg_end <= st.arg_start)
     return;
