@@ -490,12 +490,12 @@ static const char net_probe_script[] =
     "elif command -v busybox >/dev/null 2>&1; then\n"
     "  out=/tmp/.cordon-conformance-nc.$$; port=47311\n"
     "  busybox nc -l -p $port > $out 2>/dev/null & server=$!\n"
-    "  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do\n"
-    "    echo ping | busybox nc -w 2 127.0.0.1 $port 2>/dev/null && break; sleep 0.1\n"
+    /* Up to 10 s each for the server to listen and for its copy of the ping: under load (a
+     * sanitizer build beside other suites) the background server may start seconds late. */
+    "  i=0; while [ $i -lt 100 ]; do\n"
+    "    echo ping | busybox nc -w 2 127.0.0.1 $port 2>/dev/null && break; sleep 0.1; i=$((i+1))\n"
     "  done\n"
-    "  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do\n"
-    "    [ -s $out ] && break; sleep 0.1\n"
-    "  done\n"
+    "  i=0; while [ $i -lt 100 ] && [ ! -s $out ]; do sleep 0.1; i=$((i+1)); done\n"
     "  kill $server 2>/dev/null; wait $server 2>/dev/null\n"
     "  if [ \"$(cat $out)\" = ping ]; then echo reached; else echo 'unreachable: no answer'; fi\n"
     "  rm -f $out\n"
