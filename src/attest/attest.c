@@ -28,6 +28,7 @@
 #include "attest/probes.h"
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/syscalls.h"
 #include "crypto/digest.h"
 #include "crypto/jcs.h"
 #include "crypto/signed.h"
@@ -164,7 +165,7 @@ static int host_setup(struct host_setup *h, const char *kernel, struct cordon_er
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "attest: marker process");
   if (h->marker == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    prctl(PR_SET_NAME, ATTEST_MARKER_COMM);
+    sys_prctl_set_name(ATTEST_MARKER_COMM);
     for (;;)
       pause();
   }

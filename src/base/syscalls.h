@@ -1,7 +1,8 @@
 /* The one home of raw system calls: thin static inline wrappers named sys_<kernel name> for
  * the calls glibc 2.36 does not wrap (the new mount API, openat2, pidfds, clone3,
  * close_range) and for those whose glibc wrapper must be bypassed (the set*id calls, which
- * glibc broadcasts to every thread, unsafe in a clone child that shares our memory). Debian
+ * glibc broadcasts to every thread, unsafe in a clone child that shares our memory) or a
+ * sanitizer's hook (PR_SET_NAME, whose hook locks in a fork of a threaded process). Debian
  * 12's kernel headers predate some constants: define them here. */
 #ifndef CORDON_BASE_SYSCALLS_H
 #define CORDON_BASE_SYSCALLS_H
@@ -108,7 +109,7 @@ static inline int sys_seccomp(unsigned op, unsigned flags, void *args) {
 }
 /* The thread's name (comm), bypassing every hook on prctl: a sanitizer's takes its thread
  * registry's lock, which in a fork of a threaded process may stay held by a thread that is not
- * there (ns_set_title in the holder a threaded caller forks). */
+ * there (a fork child of a threaded caller: the ns holder, attest's marker process). */
 static inline int sys_prctl_set_name(const char *name) {
   return (int)syscall(SYS_prctl, PR_SET_NAME, name, 0, 0, 0);
 }

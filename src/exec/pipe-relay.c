@@ -30,7 +30,9 @@ struct exec_pipe_relay {
   int theirs[3];             /* the program's ends */
   int wake[2];               /* [1] written by finish, [0] polled by the relay */
   /* A seekable input (a file): a copy of the program's end of its stdin pipe, which says how
-   * much it left unread there when it ends; -1 otherwise. */
+   * much it left unread there when it ends; -1 otherwise. While it is open the pipe always has
+   * a reader, so a program that closes its stdin early costs at most a pipeful read ahead,
+   * all of it given back (give_back_input), instead of an EPIPE. */
   int in_probe;
   pthread_t thread;
   bool started, finished;

@@ -563,7 +563,7 @@ static void test_threaded_caller(void **state) {
 /* The holder of a threaded caller is made in a copy of the caller (fork), where a lock another
  * thread held at that instant stays held: it must take none that threads coming and going take
  * (ASan's thread registry, through its prctl(PR_SET_NAME) hook, hung such a holder). Sessions
- * made while two threads start and end threads without pause. */
+ * made while four threads start and end threads without pause. */
 static bool churn_stop; /* atomic */
 static void *short_thread(void *arg) {
   return arg;
