@@ -39,11 +39,17 @@ try:
 except OSError as e:
     print(\"unreachable: %s\" % e)"
 else
-  busybox nc -l -p 47312 > /tmp/got & server=$!
-  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-    echo ping | busybox nc -w 2 127.0.0.1 47312 2>/dev/null && break; sleep 0.1
+  # The server reads a fifo this shell holds open, as the conformance probe does: at EOF on its
+  # stdin busybox nc half-closes at once, and a client that saw that FIN before reading its own
+  # stdin ended without sending the ping (1 run in 6 to 12 under load). Up to 10 s each for the
+  # server to listen and for its copy of the ping.
+  mkfifo /tmp/got.in; exec 3<>/tmp/got.in
+  busybox nc -l -p 47312 <&3 > /tmp/got 2>/dev/null & server=$!
+  i=0; while [ $i -lt 100 ]; do
+    echo ping | busybox nc -w 2 127.0.0.1 47312 2>/dev/null && break; sleep 0.1; i=$((i+1))
   done
-  sleep 0.2; kill $server 2>/dev/null
+  i=0; while [ $i -lt 100 ] && [ ! -s /tmp/got ]; do sleep 0.1; i=$((i+1)); done
+  kill $server 2>/dev/null; wait $server 2>/dev/null; exec 3>&-
   if [ "$(cat /tmp/got)" = ping ]; then echo reached; else echo "unreachable: no answer"; fi
 fi'
 
