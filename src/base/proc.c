@@ -3,6 +3,8 @@
 #include "base/proc.h"
 
 #include <fcntl.h>
+#include <link.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,4 +62,27 @@ void proc_exit_pending_set(void) {
 
 bool proc_exit_pending(void) {
   return exit_pending;
+}
+
+struct address_search {
+  uintptr_t address;
+  bool found;
+};
+
+static int search_executable(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  struct address_search *search = data;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && search->address >= start && search->address < start + ph->p_memsz)
+      search->found = true;
+  }
+  return 1; /* the executable comes first: stop after it */
+}
+
+bool proc_in_executable(const void *address) {
+  struct address_search search = {.address = (uintptr_t)address};
+  dl_iterate_phdr(search_executable, &search);
+  return search.found;
 }

@@ -30,4 +30,10 @@ unsigned long long proc_start_time(pid_t pid);
 void proc_exit_pending_set(void);
 bool proc_exit_pending(void);
 
+/* Whether address lies in the program's own executable (not in a shared object). Code there
+ * surely runs again in an execve of /proc/self/exe, its constructors included: how cordon
+ * starts a fresh image of itself (the ns holder's spawner, the egress daemon). In
+ * libcordon.so it may not (a program that dlopen'd it): such callers are not re-exec'd. */
+bool proc_in_executable(const void *address);
+
 #endif

@@ -208,6 +208,27 @@ int crypto_hmac_new(const uint8_t *key, size_t key_length, struct crypto_hmac **
   return 0;
 }
 
+size_t crypto_hmac_state_length(void) {
+  return sizeof(struct crypto_hmac);
+}
+
+void crypto_hmac_state(const struct crypto_hmac *h, uint8_t *out) {
+  memcpy(out, h, sizeof(*h));
+}
+
+int crypto_hmac_from_state(const uint8_t *state, size_t length, struct crypto_hmac **out,
+                           struct cordon_error **err) {
+  if (length != sizeof(struct crypto_hmac))
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "an HMAC state of %zu bytes, not %zu",
+                            length, sizeof(struct crypto_hmac));
+  struct crypto_hmac *h = malloc(sizeof(*h));
+  if (!h)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "HMAC");
+  memcpy(h, state, sizeof(*h));
+  *out = h;
+  return 0;
+}
+
 int crypto_hmac_parts(struct crypto_hmac *h, const struct crypto_part *parts, size_t count,
                       uint8_t out[CRYPTO_SHA256_LEN], struct cordon_error **err) {
   SHA256_CTX ctx = h->inner;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/proc.h"
 #include "base/syscalls.h"
 #include "net/daemon.h"
 #include "net/proxy.h"
@@ -390,6 +391,19 @@ static bool fd_is_socket(int fd, int type) {
          getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &len) == 0 && t == type;
 }
 
+/* The daemon, from the fds it was handed: the rules are read from their memfd. */
+static _Noreturn void serve_handed(bool bridge, int handoff, int events, int rules, int listen) {
+  struct egress_daemon d = {
+      .serves_bridge = bridge, .handoff = handoff, .proxy_listen = listen, .events_fd = events};
+  struct cordon_error *err = NULL;
+  if (net_rules_load(rules, &d.rules, &err) < 0) {
+    daemon_failed(d.events_fd, "rules", err);
+    _exit(1);
+  }
+  close(rules);
+  egress_main(&d);
+}
+
 /* Before main, in the image the grandchild exec'd: a program linking libcordon is the daemon
  * when its argv is exactly PROGRAM EGRESS_DAEMON_FLAG bridge|socket. glibc hands argc and argv
  * to constructors. */
@@ -404,17 +418,8 @@ __attribute__((constructor)) static void egress_daemon_entry(int argc, char **ar
             EGRESS_DAEMON_FLAG);
     _exit(2);
   }
-  struct egress_daemon d = {.serves_bridge = bridge,
-                            .handoff = DAEMON_FD_HANDOFF,
-                            .proxy_listen = bridge ? -1 : DAEMON_FD_LISTEN,
-                            .events_fd = DAEMON_FD_EVENTS};
-  struct cordon_error *err = NULL;
-  if (net_rules_load(DAEMON_FD_RULES, &d.rules, &err) < 0) {
-    daemon_failed(d.events_fd, "rules", err);
-    _exit(1);
-  }
-  close(DAEMON_FD_RULES);
-  egress_main(&d);
+  serve_handed(bridge, DAEMON_FD_HANDOFF, DAEMON_FD_EVENTS, DAEMON_FD_RULES,
+               bridge ? -1 : DAEMON_FD_LISTEN);
 }
 
 /* The grandchild, between fork and exec: async-signal-safe calls only. It only puts the fds
@@ -484,6 +489,7 @@ int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *hand
   char *argv[] = {"cordon-egress", EGRESS_DAEMON_FLAG, spec->serves_bridge ? "bridge" : "socket",
                   NULL};
   const int from[] = {ours, events_fd, rules_fd, listen_fd};
+  bool in_executable = proc_in_executable((const void *)egress_daemon_entry);
   /* Twice, so that the daemon is nobody's child here: a caller that lives on (a race) must not
    * find it among its children, and `session create` may exit at once. */
   pid_t pid = fork();
@@ -492,7 +498,12 @@ int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *hand
     pid_t daemon = fork();
     if (daemon != 0)
       _exit(daemon < 0);
-    exec_daemon(argv, from, ARRAY_SIZE(from), status_write);
+    if (in_executable)
+      exec_daemon(argv, from, ARRAY_SIZE(from), status_write);
+    /* From libcordon.so (proc_in_executable): the daemon is the fork's copy, safe with
+     * glibc's allocator, which locks around fork. */
+    close(status_write);
+    serve_handed(spec->serves_bridge, ours, events_fd, rules_fd, listen_fd);
   }
   if (pid < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot start the egress proxy");

@@ -34,6 +34,17 @@ wt() { "$CORDON" "$@"; }
   [[ "$output" == *"unknown verb 'frobnicate'"* ]]
 }
 
+@test "the ns holder's spawner entry run by hand is refused in one line, exit 2" {
+  # Internal: a caller with threads execs cordon afresh with it (src/backends/ns/holder.c).
+  for fds in "" "1,2" "x" "3,4,5,6,7,8" "-1,3,3,3,3,3" "3,3,3,3,3,3"; do
+    run "$CORDON" --cordon-internal-holder-spawner "$fds"
+    echo "$fds: $output"
+    [ "$status" -eq 2 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"not meant to be run by hand"* ]]
+  done
+}
+
 @test "run returns the command's exit code and output" {
   run $CORDON run --backend worktree -- sh -c 'echo hi; exit 7'
   [ "$status" -eq 7 ]

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -547,23 +548,51 @@ static void *idle_thread(void *arg) {
   return NULL;
 }
 
+/* Whether pid maps a file whose name holds marker: a fork's copy of this process would. */
+static bool maps_name(pid_t pid, const char *marker) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+  unsigned char *maps = NULL;
+  size_t length = 0;
+  struct cordon_error *err = NULL;
+  if (fs_read_file(path, 1 << 22, &maps, &length, &err) < 0)
+    fail_msg("%s", err->message);
+  bool found = strstr((char *)maps, marker) != NULL;
+  free(maps);
+  return found;
+}
+
+/* A caller with threads: its session's holder is a fresh image of the program, not a copy of
+ * the caller's memory (holder.c, the spawner): a mapping the caller made before is not in it. */
 static void test_threaded_caller(void **state) {
   pthread_mutex_lock(&idle_lock);
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, idle_thread, NULL), 0);
+  int marker = memfd_create("cordon-test-threaded-caller", MFD_CLOEXEC);
+  assert_true(marker >= 0 && ftruncate(marker, 4096) == 0);
+  void *mapped = mmap(NULL, 4096, PROT_READ, MAP_SHARED, marker, 0);
+  assert_true(mapped != MAP_FAILED);
+  assert_true(maps_name(getpid(), "cordon-test-threaded-caller"));
   struct cordon_manifest m = {0};
   struct cordon_session *s = create(&m);
   expect_stdout(s, "echo threaded", "threaded\n");
+  json_t *st = json_loads(s->backend_state, 0, NULL);
+  pid_t holder = (pid_t)json_integer_value(json_object_get(st, "holder_pid"));
+  json_decref(st);
+  assert_true(holder > 1);
+  assert_false(maps_name(holder, "cordon-test-threaded-caller"));
+  munmap(mapped, 4096);
+  close(marker);
   struct cordon_error *err = NULL;
   assert_int_equal(cordon_session_destroy(s, &err), 0);
   pthread_mutex_unlock(&idle_lock);
   pthread_join(t, NULL);
 }
 
-/* The holder of a threaded caller is made in a copy of the caller (fork), where a lock another
- * thread held at that instant stays held: it must take none that threads coming and going take
- * (ASan's thread registry, through its prctl(PR_SET_NAME) hook, hung such a holder). Sessions
- * made while four threads start and end threads without pause. */
+/* A copy of a threaded caller (a fork) keeps held whatever lock another thread held at that
+ * instant (ASan's thread registry, through its prctl(PR_SET_NAME) hook, hung a holder made in
+ * such a copy): the holder is a spawner's, a fresh image. Sessions made while four threads
+ * start and end threads without pause. */
 static bool churn_stop; /* atomic */
 static void *short_thread(void *arg) {
   return arg;

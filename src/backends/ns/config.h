@@ -5,11 +5,13 @@
 #define CORDON_NS_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "confine/caps.h"
 #include "confine/cgroup.h"
 #include "confine/mount.h"
+#include <cordon/error.h>
 
 struct crypto_hmac;
 
@@ -53,5 +55,33 @@ struct ns_holder_config {
    * -1 for every other class. */
   int egress_fd;
 };
+
+/* The configuration as bytes, for a fresh image of this program (a spawner exec'd by a caller
+ * with threads, holder.c): written to fd as JSON, the fds by number only (they stay open at
+ * those numbers across the exec), the HMAC by its keyed state. Load refuses anything malformed
+ * (CORDON_ERR_INVALID) and returns a configuration of its own, freed by
+ * ns_holder_config_free. */
+int ns_holder_config_save(const struct ns_holder_config *cfg, int fd, struct cordon_error **err);
+int ns_holder_config_load(int fd, struct ns_holder_config **out, struct cordon_error **err);
+void ns_holder_config_free(struct ns_holder_config *cfg);
+/* The fds the configuration carries (fds holds at least ns_holder_config_fd_count()):
+ * returns how many were put in fds. */
+size_t ns_holder_config_fd_count(const struct ns_holder_config *cfg);
+size_t ns_holder_config_fds(const struct ns_holder_config *cfg, int *fds, size_t max);
+
+/* A child that runs this program afresh (execve of /proc/self/exe) with argv PROGRAM flag N,
+ * where N lists the extra fds' numbers (at most 8) and the configuration's memfd. Nothing of
+ * this process runs in the child between its fork and its exec but async-signal-safe calls,
+ * so a caller with threads can use it; the new image keeps the configuration's fds and the
+ * extra ones at their numbers, and no other (0-2 aside). A failed exec ends the child with
+ * NS_CONFIG_EXEC_FAILED. Returns the child's pid, or -1. */
+#define NS_CONFIG_EXEC_FAILED 127
+pid_t ns_holder_config_exec(const struct ns_holder_config *cfg, const char *flag, const int *extra,
+                            size_t n_extra, struct cordon_error **err);
+/* In the new image, from its argv (argv[1] the flag, argv[2] the numbers): the n_extra fds
+ * (each checked to be a pipe) and the configuration, loaded and its memfd closed. A hand-made
+ * argv is a usage error. */
+int ns_holder_config_from_argv(char **argv, int *extra, size_t n_extra,
+                               struct ns_holder_config **cfg, struct cordon_error **err);
 
 #endif

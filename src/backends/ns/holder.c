@@ -1,6 +1,7 @@
 /* The ns holder (see holder.h): spawn, setup, the pid-1 loop, workers and the command child.
  *
- * Everything after the clone runs in a copy of the caller's address space, single-threaded.
+ * Everything after the clone runs in a copy of a single-threaded address space: the caller's,
+ * or, for a caller with threads, a spawner's, this program exec'd afresh (intermediate_main).
  * Errors before the holder is ready travel back over a pipe as one message; after that the
  * holder has no one to tell and simply keeps serving (or exits, killing the namespace). */
 #include <errno.h>
@@ -535,14 +536,42 @@ static pid_t clone_holder(const struct ns_holder_config *cfg, int go[2], int rea
   return pid;
 }
 
-/* The intermediate process (for multi-threaded callers, which must not clone raw): clones the
- * holder, reports its pid and exits, so the holder is re-parented away from the caller. */
+/* The spawner (for callers with threads, which must not clone raw): clones the holder,
+ * reports its pid and exits, so the holder is re-parented away from the caller. It runs in a
+ * fresh image of this program, never in the fork's copy of the caller: a copy holds whatever
+ * locks the caller's other threads held at the fork, and the first allocation there could wait
+ * for ever (seen with the sanitisers' allocator, which takes no lock around fork; and with
+ * their hook of prctl). */
 static _Noreturn void intermediate_main(const struct ns_holder_config *cfg, int info_fd, int go[2],
                                         int ready[2]) {
   struct cordon_error *err = NULL;
   pid_t pid = clone_holder(cfg, go, ready, info_fd, &err);
   report_send(info_fd, pid > 0 ? pid : 0, pid > 0 ? NULL : err);
   _exit(pid > 0 ? 0 : 1);
+}
+
+#define SPAWNER_FLAG "--cordon-internal-holder-spawner"
+
+/* Before main, in the image ns_holder_config_exec started: a program linking libcordon is the
+ * spawner when its argv is PROGRAM SPAWNER_FLAG FDS. The fds: the report pipe's write end, the
+ * go pipe's two ends and the ready pipe's two ends (as clone_holder takes them), then the
+ * configuration's memfd. */
+__attribute__((constructor)) static void holder_spawner_entry(int argc, char **argv) {
+  if (argc != 3 || strcmp(argv[1], SPAWNER_FLAG) != 0)
+    return;
+  int fds[5];
+  struct ns_holder_config *cfg = NULL;
+  struct cordon_error *err = NULL;
+  if (ns_holder_config_from_argv(argv, fds, ARRAY_SIZE(fds), &cfg, &err) < 0) {
+    if (err->kind == CORDON_ERR_USAGE) {
+      fprintf(stderr, "cordon: %s\n", err->message);
+      _exit(2);
+    }
+    report_send(fds[0], 0, err);
+    _exit(1);
+  }
+  int go[2] = {fds[1], fds[2]}, ready[2] = {fds[3], fds[4]};
+  intermediate_main(cfg, fds[0], go, ready);
 }
 
 static bool single_threaded(void) {
@@ -585,23 +614,35 @@ int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out, int *rea
     if (holder < 0)
       return -1;
   } else {
-    pid_t mid = fork();
-    if (mid == 0) {
+    /* A fresh image of this program, where this code is in its executable (the CLI, a
+     * program linking libcordon's archive). From libcordon.so (which a program may have
+     * dlopen'd, so that an exec of it runs none of cordon's code) the spawner is still the
+     * fork's copy, safe with glibc's allocator, which locks around fork. */
+    const int handed[] = {info[1], go[0], go[1], ready[0], ready[1]};
+    pid_t mid = -1;
+    if (proc_in_executable((const void *)holder_spawner_entry)) {
+      mid = ns_holder_config_exec(cfg, SPAWNER_FLAG, handed, ARRAY_SIZE(handed), err);
+    } else if ((mid = fork()) == 0) {
       close(info[0]);
       intermediate_main(cfg, info[1], go, ready);
+    } else if (mid < 0) {
+      cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "fork");
     }
-    int fork_errno = errno;
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     close(info[1]);
     close(go[0]);
     close(go[1]);
     close(ready[1]);
     if (mid < 0)
-      return cordon_error_set(err, CORDON_ERR_SYSTEM, fork_errno, "fork");
+      return -1;
     struct setup_report rep;
     int got = report_receive(info_read, &rep);
-    while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
+    int status = 0;
+    while (waitpid(mid, &status, 0) < 0 && errno == EINTR)
       ;
+    if (got < 0 && WIFEXITED(status) && WEXITSTATUS(status) == NS_CONFIG_EXEC_FAILED)
+      return cordon_error_set(err, CORDON_ERR_SYSTEM, 0,
+                              "cannot start the sandbox spawner: exec of /proc/self/exe");
     if (got < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox spawner died");
     if (rep.kind >= 0)
