@@ -126,18 +126,32 @@ static char *saved_text(const struct ns_holder_config *c) {
   return (char *)text;
 }
 
-static void test_round_trip(void **state) {
-  (void)state;
-  struct cordon_error *err = NULL;
-  struct crypto_hmac *auth = NULL;
-  assert_int_equal(crypto_hmac_new((const uint8_t *)"k3y", 3, &auth, &err), 0);
-  struct ns_holder_config c = sample(auth);
-  char *text = saved_text(&c);
+/* c saved, then loaded back */
+static struct ns_holder_config *reloaded(const struct ns_holder_config *c) {
+  char *text = saved_text(c);
   int fd = memfd_with(text);
   free(text);
   struct ns_holder_config *got = NULL;
-  assert_int_equal(ns_holder_config_load(fd, &got, &err), 0);
+  struct cordon_error *err = NULL;
+  if (ns_holder_config_load(fd, &got, &err) < 0)
+    fail_msg("%s", err->message);
   close(fd);
+  return got;
+}
+
+static struct crypto_hmac *keyed(const char *key) {
+  struct crypto_hmac *auth = NULL;
+  struct cordon_error *err = NULL;
+  assert_int_equal(crypto_hmac_new((const uint8_t *)key, strlen(key), &auth, &err), 0);
+  return auth;
+}
+
+static void test_round_trip(void **state) {
+  (void)state;
+  struct cordon_error *err = NULL;
+  struct crypto_hmac *auth = keyed("k3y");
+  struct ns_holder_config c = sample(auth);
+  struct ns_holder_config *got = reloaded(&c);
 
   const struct confine_root_spec *a = &c.root, *b = &got->root;
   assert_string_equal(a->staging, b->staging);
@@ -200,13 +214,7 @@ static void test_no_auth_no_lists(void **state) {
   c.root.ro_paths = c.root.hidden_host_dirs = NULL;
   c.root.trees = NULL;
   c.root.n_trees = 0;
-  char *text = saved_text(&c);
-  int fd = memfd_with(text);
-  free(text);
-  struct ns_holder_config *got = NULL;
-  struct cordon_error *err = NULL;
-  assert_int_equal(ns_holder_config_load(fd, &got, &err), 0);
-  close(fd);
+  struct ns_holder_config *got = reloaded(&c);
   assert_null(got->auth);
   assert_null(got->root.ro_paths);
   assert_int_equal(got->root.n_trees, 0);
@@ -236,9 +244,7 @@ static void expect_malformed(const char *text) {
 
 static void test_malformed_refused(void **state) {
   (void)state;
-  struct crypto_hmac *auth = NULL;
-  struct cordon_error *err = NULL;
-  assert_int_equal(crypto_hmac_new((const uint8_t *)"k", 1, &auth, &err), 0);
+  struct crypto_hmac *auth = keyed("k");
   struct ns_holder_config c = sample(auth);
   char *text = saved_text(&c);
   crypto_hmac_free(auth);
