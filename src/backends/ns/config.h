@@ -71,10 +71,12 @@ size_t ns_holder_config_fds(const struct ns_holder_config *cfg, int *fds, size_t
 
 /* A child that runs this program afresh (execve of /proc/self/exe) with argv PROGRAM flag N,
  * where N lists the extra fds' numbers (at most 8) and the configuration's memfd. Nothing of
- * this process runs in the child between its fork and its exec but async-signal-safe calls,
- * so a caller with threads can use it; the new image keeps the configuration's fds and the
- * extra ones at their numbers, and no other (0-2 aside). A failed exec ends the child with
- * NS_CONFIG_EXEC_FAILED. Returns the child's pid, or -1. */
+ * this process runs in the child between its clone and its exec but async-signal-safe calls,
+ * so a caller with threads can use it. The child is a vfork (it shares this memory until its
+ * exec): the calling thread must have every signal blocked, so that no handler of the
+ * caller's runs in it; the new image starts with that mask. It keeps the configuration's fds
+ * and the extra ones at their numbers, and no other (0-2 aside). A failed exec ends the child
+ * with NS_CONFIG_EXEC_FAILED. Returns the child's pid, or -1. */
 #define NS_CONFIG_EXEC_FAILED 127
 pid_t ns_holder_config_exec(const struct ns_holder_config *cfg, const char *flag, const int *extra,
                             size_t n_extra, struct cordon_error **err);
