@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/clone-run.h"
 #include "base/proc.h"
 #include "base/syscalls.h"
 #include "net/daemon.h"
@@ -404,9 +406,11 @@ static _Noreturn void serve_handed(bool bridge, int handoff, int events, int rul
   egress_main(&d);
 }
 
-/* Before main, in the image the grandchild exec'd: a program linking libcordon is the daemon
- * when its argv is exactly PROGRAM EGRESS_DAEMON_FLAG bridge|socket. glibc hands argc and argv
- * to constructors. */
+/* Before main, in the image the caller's child exec'd: a program linking libcordon is the
+ * daemon when its argv is exactly PROGRAM EGRESS_DAEMON_FLAG bridge|socket (glibc hands argc
+ * and argv to constructors). It leaves its parent's session and forks the daemon, so that the
+ * daemon is nobody's child there: a caller that lives on (a race) must not find it among its
+ * children, and `session create` may exit at once. */
 __attribute__((constructor)) static void egress_daemon_entry(int argc, char **argv) {
   if (argc != 3 || strcmp(argv[1], EGRESS_DAEMON_FLAG) != 0)
     return;
@@ -418,16 +422,33 @@ __attribute__((constructor)) static void egress_daemon_entry(int argc, char **ar
             EGRESS_DAEMON_FLAG);
     _exit(2);
   }
+  setsid();
+  pid_t daemon = fork();
+  if (daemon != 0)
+    _exit(daemon < 0);
   serve_handed(bridge, DAEMON_FD_HANDOFF, DAEMON_FD_EVENTS, DAEMON_FD_RULES,
                bridge ? -1 : DAEMON_FD_LISTEN);
 }
 
-/* The grandchild, between fork and exec: async-signal-safe calls only. It only puts the fds
- * in place and leaves no other; the new image detaches the rest (stdio, signals, mask:
- * daemon_detach). Every fd it is given is close-on-exec here; each is copied above the targets
- * first so that no move overwrites one still to be moved. */
-static _Noreturn void exec_daemon(char *const argv[], const int from[], size_t count,
-                                  int exec_status) {
+/* The child, between its clone and its exec, sharing the caller's memory (a vfork):
+ * async-signal-safe calls only, nothing of the caller's written but errno. It only puts the
+ * fds in place (in its own fd table) and leaves no other; the new image detaches the rest
+ * (stdio, signals, mask: daemon_detach). Every fd it is given is close-on-exec here; each is
+ * copied above the targets first so that no move overwrites one still to be moved. Not
+ * instrumented by ASan: it runs on a stack of its own. */
+struct daemon_exec {
+  char *const *argv;
+  const int *from;
+  size_t count;
+  int exec_status;
+};
+
+__attribute__((no_sanitize_address)) static int exec_daemon(void *arg) {
+  const struct daemon_exec *x = arg;
+  char *const *argv = x->argv;
+  const int *from = x->from;
+  size_t count = x->count;
+  int exec_status = x->exec_status;
   int high[8];
   for (size_t i = 0; i < count; i++)
     high[i] = from[i] < 0 ? -1 : fcntl(from[i], F_DUPFD_CLOEXEC, 16);
@@ -450,6 +471,17 @@ static _Noreturn void exec_daemon(char *const argv[], const int from[], size_t c
   }
   (void)!write(report >= 0 ? report : exec_status, &e, sizeof e);
   _exit(127);
+}
+
+/* A vfork onto a stack in this frame, which stays put while the child uses it: nothing of a
+ * threaded caller's (the server, a race) is copied, as ns_holder_config_exec starts the ns
+ * holder's spawner. A fork where clone3 is missing. Every signal must be blocked. */
+__attribute__((noinline, no_sanitize_address)) static pid_t spawn_daemon(struct daemon_exec *x) {
+  _Alignas(16) unsigned char stack[16 * 1024];
+  pid_t pid = sys_clone3_run(CLONE_VM | CLONE_VFORK, -1, stack, sizeof(stack), exec_daemon, x);
+  if (pid < 0 && errno == ENOSYS && (pid = fork()) == 0)
+    exec_daemon(x);
+  return pid;
 }
 
 int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *handoff,
@@ -489,24 +521,31 @@ int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *hand
   char *argv[] = {"cordon-egress", EGRESS_DAEMON_FLAG, spec->serves_bridge ? "bridge" : "socket",
                   NULL};
   const int from[] = {ours, events_fd, rules_fd, listen_fd};
-  bool in_executable = proc_in_executable((const void *)egress_daemon_entry);
-  /* Twice, so that the daemon is nobody's child here: a caller that lives on (a race) must not
-   * find it among its children, and `session create` may exit at once. */
-  pid_t pid = fork();
-  if (pid == 0) {
+  struct daemon_exec x = {
+      .argv = argv, .from = from, .count = ARRAY_SIZE(from), .exec_status = status_write};
+  /* The child is cordon exec'd afresh, which detaches itself (egress_daemon_entry). From
+   * libcordon.so (proc_in_executable), whose exec may run none of cordon's code, the daemon
+   * is a fork's copy, detached the same way: safe with glibc's allocator, which locks around
+   * fork. Every signal blocked meanwhile: no handler of the caller's may run in a child that
+   * shares its memory, or in a copy of it. */
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  pid_t pid;
+  if (proc_in_executable((const void *)egress_daemon_entry)) {
+    pid = spawn_daemon(&x);
+  } else if ((pid = fork()) == 0) {
     setsid();
     pid_t daemon = fork();
     if (daemon != 0)
       _exit(daemon < 0);
-    if (in_executable)
-      exec_daemon(argv, from, ARRAY_SIZE(from), status_write);
-    /* From libcordon.so (proc_in_executable): the daemon is the fork's copy, safe with
-     * glibc's allocator, which locks around fork. */
     close(status_write);
     serve_handed(spec->serves_bridge, ours, events_fd, rules_fd, listen_fd);
   }
+  int spawn_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
   if (pid < 0)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot start the egress proxy");
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, spawn_errno, "cannot start the egress proxy");
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
