@@ -31,6 +31,14 @@ pid_t sys_clone3_run(uint64_t flags, int cgroup_fd, void *stack, size_t stack_si
 pid_t sys_clone3_run_shared(uint64_t flags, int cgroup_fd, void *stack, size_t stack_size,
                             int (*fn)(void *), void *arg);
 
+/* A vfork that runs fn(arg) on a stack of its own (16 KiB) and returns once the child has
+ * exec'd or exited: fn, which should exec or _exit, may make only async-signal-safe calls and
+ * write nothing of ours but errno (the child shares our memory, not our fd table), and the
+ * calling thread must have every signal blocked. Nothing of a caller's memory is copied, which
+ * a fork of a threaded caller would do (and run the child in a copy that keeps other threads'
+ * locks held). A fork where clone3 is missing. The pid, or -1 with errno. */
+pid_t sys_vfork_run(int (*fn)(void *), void *arg);
+
 /* clone-run.c's assembly spells system call numbers as immediates. */
 #define CONFINE_STRINGIFY_(x) #x
 #define CONFINE_STRINGIFY(x) CONFINE_STRINGIFY_(x)

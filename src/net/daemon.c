@@ -473,17 +473,6 @@ __attribute__((no_sanitize_address)) static int exec_daemon(void *arg) {
   _exit(127);
 }
 
-/* A vfork onto a stack in this frame, which stays put while the child uses it: nothing of a
- * threaded caller's (the server, a race) is copied, as ns_holder_config_exec starts the ns
- * holder's spawner. A fork where clone3 is missing. Every signal must be blocked. */
-__attribute__((noinline, no_sanitize_address)) static pid_t spawn_daemon(struct daemon_exec *x) {
-  _Alignas(16) unsigned char stack[16 * 1024];
-  pid_t pid = sys_clone3_run(CLONE_VM | CLONE_VFORK, -1, stack, sizeof(stack), exec_daemon, x);
-  if (pid < 0 && errno == ENOSYS && (pid = fork()) == 0)
-    exec_daemon(x);
-  return pid;
-}
-
 int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *handoff,
                             struct cordon_error **err) {
   int pair[2];
@@ -533,7 +522,7 @@ int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *hand
   pthread_sigmask(SIG_SETMASK, &all, &old_mask);
   pid_t pid;
   if (proc_in_executable((const void *)egress_daemon_entry)) {
-    pid = spawn_daemon(&x);
+    pid = sys_vfork_run(exec_daemon, &x); /* nothing of a threaded caller's is copied */
   } else if ((pid = fork()) == 0) {
     setsid();
     pid_t daemon = fork();

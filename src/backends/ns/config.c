@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -417,17 +416,6 @@ __attribute__((no_sanitize_address)) static int exec_fresh(void *arg) {
   _exit(NS_CONFIG_EXEC_FAILED);
 }
 
-/* A vfork onto a stack in this frame, which stays put while the child uses it: no page tables
- * copied and no copy-on-write faults afterwards (a threaded caller such as the server holds
- * many pages), as exec/runner.c starts commands. A fork where clone3 is missing. */
-__attribute__((noinline, no_sanitize_address)) static pid_t spawn_fresh(struct exec_plan *plan) {
-  _Alignas(16) unsigned char stack[16 * 1024];
-  pid_t pid = sys_clone3_run(CLONE_VM | CLONE_VFORK, -1, stack, sizeof(stack), exec_fresh, plan);
-  if (pid < 0 && errno == ENOSYS && (pid = fork()) == 0)
-    exec_fresh(plan);
-  return pid;
-}
-
 pid_t ns_holder_config_exec(const struct ns_holder_config *cfg, const char *flag, const int *extra,
                             size_t n_extra, struct cordon_error **err) {
   if (n_extra > CONFIG_EXEC_MAX_EXTRA)
@@ -455,7 +443,9 @@ pid_t ns_holder_config_exec(const struct ns_holder_config *cfg, const char *flag
   fds[n++] = memfd;
   char *argv[] = {"cordon-holder-spawner", (char *)flag, numbers, NULL};
   struct exec_plan plan = {.argv = argv, .fds = fds, .count = n};
-  pid_t pid = spawn_fresh(&plan);
+  /* A vfork: no page tables copied and no copy-on-write faults afterwards (a threaded caller
+   * such as the server holds many pages). */
+  pid_t pid = sys_vfork_run(exec_fresh, &plan);
   if (pid < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "cannot start the sandbox spawner");
   return pid;
