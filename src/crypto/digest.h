@@ -48,7 +48,7 @@ int crypto_hmac_new(const uint8_t *key, size_t key_length, struct crypto_hmac **
                     struct cordon_error **err);
 void crypto_hmac_free(struct crypto_hmac *h);
 /* A keyed context's state as bytes, for a fresh image of this same program (the ns holder's
- * spawner, exec'd anew): CRYPTO_HMAC_STATE_LEN bytes, as secret as the key itself. */
+ * spawner, exec'd anew): crypto_hmac_state_length() bytes, as secret as the key itself. */
 size_t crypto_hmac_state_length(void);
 void crypto_hmac_state(const struct crypto_hmac *h, uint8_t *out);
 int crypto_hmac_from_state(const uint8_t *state, size_t length, struct crypto_hmac **out,

@@ -393,8 +393,15 @@ static bool fd_is_socket(int fd, int type) {
          getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &len) == 0 && t == type;
 }
 
-/* The daemon, from the fds it was handed: the rules are read from their memfd. */
-static _Noreturn void serve_handed(bool bridge, int handoff, int events, int rules, int listen) {
+/* The daemon, from the fds it was handed (the rules are read from their memfd), forked away
+ * from this process in a session of its own, so that it is nobody's child there: a caller
+ * that lives on (a race) must not find it among its children, and `session create` may exit
+ * at once. This process exits (0 once the daemon exists). */
+static _Noreturn void serve_detached(bool bridge, int handoff, int events, int rules, int listen) {
+  setsid();
+  pid_t daemon = fork();
+  if (daemon != 0)
+    _exit(daemon < 0);
   struct egress_daemon d = {
       .serves_bridge = bridge, .handoff = handoff, .proxy_listen = listen, .events_fd = events};
   struct cordon_error *err = NULL;
@@ -408,9 +415,7 @@ static _Noreturn void serve_handed(bool bridge, int handoff, int events, int rul
 
 /* Before main, in the image the caller's child exec'd: a program linking libcordon is the
  * daemon when its argv is exactly PROGRAM EGRESS_DAEMON_FLAG bridge|socket (glibc hands argc
- * and argv to constructors). It leaves its parent's session and forks the daemon, so that the
- * daemon is nobody's child there: a caller that lives on (a race) must not find it among its
- * children, and `session create` may exit at once. */
+ * and argv to constructors). */
 __attribute__((constructor)) static void egress_daemon_entry(int argc, char **argv) {
   if (argc != 3 || strcmp(argv[1], EGRESS_DAEMON_FLAG) != 0)
     return;
@@ -422,12 +427,8 @@ __attribute__((constructor)) static void egress_daemon_entry(int argc, char **ar
             EGRESS_DAEMON_FLAG);
     _exit(2);
   }
-  setsid();
-  pid_t daemon = fork();
-  if (daemon != 0)
-    _exit(daemon < 0);
-  serve_handed(bridge, DAEMON_FD_HANDOFF, DAEMON_FD_EVENTS, DAEMON_FD_RULES,
-               bridge ? -1 : DAEMON_FD_LISTEN);
+  serve_detached(bridge, DAEMON_FD_HANDOFF, DAEMON_FD_EVENTS, DAEMON_FD_RULES,
+                 bridge ? -1 : DAEMON_FD_LISTEN);
 }
 
 /* The child, between its clone and its exec, sharing the caller's memory (a vfork):
@@ -524,12 +525,8 @@ int net_egress_daemon_start(const struct net_egress_daemon_spec *spec, int *hand
   if (proc_in_executable((const void *)egress_daemon_entry)) {
     pid = sys_vfork_run(exec_daemon, &x); /* nothing of a threaded caller's is copied */
   } else if ((pid = fork()) == 0) {
-    setsid();
-    pid_t daemon = fork();
-    if (daemon != 0)
-      _exit(daemon < 0);
     close(status_write);
-    serve_handed(spec->serves_bridge, ours, events_fd, rules_fd, listen_fd);
+    serve_detached(spec->serves_bridge, ours, events_fd, rules_fd, listen_fd);
   }
   int spawn_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old_mask, NULL);

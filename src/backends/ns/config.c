@@ -352,40 +352,34 @@ int ns_holder_config_load(int fd, struct ns_holder_config **out, struct cordon_e
 
 /* ---- its fds --------------------------------------------------------------------------------- */
 
-static size_t add_fd(int *fds, size_t n, size_t max, int fd) {
-  if (fd >= 0 && n < max)
-    fds[n++] = fd;
-  return n;
+static size_t add_fd(int *fds, size_t n, int fd) {
+  if (fd >= 0 && fds)
+    fds[n] = fd;
+  return fd >= 0 ? n + 1 : n;
 }
 
-static size_t add_tree_fds(int *fds, size_t n, size_t max, const struct confine_tree *t,
-                           size_t count) {
+static size_t add_tree_fds(int *fds, size_t n, const struct confine_tree *t, size_t count) {
   for (size_t i = 0; t && i < count; i++)
-    n = add_fd(fds, n, max, t[i].tree_fd);
+    n = add_fd(fds, n, t[i].tree_fd);
   return n;
 }
 
-size_t ns_holder_config_fds(const struct ns_holder_config *cfg, int *fds, size_t max) {
+size_t ns_holder_config_fds(const struct ns_holder_config *cfg, int *fds) {
   const struct confine_root_spec *r = &cfg->root;
   size_t n = 0;
-  n = add_tree_fds(fds, n, max, r->trees, r->n_trees);
-  n = add_tree_fds(fds, n, max, &r->workspace, 1);
-  n = add_tree_fds(fds, n, max, r->volumes, r->n_volumes);
-  n = add_tree_fds(fds, n, max, &r->home, 1);
-  n = add_tree_fds(fds, n, max, r->devices, r->n_devices);
-  n = add_fd(fds, n, max, cfg->listen_fd);
-  n = add_fd(fds, n, max, cfg->cgroup_fd);
+  n = add_tree_fds(fds, n, r->trees, r->n_trees);
+  n = add_tree_fds(fds, n, &r->workspace, 1);
+  n = add_tree_fds(fds, n, r->volumes, r->n_volumes);
+  n = add_tree_fds(fds, n, &r->home, 1);
+  n = add_tree_fds(fds, n, r->devices, r->n_devices);
+  n = add_fd(fds, n, cfg->listen_fd);
+  n = add_fd(fds, n, cfg->cgroup_fd);
   for (int i = 0; i < CONFINE_CG_MAX_DIRS; i++)
-    n = add_fd(fds, n, max, cfg->cgroup_join_fds[i]);
-  n = add_fd(fds, n, max, cfg->memory_join_fd);
-  n = add_fd(fds, n, max, cfg->socket_file_fd);
-  n = add_fd(fds, n, max, cfg->egress_fd);
+    n = add_fd(fds, n, cfg->cgroup_join_fds[i]);
+  n = add_fd(fds, n, cfg->memory_join_fd);
+  n = add_fd(fds, n, cfg->socket_file_fd);
+  n = add_fd(fds, n, cfg->egress_fd);
   return n;
-}
-
-size_t ns_holder_config_fd_count(const struct ns_holder_config *cfg) {
-  const struct confine_root_spec *r = &cfg->root;
-  return r->n_trees + r->n_volumes + r->n_devices + 2 + 5 + CONFINE_CG_MAX_DIRS;
 }
 
 /* ---- across an exec ------------------------------------------------------------------------ */
@@ -427,17 +421,16 @@ pid_t ns_holder_config_exec(const struct ns_holder_config *cfg, const char *flag
     return -1;
   if (lseek(memfd, 0, SEEK_SET) < 0) /* the new image reads it from its offset, shared */
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "lseek");
-  /* Built before the fork: the child allocates nothing. */
-  size_t max = ns_holder_config_fd_count(cfg) + n_extra + 1;
-  _cleanup_free_ int *fds = calloc(max, sizeof(*fds));
+  /* Built before the clone: the child allocates nothing. */
+  _cleanup_free_ int *fds = calloc(ns_holder_config_fds(cfg, NULL) + n_extra + 1, sizeof(*fds));
+  if (!fds)
+    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "the sandbox's configuration");
   char numbers[16 * (CONFIG_EXEC_MAX_EXTRA + 1)];
   size_t used = 0;
   for (size_t i = 0; i < n_extra; i++)
     used += (size_t)snprintf(numbers + used, sizeof(numbers) - used, "%d,", extra[i]);
   snprintf(numbers + used, sizeof(numbers) - used, "%d", memfd);
-  if (!fds)
-    return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "the sandbox's configuration");
-  size_t n = ns_holder_config_fds(cfg, fds, max);
+  size_t n = ns_holder_config_fds(cfg, fds);
   for (size_t i = 0; i < n_extra; i++)
     fds[n++] = extra[i];
   fds[n++] = memfd;
@@ -451,10 +444,10 @@ pid_t ns_holder_config_exec(const struct ns_holder_config *cfg, const char *flag
   return pid;
 }
 
-/* fd is open, of the given S_IF* type (0: any). */
+/* fd is open above stdio, of the given S_IF* type. */
 static bool fd_of_type(int fd, mode_t type) {
   struct stat st;
-  return fd >= 3 && fstat(fd, &st) == 0 && (!type || (st.st_mode & S_IFMT) == type);
+  return fd >= 3 && fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == type;
 }
 
 int ns_holder_config_from_argv(char **argv, int *extra, size_t n_extra,

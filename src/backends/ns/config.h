@@ -64,10 +64,8 @@ struct ns_holder_config {
 int ns_holder_config_save(const struct ns_holder_config *cfg, int fd, struct cordon_error **err);
 int ns_holder_config_load(int fd, struct ns_holder_config **out, struct cordon_error **err);
 void ns_holder_config_free(struct ns_holder_config *cfg);
-/* The fds the configuration carries (fds holds at least ns_holder_config_fd_count()):
- * returns how many were put in fds. */
-size_t ns_holder_config_fd_count(const struct ns_holder_config *cfg);
-size_t ns_holder_config_fds(const struct ns_holder_config *cfg, int *fds, size_t max);
+/* The fds the configuration carries, put in fds (NULL: only counted); returns how many. */
+size_t ns_holder_config_fds(const struct ns_holder_config *cfg, int *fds);
 
 /* A child that runs this program afresh (execve of /proc/self/exe) with argv PROGRAM flag N,
  * where N lists the extra fds' numbers (at most 8) and the configuration's memfd. Nothing of
