@@ -208,6 +208,11 @@ int crypto_hmac_new(const uint8_t *key, size_t key_length, struct crypto_hmac **
   return 0;
 }
 
+static bool keyed_half(const SHA256_CTX *c) {
+  return c->Nl == 8 * SHA256_CBLOCK && c->Nh == 0 && c->num == 0 &&
+         c->md_len == SHA256_DIGEST_LENGTH;
+}
+
 size_t crypto_hmac_state_length(void) {
   return sizeof(struct crypto_hmac);
 }
@@ -225,6 +230,13 @@ int crypto_hmac_from_state(const uint8_t *state, size_t length, struct crypto_hm
   if (!h)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "HMAC");
   memcpy(h, state, sizeof(*h));
+  /* Only a keyed state, as crypto_hmac_new leaves it: each half has hashed its one padded
+   * block and holds nothing pending. Anything else (a buffer offset past the block, above all)
+   * would send SHA256_Update's copy out of bounds. */
+  if (!keyed_half(&h->inner) || !keyed_half(&h->outer)) {
+    crypto_hmac_free(h);
+    return cordon_error_set(err, CORDON_ERR_INVALID, 0, "not the state of a keyed HMAC");
+  }
   *out = h;
   return 0;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/sha.h>
 
 #include "backends/ns/config.h"
 #include "base/cleanup.h"
@@ -300,6 +301,46 @@ static void test_hand_made_argv(void **state) {
   close(pipes[1]);
 }
 
+/* A keyed state's bytes come back only as a keyed HMAC left them: a half with a block offset,
+ * a length or a digest size of its own is refused (the first would send SHA256_Update's copy
+ * out of bounds). */
+static void test_hmac_state_refused(void **state) {
+  (void)state;
+  struct crypto_hmac *auth = keyed("k3y"), *back = NULL;
+  size_t n = crypto_hmac_state_length();
+  assert_int_equal(n, 2 * sizeof(SHA256_CTX));
+  uint8_t good[2 * sizeof(SHA256_CTX)];
+  crypto_hmac_state(auth, good);
+  assert_int_equal(crypto_hmac_from_state(good, n, &back, NULL), 0);
+  crypto_hmac_free(back);
+  for (int half = 0; half < 2; half++)
+    for (int field = 0; field < 4; field++) {
+      uint8_t bad[sizeof(good)];
+      memcpy(bad, good, sizeof(bad));
+      SHA256_CTX c;
+      memcpy(&c, bad + half * sizeof(c), sizeof(c));
+      if (field == 0)
+        c.num = 64;
+      else if (field == 1)
+        c.Nl += 8;
+      else if (field == 2)
+        c.Nh = 1;
+      else
+        c.md_len = 28;
+      memcpy(bad + half * sizeof(c), &c, sizeof(c));
+      struct cordon_error *err = NULL;
+      back = NULL;
+      assert_int_equal(crypto_hmac_from_state(bad, n, &back, &err), -1);
+      assert_null(back);
+      assert_int_equal(err->kind, CORDON_ERR_INVALID);
+      cordon_error_free(err);
+    }
+  struct cordon_error *err = NULL;
+  assert_int_equal(crypto_hmac_from_state(good, n - 1, &back, &err), -1);
+  cordon_error_free(err);
+  crypto_hmac_free(auth);
+}
+
 /* The spawner is exec'd only where its code is the program's own (proc_in_executable). */
 static void test_in_executable(void **state) {
   (void)state;
@@ -316,7 +357,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_no_auth_no_lists),
       cmocka_unit_test(test_malformed_refused), cmocka_unit_test(test_hand_made_argv),
-      cmocka_unit_test(test_in_executable),
+      cmocka_unit_test(test_in_executable),     cmocka_unit_test(test_hmac_state_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
