@@ -348,9 +348,9 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* A session's life on the unix socket: the manifest, show, list, files, ls, exec (plain and
- * streamed), snapshot, shutdown and its 409s, destroy and its 404s; the metrics moved. */
-static void test_unix_session_routes(void **state) {
+/* The default socket: .cordon/serve.sock in the project, mode 0600, ours, removed when the
+ * server stops; the routes that need no session (health, keys, backends) answer on it. */
+static void test_unix_socket_and_open_routes(void **state) {
   (void)state;
   struct server srv;
   server_start(&srv, NULL);
@@ -374,66 +374,85 @@ static void test_unix_session_routes(void **state) {
   expect(&r, 200, NULL);
   assert_non_null(strstr(r.body, "\"worktree\""));
   reply_clear(&r);
+  server_stop(&srv);
+  assert_int_equal(access(want_path, F_OK), -1); /* the socket removed at exit */
+}
 
+/* A worktree session with an env and a file: its id in ID (SIZE bytes). */
+static void create_session(const struct server *srv, char *id, size_t size) {
   _cleanup_free_ char *content = b64("hello\n");
   char body[1024];
   snprintf(body, sizeof(body),
            "{\"backend\": \"worktree\", \"env\": {\"G\": \"hi\"}, \"timeout_seconds\": 60,"
            " \"files\": [{\"path\": \"a.txt\", \"content\": \"%s\"}]}",
            content);
-  call(&srv, "POST", "/v1/sessions", NULL, body, &r);
+  struct reply r;
+  call(srv, "POST", "/v1/sessions", NULL, body, &r);
   expect(&r, 201, NULL);
-  char id[64], url[256];
-  snprintf(id, sizeof(id), "%s", field(&r, "id"));
+  snprintf(id, size, "%s", field(&r, "id"));
   assert_string_equal(field(&r, "backend"), "worktree");
   reply_clear(&r);
+}
 
+/* Show (by a unique prefix of the id) and list. */
+static void check_show_and_list(const struct server *srv, const char *id) {
+  char url[256];
   snprintf(url, sizeof(url), "/v1/sessions/%.8s", id); /* a unique prefix will do */
-  call(&srv, "GET", url, NULL, NULL, &r);
+  struct reply r;
+  call(srv, "GET", url, NULL, NULL, &r);
   expect(&r, 200, NULL);
   assert_string_equal(field(&r, "id"), id);
   reply_clear(&r);
-  call(&srv, "GET", "/v1/sessions", NULL, NULL, &r);
+  call(srv, "GET", "/v1/sessions", NULL, NULL, &r);
   expect(&r, 200, NULL);
   assert_string_equal(json_string_value(json_object_get(
                           json_array_get(json_object_get(r.json, "sessions"), 0), "id")),
                       id);
   reply_clear(&r);
+}
 
+/* Files: a binary file put with its mode and read back, a missing one, no path; then ls. */
+static void check_files_and_ls(const struct server *srv, const char *id) {
+  char url[256];
+  struct reply r;
   snprintf(url, sizeof(url), "/v1/sessions/%s/files?path=d/b.bin&mode=0600", id);
-  http(&srv, "PUT", url, NULL, "\0\1bin", 5, &r);
+  http(srv, "PUT", url, NULL, "\0\1bin", 5, &r);
   expect(&r, 200, NULL);
   assert_int_equal(json_integer_value(json_object_get(r.json, "bytes")), 5);
   reply_clear(&r);
   snprintf(url, sizeof(url), "/v1/sessions/%s/files?path=d/b.bin", id);
-  call(&srv, "GET", url, NULL, NULL, &r);
+  call(srv, "GET", url, NULL, NULL, &r);
   expect(&r, 200, NULL);
   assert_int_equal(r.length, 5);
   assert_memory_equal(r.body, "\0\1bin", 5);
   reply_clear(&r);
   snprintf(url, sizeof(url), "/v1/sessions/%s/files?path=missing", id);
-  call(&srv, "GET", url, NULL, NULL, &r);
+  call(srv, "GET", url, NULL, NULL, &r);
   expect(&r, 404, "not_found");
   reply_clear(&r);
   snprintf(url, sizeof(url), "/v1/sessions/%s/files", id);
-  call(&srv, "GET", url, NULL, NULL, &r);
+  call(srv, "GET", url, NULL, NULL, &r);
   expect(&r, 400, "bad_request");
   reply_clear(&r);
   snprintf(url, sizeof(url), "/v1/sessions/%s/ls?path=d", id);
-  call(&srv, "GET", url, NULL, NULL, &r);
+  call(srv, "GET", url, NULL, NULL, &r);
   expect(&r, 200, NULL);
   json_t *entry = json_array_get(json_object_get(r.json, "entries"), 0);
   assert_string_equal(json_string_value(json_object_get(entry, "name")), "b.bin");
   assert_string_equal(json_string_value(json_object_get(entry, "mode")), "0600");
   reply_clear(&r);
+}
 
-  /* exec: the session's env, stdin from the body, stdout and stderr in base64. */
+/* exec: the session's env, stdin from the body, stdout and stderr in base64; bad bodies 400. */
+static void check_exec(const struct server *srv, const char *id) {
   _cleanup_free_ char *in = b64("in");
+  char url[256], body[1024];
   snprintf(url, sizeof(url), "/v1/sessions/%s/exec", id);
   snprintf(body, sizeof(body),
            "{\"argv\": [\"sh\", \"-c\", \"echo $G; cat; echo e >&2; exit 3\"], \"stdin\": \"%s\"}",
            in);
-  call(&srv, "POST", url, NULL, body, &r);
+  struct reply r;
+  call(srv, "POST", url, NULL, body, &r);
   expect(&r, 200, NULL);
   assert_int_equal(json_integer_value(json_object_get(r.json, "exit_code")), 3);
   _cleanup_free_ char *want_out = b64("hi\nin"), *want_err = b64("e\n");
@@ -442,16 +461,20 @@ static void test_unix_session_routes(void **state) {
   assert_true(json_is_false(json_object_get(r.json, "stdout_truncated")));
   assert_true(json_real_value(json_object_get(r.json, "duration_seconds")) > 0);
   reply_clear(&r);
-  call(&srv, "POST", url, NULL, "{\"argv\": \"true\"}", &r);
+  call(srv, "POST", url, NULL, "{\"argv\": \"true\"}", &r);
   expect(&r, 400, "bad_exec");
   reply_clear(&r);
-  call(&srv, "POST", url, NULL, "{\"argv\": [\"true\"], \"nope\": 1}", &r);
+  call(srv, "POST", url, NULL, "{\"argv\": [\"true\"], \"nope\": 1}", &r);
   expect(&r, 400, "bad_exec");
   reply_clear(&r);
+}
 
-  /* Streamed: chunked ndjson, output events then the exit event last. */
+/* Streamed exec: chunked ndjson, output events then the exit event last. */
+static void check_exec_streamed(const struct server *srv, const char *id) {
+  char url[256];
   snprintf(url, sizeof(url), "/v1/sessions/%s/exec?stream=1", id);
-  call(&srv, "POST", url, NULL, "{\"argv\": [\"sh\", \"-c\", \"echo a; exit 7\"]}", &r);
+  struct reply r;
+  call(srv, "POST", url, NULL, "{\"argv\": [\"sh\", \"-c\", \"echo a; exit 7\"]}", &r);
   expect(&r, 200, NULL);
   assert_non_null(strstr(r.head, "content-type: application/x-ndjson"));
   assert_non_null(strstr(r.head, "transfer-encoding: chunked"));
@@ -467,50 +490,65 @@ static void test_unix_session_routes(void **state) {
   assert_int_equal(json_integer_value(json_object_get(last, "exit")), 7);
   json_decref(last);
   reply_clear(&r);
+}
 
+/* A snapshot of the session; then shutdown (idempotent), after which exec, streamed or not, and
+ * file writes are 409. */
+static void check_snapshot_and_shutdown(const struct server *srv, const char *id) {
+  char url[256];
+  struct reply r;
   snprintf(url, sizeof(url), "/v1/sessions/%s/snapshot", id);
-  call(&srv, "POST", url, NULL, NULL, &r);
+  call(srv, "POST", url, NULL, NULL, &r);
   expect(&r, 200, NULL);
   assert_int_equal(strlen(field(&r, "snapshot")), 64);
   reply_clear(&r);
 
   snprintf(url, sizeof(url), "/v1/sessions/%s/shutdown", id);
   for (int i = 0; i < 2; i++) { /* idempotent */
-    call(&srv, "POST", url, NULL, NULL, &r);
+    call(srv, "POST", url, NULL, NULL, &r);
     expect(&r, 200, NULL);
     assert_true(json_is_true(json_object_get(r.json, "shut_down")));
     reply_clear(&r);
   }
   snprintf(url, sizeof(url), "/v1/sessions/%s/exec", id);
-  call(&srv, "POST", url, NULL, "{\"argv\": [\"true\"]}", &r);
+  call(srv, "POST", url, NULL, "{\"argv\": [\"true\"]}", &r);
   expect(&r, 409, "shut_down");
   reply_clear(&r);
   snprintf(url, sizeof(url), "/v1/sessions/%s/exec?stream=1", id);
-  call(&srv, "POST", url, NULL, "{\"argv\": [\"true\"]}", &r);
+  call(srv, "POST", url, NULL, "{\"argv\": [\"true\"]}", &r);
   expect(&r, 409, "shut_down");
   reply_clear(&r);
   snprintf(url, sizeof(url), "/v1/sessions/%s/files?path=x", id);
-  http(&srv, "PUT", url, NULL, "x", 1, &r);
+  http(srv, "PUT", url, NULL, "x", 1, &r);
   expect(&r, 409, "shut_down");
   reply_clear(&r);
+}
 
+/* Destroy; then the session is 404 to destroy or show, as is exec in an unknown one. */
+static void check_destroy(const struct server *srv, const char *id) {
+  char url[256];
   snprintf(url, sizeof(url), "/v1/sessions/%s", id);
-  call(&srv, "DELETE", url, NULL, NULL, &r);
+  struct reply r;
+  call(srv, "DELETE", url, NULL, NULL, &r);
   expect(&r, 200, NULL);
   assert_true(json_is_true(json_object_get(r.json, "destroyed")));
   reply_clear(&r);
-  call(&srv, "DELETE", url, NULL, NULL, &r);
+  call(srv, "DELETE", url, NULL, NULL, &r);
   expect(&r, 404, "not_found");
   reply_clear(&r);
-  call(&srv, "GET", url, NULL, NULL, &r);
+  call(srv, "GET", url, NULL, NULL, &r);
   expect(&r, 404, "not_found");
   reply_clear(&r);
-  call(&srv, "POST", "/v1/sessions/0123456789abcdef/exec", NULL, "{\"argv\": [\"true\"]}", &r);
+  call(srv, "POST", "/v1/sessions/0123456789abcdef/exec", NULL, "{\"argv\": [\"true\"]}", &r);
   expect(&r, 404, "not_found");
   reply_clear(&r);
+}
 
-  /* The work above, each counted once: one create, one destroy, the execs that ran. */
-  call(&srv, "GET", "/metrics", NULL, NULL, &r);
+/* The work of test_unix_session_routes, each counted once: one create, one destroy, the execs
+ * that ran. */
+static void check_session_metrics(const struct server *srv) {
+  struct reply r;
+  call(srv, "GET", "/metrics", NULL, NULL, &r);
   expect(&r, 200, NULL);
   assert_non_null(strstr(r.head, "content-type: text/plain; version=0.0.4"));
   assert_true(sample(r.body, "sandbox_session_created_total{backend=\"worktree\"}") == 1);
@@ -523,8 +561,25 @@ static void test_unix_session_routes(void **state) {
   assert_true(sample(r.body, "sandbox_exec_duration_seconds_count{backend=\"worktree\"}") == 2);
   assert_true(sample(r.body, "sandbox_session_duration_seconds_count{backend=\"worktree\"}") == 1);
   reply_clear(&r);
+}
+
+/* A session's life on the unix socket: the manifest, show, list, files, ls, exec (plain and
+ * streamed), snapshot, shutdown and its 409s, destroy and its 404s; the metrics moved. One
+ * server throughout, so that the metrics count exactly this work. */
+static void test_unix_session_routes(void **state) {
+  (void)state;
+  struct server srv;
+  server_start(&srv, NULL);
+  char id[64];
+  create_session(&srv, id, sizeof(id));
+  check_show_and_list(&srv, id);
+  check_files_and_ls(&srv, id);
+  check_exec(&srv, id);
+  check_exec_streamed(&srv, id);
+  check_snapshot_and_shutdown(&srv, id);
+  check_destroy(&srv, id);
+  check_session_metrics(&srv);
   server_stop(&srv);
-  assert_int_equal(access(want_path, F_OK), -1); /* the socket removed at exit */
 }
 
 /* Run a shell line in the project; its exit status. */
@@ -610,14 +665,10 @@ static void test_unix_manifest_workspace_repo_policy(void **state) {
   server_stop(&srv);
 }
 
-/* The error paths that need no session (400, 404, 405, 413), snapshots, receipts, audit, and a
- * race's 409 while it runs. */
-static void test_unix_errors_snapshots_races(void **state) {
+/* The error paths that need no session (400, 404, 405, 413), on a socket named by --socket;
+ * none of them makes a session. */
+static void test_unix_request_errors(void **state) {
   (void)state;
-  _cleanup_free_ char *init = run_cordon("key", "init", NULL);
-  assert_non_null(init);
-  _cleanup_free_ char *kid = run_cordon("key", "show", "--kid", NULL);
-  assert_non_null(kid);
   struct server srv;
   char sock[700];
   snprintf(sock, sizeof(sock), "%s/api.sock", project);
@@ -658,8 +709,12 @@ static void test_unix_errors_snapshots_races(void **state) {
   _cleanup_free_ char *listed = run_cordon("session", "list", NULL);
   assert_non_null(listed);
   assert_string_equal(listed, "");
+  server_stop(&srv);
+}
 
-  /* Snapshots: take, show, export, import it back, refusals. */
+/* Snapshots of a directory: take (the API and the CLI agree), show, export, import it back,
+ * refusals. The snapshot's id in SNAP (SIZE bytes). */
+static void check_snapshots(const struct server *srv, char *snap, size_t size) {
   char tree[700], file[800], body[1024], url[256];
   snprintf(tree, sizeof(tree), "%s/tree", project);
   snprintf(file, sizeof(file), "%s/f", tree);
@@ -668,85 +723,83 @@ static void test_unix_errors_snapshots_races(void **state) {
   fputs("data\n", f);
   fclose(f);
   snprintf(body, sizeof(body), "{\"path\": \"%s\"}", tree);
-  call(&srv, "POST", "/v1/snapshots", NULL, body, &r);
+  struct reply r;
+  call(srv, "POST", "/v1/snapshots", NULL, body, &r);
   expect(&r, 201, NULL);
-  char snap[80];
-  snprintf(snap, sizeof(snap), "%s", field(&r, "snapshot"));
+  snprintf(snap, size, "%s", field(&r, "snapshot"));
   reply_clear(&r);
   _cleanup_free_ char *cli_snap = run_cordon("snapshot", "take", tree, NULL);
   assert_string_equal(cli_snap, snap);
   snprintf(url, sizeof(url), "/v1/snapshots/%.12s", snap);
-  call(&srv, "GET", url, NULL, NULL, &r);
+  call(srv, "GET", url, NULL, NULL, &r);
   expect(&r, 200, NULL);
   assert_int_equal(json_array_size(json_object_get(r.json, "entries")), 2);
   reply_clear(&r);
   snprintf(url, sizeof(url), "/v1/snapshots/%s/export", snap);
   struct reply tar;
-  call(&srv, "GET", url, NULL, NULL, &tar);
+  call(srv, "GET", url, NULL, NULL, &tar);
   expect(&tar, 200, NULL);
   assert_non_null(strstr(tar.head, "content-type: application/x-tar"));
   assert_true(tar.length >= 1024 && tar.length % 512 == 0);
-  http(&srv, "POST", "/v1/snapshots/import", NULL, tar.body, tar.length, &r);
+  http(srv, "POST", "/v1/snapshots/import", NULL, tar.body, tar.length, &r);
   expect(&r, 201, NULL);
   assert_string_equal(field(&r, "snapshot"), snap);
   reply_clear(&r);
   reply_clear(&tar);
-  call(&srv, "POST", "/v1/snapshots/import", NULL, "not a tar image", &r);
+  call(srv, "POST", "/v1/snapshots/import", NULL, "not a tar image", &r);
   expect(&r, 400, "invalid");
   reply_clear(&r);
-  call(&srv, "POST", "/v1/snapshots", NULL, "{\"path\": \"relative\"}", &r);
+  call(srv, "POST", "/v1/snapshots", NULL, "{\"path\": \"relative\"}", &r);
   expect(&r, 400, NULL);
   reply_clear(&r);
-  call(&srv, "GET",
+  call(srv, "GET",
        "/v1/snapshots/ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff/export",
        NULL, NULL, &r);
   expect(&r, 404, "not_found");
   reply_clear(&r);
+}
 
-  /* Receipts and the audit chain. */
-  call(&srv, "POST", "/v1/receipts/verify", NULL, NULL, &r);
+/* Receipts (none given; not one) and the audit chain. */
+static void check_receipts_and_audit(const struct server *srv) {
+  struct reply r;
+  call(srv, "POST", "/v1/receipts/verify", NULL, NULL, &r);
   expect(&r, 400, "bad_request");
   reply_clear(&r);
-  call(&srv, "POST", "/v1/receipts/verify", NULL, "{\"not\": \"a receipt\"}", &r);
+  call(srv, "POST", "/v1/receipts/verify", NULL, "{\"not\": \"a receipt\"}", &r);
   expect(&r, 200, NULL);
   assert_true(json_is_false(json_object_get(r.json, "verified")));
   reply_clear(&r);
-  call(&srv, "POST", "/v1/audit/verify", NULL, NULL, &r);
+  call(srv, "POST", "/v1/audit/verify", NULL, NULL, &r);
   expect(&r, 200, NULL);
   assert_true(json_is_true(json_object_get(r.json, "intact")));
   reply_clear(&r);
+}
 
-  /* Races: a bad body, an unknown race, and the receipt asked for while the race runs (409). */
-  call(&srv, "POST", "/v1/races", NULL, "{\"base\": \"x\", \"k\": 0, \"argv\": [\"true\"]}", &r);
-  expect(&r, 400, "bad_race");
-  reply_clear(&r);
-  call(&srv, "GET", "/v1/races/0123456789abcdef", NULL, NULL, &r);
-  expect(&r, 404, "not_found");
-  reply_clear(&r);
-  /* The candidate waits for a file only this test makes, so the race cannot end first. */
-  char go[800];
-  snprintf(go, sizeof(go), "%s/go", project);
+/* Start a race of one candidate on SNAP that waits until the file GO exists; its id in RACE. */
+static void start_waiting_race(const struct server *srv, const char *snap, const char *go,
+                               char *race, size_t size) {
+  char body[1024];
   snprintf(body, sizeof(body),
            "{\"base\": \"%.12s\", \"k\": 1, \"backend\": \"worktree\", \"timeout_seconds\": 300,"
            " \"argv\": [\"sh\", \"-c\", \"while [ ! -e %s ]; do sleep 0.05; done\"]}",
            snap, go);
-  call(&srv, "POST", "/v1/races", NULL, body, &r);
+  struct reply r;
+  call(srv, "POST", "/v1/races", NULL, body, &r);
   expect(&r, 202, NULL);
-  char race[64];
-  snprintf(race, sizeof(race), "%s", field(&r, "id"));
+  snprintf(race, size, "%s", field(&r, "id"));
   assert_string_equal(field(&r, "status"), "running");
   reply_clear(&r);
-  snprintf(url, sizeof(url), "/v1/races/%s/receipt", race);
-  call(&srv, "GET", url, NULL, NULL, &r);
-  expect(&r, 409, "race_running");
-  reply_clear(&r);
-  f = fopen(go, "we");
-  fclose(f);
+}
+
+/* Poll the race until it is no longer running (at most 2 minutes); it must be done. */
+static void wait_for_race_done(const struct server *srv, const char *race) {
+  char url[256];
   snprintf(url, sizeof(url), "/v1/races/%s", race);
+  struct reply r;
   const char *status = "running";
   char last[32] = "";
   for (int i = 0; i < 1200 && !strcmp(status, "running"); i++) {
-    call(&srv, "GET", url, NULL, NULL, &r);
+    call(srv, "GET", url, NULL, NULL, &r);
     expect(&r, 200, NULL);
     snprintf(last, sizeof(last), "%s", field(&r, "status"));
     status = last;
@@ -755,16 +808,54 @@ static void test_unix_errors_snapshots_races(void **state) {
       nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
   }
   assert_string_equal(status, "done");
+}
+
+/* Races: a bad body, an unknown race, and the receipt asked for while the race on SNAP runs
+ * (409); once it is done, its receipt verifies against the key KID. */
+static void check_races(const struct server *srv, const char *snap, const char *kid) {
+  struct reply r;
+  call(srv, "POST", "/v1/races", NULL, "{\"base\": \"x\", \"k\": 0, \"argv\": [\"true\"]}", &r);
+  expect(&r, 400, "bad_race");
+  reply_clear(&r);
+  call(srv, "GET", "/v1/races/0123456789abcdef", NULL, NULL, &r);
+  expect(&r, 404, "not_found");
+  reply_clear(&r);
+  /* The candidate waits for a file only this test makes, so the race cannot end first. */
+  char go[800], race[64], url[256];
+  snprintf(go, sizeof(go), "%s/go", project);
+  start_waiting_race(srv, snap, go, race, sizeof(race));
   snprintf(url, sizeof(url), "/v1/races/%s/receipt", race);
-  call(&srv, "GET", url, NULL, NULL, &r);
+  call(srv, "GET", url, NULL, NULL, &r);
+  expect(&r, 409, "race_running");
+  reply_clear(&r);
+  FILE *f = fopen(go, "we");
+  fclose(f);
+  wait_for_race_done(srv, race);
+  call(srv, "GET", url, NULL, NULL, &r);
   expect(&r, 200, NULL);
   struct reply v;
   snprintf(url, sizeof(url), "/v1/receipts/verify?expected_keyid=%s", kid);
-  http(&srv, "POST", url, NULL, r.body, r.length, &v);
+  http(srv, "POST", url, NULL, r.body, r.length, &v);
   expect(&v, 200, NULL);
   assert_string_equal(field(&v, "verdict"), "verified");
   reply_clear(&v);
   reply_clear(&r);
+}
+
+/* Snapshots, receipts, audit, and a race's 409 while it runs, with an install key made first so
+ * that the race's receipt is signed. */
+static void test_unix_snapshots_receipts_races(void **state) {
+  (void)state;
+  _cleanup_free_ char *init = run_cordon("key", "init", NULL);
+  assert_non_null(init);
+  _cleanup_free_ char *kid = run_cordon("key", "show", "--kid", NULL);
+  assert_non_null(kid);
+  struct server srv;
+  server_start(&srv, NULL);
+  char snap[80];
+  check_snapshots(&srv, snap, sizeof(snap));
+  check_receipts_and_audit(&srv);
+  check_races(&srv, snap, kid);
   server_stop(&srv);
 }
 
@@ -886,8 +977,10 @@ int main(void) {
   if (!mkdtemp(root))
     return 1;
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_unix_socket_and_open_routes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unix_session_routes, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_unix_errors_snapshots_races, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unix_request_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unix_snapshots_receipts_races, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tcp_tokens, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unix_manifest_workspace_repo_policy, setup, teardown),
   };
