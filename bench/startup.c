@@ -7,14 +7,17 @@
  *         /proc, /dev, /tmp) true
  *   unshare -Urmpfn --mount-proc true
  *   true
+ *   the floor (bench/startup-floor.c): bwrap's policy done by a static program with nothing of
+ *         cordon's, the least any program pays for it here, so that the ratio's room is known
  * Part 2 (exec in an existing session, in-process through the library):
  *   cordon_session_exec(ns session, true)   vs   exec_run(true) (the same runner, on the host)
  *   and the CLI: cordon session exec ID -- true   vs   true
  * Prints medians (ms) and the ratios the issue targets: cordon/bwrap (<= 0.6) and
  * ns exec / plain spawn (<= 1.5).
  *
- * Usage: startup CORDON_BINARY [ROUNDS]   (40 rounds by default; run from a scratch directory: it
- * becomes the project; bench/startup, the script, builds and runs this program). */
+ * Usage: startup CORDON_BINARY [ROUNDS [FLOOR_BINARY]]   (40 rounds by default; run from a
+ * scratch directory: it becomes the project; bench/startup, the script, builds and runs this
+ * program and the floor). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -95,7 +98,7 @@ static void report(const struct contestant *c) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s CORDON_BINARY [ROUNDS]\n", argv[0]);
+    fprintf(stderr, "usage: %s CORDON_BINARY [ROUNDS [FLOOR_BINARY]]\n", argv[0]);
     return 2;
   }
   char *cordon = argv[1];
@@ -128,25 +131,33 @@ int main(int argc, char **argv) {
   /* clang-format on */
   char *unshare[] = {"unshare", "-Urmpfn", "--mount-proc", "true", NULL};
   char *plain[] = {"true", NULL};
+  char *floor_run[] = {argc > 3 ? argv[3] : NULL, workspace, "true", NULL};
   struct contestant cold[] = {
       {"cordon run -- true", cordon_run, NULL, 0, 0},
       {"bwrap --unshare-all ... true", bwrap, NULL, 0, 0},
       {"unshare -Urmpfn --mount-proc true", unshare, NULL, 0, 0},
       {"true", plain, NULL, 0, 0},
+      {"floor: bwrap's policy, static, bare", floor_run, NULL, 0, 0},
   };
-  for (size_t i = 0; i < 4; i++)
+  int n_cold = argc > 3 ? 5 : 4;
+  for (int i = 0; i < n_cold; i++)
     cold[i].samples = calloc((size_t)rounds, sizeof(double));
 
   printf("cold start, %d interleaved rounds (median):\n", rounds);
-  run_round_robin(cold, 4, rounds);
-  for (int i = 0; i < 4; i++)
+  run_round_robin(cold, n_cold, rounds);
+  for (int i = 0; i < n_cold; i++)
     report(&cold[i]);
   double m_cordon = median(cold[0].samples, cold[0].n),
          m_bwrap = median(cold[1].samples, cold[1].n);
   double ratio = m_cordon / m_bwrap;
   printf("  ratio cordon / bwrap: %.2f (target <= 0.60: %s)\n", ratio,
          ratio <= 0.60 ? "met" : "NOT met");
-  printf("  ratio cordon / unshare: %.2f\n\n", m_cordon / median(cold[2].samples, cold[2].n));
+  printf("  ratio cordon / unshare: %.2f\n", m_cordon / median(cold[2].samples, cold[2].n));
+  if (n_cold > 4)
+    printf("  ratio floor / bwrap: %.2f (what the policy alone costs here); cordon / floor: %.2f\n",
+           median(cold[4].samples, cold[4].n) / m_bwrap,
+           m_cordon / median(cold[4].samples, cold[4].n));
+  printf("\n");
 
   /* Part 2: an existing session. */
   struct cordon_context *ctx = NULL;
