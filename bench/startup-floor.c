@@ -94,14 +94,14 @@ static int net_helper(void *arg) {
   _exit(net_fd < 0);
 }
 
-static int command_main(void) {
+static _Noreturn void command_main(void) {
   if (chdir("/workspace") < 0)
     die("chdir");
   execvp(command[0], command);
   die(command[0]);
 }
 
-static int pid1(void) {
+static _Noreturn void pid1(void) {
   char c;
   if (read(go[0], &c, 1) != 1)
     _exit(125);
@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
   if (pid < 0)
     die("clone");
   if (pid == 0)
-    _exit(pid1());
+    pid1();
   char path[64], map[64];
   snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)getuid());
   snprintf(path, sizeof(path), "/proc/%d/uid_map", pid);

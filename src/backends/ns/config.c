@@ -131,16 +131,17 @@ static char *take_string(struct loader *l, json_t *v) {
   return copy;
 }
 
+/* An fd's number, or -1 for none. */
 static int take_fd(struct loader *l, json_int_t v) {
-  if (v < -1 || v > INT32_MAX)
-    l->bad = true;
-  return v < -1 || v > INT32_MAX ? -1 : (int)v;
+  bool ok = v >= -1 && v <= INT32_MAX;
+  l->bad |= !ok;
+  return ok ? (int)v : -1;
 }
 
 static uint32_t take_id(struct loader *l, json_int_t v) {
-  if (v < 0 || v > UINT32_MAX)
-    l->bad = true;
-  return v < 0 || v > UINT32_MAX ? 0 : (uint32_t)v;
+  bool ok = v >= 0 && v <= UINT32_MAX;
+  l->bad |= !ok;
+  return ok ? (uint32_t)v : 0;
 }
 
 static const char *const *take_strv(struct loader *l, json_t *v) {
