@@ -63,11 +63,13 @@ static void on_alarm(int sig) {
   timed_out = 1;
 }
 
-/* The sandbox's processes, pid and parent, from /proc: what kill_strays walks. A sandbox holds
- * few; past MAX_PROCS the rest waits for the next pass. */
+/* The sandbox's processes, pid, parent and whether it has ended (a zombie, waiting for its
+ * parent's wait), from /proc: what kill_strays walks. A sandbox holds few; past MAX_PROCS the
+ * rest waits for the next pass. */
 #define MAX_PROCS 4096
 struct proc_link {
   pid_t pid, ppid;
+  int ended;
 };
 static struct proc_link sandbox_procs[MAX_PROCS];
 
@@ -94,8 +96,10 @@ static size_t read_procs(void) {
     buf[len] = 0;
     const char *paren = strrchr(buf, ')'); /* the comm may hold spaces and parentheses */
     long ppid = 0;
-    if (paren && sscanf(paren + 1, " %*c %ld", &ppid) == 1)
-      sandbox_procs[n++] = (struct proc_link){(pid_t)pid, (pid_t)ppid};
+    char state = 0;
+    if (paren && sscanf(paren + 1, " %c %ld", &state, &ppid) == 2)
+      sandbox_procs[n++] =
+          (struct proc_link){(pid_t)pid, (pid_t)ppid, state == 'Z' || state == 'X'};
   }
   closedir(d);
   return n;
@@ -129,9 +133,11 @@ static int kill_strays(void) {
         }
     }
   }
+  /* A zombie is past killing (kill succeeds on it all the same): counting it would keep
+   * kill_tree passing until pid 1 has reaped it. */
   int killed = 0;
   for (size_t i = 0; i < n; i++)
-    if (doomed[i] && kill(sandbox_procs[i].pid, SIGKILL) == 0)
+    if (doomed[i] && !sandbox_procs[i].ended && kill(sandbox_procs[i].pid, SIGKILL) == 0)
       killed++;
   return killed;
 }
@@ -353,17 +359,27 @@ int main(int argc, char **argv) {
   }
   if (argc == 2 && !strcmp(argv[1], "pause")) {
     /* pid 1 of the sandbox: reap what is orphaned to it. SIGCHLD must be caught (not ignored,
-     * pid 1's default) for pause to return when one arrives. */
+     * pid 1's default) for sigsuspend to return when one arrives, and blocked outside it: a
+     * SIGCHLD that came between a waitpid finding nothing and a pause() was spent on the
+     * handler, and the last orphan of a burst stayed a zombie until some other child ended (a
+     * `sleep` that `ps` still listed after its exec's timeout had killed it). */
     struct sigaction chld;
     memset(&chld, 0, sizeof(chld));
     chld.sa_handler = on_child;
     sigaction(SIGCHLD, &chld, NULL);
+    sigset_t blocked, during_wait;
+    sigemptyset(&blocked);
+    sigaddset(&blocked, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &blocked, &during_wait);
+    sigdelset(&during_wait, SIGCHLD);
     /* It writes nothing: no host file of runsc's (its log is the detached sandbox's stderr) stays
      * open for /proc/1/fd to show. */
     stdio_to_null();
-    for (;;)
-      if (waitpid(-1, NULL, WNOHANG) <= 0)
-        pause();
+    for (;;) {
+      while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+      sigsuspend(&during_wait);
+    }
   }
   if (argc < 6) {
     fprintf(stderr, "cordon-gvisor-exec: usage: STATUS TIMEOUT_MS CWD [--env K=V]... -- ARGV\n");
