@@ -112,6 +112,19 @@ sys.exit(0 if any(b["name"] == "ns" and b["available"] for b in json.load(sys.st
 from-stdin" ]
 }
 
+@test "run: a working directory that is not there: 125, one line naming it, the errno's text once" {
+  # The ns holder relays its setup error to the caller; the relay appended the errno's text to a
+  # message that already ended in it ("No such file or directory: No such file or directory").
+  run --separate-stderr $CORDON run --cwd /no-such-dir -- true
+  [ "$status" -eq 125 ]
+  [ "$stderr" = "cordon: sandbox setup: cannot run true in /no-such-dir: No such file or directory" ]
+  id=$($CORDON session create)
+  run --separate-stderr $CORDON session exec --cwd no-such-dir "$id" -- true
+  [ "$status" -eq 125 ]
+  [ "$stderr" = "cordon: cannot run true in /workspace/no-such-dir: No such file or directory" ]
+  $CORDON session destroy "$id"
+}
+
 @test "run: bad values are refused before anything runs" {
   run $CORDON run --backend worktree --timeout abc -- true
   [ "$status" -eq 125 ]

@@ -84,6 +84,19 @@ static int report_receive(int fd, struct setup_report *r) {
   return 0;
 }
 
+/* The error a report carries, as its sender had it: the kind, the errno, and the message,
+ * which already ends in the errno's text (not appended a second time). */
+static int report_raise(const struct setup_report *r, const char *prefix,
+                        struct cordon_error **err) {
+  bool had = err && *err;
+  int ret = cordon_error_set(err, (enum cordon_error_kind)r->kind, 0, "%s%s", prefix, r->message);
+  if (r->errnum <= 0)
+    return ret;
+  if (err && *err && !had)
+    (*err)->errnum = r->errnum;
+  return -r->errnum;
+}
+
 static _Noreturn void fail_setup(int report_fd, struct cordon_error *e) {
   report_send(report_fd, 0, e);
   _exit(1);
@@ -646,7 +659,7 @@ int ns_holder_spawn(const struct ns_holder_config *cfg, pid_t *pid_out, int *rea
     if (got < 0)
       return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox spawner died");
     if (rep.kind >= 0)
-      return cordon_error_set(err, (enum cordon_error_kind)rep.kind, 0, "%s", rep.message);
+      return report_raise(&rep, "", err);
     holder = rep.pid;
   }
   *pid_out = holder;
@@ -665,8 +678,7 @@ int ns_holder_wait(pid_t holder, int ready_fd, struct cordon_error **err) {
   if (rep.kind >= 0) {
     kill(holder, SIGKILL);
     waitpid(holder, NULL, WNOHANG);
-    return cordon_error_set(err, (enum cordon_error_kind)rep.kind, 0, "sandbox setup: %s",
-                            rep.message);
+    return report_raise(&rep, "sandbox setup: ", err);
   }
   return 0;
 }
@@ -1127,8 +1139,7 @@ int ns_oneshot_start(const struct ns_holder_config *cfg, const struct ns_oneshot
   if (report_receive(o->report[0], &rep) < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, 0, "the sandbox died while setting up");
   if (rep.kind >= 0)
-    return cordon_error_set(err, (enum cordon_error_kind)rep.kind, rep.errnum, "sandbox setup: %s",
-                            rep.message);
+    return report_raise(&rep, "sandbox setup: ", err);
   *exit_fd = fcntl(o->report[0], F_DUPFD_CLOEXEC, 3);
   if (*exit_fd < 0)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, errno, "dup");
