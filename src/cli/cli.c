@@ -100,6 +100,13 @@ int cli_usage_error(const char *verb, const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
+int cli_operands_error(const char *verb, const char *expected, size_t given) {
+  if (given == 0)
+    return cli_usage_error(verb, "expected %s, got none", expected);
+  return cli_usage_error(verb, "expected %s, got %zu argument%s", expected, given,
+                         given == 1 ? "" : "s");
+}
+
 int cli_dispatch(const char *verb, const char *usage, const struct cli_subverb *subs, size_t count,
                  int argc, char **argv) {
   if (argc < 2) {

@@ -45,6 +45,10 @@ int cli_dispatch(const char *verb, const char *usage, const struct cli_subverb *
 /* Report a usage problem with a hint to --help; returns EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The usage error for a wrong number of operands: what the verb expects ("ID DIR") and how many
+ * it was given ("expected ID DIR, got 1 argument"). */
+int cli_operands_error(const char *verb, const char *expected, size_t given);
+
 /* Signed-document verifies (receipt, attestation) exit 64 on a usage error (EX_USAGE of
  * sysexits.h), not the 2 other verbs use: 2 is already the verdict "incomplete", and a script
  * must be able to tell them apart. */

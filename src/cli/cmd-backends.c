@@ -138,7 +138,7 @@ int cmd_conformance(int argc, char **argv) {
     }
   }
   if (optind != argc - 1)
-    return cli_usage_error("conformance", "expected exactly one BACKEND");
+    return cli_operands_error("conformance", "exactly one BACKEND", (size_t)(argc - optind));
   struct cordon_error *err = NULL;
   struct cordon_registry *reg = NULL;
   struct cordon_context *ctx = NULL;

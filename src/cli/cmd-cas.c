@@ -85,7 +85,7 @@ static int cas_put(int argc, char **argv) {
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n > 1)
-    return cli_usage_error("cas put", "expected at most one FILE");
+    return cli_operands_error("cas put", "at most one FILE", a.n);
   struct cordon_error *err = NULL;
   int fd = STDIN_FILENO;
   const char *src = a.n == 1 && strcmp(a.positional[0], "-") ? a.positional[0] : NULL;
@@ -122,7 +122,7 @@ static int cas_get(int argc, char **argv) {
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n != 1)
-    return cli_usage_error("cas get", "expected DIGEST");
+    return cli_operands_error("cas get", "DIGEST", a.n);
   if (!cordon_digest_valid(a.positional[0]))
     return cli_usage_error("cas get", "'%s' is not a digest (64 lowercase hex digits)",
                            a.positional[0]);
@@ -155,7 +155,7 @@ static int cas_info(int argc, char **argv) {
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n != 1)
-    return cli_usage_error("cas info", "expected DIGEST");
+    return cli_operands_error("cas info", "DIGEST", a.n);
   if (!cordon_digest_valid(a.positional[0]))
     return cli_usage_error("cas info", "'%s' is not a digest (64 lowercase hex digits)",
                            a.positional[0]);

@@ -506,7 +506,7 @@ static int session_read(int argc, char **argv) {
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n != 2)
-    return cli_usage_error("session read", "expected ID PATH");
+    return cli_operands_error("session read", "ID PATH", a.n);
   struct cordon_error *err = NULL;
   struct session_handle h;
   if (handle_open(a.positional[0], &h, &err) < 0)
@@ -529,7 +529,7 @@ static int session_write(int argc, char **argv) {
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n != 2)
-    return cli_usage_error("session write", "expected ID PATH");
+    return cli_operands_error("session write", "ID PATH", a.n);
   unsigned mode = 0644;
   if (a.mode) {
     char *end = NULL;
@@ -562,7 +562,7 @@ static int session_ls(int argc, char **argv) {
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n < 1 || a.n > 2)
-    return cli_usage_error("session files", "expected ID [PATH]");
+    return cli_operands_error("session files", "ID [PATH]", a.n);
   struct cordon_error *err = NULL;
   struct session_handle h;
   if (handle_open(a.positional[0], &h, &err) < 0)
@@ -630,7 +630,7 @@ static int session_shutdown(int argc, char **argv) {
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n != 1)
-    return cli_usage_error("session shutdown", "expected ID");
+    return cli_operands_error("session shutdown", "ID", a.n);
   struct cordon_error *err = NULL;
   struct session_handle h;
   if (handle_open(a.positional[0], &h, &err) < 0)
@@ -646,7 +646,7 @@ static int session_snapshot(int argc, char **argv) {
   if (r)
     return r < 0 ? EXIT_OK : r;
   if (a.n != 1)
-    return cli_usage_error("session snapshot", "expected ID");
+    return cli_operands_error("session snapshot", "ID", a.n);
   struct cordon_error *err = NULL;
   struct session_handle h;
   if (handle_open(a.positional[0], &h, &err) < 0)

@@ -143,7 +143,7 @@ static int snapshot_take(int argc, char **argv) {
   }
   if (a.n != 1) {
     args_free(&a);
-    return cli_usage_error("snapshot take", "expected DIR");
+    return cli_operands_error("snapshot take", "DIR", a.n);
   }
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
@@ -187,7 +187,7 @@ static int snapshot_restore(int argc, char **argv) {
     return r < 0 ? EXIT_OK : r;
   }
   if (a.n != 2 || check_id("snapshot restore", a.positional[0])) {
-    int code = a.n != 2 ? cli_usage_error("snapshot restore", "expected ID DIR") : EXIT_USAGE;
+    int code = a.n != 2 ? cli_operands_error("snapshot restore", "ID DIR", a.n) : EXIT_USAGE;
     args_free(&a);
     return code;
   }
@@ -223,7 +223,7 @@ static int snapshot_export(int argc, char **argv) {
     return r < 0 ? EXIT_OK : r;
   }
   if (a.n != 1 || check_id("snapshot export", a.positional[0])) {
-    int code = a.n != 1 ? cli_usage_error("snapshot export", "expected ID") : EXIT_USAGE;
+    int code = a.n != 1 ? cli_operands_error("snapshot export", "ID", a.n) : EXIT_USAGE;
     args_free(&a);
     return code;
   }
@@ -273,7 +273,7 @@ static int snapshot_import(int argc, char **argv) {
   }
   if (a.n > 1) {
     args_free(&a);
-    return cli_usage_error("snapshot import", "expected at most one FILE");
+    return cli_operands_error("snapshot import", "at most one FILE", a.n);
   }
   struct cordon_error *err = NULL;
   const char *src = a.n == 1 && strcmp(a.positional[0], "-") ? a.positional[0] : NULL;
@@ -350,7 +350,7 @@ static int snapshot_show(int argc, char **argv) {
     return r < 0 ? EXIT_OK : r;
   }
   if (a.n != 1 || check_id("snapshot show", a.positional[0])) {
-    int code = a.n != 1 ? cli_usage_error("snapshot show", "expected ID") : EXIT_USAGE;
+    int code = a.n != 1 ? cli_operands_error("snapshot show", "ID", a.n) : EXIT_USAGE;
     args_free(&a);
     return code;
   }
@@ -457,7 +457,7 @@ static int snapshot_forget(int argc, char **argv) {
   }
   if (a.n < 1) {
     args_free(&a);
-    return cli_usage_error("snapshot forget", "expected at least one ID");
+    return cli_operands_error("snapshot forget", "at least one ID", a.n);
   }
   for (int i = 0; i < a.n; i++) {
     if (check_id("snapshot forget", a.positional[i])) {

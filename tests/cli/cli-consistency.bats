@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
-# One command line: options after positional arguments on every verb, abbreviated long options
-# refused, `cordon -V` / `version`, unique id prefixes for sessions and snapshots, "no such
-# session" as exit 3, the names that cannot be confused (session files / list, cas prune / gc),
-# and every example of the README's "Using it" block run as pasted. $CORDON is the binary under
-# test, SOURCE_ROOT the tree whose README is read; every test runs in a fresh project.
+# One command line: options after positional arguments on every verb, a wrong number of operands
+# named with the count given, abbreviated long options refused, `cordon -V` / `version`, unique
+# id prefixes for sessions and snapshots, "no such session" as exit 3, the names that cannot be
+# confused (session files / list, cas prune / gc), and every example of the README's "Using it"
+# block run as pasted. $CORDON is the binary under test, SOURCE_ROOT the tree whose README is
+# read; every test runs in a fresh project.
 
 bats_require_minimum_version 1.5.0
 
@@ -42,6 +43,20 @@ teardown() {
   # run keeps taking its command from its first word that is not an option.
   run -0 "$CORDON" run echo -n z
   [ "$output" = "z" ]
+}
+
+@test "a wrong number of operands says what was expected and how many were given (exit 2)" {
+  # Before, `snapshot export ID out.tar` said "expected ID", to a user who had given one.
+  run -2 "$CORDON" snapshot export 0123456789abcdef out.tar
+  [ "$output" = "cordon: expected ID, got 2 arguments (see 'cordon snapshot export --help')" ]
+  run -2 "$CORDON" snapshot restore 0123456789abcdef
+  [ "$output" = "cordon: expected ID DIR, got 1 argument (see 'cordon snapshot restore --help')" ]
+  run -2 "$CORDON" cas get
+  [ "$output" = "cordon: expected DIGEST, got none (see 'cordon cas get --help')" ]
+  run -2 "$CORDON" conformance ns worktree
+  [ "$output" = "cordon: expected exactly one BACKEND, got 2 arguments (see 'cordon conformance --help')" ]
+  run -2 "$CORDON" session read abcdef12
+  [[ "$output" == *"expected ID PATH, got 1 argument"* ]]
 }
 
 @test "abbreviated long options are refused, not guessed" {
