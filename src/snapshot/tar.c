@@ -888,6 +888,11 @@ int cordon_snapshot_import(struct cordon_cas *cas, int fd, const struct cordon_p
   unsigned char h[BLOCK];
   for (;;) {
     int got = in_read(&im.in, h, BLOCK);
+    if ((got == 1 || got == -1) && im.in.offset == 0) {
+      refuse(&im, err, "not a snapshot image: %s",
+             got == 1 ? "empty" : "shorter than one tar header");
+      goto out;
+    }
     if (got == 1 || got == -1) {
       refuse(&im, err, "truncated archive (no end-of-archive marker)");
       goto out;

@@ -145,6 +145,13 @@ teardown() {
   run $CORDON snapshot import cut.tar
   [ "$status" -eq 1 ]
   [[ "$output" == *"truncated"* ]]
+  # A file that is no archive at all is named as such, not as a truncated one.
+  : > empty.tar
+  run -1 $CORDON snapshot import empty.tar
+  [ "$output" = "cordon: import refused: not a snapshot image: empty (at byte 0 of the archive)" ]
+  printf 'not a tar\n' > short.tar
+  run -1 $CORDON snapshot import short.tar
+  [[ "$output" == *"not a snapshot image: shorter than one tar header"* ]]
   [ "$($CORDON snapshot list)" = "$before" ]
   run -0 $CORDON cas verify
   [ -z "$(ls .cordon/cas/tmp)" ]
