@@ -96,20 +96,22 @@ static void print_text(const char *path, const struct cordon_receipt_report *r) 
   if ((r->verdict == CORDON_VERDICT_VERIFIED || r->verdict == CORDON_VERDICT_UNANCHORED) &&
       !r->winner_task) {
     printf("%s: %s signed by %s; outcome no_pass: no winner, none of %zu candidates passed, from "
-           "base %s; %llu snapshots and %llu blobs re-hashed%s\n",
+           "base %s; %llu snapshot%s and %llu blob%s re-hashed%s\n",
            cordon_verdict_name(r->verdict), path, r->kid, r->n_candidates, r->base,
-           (unsigned long long)r->snapshots_checked, (unsigned long long)r->blobs_checked,
+           (unsigned long long)r->snapshots_checked, r->snapshots_checked == 1 ? "" : "s",
+           (unsigned long long)r->blobs_checked, r->blobs_checked == 1 ? "" : "s",
            r->verdict == CORDON_VERDICT_UNANCHORED
                ? " (not anchored: give --expected-keyid to pin the signer)"
                : "");
     return;
   }
   if (r->verdict == CORDON_VERDICT_VERIFIED || r->verdict == CORDON_VERDICT_UNANCHORED) {
-    printf("%s: %s signed by %s; winner %s (snapshot %s) of %zu from base %s; %llu snapshots "
-           "and %llu blobs re-hashed%s\n",
+    printf("%s: %s signed by %s; winner %s (snapshot %s) of %zu from base %s; %llu snapshot%s "
+           "and %llu blob%s re-hashed%s\n",
            cordon_verdict_name(r->verdict), path, r->kid, r->winner_task, r->winner_snapshot,
            r->n_candidates, r->base, (unsigned long long)r->snapshots_checked,
-           (unsigned long long)r->blobs_checked,
+           r->snapshots_checked == 1 ? "" : "s", (unsigned long long)r->blobs_checked,
+           r->blobs_checked == 1 ? "" : "s",
            r->verdict == CORDON_VERDICT_UNANCHORED
                ? " (not anchored: give --expected-keyid to pin the signer)"
                : "");
