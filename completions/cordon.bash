@@ -149,7 +149,8 @@ _cordon() {
     create) opts="$manifest --from --count --pool --recipe --wait" ;;
     exec) opts="--cwd --env --timeout --stdin --clear-env --json --help --interactive --tty" ;;
     write) opts="--mode --help" ;;
-    files | ls | list) opts="--json --help" ;;
+    files | ls) opts="--json --help" ;;
+    list) opts="--long --json --help" ;;
     snapshot) opts="--max-snapshot-bytes --json --help" ;;
     read | shutdown | destroy) opts="--help" ;;
     esac

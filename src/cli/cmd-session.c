@@ -18,6 +18,7 @@
 #include "cli/cmd-pool-dispatch.h"
 #include "cli/cmd-pool.h"
 #include "cli/stream.h"
+#include "protocol/session-json.h"
 
 static const char session_usage[] =
     "usage: cordon session SUBVERB [options]\n"
@@ -31,7 +32,9 @@ static const char session_usage[] =
     "  write ID PATH [--mode MODE]      replace PATH with stdin (atomically)\n"
     "  files ID [PATH] [--json]         list a directory of the session's files, sorted\n"
     "                                   (alias: ls)\n"
-    "  list [--json]                    list this project's sessions (their ids)\n"
+    "  list [-l] [--json]               list this project's sessions: their ids; -l (--long)\n"
+    "                                   adds backend, state (active, shut down), workspace;\n"
+    "                                   --json gives each as `session create --json` does\n"
     "  shutdown ID                      stop the session's processes, keep its files\n"
     "  snapshot ID [--max-snapshot-bytes SIZE] [--json]\n"
     "                                   snapshot the session's workspace, print the snapshot id;\n"
@@ -91,20 +94,6 @@ static int handle_open(const char *id, struct session_handle *h, struct cordon_e
     return -1;
   }
   return 0;
-}
-
-/* The workspace as a host path, or null: an ns session on an overlay has its merged view only
- * in the sandbox's mount namespace, reached through /proc/PID/root, a name that means nothing
- * to a reader once that process is gone (docs/formats.md: no /proc paths in --json). */
-static json_t *workspace_json(const char *workspace) {
-  if (!workspace || !strncmp(workspace, "/proc/", strlen("/proc/")))
-    return json_null();
-  return json_string(workspace);
-}
-
-static json_t *session_json(const struct cordon_session *s) {
-  return json_pack("{s:s, s:s, s:o, s:s}", "id", s->id, "backend", s->backend->name, "workspace",
-                   workspace_json(s->workspace), "root", s->root);
 }
 
 /* --count K: K sessions from one snapshot, all or none; the ids are printed only once every
@@ -175,9 +164,8 @@ static int create_pooled(const char *pool, const char *recipe, double wait, bool
     cordon_session_destroy(s, NULL);
   } else {
     if (json) {
-      json_t *j =
-          json_pack("{s:s, s:s, s:o, s:s, s:s}", "id", s->id, "backend", d.backend->name,
-                    "workspace", workspace_json(s->workspace), "root", s->root, "pool", pool);
+      json_t *j = session_json(s);
+      json_object_set_new(j, "pool", json_string(pool));
       json_dumpf(j, stdout, JSON_INDENT(2));
       putchar('\n');
       json_decref(j);
@@ -317,8 +305,7 @@ static int session_create(int argc, char **argv) {
     code = cli_fail(err);
   } else {
     if (o.json) {
-      json_t *j = json_pack("{s:s, s:s, s:o, s:s}", "id", s->id, "backend", b->name, "workspace",
-                            workspace_json(s->workspace), "root", s->root);
+      json_t *j = session_json(s);
       json_dumpf(j, stdout, JSON_INDENT(2));
       putchar('\n');
       json_decref(j);
@@ -460,6 +447,7 @@ static int session_exec(int argc, char **argv) {
 /* Parse "[--json] [--mode M] ID [PATH]" style arguments of the small verbs. */
 struct small_args {
   bool json;
+  bool long_listing; /* session list -l */
   const char *mode;
   uint64_t max_snapshot_bytes; /* session snapshot only; 0: the default */
   const char *positional[3];
@@ -472,14 +460,17 @@ static int parse_small(const char *verb, int argc, char **argv, bool allow_mode,
       {"json", no_argument, NULL, OPT_JSON},
       {"mode", required_argument, NULL, OPT_MODE},
       {"max-snapshot-bytes", required_argument, NULL, OPT_MAX_SNAPSHOT_BYTES},
+      {"long", no_argument, NULL, 'l'},
       {"help", no_argument, NULL, OPT_HELP},
       {0}};
   memset(a, 0, sizeof(*a));
   int c;
   optind = 0;
-  while ((c = cli_getopt(argc, argv, "h", opts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "hl", opts, NULL)) != -1) {
     if (c == OPT_JSON)
       a->json = true;
+    else if (c == 'l' && !strcmp(verb, "session list"))
+      a->long_listing = true;
     else if (c == OPT_MODE && allow_mode)
       a->mode = optarg;
     else if (c == OPT_MAX_SNAPSHOT_BYTES && !strcmp(verb, "session snapshot")) {
@@ -593,6 +584,22 @@ static int session_ls(int argc, char **argv) {
   return code;
 }
 
+/* One line of `session list -l` (under a header): ID, BACKEND, STATE and WORKSPACE, aligned for
+ * ids of 16 hex digits and the built-in backends' names; "-" for a workspace with no host path
+ * (session-json.h), the reason for a session that cannot be read. */
+static void print_session_line(const json_t *j) {
+  const char *id = json_string_value(json_object_get(j, "id"));
+  const char *error = json_string_value(json_object_get(j, "error"));
+  if (error) {
+    printf("%-16s  %-8s  %-9s  %s\n", id, "-", "unreadable", error);
+    return;
+  }
+  const char *workspace = json_string_value(json_object_get(j, "workspace"));
+  printf("%-16s  %-8s  %-9s  %s\n", id, json_string_value(json_object_get(j, "backend")),
+         json_is_true(json_object_get(j, "shut_down")) ? "shut down" : "active",
+         workspace ? workspace : "-");
+}
+
 static int session_list(int argc, char **argv) {
   struct small_args a;
   int r = parse_small("session list", argc, argv, false, &a);
@@ -602,23 +609,41 @@ static int session_list(int argc, char **argv) {
     return cli_usage_error("session list", "unexpected argument '%s'", a.positional[0]);
   struct cordon_error *err = NULL;
   struct cordon_context *ctx = NULL;
+  struct cordon_registry *reg = NULL;
   char **ids = NULL;
-  if (cordon_context_open(NULL, &ctx, &err) < 0 || cordon_session_list(ctx, &ids, &err) < 0) {
+  if (cordon_context_open(NULL, &ctx, &err) < 0 || cordon_session_list(ctx, &ids, &err) < 0 ||
+      ((a.json || a.long_listing) && cordon_registry_load(&reg, &err) < 0)) {
+    cordon_strv_free(ids);
     cordon_context_free(ctx);
     return cli_fail(err);
   }
-  json_t *list = json_array();
-  for (size_t i = 0; ids[i]; i++) {
-    if (a.json)
-      json_array_append_new(list, json_string(ids[i]));
-    else
+  if (!a.json && !a.long_listing) {
+    for (size_t i = 0; ids[i]; i++)
       printf("%s\n", ids[i]);
+  } else {
+    /* Each session as `cordon serve` lists it; one that cannot be opened with the reason. */
+    json_t *list = json_array();
+    if (a.long_listing && !a.json)
+      printf("%-16s  %-8s  %-9s  %s\n", "ID", "BACKEND", "STATE", "WORKSPACE");
+    for (size_t i = 0; ids[i]; i++) {
+      struct cordon_session *s = NULL;
+      struct cordon_error *open_err = NULL;
+      json_t *j = cordon_session_open(ctx, reg, ids[i], &s, &open_err) == 0
+                      ? session_json(s)
+                      : session_json_unreadable(ids[i], open_err);
+      cordon_session_close(s);
+      cordon_error_free(open_err);
+      if (a.long_listing && !a.json && j)
+        print_session_line(j);
+      json_array_append_new(list, j);
+    }
+    if (a.json) {
+      json_dumpf(list, stdout, JSON_INDENT(2));
+      putchar('\n');
+    }
+    json_decref(list);
   }
-  if (a.json) {
-    json_dumpf(list, stdout, JSON_INDENT(2));
-    putchar('\n');
-  }
-  json_decref(list);
+  cordon_registry_free(reg);
   cordon_strv_free(ids);
   cordon_context_free(ctx);
   return EXIT_OK;

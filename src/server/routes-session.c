@@ -9,6 +9,7 @@
 
 #include "base/cleanup.h"
 #include "protocol/exec-json.h"
+#include "protocol/session-json.h"
 #include "server/manifest-json.h"
 #include "server/server.h"
 
@@ -39,11 +40,6 @@ static int session_handle_open(struct request *req, const char *given, struct se
     return -1;
   }
   return 0;
-}
-
-static json_t *session_json(const struct cordon_session *s) {
-  return json_pack("{s:s, s:s, s:s?, s:s?, s:b}", "id", s->id, "backend", s->backend->name,
-                   "workspace", s->workspace, "root", s->root, "shut_down", s->shut_down);
 }
 
 enum MHD_Result route_session_create(struct request *req, const char *unused) {
@@ -118,9 +114,7 @@ enum MHD_Result route_session_list(struct request *req, const char *unused) {
     struct cordon_error *open_err = NULL;
     /* A session whose state cannot be read is listed with the reason, as `session list`. */
     if (cordon_session_open(ctx, req->srv->reg, ids[i], &s, &open_err) < 0) {
-      json_array_append_new(
-          list, json_pack("{s:s, s:s}", "id", ids[i], "error",
-                          open_err && open_err->message ? open_err->message : "unreadable"));
+      json_array_append_new(list, session_json_unreadable(ids[i], open_err));
       cordon_error_free(open_err);
       continue;
     }

@@ -204,6 +204,19 @@ hello" ]
   run $CORDON session ls "$id"
   [ "$status" -eq 1 ]
   [[ "$output" == *"is corrupt"* ]]
+  # Listed all the same, with the reason, beside a readable one.
+  ok=$($CORDON session create --backend worktree)
+  run -0 $CORDON session list -l
+  [ "${lines[0]}" = "ID                BACKEND   STATE      WORKSPACE" ]
+  [[ "$output" == *"$id  -         unreadable "*"is corrupt"* ]]
+  [[ "$output" == *"$ok  worktree  active     $PROJECT/.cordon/sessions/$ok/workspace"* ]]
+  $CORDON session shutdown "$ok"
+  run -0 $CORDON session list --long
+  [[ "$output" == *"$ok  worktree  shut down  "* ]]
+  run -0 $CORDON session list --json
+  [ "$(jq -c ".[] | select(.id == \"$id\") | keys" <<< "$output")" = '["error","id"]' ]
+  [ "$(jq -c ".[] | select(.id == \"$ok\") | [.backend, .shut_down]" <<< "$output")" = '["worktree",true]' ]
+  $CORDON session destroy "$ok"
 }
 
 @test "session paths cannot leave the workspace" {

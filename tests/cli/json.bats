@@ -95,12 +95,13 @@ store_files() { find "$PROJECT/.cordon/cas" -type f 2>/dev/null | wc -l; }
   s=$(jq -r .id <<< "$output")
   created=$output
   run -0 "$CORDON" session list --json
-  listed=$output
+  listed=$(jq -S -c ".[] | select(.id == \"$s\")" <<< "$output")
   ws=$(jq -r .workspace <<< "$created")
   [ "$ws" = null ] || [ -d "$ws" ] || ws_missing=1
   "$CORDON" session destroy "$s"
   [[ "$created" != *'/proc/'* ]]
-  [[ "$listed" != *'/proc/'* ]]
+  # The list gives the session as create did (it listed bare ids before, with no workspace).
+  [ "$listed" = "$(jq -S -c . <<< "$created")" ]
   [ -z "${ws_missing:-}" ]
 }
 

@@ -179,6 +179,16 @@ print(int(value) if value == int(value) else value)
   run -0 api POST /v1/sessions -d "{\"backend\": \"ns\", \"from\": \"$snap\"}"
   [ "$(status)" = 201 ]
   id2=$(echo "$output" | jq -r .id)
+  # Resumed on an overlay, it has no host path for its workspace: null, never a /proc name
+  # (docs/formats.md), in create, show and list, and the CLI lists it in the same shape.
+  [ "$(echo "$output" | jq -r .workspace)" = null ]
+  run -0 api GET "/v1/sessions/$id2"
+  [ "$(echo "$output" | jq -c '[.workspace, .shut_down]')" = '[null,false]' ]
+  run -0 api GET /v1/sessions
+  from_api=$(echo "$output" | jq -S -c ".sessions[] | select(.id == \"$id2\")")
+  [[ "$from_api" != *"/proc/"* ]]
+  run -0 "$CORDON" session list --json
+  [ "$(echo "$output" | jq -S -c ".[] | select(.id == \"$id2\")")" = "$from_api" ]
   run -0 api GET "/v1/sessions/$id2/files?path=a.txt"
   [ "$output" = hello ]
   run -0 api DELETE "/v1/sessions/$id2"
