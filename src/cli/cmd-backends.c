@@ -38,6 +38,22 @@ static json_t *egress_json(const struct cordon_backend *b) {
   return a;
 }
 
+/* A backend's capabilities as "file_rw,exec,..." in caps (128 bytes: every name fits), "-" for
+ * a plugin that failed to load; returns caps. */
+static const char *capabilities_text(const struct cordon_backend *b, char caps[128]) {
+  if (!b)
+    return strcpy(caps, "-");
+  caps[0] = 0;
+  uint32_t have = cordon_backend_capabilities(b);
+  for (unsigned k = 0; k < CORDON_CAP_COUNT; k++)
+    if (have & (1u << k)) {
+      if (*caps)
+        strcat(caps, ",");
+      strcat(caps, cordon_capability_name(1u << k));
+    }
+  return caps;
+}
+
 static json_t *capabilities_json(uint32_t caps) {
   json_t *a = json_array();
   for (unsigned i = 0; i < CORDON_CAP_COUNT; i++)
@@ -68,8 +84,19 @@ int cmd_backends(int argc, char **argv) {
     return cli_fail(err);
   json_t *list = json_array();
   const char *default_name = cordon_registry_default_name();
+  /* The name and capabilities columns are as wide as their widest entries (a plugin's file
+   * name, ns's capabilities), so that NOTES stays aligned. */
+  int name_width = 11, caps_width = (int)strlen("CAPABILITIES");
+  for (size_t i = 0; i < cordon_registry_count(reg); i++) {
+    const struct cordon_registry_entry *e = cordon_registry_entry(reg, i);
+    char caps[128];
+    int n = (int)strlen(capabilities_text(e->backend, caps));
+    caps_width = n > caps_width ? n : caps_width;
+    name_width = (int)strlen(e->name) > name_width ? (int)strlen(e->name) : name_width;
+  }
   if (!json)
-    printf("%-12s %-10s %-5s %-44s %s\n", "BACKEND", "TIER", "AVAIL", "CAPABILITIES", "NOTES");
+    printf("%-*s %-10s %-5s %-*s %s\n", name_width, "BACKEND", "TIER", "AVAIL", caps_width,
+           "CAPABILITIES", "NOTES");
   for (size_t i = 0; i < cordon_registry_count(reg); i++) {
     const struct cordon_registry_entry *e = cordon_registry_entry(reg, i);
     const struct cordon_backend *b = e->backend;
@@ -90,17 +117,10 @@ int cmd_backends(int argc, char **argv) {
         json_object_set_new(o, b ? "unavailable_reason" : "load_error", json_string(why));
       json_array_append_new(list, o);
     } else {
-      char caps[128] = "";
-      uint32_t have = b ? cordon_backend_capabilities(b) : 0;
-      for (unsigned k = 0; b && k < CORDON_CAP_COUNT; k++)
-        if (have & (1u << k)) {
-          if (*caps)
-            strcat(caps, ",");
-          strcat(caps, cordon_capability_name(1u << k));
-        }
-      printf("%-12s %-10s %-5s %-44s %s%s%s%s\n", e->name, b ? cordon_tier_name(b->tier) : "-",
-             available ? "yes" : "no", b ? caps : "-",
-             strcmp(e->name, default_name) == 0 ? "(default) " : "",
+      char caps[128];
+      printf("%-*s %-10s %-5s %-*s %s%s%s%s\n", name_width, e->name,
+             b ? cordon_tier_name(b->tier) : "-", available ? "yes" : "no", caps_width,
+             capabilities_text(b, caps), strcmp(e->name, default_name) == 0 ? "(default) " : "",
              b && b->summary ? b->summary : "",
              why ? (b ? "; unavailable: " : "failed to load: ") : "", why ? why : "");
     }

@@ -266,6 +266,15 @@ hello" ]
   [[ "$output" == *worktree*none*yes*"NO isolation"* ]]
   [[ "$output" == *example*yes* ]]
   [[ "$output" == *"cordon-broken.so"*"ABI version 999"* ]]
+  # NOTES starts in one column on every line: ns's capabilities were once wider than theirs.
+  notes=$(head -1 <<< "$output" | awk '{print index($0, "NOTES")}')
+  [ "$notes" -gt 1 ]
+  while IFS= read -r line; do
+    [ "${line:notes-2:1}" = " " ] && [ "${line:notes-1:1}" != " " ] || {
+      echo "NOTES not at column $notes: $line"
+      false
+    }
+  done <<< "$output"
   run $CORDON backends --json
   [ "$status" -eq 0 ]
   [[ "$output" == *'"name": "worktree"'* ]]
