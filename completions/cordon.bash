@@ -144,7 +144,7 @@ _cordon() {
   case $verb in
   run) opts="$manifest --cwd --stdin --interactive --tty --pool --recipe --wait" ;;
   session)
-    subs="create exec read write files list shutdown snapshot destroy"
+    subs="create exec read write files list inspect shutdown snapshot destroy"
     case $sub in
     create) opts="$manifest --from --count --pool --recipe --wait" ;;
     exec) opts="--cwd --env --timeout --stdin --clear-env --json --help --interactive --tty" ;;
@@ -152,6 +152,7 @@ _cordon() {
     files | ls) opts="--json --help" ;;
     list) opts="--long --json --help" ;;
     snapshot) opts="--max-snapshot-bytes --json --help" ;;
+    inspect) opts="--json --help" ;;
     read | shutdown | destroy) opts="--help" ;;
     esac
     ;;
@@ -275,7 +276,7 @@ _cordon() {
     ;;
   session)
     case $sub in
-    exec | read | write | ls | shutdown | snapshot | destroy)
+    exec | read | write | ls | files | inspect | shutdown | snapshot | destroy)
       COMPREPLY=($(compgen -W "$(_cordon_session_ids)" -- "$cur"))
       ;;
     esac

@@ -35,6 +35,9 @@ static const char session_usage[] =
     "  list [-l] [--json]               list this project's sessions: their ids; -l (--long)\n"
     "                                   adds backend, state (active, shut down), workspace;\n"
     "                                   --json gives each as `session create --json` does\n"
+    "  inspect ID [--json]              what the session is and may touch: backend, state,\n"
+    "                                   workspace, net, read-only, hidden and host paths,\n"
+    "                                   devices, limits, user, waivers (as recorded at create)\n"
     "  shutdown ID                      stop the session's processes, keep its files\n"
     "  snapshot ID [--max-snapshot-bytes SIZE] [--json]\n"
     "                                   snapshot the session's workspace, print the snapshot id;\n"
@@ -649,6 +652,120 @@ static int session_list(int argc, char **argv) {
   return EXIT_OK;
 }
 
+/* A byte count as the user would have typed it: 268435456 is 256M. */
+static void print_bytes(const char *label, json_int_t n, const char **sep) {
+  static const char units[] = "KMGT";
+  int u = -1;
+  while (u < 3 && n >= 1024 && n % 1024 == 0)
+    n /= 1024, u++;
+  printf("%s%s %lld%s%.*s", *sep, label, (long long)n, u < 0 ? " bytes" : "", u < 0 ? 0 : 1,
+         u < 0 ? "" : &units[u]);
+  *sep = ", ";
+}
+
+/* A list of strings on one line, "-" when empty. */
+static void print_list(const char *label, const json_t *list) {
+  printf("%-12s ", label);
+  size_t i;
+  json_t *v;
+  if (json_array_size(list) == 0)
+    fputs("-", stdout);
+  json_array_foreach(list, i, v) printf("%s%s", i ? ", " : "", json_string_value(v));
+  putchar('\n');
+}
+
+/* `session inspect` without --json: what the session is and what it may touch. */
+static void print_inspection(const struct cordon_session *s, const json_t *j) {
+  const char *workspace = json_string_value(json_object_get(j, "workspace"));
+  printf("%-12s %s\n", "id", s->id);
+  printf("%-12s %s (tier %s)\n", "backend", s->backend->name, cordon_tier_name(s->backend->tier));
+  printf("%-12s %s\n", "state", s->shut_down ? "shut down" : "active");
+  printf("%-12s %s, at %s inside\n", "workspace",
+         workspace ? workspace : "no host path (an overlay)", s->root);
+  const json_t *p = json_object_get(j, "policy");
+  if (!json_is_object(p)) {
+    printf("%-12s not recorded (the session was made by an older cordon)\n", "policy");
+    return;
+  }
+  printf("%-12s %s\n", "net", json_string_value(json_object_get(p, "net")));
+  const json_t *egress = json_object_get(p, "egress");
+  if (egress) {
+    print_list("  domains", json_object_get(egress, "allow_domains"));
+    print_list("  cidrs", json_object_get(egress, "allow_cidrs"));
+    print_list("  resolve", json_object_get(egress, "resolve"));
+  }
+  print_list("read-only", json_object_get(p, "read_only"));
+  print_list("hidden", json_object_get(p, "hidden"));
+  print_list("host ro", json_object_get(p, "allow_ro"));
+  print_list("devices", json_object_get(p, "devices"));
+  const json_t *l = json_object_get(p, "limits");
+  const char *sep = "";
+  printf("%-12s ", "limits");
+  if (json_integer_value(json_object_get(l, "memory_bytes")))
+    print_bytes("memory", json_integer_value(json_object_get(l, "memory_bytes")), &sep);
+  if (json_integer_value(json_object_get(l, "pids")))
+    printf("%spids %lld", sep, (long long)json_integer_value(json_object_get(l, "pids"))),
+        sep = ", ";
+  if (json_real_value(json_object_get(l, "cpus")) > 0)
+    printf("%scpus %g", sep, json_real_value(json_object_get(l, "cpus"))), sep = ", ";
+  if (json_integer_value(json_object_get(l, "nofile")))
+    printf("%snofile %lld", sep, (long long)json_integer_value(json_object_get(l, "nofile"))),
+        sep = ", ";
+  const json_t *fsize = json_object_get(l, "fsize_bytes");
+  if (json_is_string(fsize))
+    printf("%sfsize %s", sep, json_string_value(fsize)), sep = ", ";
+  else if (json_integer_value(fsize))
+    print_bytes("fsize", json_integer_value(fsize), &sep);
+  if (json_integer_value(json_object_get(l, "tmp_bytes")))
+    print_bytes("tmp", json_integer_value(json_object_get(l, "tmp_bytes")), &sep);
+  printf("%s\n", *sep ? "" : "the backend's defaults");
+  printf("%-12s %s\n", "user",
+         s->backend->tier == CORDON_TIER_NONE ? "you, on the host (this backend isolates nothing)"
+         : !strcmp(json_string_value(json_object_get(p, "user")), "root")
+             ? "root of the sandbox (uid 0, no capabilities)"
+             : "the sandbox user (uid 1000)");
+  const json_t *waived = json_object_get(p, "waived");
+  if (json_array_size(waived))
+    print_list("WAIVED", waived);
+  else
+    printf("%-12s %s\n", "enforcement",
+           json_is_true(json_object_get(p, "require_enforcement")) ? "required" : "not required");
+  const char *image = json_string_value(json_object_get(p, "image"));
+  const char *monitor = json_string_value(json_object_get(p, "monitor"));
+  if (image)
+    printf("%-12s %s\n", "image", image);
+  if (monitor)
+    printf("%-12s %s\n", "monitor", monitor);
+}
+
+static int session_inspect(int argc, char **argv) {
+  struct small_args a;
+  int r = parse_small("session inspect", argc, argv, false, &a);
+  if (r)
+    return r < 0 ? EXIT_OK : r;
+  if (a.n != 1)
+    return cli_operands_error("session inspect", "ID", a.n);
+  struct cordon_error *err = NULL;
+  struct session_handle h;
+  if (handle_open(a.positional[0], &h, &err) < 0)
+    return cli_fail(err);
+  json_t *j = session_json_detail(h.s);
+  if (!j) {
+    handle_close(&h);
+    cordon_error_set(&err, CORDON_ERR_SYSTEM, ENOMEM, "session %s", a.positional[0]);
+    return cli_fail(err);
+  }
+  if (a.json) {
+    json_dumpf(j, stdout, JSON_INDENT(2));
+    putchar('\n');
+  } else {
+    print_inspection(h.s, j);
+  }
+  json_decref(j);
+  handle_close(&h);
+  return EXIT_OK;
+}
+
 static int session_shutdown(int argc, char **argv) {
   struct small_args a;
   int r = parse_small("session shutdown", argc, argv, false, &a);
@@ -735,6 +852,6 @@ int cmd_session(int argc, char **argv) {
       {"create", session_create},     {"exec", session_exec},       {"read", session_read},
       {"write", session_write},       {"ls", session_ls},           {"list", session_list},
       {"shutdown", session_shutdown}, {"destroy", session_destroy}, {"snapshot", session_snapshot},
-      {"files", session_ls}};
+      {"files", session_ls},          {"inspect", session_inspect}};
   return CLI_DISPATCH("session", session_usage, subs, argc, argv);
 }

@@ -16,4 +16,20 @@ json_t *session_json(const struct cordon_session *s);
 /* A listed session whose state cannot be read: {"id", "error"}. NULL on ENOMEM. */
 json_t *session_json_unreadable(const char *id, const struct cordon_error *why);
 
+/* What a manifest lets the session touch, as its state file records it (`session inspect`,
+ * GET /v1/sessions/ID): {"net", "read_only", "hidden", "allow_ro", "devices" (lists, maybe
+ * empty), "limits" {memory_bytes, pids, cpus, nofile, fsize_bytes, tmp_bytes: 0 is the
+ * backend's default; fsize_bytes "unlimited" when no limit was asked for}, "user" ("sandbox" or
+ * "root"), "require_enforcement", "waived" (the features the backend does not enforce that were
+ * waived), and "egress" (--net restricted's rules), "image" and "monitor" when given}. Host paths
+ * are kept: the state lives in .cordon/, which no sandbox sees. NULL on ENOMEM. */
+json_t *session_policy_json(const struct cordon_manifest *m, uint32_t waived);
+
+/* session_json and "policy", the record above, or null for a session made before it was kept.
+ * NULL on ENOMEM. */
+json_t *session_json_detail(const struct cordon_session *s);
+
+/* The session's recorded policy, or NULL (session.c). */
+const json_t *session_recorded_policy(const struct cordon_session *s);
+
 #endif

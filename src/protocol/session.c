@@ -32,6 +32,7 @@
 #include "protocol/registry.h"
 #include "protocol/rundir.h"
 #include "protocol/session-id.h"
+#include "protocol/session-json.h"
 #include "protocol/volume.h"
 #include "obs/events.h"
 #include "base/cleanup.h"
@@ -56,6 +57,7 @@ struct session_private {
   int rundir_fd;     /* O_PATH of the session's runtime directory (protocol/rundir.h), or -1 */
   bool has_rundir;   /* it has one (made here, or the state says so): destroy removes it */
   json_t *volumes;   /* the state file's "volumes" (protocol/volume.h), or NULL: none */
+  json_t *policy;    /* the state file's "policy" (session-json.h), or NULL: not recorded */
 };
 
 static struct session_private *session_private(struct cordon_session *s) {
@@ -67,6 +69,10 @@ static struct cordon_session *session_alloc(void) {
   if (p)
     p->rundir_fd = -1;
   return p ? &p->pub : NULL;
+}
+
+const json_t *session_recorded_policy(const struct cordon_session *s) {
+  return ((const struct session_private *)s)->policy;
 }
 
 void cordon_strv_free(char **strv) {
@@ -87,6 +93,7 @@ static void session_free(struct cordon_session *s) {
   free(s->backend_state);
   free(session_private(s)->saved_state);
   json_decref(session_private(s)->volumes);
+  json_decref(session_private(s)->policy);
   if (session_private(s)->rundir_fd >= 0)
     close(session_private(s)->rundir_fd);
   free(s);
@@ -124,6 +131,9 @@ static int write_state(struct cordon_session *s, bool unsynced, struct cordon_er
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
   /* The volumes it mounts: `volume remove` refuses those of a live session. */
   if (session_private(s)->volumes && json_object_set(doc, "volumes", session_private(s)->volumes))
+    json_decref(doc), doc = NULL;
+  if (doc && session_private(s)->policy &&
+      json_object_set(doc, "policy", session_private(s)->policy) < 0)
     json_decref(doc), doc = NULL;
   if (!doc)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
@@ -529,7 +539,11 @@ static int session_make(struct cordon_context *ctx, const struct cordon_backend 
   if (m->n_volumes)
     session_private(s)->volumes = json_incref(volumes.record);
   uint32_t waived = cordon_backend_unenforced(backend, &m->policy);
-  if (waived && record_waiver(s, waived, err) < 0) {
+  /* What it may touch, recorded before the backend's first write of the state. */
+  session_private(s)->policy = session_policy_json(m, waived);
+  if (!session_private(s)->policy)
+    cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session policy");
+  if (!session_private(s)->policy || (waived && record_waiver(s, waived, err) < 0)) {
     struct cordon_error *ignored = NULL;
     fs_remove_tree(s->state_dir, &ignored); /* nothing of the backend's exists yet */
     cordon_error_free(ignored);
@@ -763,16 +777,16 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   int version = 0, shut_down = 0;
   const char *sid = NULL, *backend_name = NULL, *workspace = NULL, *root = NULL;
   double timeout = 0;
-  json_t *env = NULL, *backend_state = NULL, *volumes = NULL;
+  json_t *env = NULL, *backend_state = NULL, *volumes = NULL, *policy = NULL;
   json_int_t env_private = 0, memory_limit = 0;
   int private_dir = 0;
   if (json_unpack_ex(doc, &jerr, JSON_STRICT,
-                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s?:b, s:F, s:b, s:o, s?:I, s?:o}",
+                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s?:b, s:F, s:b, s:o, s?:I, s?:o, s?:o}",
                      "version", &version, "id", &sid, "backend", &backend_name, "workspace",
                      &workspace, "root", &root, "env", &env, "env_private", &env_private,
                      "private_dir", &private_dir, "default_timeout", &timeout, "shut_down",
                      &shut_down, "backend_state", &backend_state, "memory_limit", &memory_limit,
-                     "volumes", &volumes) < 0) {
+                     "volumes", &volumes, "policy", &policy) < 0) {
     int r = corrupt(err, path, jerr.text);
     json_decref(doc);
     return r;
@@ -796,6 +810,8 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
     why = "memory_limit is negative";
   else if (volumes && !volumes_record_valid(volumes))
     why = "volumes is not a list of volumes";
+  else if (policy && !json_is_object(policy))
+    why = "policy is not an object";
   if (why) {
     int r = corrupt(err, path, why);
     json_decref(doc);
@@ -816,6 +832,7 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   /* Only whether destroy removes one: a state that lies leaves it to `cordon gc`. */
   session_private(s)->has_rundir = private_dir || env_private > 0;
   session_private(s)->volumes = json_incref(volumes);
+  session_private(s)->policy = json_incref(policy);
   s->id = strdup(id);
   s->workspace = strdup(workspace);
   s->root = strdup(root);

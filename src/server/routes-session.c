@@ -131,7 +131,7 @@ enum MHD_Result route_session_show(struct request *req, const char *id) {
   enum MHD_Result replied;
   if (session_handle_open(req, id, &h, &replied) < 0)
     return replied;
-  json_t *out = session_json(h.s);
+  json_t *out = session_json_detail(h.s);
   session_handle_clear(&h);
   return reply_json(req, 200, out);
 }

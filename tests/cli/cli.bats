@@ -219,6 +219,49 @@ hello" ]
   $CORDON session destroy "$ok"
 }
 
+@test "session inspect: what the session may touch, as recorded, and as enforced" {
+  mkdir -p ws/src ws/conf && echo s > ws/src/main.c && echo t > ws/conf/token
+  id=$($CORDON session create --workspace ws --ro src --hide conf/token --net none --memory 64M \
+    --pids 32)
+  run -0 $CORDON session inspect "${id:0:8}"
+  [ "${lines[0]}" = "id           $id" ]
+  [[ "$output" == *"backend      ns (tier container)"* ]]
+  [[ "$output" == *"workspace    $PROJECT/ws, at /workspace inside"* ]]
+  [[ "$output" == *"net          none"* ]]
+  [[ "$output" == *"read-only    src"* ]]
+  [[ "$output" == *"hidden       conf/token"* ]]
+  [[ "$output" == *"limits       memory 64M, pids 32"* ]]
+  [[ "$output" == *"user         the sandbox user (uid 1000)"* ]]
+  [[ "$output" == *"enforcement  required"* ]]
+  run -0 $CORDON session inspect "$id" --json
+  [ "$(jq -c '.policy | [.net, .read_only, .hidden, .limits.memory_bytes, .limits.pids, .waived]' \
+    <<< "$output")" = '["none",["src"],["conf/token"],67108864,32,[]]' ]
+  # What it says is what holds: the read-only path refuses a write, the hidden one reads empty.
+  run $CORDON session exec "$id" -- sh -c 'echo x > src/main.c'
+  [ "$status" -ne 0 ]
+  run -0 $CORDON session exec "$id" -- cat conf/token
+  [ -z "$output" ]
+  # A state whose policy is no object is corrupt; one from before the record says so.
+  state=".cordon/sessions/$id/state.json"
+  cp "$state" state.bak
+  jq -c '.policy = 5' state.bak > "$state"
+  run -1 $CORDON session inspect "$id"
+  [[ "$output" == *"policy is not an object"* ]]
+  jq -c 'del(.policy)' state.bak > "$state"
+  run -0 $CORDON session inspect "$id"
+  [[ "$output" == *"policy       not recorded (the session was made by an older cordon)"* ]]
+  cp state.bak "$state"
+  $CORDON session destroy "$id"
+  # A waiver is named: worktree enforces no read-only path.
+  id=$($CORDON session create --backend worktree --workspace ws --ro src --no-require-enforcement)
+  run -0 $CORDON session inspect "$id"
+  [[ "$output" == *"WAIVED       read_only_paths"* ]]
+  [[ "$output" == *"user         you, on the host (this backend isolates nothing)"* ]]
+  $CORDON session destroy "$id"
+  run -2 $CORDON session inspect
+  [[ "$output" == *"expected ID, got none"* ]]
+}
+
 @test "session paths cannot leave the workspace" {
   id=$($CORDON session create --backend worktree)
   run $CORDON session read "$id" ../../../../etc/passwd

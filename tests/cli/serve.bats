@@ -127,6 +127,10 @@ print(int(value) if value == int(value) else value)
   run -0 api GET "/v1/sessions/$id"
   [ "$(status)" = 200 ]
   [ "$(echo "$output" | jq -r .id)" = "$id" ]
+  # What it may touch, as `cordon session inspect --json` gives it.
+  [ "$(echo "$output" | jq -c '.policy | [.net, .read_only, .hidden, .limits.pids]')" = \
+    '["none",["a.txt"],["secret"],64]' ]
+  [ "$(echo "$output" | jq -S -c .)" = "$("$CORDON" session inspect "$id" --json | jq -S -c .)" ]
   run -0 api GET "/v1/sessions/${id:0:8}" # a unique prefix will do
   [ "$(echo "$output" | jq -r .id)" = "$id" ]
   run -0 api GET /v1/sessions

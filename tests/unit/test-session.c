@@ -23,6 +23,7 @@
 #include "base/fs.h"
 #include "base/strv.h"
 #include "protocol/session-id.h"
+#include "protocol/session-json.h"
 
 /* ---- a fake backend that records its last exec request and path -------------------------- */
 
@@ -578,6 +579,17 @@ static void test_unenforced_refused_or_audited(void **state) {
   assert_string_equal(report.project_id, id);
   cordon_audit_report_clear(&report);
   cordon_audit_close(log);
+  /* The session's state records what it may touch, the waiver included (session inspect). */
+  json_t *detail = session_json_detail(s);
+  char *policy = json_dumps(json_object_get(detail, "policy"), JSON_COMPACT | JSON_SORT_KEYS);
+  assert_string_equal(policy,
+                      "{\"allow_ro\":[],\"devices\":[],\"hidden\":[],\"limits\":{\"cpus\":0.0,"
+                      "\"fsize_bytes\":0,\"memory_bytes\":67108864,\"nofile\":0,\"pids\":0,"
+                      "\"tmp_bytes\":0},\"net\":\"none\",\"read_only\":[\"src\"],"
+                      "\"require_enforcement\":false,\"user\":\"sandbox\",\"waived\":["
+                      "\"read_only_paths\",\"memory\"]}");
+  free(policy);
+  json_decref(detail);
   assert_int_equal(cordon_session_destroy(s, NULL), 0);
 
   /* A waiver that cannot be recorded is no waiver: nothing starts. */
@@ -589,6 +601,44 @@ static void test_unenforced_refused_or_audited(void **state) {
   assert_int_equal(session_count(), 0);
   cordon_error_free(err);
   unsetenv("CORDON_KEY_DIR");
+}
+
+/* What a manifest lets a session touch, as recorded (pure): every field, and "unlimited" for an
+ * fsize asked to have no limit. */
+static void test_policy_json(void **state) {
+  (void)state;
+  const char *ro[] = {"a", NULL}, *hide[] = {"b/c", NULL}, *grant[] = {"/opt/x", NULL};
+  const char *devices[] = {"/dev/null:/dev/n", NULL}, *domains[] = {"*.z.test", NULL};
+  const char *cidrs[] = {"10.0.0.0/8", NULL}, *pins[] = {"a.test:127.0.0.1", NULL};
+  struct cordon_egress_rules rules = {domains, cidrs, pins};
+  struct cordon_manifest m = {.image = "img:1",
+                              .monitor = "qemu",
+                              .devices = devices,
+                              .user_root = true,
+                              .egress_rules = &rules};
+  m.policy = (struct cordon_policy){.read_only = ro,
+                                    .hidden = hide,
+                                    .allow_ro = grant,
+                                    .egress = CORDON_EGRESS_RESTRICTED,
+                                    .require_enforcement = true};
+  m.policy.limits = (struct cordon_limits){.memory_bytes = 1,
+                                           .pids = 2,
+                                           .cpus = 0.5,
+                                           .nofile = 3,
+                                           .fsize_bytes = CORDON_LIMIT_UNLIMITED,
+                                           .tmp_bytes = 4};
+  json_t *j = session_policy_json(&m, CORDON_FEATURE_NET_RESTRICTED);
+  char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+  assert_string_equal(
+      text, "{\"allow_ro\":[\"/opt/x\"],\"devices\":[\"/dev/null:/dev/n\"],\"egress\":{"
+            "\"allow_cidrs\":[\"10.0.0.0/8\"],\"allow_domains\":[\"*.z.test\"],\"resolve\":["
+            "\"a.test:127.0.0.1\"]},\"hidden\":[\"b/c\"],\"image\":\"img:1\",\"limits\":{"
+            "\"cpus\":0.5,\"fsize_bytes\":\"unlimited\",\"memory_bytes\":1,\"nofile\":3,"
+            "\"pids\":2,\"tmp_bytes\":4},\"monitor\":\"qemu\",\"net\":\"restricted\","
+            "\"read_only\":[\"a\"],\"require_enforcement\":true,\"user\":\"root\",\"waived\":["
+            "\"net_restricted\"]}");
+  free(text);
+  json_decref(j);
 }
 
 /* The one check of a session id's form: what cordon makes passes; anything that could be
@@ -617,6 +667,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_paths_reach_backend_normalised, setup, teardown),
       cmocka_unit_test(test_policy_features),
+      cmocka_unit_test(test_policy_json),
       cmocka_unit_test_setup_teardown(test_unenforced_refused_or_audited, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exec_environment_and_timeout, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failed_create_leaves_nothing, setup, teardown),
