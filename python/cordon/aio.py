@@ -320,6 +320,10 @@ class Sandbox(_proto.SandboxInfo):
     async def entries(self, path: str = ".") -> dict[str, Any]:
         return await self.client._json("GET", _proto.query(self._path("ls"), path=path))
 
+    async def policy(self) -> dict[str, Any] | None:
+        self.info = await self.client._json("GET", f"/v1/sessions/{_proto.quote_id(self.id)}")
+        return self.info["policy"]
+
     async def snapshot(self) -> str:
         return (await self.client._json("POST", self._path("snapshot"), {}))["snapshot"]
 

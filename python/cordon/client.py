@@ -332,6 +332,12 @@ class Sandbox(_proto.SandboxInfo):
         self.info = self.client._json("GET", f"/v1/sessions/{_proto.quote_id(self.id)}")
         return self.info
 
+    def policy(self) -> dict[str, Any] | None:
+        """What the session may touch, as recorded when it was made: ``net``, ``read_only``,
+        ``hidden``, ``allow_ro``, ``devices``, ``limits``, ``user``, ``waived`` ... (as
+        ``cordon session inspect --json``); None for a session made before it was kept."""
+        return self.refresh()["policy"]
+
     def snapshot(self) -> str:
         """Snapshot the workspace; the snapshot's id (64 hex digits)."""
         return self.client._json("POST", self._path("snapshot"), {})["snapshot"]

@@ -31,6 +31,7 @@ def test_aio_private_server_and_session(project, need_ns):
                 await sb.write("d/f", b"data", mode=0o600)
                 assert await sb.ls() == ["d"] and await sb.ls("d") == ["f"]
                 assert await sb.read("d/f") == b"data"
+                assert (await sb.policy())["user"] == "sandbox"
                 snap = await sb.snapshot()
                 await sb.shutdown()
                 await sb.shutdown()

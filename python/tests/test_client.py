@@ -87,6 +87,10 @@ def test_policy_read_only_and_hidden(client, need_ns, tmp_path):
         assert sb.read("locked/f") == b"keep"
         r = sb.exec(["cat", "secret/key"])
         assert r.exit_code != 0 and b"s3cret" not in r.stdout
+        # What the session says it may touch is what was asked, and held above.
+        policy = sb.policy()
+        assert (policy["read_only"], policy["hidden"], policy["waived"]) == (["locked"],
+                                                                             ["secret"], [])
 
 
 def test_snapshot_resume_shutdown_destroy(client, need_ns):
