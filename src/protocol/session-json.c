@@ -75,3 +75,59 @@ json_t *session_json_detail(const struct cordon_session *s) {
     json_decref(j), j = NULL;
   return j;
 }
+
+static bool strings_valid(const json_t *list) {
+  size_t i;
+  json_t *v;
+  if (!json_is_array(list))
+    return false;
+  json_array_foreach(list, i, v) if (!json_is_string(v)) return false;
+  return true;
+}
+
+static bool limits_valid(const json_t *limits) {
+  static const char *const counts[] = {"memory_bytes", "pids", "nofile", "tmp_bytes"};
+  if (!json_is_object(limits) || json_object_size(limits) != 6 ||
+      !json_is_number(json_object_get(limits, "cpus")))
+    return false;
+  for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+    if (!json_is_integer(json_object_get(limits, counts[i])))
+      return false;
+  const json_t *fsize = json_object_get(limits, "fsize_bytes");
+  return json_is_integer(fsize) ||
+         (json_is_string(fsize) && !strcmp(json_string_value(fsize), "unlimited"));
+}
+
+bool session_policy_valid(const json_t *policy) {
+  static const char *const lists[] = {"read_only", "hidden", "allow_ro", "devices", "waived"};
+  if (!json_is_object(policy))
+    return false;
+  size_t known = 0;
+  for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++, known++)
+    if (!strings_valid(json_object_get(policy, lists[i])))
+      return false;
+  const json_t *net = json_object_get(policy, "net"), *user = json_object_get(policy, "user");
+  const json_t *egress = json_object_get(policy, "egress");
+  if (!json_is_string(net) || !json_is_string(user) ||
+      (strcmp(json_string_value(user), "sandbox") && strcmp(json_string_value(user), "root")) ||
+      !json_is_boolean(json_object_get(policy, "require_enforcement")) ||
+      !limits_valid(json_object_get(policy, "limits")))
+    return false;
+  known += 4;
+  if (egress) {
+    if (!json_is_object(egress) || json_object_size(egress) != 3 ||
+        !strings_valid(json_object_get(egress, "allow_domains")) ||
+        !strings_valid(json_object_get(egress, "allow_cidrs")) ||
+        !strings_valid(json_object_get(egress, "resolve")))
+      return false;
+    known++;
+  }
+  static const char *const optional[] = {"image", "monitor"};
+  for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++) {
+    const json_t *v = json_object_get(policy, optional[i]);
+    if (v && !json_is_string(v))
+      return false;
+    known += v != NULL;
+  }
+  return json_object_size(policy) == known;
+}

@@ -3,6 +3,8 @@
 #ifndef CORDON_PROTOCOL_SESSION_JSON_H
 #define CORDON_PROTOCOL_SESSION_JSON_H
 
+#include <stdbool.h>
+
 #include <jansson.h>
 
 #include <cordon/backend.h>
@@ -24,6 +26,10 @@ json_t *session_json_unreadable(const char *id, const struct cordon_error *why);
  * waived), and "egress" (--net restricted's rules), "image" and "monitor" when given}. Host paths
  * are kept: the state lives in .cordon/, which no sandbox sees. NULL on ENOMEM. */
 json_t *session_policy_json(const struct cordon_manifest *m, uint32_t waived);
+
+/* Whether a state file's "policy" has the form session_policy_json gives (every key known, of
+ * its type; the lists of strings): what a reader of it may rely on. Pure. */
+bool session_policy_valid(const json_t *policy);
 
 /* session_json and "policy", the record above, or null for a session made before it was kept.
  * NULL on ENOMEM. */

@@ -810,8 +810,8 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
     why = "memory_limit is negative";
   else if (volumes && !volumes_record_valid(volumes))
     why = "volumes is not a list of volumes";
-  else if (policy && !json_is_object(policy))
-    why = "policy is not an object";
+  else if (policy && !session_policy_valid(policy))
+    why = "policy is not a session's policy";
   if (why) {
     int r = corrupt(err, path, why);
     json_decref(doc);

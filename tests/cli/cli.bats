@@ -244,9 +244,12 @@ hello" ]
   # A state whose policy is no object is corrupt; one from before the record says so.
   state=".cordon/sessions/$id/state.json"
   cp "$state" state.bak
-  jq -c '.policy = 5' state.bak > "$state"
-  run -1 $CORDON session inspect "$id"
-  [[ "$output" == *"policy is not an object"* ]]
+  for edit in '.policy = 5' '.policy.user = 5' '.policy.limits.pids = "many"' '.policy.x = 1'; do
+    jq -c "$edit" state.bak > "$state"
+    run -1 $CORDON session inspect "$id"
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"policy is not a session's policy"* ]]
+  done
   jq -c 'del(.policy)' state.bak > "$state"
   run -0 $CORDON session inspect "$id"
   [[ "$output" == *"policy       not recorded (the session was made by an older cordon)"* ]]

@@ -638,6 +638,40 @@ static void test_policy_json(void **state) {
             "\"read_only\":[\"a\"],\"require_enforcement\":true,\"user\":\"root\",\"waived\":["
             "\"net_restricted\"]}");
   free(text);
+  /* What a reader may rely on: this form, and nothing else. A state file is the user's to
+   * edit, so every key of the wrong type, a missing one or an unknown one is refused. */
+  assert_true(session_policy_valid(j));
+  struct cordon_manifest plain = {0};
+  json_t *defaults = session_policy_json(&plain, 0);
+  assert_true(session_policy_valid(defaults));
+  json_decref(defaults);
+  const char *const broken[] = {
+      "{\"net\":5}",
+      "{\"user\":\"admin\"}",
+      "{\"read_only\":[1]}",
+      "{\"hidden\":\"b/c\"}",
+      "{\"waived\":null}",
+      "{\"limits\":{}}",
+      "{\"image\":[]}",
+      "{\"egress\":{\"resolve\":[]}}",
+      "{\"require_enforcement\":1}",
+      "{\"surprise\":true}",
+  };
+  for (size_t i = 0; i < sizeof(broken) / sizeof(broken[0]); i++) {
+    json_t *bad = json_deep_copy(j), *patch = json_loads(broken[i], 0, NULL);
+    assert_non_null(patch);
+    assert_int_equal(json_object_update(bad, patch), 0);
+    assert_false(session_policy_valid(bad));
+    json_decref(patch);
+    json_decref(bad);
+  }
+  json_t *fsize = json_deep_copy(j);
+  json_object_set_new(json_object_get(fsize, "limits"), "fsize_bytes", json_string("lots"));
+  assert_false(session_policy_valid(fsize));
+  json_object_del(fsize, "limits");
+  assert_false(session_policy_valid(fsize));
+  json_decref(fsize);
+  assert_false(session_policy_valid(NULL));
   json_decref(j);
 }
 
