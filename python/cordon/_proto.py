@@ -352,6 +352,7 @@ class SandboxInfo:
         self.backend: str | None = info.get("backend")
         self.workspace: str | None = info.get("workspace")
         self.root: str | None = info.get("root")
+        self.created: str | None = info.get("created")
         self._destroyed = False
 
     def _path(self, tail: str) -> str:

@@ -72,7 +72,7 @@ def test_session_exec_files_ls(client, need_ns):
         assert sb.exec(["cat", "a.txt"], cwd="dir").stdout == b"contents\n"
 
         again = client.sandbox(sb.id[:10])
-        assert again.id == sb.id
+        assert again.id == sb.id and again.created == sb.created and sb.created.endswith("Z")
         assert sb.id in [s["id"] for s in client.sessions()]
         assert sb.refresh()["shut_down"] is False
         # The CLI sees the API's session.

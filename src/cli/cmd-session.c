@@ -32,9 +32,10 @@ static const char session_usage[] =
     "  write ID PATH [--mode MODE]      replace PATH with stdin (atomically)\n"
     "  files ID [PATH] [--json]         list a directory of the session's files, sorted\n"
     "                                   (alias: ls)\n"
-    "  list [-l] [--json]               list this project's sessions: their ids; -l (--long)\n"
-    "                                   adds backend, state (active, shut down), workspace;\n"
-    "                                   --json gives each as `session create --json` does\n"
+    "  list [-l] [--json]               list this project's sessions, an id a line; -l (--long):\n"
+    "                                   a table of backend, state (active, shut down),\n"
+    "                                   creation time, workspace; --json: each as\n"
+    "                                   `session create --json` gives it\n"
     "  inspect ID [--json]              what the session is and may touch: backend, state,\n"
     "                                   workspace, net, read-only, hidden and host paths,\n"
     "                                   devices, limits, user, waivers (as recorded at create)\n"
@@ -587,19 +588,24 @@ static int session_ls(int argc, char **argv) {
   return code;
 }
 
-/* One line of `session list -l` (under a header): ID, BACKEND, STATE and WORKSPACE, aligned for
- * ids of 16 hex digits and the built-in backends' names; "-" for a workspace with no host path
- * (session-json.h), the reason for a session that cannot be read. */
+/* One line of `session list -l` (under a header): ID, BACKEND, STATE, CREATED and WORKSPACE,
+ * aligned for ids of 16 hex digits and the built-in backends' names; CREATED to the second, "-"
+ * when not recorded; "-" for a workspace with no host path (session-json.h); the reason for a
+ * session that cannot be read. */
 static void print_session_line(const json_t *j) {
   const char *id = json_string_value(json_object_get(j, "id"));
   const char *error = json_string_value(json_object_get(j, "error"));
   if (error) {
-    printf("%-16s  %-8s  %-9s  %s\n", id, "-", "unreadable", error);
+    printf("%-16s  %-8s  %-9s  %-20s  %s\n", id, "-", "unreadable", "-", error);
     return;
   }
   const char *workspace = json_string_value(json_object_get(j, "workspace"));
-  printf("%-16s  %-8s  %-9s  %s\n", id, json_string_value(json_object_get(j, "backend")),
-         json_is_true(json_object_get(j, "shut_down")) ? "shut down" : "active",
+  const char *created = json_string_value(json_object_get(j, "created"));
+  char second[21] = "-";
+  if (created && strlen(created) > 19) /* 2026-12-03T23:15:02.120Z: the milliseconds dropped */
+    snprintf(second, sizeof(second), "%.19sZ", created);
+  printf("%-16s  %-8s  %-9s  %-20s  %s\n", id, json_string_value(json_object_get(j, "backend")),
+         json_is_true(json_object_get(j, "shut_down")) ? "shut down" : "active", second,
          workspace ? workspace : "-");
 }
 
@@ -627,7 +633,7 @@ static int session_list(int argc, char **argv) {
     /* Each session as `cordon serve` lists it; one that cannot be opened with the reason. */
     json_t *list = json_array();
     if (a.long_listing && !a.json)
-      printf("%-16s  %-8s  %-9s  %s\n", "ID", "BACKEND", "STATE", "WORKSPACE");
+      printf("%-16s  %-8s  %-9s  %-20s  %s\n", "ID", "BACKEND", "STATE", "CREATED", "WORKSPACE");
     for (size_t i = 0; ids[i]; i++) {
       struct cordon_session *s = NULL;
       struct cordon_error *open_err = NULL;
@@ -680,6 +686,8 @@ static void print_inspection(const struct cordon_session *s, const json_t *j) {
   printf("%-12s %s\n", "id", s->id);
   printf("%-12s %s (tier %s)\n", "backend", s->backend->name, cordon_tier_name(s->backend->tier));
   printf("%-12s %s\n", "state", s->shut_down ? "shut down" : "active");
+  const char *created = json_string_value(json_object_get(j, "created"));
+  printf("%-12s %s\n", "created", created ? created : "not recorded");
   printf("%-12s %s, at %s inside\n", "workspace",
          workspace ? workspace : "no host path (an overlay)", s->root);
   const json_t *p = json_object_get(j, "policy");

@@ -7,8 +7,9 @@ json_t *session_json(const struct cordon_session *s) {
   const char *workspace = s->workspace;
   if (workspace && !strncmp(workspace, "/proc/", strlen("/proc/")))
     workspace = NULL;
-  return json_pack("{s:s, s:s, s:s?, s:s?, s:b}", "id", s->id, "backend", s->backend->name,
-                   "workspace", workspace, "root", s->root, "shut_down", s->shut_down);
+  return json_pack("{s:s, s:s, s:s?, s:s?, s:b, s:s?}", "id", s->id, "backend", s->backend->name,
+                   "workspace", workspace, "root", s->root, "shut_down", s->shut_down, "created",
+                   session_created(s));
 }
 
 json_t *session_json_unreadable(const char *id, const struct cordon_error *why) {

@@ -9,7 +9,8 @@
 
 #include <cordon/backend.h>
 
-/* {"id", "backend", "workspace", "root", "shut_down"}. workspace is the host path, or null when
+/* {"id", "backend", "workspace", "root", "shut_down", "created"}. created is null for a session
+ * made before it was recorded. workspace is the host path, or null when
  * there is none a reader could use: an ns session on an overlay has its merged view only in the
  * sandbox's mount namespace, through /proc/PID/root, a name that means nothing once that
  * process is gone (docs/formats.md: no /proc paths in --json). NULL on ENOMEM. */
@@ -37,5 +38,7 @@ json_t *session_json_detail(const struct cordon_session *s);
 
 /* The session's recorded policy, or NULL (session.c). */
 const json_t *session_recorded_policy(const struct cordon_session *s);
+/* When the session was made, UTC ("2026-12-03T23:15:02.120Z"), or NULL (session.c). */
+const char *session_created(const struct cordon_session *s);
 
 #endif

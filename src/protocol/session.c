@@ -58,6 +58,7 @@ struct session_private {
   bool has_rundir;   /* it has one (made here, or the state says so): destroy removes it */
   json_t *volumes;   /* the state file's "volumes" (protocol/volume.h), or NULL: none */
   json_t *policy;    /* the state file's "policy" (session-json.h), or NULL: not recorded */
+  char created[32];  /* when it was made, UTC (obs_time_format), or "": not recorded */
 };
 
 static struct session_private *session_private(struct cordon_session *s) {
@@ -73,6 +74,18 @@ static struct cordon_session *session_alloc(void) {
 
 const json_t *session_recorded_policy(const struct cordon_session *s) {
   return ((const struct session_private *)s)->policy;
+}
+
+const char *session_created(const struct cordon_session *s) {
+  const char *created = ((const struct session_private *)s)->created;
+  return created[0] ? created : NULL;
+}
+
+/* A state's "created": a UTC time as obs_time_format writes it, short enough to keep. */
+static bool time_valid(const char *text) {
+  struct timespec now = {0}, parsed;
+  return strlen(text) < sizeof(((struct session_private *)NULL)->created) && strchr(text, 'T') &&
+         obs_time_parse(text, &now, &parsed) == 0;
 }
 
 void cordon_strv_free(char **strv) {
@@ -134,6 +147,9 @@ static int write_state(struct cordon_session *s, bool unsynced, struct cordon_er
     json_decref(doc), doc = NULL;
   if (doc && session_private(s)->policy &&
       json_object_set(doc, "policy", session_private(s)->policy) < 0)
+    json_decref(doc), doc = NULL;
+  if (doc && session_private(s)->created[0] &&
+      json_object_set_new(doc, "created", json_string(session_private(s)->created)) < 0)
     json_decref(doc), doc = NULL;
   if (!doc)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session %s state", s->id);
@@ -294,6 +310,9 @@ static int session_new(struct cordon_context *ctx, const struct cordon_backend *
   if (!s)
     return cordon_error_set(err, CORDON_ERR_SYSTEM, ENOMEM, "session");
   session_private(s)->defer_sync = defer_sync;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  obs_time_format(&now, session_private(s)->created, sizeof(session_private(s)->created));
   s->backend = backend;
   s->ctx = ctx;
   s->default_timeout = m->default_timeout;
@@ -775,18 +794,19 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   if (!doc)
     return corrupt(err, path, jerr.text);
   int version = 0, shut_down = 0;
-  const char *sid = NULL, *backend_name = NULL, *workspace = NULL, *root = NULL;
+  const char *sid = NULL, *backend_name = NULL, *workspace = NULL, *root = NULL, *created = NULL;
   double timeout = 0;
   json_t *env = NULL, *backend_state = NULL, *volumes = NULL, *policy = NULL;
   json_int_t env_private = 0, memory_limit = 0;
   int private_dir = 0;
   if (json_unpack_ex(doc, &jerr, JSON_STRICT,
-                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s?:b, s:F, s:b, s:o, s?:I, s?:o, s?:o}",
+                     "{s:i, s:s, s:s, s:s, s:s, s:o, s?:I, s?:b, s:F, s:b, s:o, s?:I, s?:o, s?:o, "
+                     "s?:s}",
                      "version", &version, "id", &sid, "backend", &backend_name, "workspace",
                      &workspace, "root", &root, "env", &env, "env_private", &env_private,
                      "private_dir", &private_dir, "default_timeout", &timeout, "shut_down",
                      &shut_down, "backend_state", &backend_state, "memory_limit", &memory_limit,
-                     "volumes", &volumes, "policy", &policy) < 0) {
+                     "volumes", &volumes, "policy", &policy, "created", &created) < 0) {
     int r = corrupt(err, path, jerr.text);
     json_decref(doc);
     return r;
@@ -812,6 +832,8 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
     why = "volumes is not a list of volumes";
   else if (policy && !session_policy_valid(policy))
     why = "policy is not a session's policy";
+  else if (created && !time_valid(created))
+    why = "created is not a UTC time";
   if (why) {
     int r = corrupt(err, path, why);
     json_decref(doc);
@@ -833,6 +855,8 @@ static int load_state(struct cordon_context *ctx, const struct cordon_registry *
   session_private(s)->has_rundir = private_dir || env_private > 0;
   session_private(s)->volumes = json_incref(volumes);
   session_private(s)->policy = json_incref(policy);
+  if (created)
+    memcpy(session_private(s)->created, created, strlen(created) + 1);
   s->id = strdup(id);
   s->workspace = strdup(workspace);
   s->root = strdup(root);

@@ -95,10 +95,12 @@ sys.exit(0 if any(b["name"] == "ns" and b["available"] for b in json.load(sys.st
   marker=$((400000 + RANDOM))
   # A background child, and a daemon (setsid, its parent gone), both still sleeping when the
   # command exits: cordon returns only once they are gone, with the command's own status.
+  # Matched by the whole command line: cordon's remover of the session's files, a copy of
+  # cordon that may outlive it (by design), carries "sleep N" in its own (1 run in 3 under load).
   run $CORDON run -- sh -c "sleep $marker & (setsid sleep $((marker + 1)) &); exit 3"
   [ "$status" -eq 3 ]
-  [ -z "$(pgrep -f "sleep $marker")" ]
-  [ -z "$(pgrep -f "sleep $((marker + 1))")" ]
+  [ -z "$(pgrep -fx "sleep $marker")" ]
+  [ -z "$(pgrep -fx "sleep $((marker + 1))")" ]
   [ -z "$(ls "$PROJECT/.cordon/sessions")" ]
 }
 
@@ -207,15 +209,26 @@ hello" ]
   # Listed all the same, with the reason, beside a readable one.
   ok=$($CORDON session create --backend worktree)
   run -0 $CORDON session list -l
-  [ "${lines[0]}" = "ID                BACKEND   STATE      WORKSPACE" ]
-  [[ "$output" == *"$id  -         unreadable "*"is corrupt"* ]]
-  [[ "$output" == *"$ok  worktree  active     $PROJECT/.cordon/sessions/$ok/workspace"* ]]
+  [ "${lines[0]}" = "ID                BACKEND   STATE      CREATED               WORKSPACE" ]
+  [[ "$output" == *"$id  -         unreadable  -                     "*"is corrupt"* ]]
+  [[ "$output" =~ $ok\ \ worktree\ \ active\ \ \ \ \ 20[0-9-]{8}T[0-9:]{8}Z\ \ $PROJECT/.cordon/sessions/$ok/workspace ]]
   $CORDON session shutdown "$ok"
   run -0 $CORDON session list --long
   [[ "$output" == *"$ok  worktree  shut down  "* ]]
   run -0 $CORDON session list --json
   [ "$(jq -c ".[] | select(.id == \"$id\") | keys" <<< "$output")" = '["error","id"]' ]
   [ "$(jq -c ".[] | select(.id == \"$ok\") | [.backend, .shut_down]" <<< "$output")" = '["worktree",true]' ]
+  # created: when it was made, in UTC, to the millisecond; a state that says otherwise is corrupt.
+  created=$(jq -r ".[] | select(.id == \"$ok\") | .created" <<< "$output")
+  [[ "$created" =~ ^20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$ ]]
+  made=$(date -u -d "$created" +%s)
+  [ $(($(date +%s) - made)) -ge 0 ] && [ $(($(date +%s) - made)) -lt 600 ]
+  state=".cordon/sessions/$ok/state.json"
+  cp "$state" state.bak
+  jq -c '.created = "yesterday"' state.bak > "$state"
+  run -1 $CORDON session inspect "$ok"
+  [[ "$output" == *"created is not a UTC time"* ]]
+  cp state.bak "$state"
   $CORDON session destroy "$ok"
 }
 
@@ -226,6 +239,7 @@ hello" ]
   run -0 $CORDON session inspect "${id:0:8}"
   [ "${lines[0]}" = "id           $id" ]
   [[ "$output" == *"backend      ns (tier container)"* ]]
+  [[ "$output" == *"created      20"*"Z"* ]]
   [[ "$output" == *"workspace    $PROJECT/ws, at /workspace inside"* ]]
   [[ "$output" == *"net          none"* ]]
   [[ "$output" == *"read-only    src"* ]]

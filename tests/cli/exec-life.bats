@@ -33,9 +33,10 @@ ns_or_skip() {
   fi
 }
 
-running() { pgrep -f "sleep $1" >/dev/null; }
+running() { pgrep -fx "sleep $1" >/dev/null; }
 
-# Wait up to $2 seconds for no process with "sleep $1" in its command line.
+# Wait up to $2 seconds for no process whose command line is "sleep $1" (exactly: a copy of
+# cordon, its remover of a session's files, may carry those words in its own).
 gone_within() {
   local i
   for i in $(seq $(($2 * 10))); do

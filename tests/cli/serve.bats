@@ -276,7 +276,7 @@ print(int(value) if value == int(value) else value)
   [[ "$output" == *'"stdout"'* ]]
   gone=
   for i in $(seq 100); do
-    if ! pgrep -f "sleep $marker" >/dev/null; then gone=1; break; fi
+    if ! pgrep -fx "sleep $marker" >/dev/null; then gone=1; break; fi
     sleep 0.1
   done
   [ -n "$gone" ]
