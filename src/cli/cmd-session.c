@@ -660,12 +660,11 @@ static int session_list(int argc, char **argv) {
 
 /* A byte count as the user would have typed it: 268435456 is 256M. */
 static void print_bytes(const char *label, json_int_t n, const char **sep) {
-  static const char units[] = "KMGT";
-  int u = -1;
-  while (u < 3 && n >= 1024 && n % 1024 == 0)
+  static const char *const units[] = {" bytes", "K", "M", "G", "T"};
+  size_t u = 0;
+  while (u + 1 < sizeof(units) / sizeof(units[0]) && n >= 1024 && n % 1024 == 0)
     n /= 1024, u++;
-  printf("%s%s %lld%s%.*s", *sep, label, (long long)n, u < 0 ? " bytes" : "", u < 0 ? 0 : 1,
-         u < 0 ? "" : &units[u]);
+  printf("%s%s %lld%s", *sep, label, (long long)n, units[u]);
   *sep = ", ";
 }
 
