@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/strv-json.h"
 #include "confine/oci.h"
 #include "confine/policy.h"
 
@@ -105,19 +106,9 @@ fail:
   return NULL;
 }
 
-static json_t *string_array(const char *const *list) {
-  json_t *a = json_array();
-  for (size_t i = 0; a && list && list[i]; i++)
-    if (json_array_append_new(a, json_string(list[i])) < 0) {
-      json_decref(a);
-      return NULL;
-    }
-  return a;
-}
-
 json_t *oci_process(const char *const *argv, const char *const *env, const char *cwd, unsigned uid,
                     unsigned gid, bool terminal) {
-  json_t *args = string_array(argv), *env_json = string_array(env);
+  json_t *args = strv_to_json(argv), *env_json = strv_to_json(env);
   if (!args || !env_json) {
     json_decref(args);
     json_decref(env_json);

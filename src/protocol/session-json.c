@@ -1,6 +1,7 @@
 /* A session as JSON (session-json.h): shared by the CLI's --json output and the HTTP API. */
 #include <string.h>
 
+#include "base/strv-json.h"
 #include "protocol/session-json.h"
 
 json_t *session_json(const struct cordon_session *s) {
@@ -15,16 +16,6 @@ json_t *session_json(const struct cordon_session *s) {
 json_t *session_json_unreadable(const char *id, const struct cordon_error *why) {
   return json_pack("{s:s, s:s}", "id", id, "error",
                    why && why->message ? why->message : "unreadable");
-}
-
-static json_t *strings_json(const char *const *list) {
-  json_t *a = json_array();
-  for (size_t i = 0; a && list && list[i]; i++)
-    if (json_array_append_new(a, json_string(list[i])) < 0) {
-      json_decref(a);
-      return NULL;
-    }
-  return a;
 }
 
 static json_t *features_json(uint32_t features) {
@@ -43,9 +34,9 @@ json_t *session_policy_json(const struct cordon_manifest *m, uint32_t waived) {
   const struct cordon_limits *l = &p->limits;
   json_t *j =
       json_pack("{s:s, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:f, s:I, s:I, s:I}, s:s, s:b, s:o}", "net",
-                cordon_egress_name(p->egress), "read_only", strings_json(p->read_only), "hidden",
-                strings_json(p->hidden), "allow_ro", strings_json(p->allow_ro), "devices",
-                strings_json(m->devices), "limits", "memory_bytes", (json_int_t)l->memory_bytes,
+                cordon_egress_name(p->egress), "read_only", strv_to_json(p->read_only), "hidden",
+                strv_to_json(p->hidden), "allow_ro", strv_to_json(p->allow_ro), "devices",
+                strv_to_json(m->devices), "limits", "memory_bytes", (json_int_t)l->memory_bytes,
                 "pids", (json_int_t)l->pids, "cpus", l->cpus, "nofile", (json_int_t)l->nofile,
                 "fsize_bytes", (json_int_t)l->fsize_bytes, "tmp_bytes", (json_int_t)l->tmp_bytes,
                 "user", m->user_root ? "root" : "sandbox", "require_enforcement",
@@ -58,8 +49,8 @@ json_t *session_policy_json(const struct cordon_manifest *m, uint32_t waived) {
   if (j && m->egress_rules) {
     const struct cordon_egress_rules *r = m->egress_rules;
     json_t *egress =
-        json_pack("{s:o, s:o, s:o}", "allow_domains", strings_json(r->allow_domains), "allow_cidrs",
-                  strings_json(r->allow_cidrs), "resolve", strings_json(r->resolve));
+        json_pack("{s:o, s:o, s:o}", "allow_domains", strv_to_json(r->allow_domains), "allow_cidrs",
+                  strv_to_json(r->allow_cidrs), "resolve", strv_to_json(r->resolve));
     if (!egress || json_object_set_new(j, "egress", egress) < 0)
       json_decref(j), j = NULL;
   }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/strv-json.h"
 #include "base/strv.h"
 #include "confine/policy.h"
 #include "race/protect.h"
@@ -204,19 +205,10 @@ int race_protect_store(struct cordon_cas *cas, const struct cordon_snapshot_entr
 
 /* ---- the receipt's record of the lists ---------------------------------------------------- */
 
-static json_t *list_json(char *const *list) {
-  json_t *a = json_array();
-  for (size_t i = 0; a && list && list[i]; i++)
-    if (json_array_append_new(a, json_string(list[i])) < 0) {
-      json_decref(a);
-      return NULL;
-    }
-  return a;
-}
-
 json_t *race_protect_json(const struct race_protect *p) {
-  return json_pack("{s:o, s:o, s:o}", "hidden", list_json(p->hidden), "protect",
-                   list_json(p->protect), "read_only", list_json(p->read_only));
+  return json_pack("{s:o, s:o, s:o}", "hidden", strv_to_json((const char *const *)p->hidden),
+                   "protect", strv_to_json((const char *const *)p->protect), "read_only",
+                   strv_to_json((const char *const *)p->read_only));
 }
 
 const char *race_protect_json_check(const json_t *v) {

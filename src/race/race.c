@@ -29,6 +29,7 @@
 
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "base/strv-json.h"
 #include "crypto/digest.h"
 #include "crypto/jcs.h"
 #include "race/cost.h"
@@ -181,16 +182,6 @@ static struct cordon_manifest effective_manifest(const struct cordon_race_option
 
 /* ---- the receipt body (pure) --------------------------------------------------------------- */
 
-static json_t *string_array(const char *const *v) {
-  json_t *a = json_array();
-  for (size_t i = 0; a && v && v[i]; i++)
-    if (json_array_append_new(a, json_string(v[i])) < 0) {
-      json_decref(a);
-      return NULL;
-    }
-  return a;
-}
-
 static json_t *outcome_json(const struct cordon_race_outcome *o) {
   json_t *j =
       json_pack("{s:I, s:b}", "exit_code", (json_int_t)o->exit_code, "timed_out", o->timed_out);
@@ -265,7 +256,7 @@ static int receipt_body(const char *base, const struct cordon_race_options *o,
                                             c[winner].task_id);
   json_t *body =
       json_pack("{s:s, s:o, s:o, s:o, s:s, s:o, s:s, s:o}", "base", base, "candidates", candidates,
-                "command", string_array(o->argv), "losers", losers, "outcome",
+                "command", strv_to_json(o->argv), "losers", losers, "outcome",
                 no_pass ? CORDON_RACE_OUTCOME_NO_PASS : CORDON_RACE_OUTCOME_WINNER, "profile",
                 profile_json, "type", CORDON_RECEIPT_TYPE, "winner", winner_json);
   if (!body)
@@ -275,7 +266,7 @@ static int receipt_body(const char *base, const struct cordon_race_options *o,
   if (o->allow_no_pass && json_object_set_new(body, "allow_no_pass", json_true()) < 0)
     goto oom;
   if (o->judge_argv && o->judge_argv[0] &&
-      json_object_set_new(body, "judge", string_array(o->judge_argv)) < 0)
+      json_object_set_new(body, "judge", strv_to_json(o->judge_argv)) < 0)
     goto oom;
   if (protected_paths_json(o, body, err) < 0) {
     json_decref(body);
