@@ -32,7 +32,7 @@
 #include "protocol/registry.h"
 #include "protocol/rundir.h"
 #include "protocol/session-id.h"
-#include "protocol/session-json.h"
+#include "protocol/session-record.h"
 #include "protocol/volume.h"
 #include "obs/events.h"
 #include "base/cleanup.h"
@@ -57,7 +57,7 @@ struct session_private {
   int rundir_fd;     /* O_PATH of the session's runtime directory (protocol/rundir.h), or -1 */
   bool has_rundir;   /* it has one (made here, or the state says so): destroy removes it */
   json_t *volumes;   /* the state file's "volumes" (protocol/volume.h), or NULL: none */
-  json_t *policy;    /* the state file's "policy" (session-json.h), or NULL: not recorded */
+  json_t *policy;    /* the state file's "policy" (session-record.h), or NULL: not recorded */
   char created[32];  /* when it was made, UTC (obs_time_format), or "": not recorded */
 };
 

@@ -1,4 +1,4 @@
-/* libFuzzer target for a session's recorded policy (src/protocol/session-json.c): the "policy"
+/* libFuzzer target for a session's recorded policy (src/protocol/session-record.c): the "policy"
  * of a state file in .cordon/sessions/ID/, which whoever can write the project can edit, and
  * which `session inspect` and GET /v1/sessions/ID read. What session_policy_valid accepts is
  * what a reader relies on: every key it reads present and of its type, the lists of strings,
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol/session-json.h"
+#include "protocol/session-record.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -24,6 +24,7 @@
 #include "base/strv.h"
 #include "protocol/session-id.h"
 #include "protocol/session-json.h"
+#include "protocol/session-record.h"
 
 /* ---- a fake backend that records its last exec request and path -------------------------- */
 
